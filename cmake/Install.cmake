@@ -1,0 +1,33 @@
+# Installation and the find_package(troupe) package: targets troupe::sdk (for
+# plugins) and troupe::engine (for embedding services), plus the
+# troupe_add_plugin() helper.
+include(CMakePackageConfigHelpers)
+
+install(DIRECTORY include/troupe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(troupe_export_targets)
+foreach(t troupe_sdk troupe_kernels_cpu troupe_runtime troupe_plugin_host troupe_engine)
+  if(TARGET ${t})
+    list(APPEND troupe_export_targets ${t})
+  endif()
+endforeach()
+install(TARGETS ${troupe_export_targets} EXPORT troupeTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET troupe)
+  install(TARGETS troupe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+
+set(TROUPE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/troupe)
+install(EXPORT troupeTargets NAMESPACE troupe:: DESTINATION ${TROUPE_CMAKE_DIR})
+configure_package_config_file(cmake/troupeConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/troupeConfig.cmake INSTALL_DESTINATION ${TROUPE_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/troupeConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${CMAKE_CURRENT_BINARY_DIR}/troupeConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/troupeConfigVersion.cmake
+  cmake/FindCAF.cmake cmake/TroupePlugin.cmake
+  DESTINATION ${TROUPE_CMAKE_DIR})

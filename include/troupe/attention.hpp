@@ -1,0 +1,41 @@
+// AttentionBackend: the paged KV cache layout and the attention kernel of a
+// platform. The Worker allocates the cache through it; models call forward().
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "troupe/dtype.hpp"
+#include "troupe/model.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe {
+
+/// Shape of the KV cache one model needs (Worker::get_kv_cache_spec).
+struct KvCacheSpec {
+  int block_size = 16;
+  int num_layers = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  DType dtype = DType::f32;
+  /// Bytes of one block across all layers, K and V.
+  int64_t bytes_per_block() const {
+    return 2LL * num_layers * block_size * num_kv_heads * head_dim * traits(dtype).block_bytes /
+           traits(dtype).block_elems;
+  }
+};
+
+class AttentionBackend {
+ public:
+  virtual ~AttentionBackend() = default;
+  /// Backend name for logs ("cpu_paged", "flash_attn", ...).
+  virtual std::string name() const = 0;
+  /// Allocate `num_blocks` blocks of `spec`; previous contents are dropped.
+  virtual Status allocate(const KvCacheSpec& spec, int64_t num_blocks) = 0;
+  /// Store this step's k/v ([num_tokens][num_kv_heads][head_dim]) at batch.slot_mapping,
+  /// then attend q ([num_tokens][num_heads][head_dim]) causally over each sequence; out like q.
+  virtual void forward(int layer, const float* q, const float* k, const float* v, float* out,
+                       int num_heads, const ForwardBatch& batch, float scale) = 0;
+};
+
+}  // namespace troupe

@@ -1,0 +1,57 @@
+// Engine settings. Platform::check_and_update_config may change any of them
+// (worker implementation, block size, graph mode, ...), as in vLLM.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace troupe {
+
+struct ModelConfig {
+  std::string model_path;          // a GGUF file
+  std::string served_model_name;   // name in the API; default: file stem
+  std::string architecture;        // filled at load ("llama"), used by ModelRegistry
+  int64_t max_model_len = 0;       // 0: the model's context length
+  std::string dtype = "auto";      // activation/compute dtype request
+  std::string quantization;        // weight quantization found in the file ("q4_1", ...)
+  uint64_t seed = 0;
+};
+
+struct CacheConfig {
+  int block_size = 16;                   // tokens per KV block
+  std::string cache_dtype = "auto";      // "auto" = what the platform prefers
+  int64_t num_gpu_blocks_override = 0;   // >0: use exactly this many blocks
+  int64_t kv_cache_memory_bytes = 0;     // >0: budget for the KV cache
+  double memory_utilization = 0.9;       // of the device memory the platform reports
+  bool enable_prefix_caching = true;
+};
+
+struct SchedulerConfig {
+  int max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_queued_requests = 0;   // 0: unbounded
+};
+
+struct ParallelConfig {
+  int tensor_parallel_size = 1;
+  int num_threads = 0;                   // CPU compute threads; 0 = all cores
+  std::string worker_cls;                // set by the platform
+};
+
+struct CompilationConfig {
+  bool enforce_eager = false;            // graph capture off when true
+  std::string graph_mode = "none";       // set by the platform: "none", "cuda_graph", ...
+};
+
+struct EngineConfig {
+  ModelConfig model;
+  CacheConfig cache;
+  SchedulerConfig scheduler;
+  ParallelConfig parallel;
+  CompilationConfig compilation;
+  /// Free-form settings a platform or plugin may add or read.
+  std::map<std::string, std::string> extra;
+};
+
+}  // namespace troupe

@@ -1,0 +1,92 @@
+// What a model definition sees: weights and metadata from a loaded file
+// (ModelSource), one step's batch (ForwardBatch), and the platform's compute
+// (ModelContext). Models are created by ModelRegistry factories.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/dtype.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe {
+
+class Ops;
+class AttentionBackend;
+
+/// One weight tensor, memory-mapped from the model file.
+/// ne[0] is the fastest-moving dimension (GGUF order): a matrix that maps
+/// `in` features to `out` features has ne = {in, out}.
+struct WeightTensor {
+  std::string name;
+  DType type = DType::f32;
+  int n_dims = 0;
+  int64_t ne[4] = {1, 1, 1, 1};
+  const void* data = nullptr;
+  uint64_t nbytes = 0;
+  int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+};
+
+/// Read-only view of a loaded model file: its metadata and its tensors.
+class ModelSource {
+ public:
+  virtual ~ModelSource() = default;
+  /// The architecture string of the file (GGUF general.architecture, e.g. "llama").
+  virtual std::string architecture() const = 0;
+  /// The tensor with this name, or nullptr.
+  virtual const WeightTensor* tensor(std::string_view name) const = 0;
+  /// Metadata lookups by full key ("llama.embedding_length"); nullopt when absent or another type.
+  virtual std::optional<int64_t> get_int(std::string_view key) const = 0;
+  virtual std::optional<double> get_float(std::string_view key) const = 0;
+  virtual std::optional<std::string> get_string(std::string_view key) const = 0;
+};
+
+/// Shapes a model reports once built; the engine sizes caches and checks requests with them.
+struct ModelInfo {
+  std::string architecture;
+  int64_t vocab_size = 0;
+  int64_t context_length = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int64_t hidden_size = 0;
+  uint64_t weight_bytes = 0;  // bytes read per token (all weights touched by one forward)
+};
+
+/// One step's flattened batch. Sequence i owns tokens
+/// [query_start[i], query_start[i+1]) of `token_ids`/`positions`.
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens] absolute position in its sequence
+  std::vector<int32_t> query_start;   // [num_seqs + 1]
+  std::vector<int32_t> seq_lens;      // [num_seqs] tokens in the KV cache after this step
+  std::vector<std::vector<int32_t>> block_tables;  // [num_seqs][blocks]
+  std::vector<int64_t> slot_mapping;  // [num_tokens] KV slot = block * block_size + offset
+  std::vector<int32_t> logits_indices;// token rows whose logits are wanted, in order
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
+};
+
+/// The platform's services handed to a model at construction.
+struct ModelContext {
+  Ops* ops = nullptr;                    // compute kernels of the active platform
+  AttentionBackend* attention = nullptr; // paged attention of the active platform
+  int64_t max_num_batched_tokens = 2048; // largest ForwardBatch the model will see
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  /// Shapes of this model.
+  virtual const ModelInfo& info() const = 0;
+  /// Run one step; writes logits for batch.logits_indices to `logits`
+  /// ([logits_indices.size(), vocab_size], row-major).
+  virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
+};
+
+}  // namespace troupe

@@ -1,0 +1,31 @@
+// Compute kernels a platform provides to model definitions. Pointers are
+// host-addressable on the CPU platform; a device platform passes its own
+// device pointers through the same calls.
+#pragma once
+
+#include <cstdint>
+
+#include "troupe/model.hpp"
+
+namespace troupe {
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  /// y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tokens; W is ne = {in, out} of any supported type.
+  virtual void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) = 0;
+  /// out[t] = row ids[t] of W (ne = {dim, rows}) converted to f32.
+  virtual void embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) = 0;
+  /// out = x / rms(x) * weight, per row of `dim`.
+  virtual void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps,
+                        float* out) = 0;
+  /// Rotary embedding in place on [n_tokens][n_heads][head_dim]; neox pairs (i, i+d/2), else (2i, 2i+1).
+  virtual void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+                    float theta, bool neox) = 0;
+  /// out[i] = silu(gate[i]) * up[i].
+  virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+  /// y[i] += x[i].
+  virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
+};
+
+}  // namespace troupe

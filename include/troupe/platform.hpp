@@ -1,0 +1,67 @@
+// Platform: everything the engine asks of a kind of hardware. The core never
+// asks which device it runs on; it asks the active Platform for capabilities.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/attention.hpp"
+#include "troupe/communicator.hpp"
+#include "troupe/config.hpp"
+#include "troupe/ops.hpp"
+#include "troupe/status.hpp"
+#include "troupe/worker.hpp"
+
+namespace troupe {
+
+/// Identity of a platform, as vLLM's PlatformEnum. Third-party platforms are out_of_tree.
+enum class PlatformEnum { cpu, cuda, rocm, tpu, xpu, out_of_tree, unspecified };
+const char* to_string(PlatformEnum e);
+
+struct DeviceMemory {
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+};
+
+class Platform {
+ public:
+  virtual ~Platform() = default;
+
+  /// Which kind of platform this is; out_of_tree for plugins of third parties.
+  virtual PlatformEnum platform_enum() const = 0;
+  bool is_out_of_tree() const { return platform_enum() == PlatformEnum::out_of_tree; }
+  /// Short device type ("cpu", "cuda", "dummy"): names the platform in logs and errors.
+  virtual std::string device_type() const = 0;
+  /// Human-readable name of device `device_id` ("AMD EPYC 7B13", "NVIDIA H200").
+  virtual std::string device_name(int device_id = 0) const = 0;
+  /// Number of devices this platform can use in this process.
+  virtual int device_count() const = 0;
+
+  /// Validate and adjust the engine config: choose worker_cls, block size, graph mode, ...
+  virtual Status check_and_update_config(EngineConfig& config) const = 0;
+
+  /// The attention backend this platform uses for `config` (vLLM's get_attn_backend_cls).
+  virtual Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const = 0;
+  /// Compute kernels for model definitions.
+  virtual Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const = 0;
+  /// Collectives for rank `rank` of `world_size`.
+  virtual Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int rank, int world_size) const = 0;
+  /// The worker named by config.parallel.worker_cls for `rank`.
+  virtual Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const = 0;
+
+  /// Total and free memory of device `device_id`.
+  virtual DeviceMemory memory_info(int device_id = 0) const = 0;
+  /// Compute dtypes this platform supports ("float32", "float16", "bfloat16").
+  virtual std::vector<std::string> supported_dtypes() const = 0;
+  /// Weight quantizations this platform can run ("q4_0", "q8_0", ...).
+  virtual std::vector<std::string> supported_quantizations() const = 0;
+  /// ok when `quant` (as ModelConfig::quantization names it) runs here; else a not_supported error.
+  virtual Status verify_quantization(std::string_view quant) const;
+  /// Optional features by name ("sleep_mode", "graph_capture", "lora", "pinned_memory").
+  virtual bool supports(std::string_view capability) const { return false; }
+};
+
+}  // namespace troupe

@@ -1,0 +1,89 @@
+// The plugin ABI. A plugin library exports one C symbol,
+//   extern "C" const troupe::PluginDescriptor* troupe_plugin_entry();
+// returning a descriptor that starts with the ABI version it was built for.
+// The host refuses a library whose version or C++ ABI tag differs from its own.
+#pragma once
+
+#include <cstdint>
+
+#include "troupe/config.hpp"
+#include "troupe/io_processor.hpp"
+#include "troupe/platform.hpp"
+#include "troupe/stat_logger.hpp"
+#include "troupe/status.hpp"
+
+/// Bump whenever any SDK header changes a class layout, a vtable or a signature.
+#define TROUPE_ABI_VERSION 1u
+#define TROUPE_SDK_VERSION "0.1.0"
+
+// Identifies the compiler family and C++ standard library ABI: classes with
+// std::string members cross the boundary, so both sides must agree.
+#define TROUPE_STRINGIFY2(x) #x
+#define TROUPE_STRINGIFY(x) TROUPE_STRINGIFY2(x)
+#if defined(__GLIBCXX__)
+#define TROUPE_CXX_ABI_TAG "libstdc++/cxx11abi=" TROUPE_STRINGIFY(_GLIBCXX_USE_CXX11_ABI)
+#elif defined(_LIBCPP_VERSION)
+#define TROUPE_CXX_ABI_TAG "libc++/abi=" TROUPE_STRINGIFY(_LIBCPP_ABI_VERSION)
+#else
+#define TROUPE_CXX_ABI_TAG "unknown"
+#endif
+
+namespace troupe {
+
+inline constexpr const char* kGroupGeneral = "troupe.general_plugins";
+inline constexpr const char* kGroupPlatform = "troupe.platform_plugins";
+inline constexpr const char* kGroupIOProcessor = "troupe.io_processor_plugins";
+inline constexpr const char* kGroupStatLogger = "troupe.stat_logger_plugins";
+
+/// General plugins: register models / custom ops. Must be safe to call more than once.
+using RegisterFn = Status (*)();
+/// Platform plugins: the platform to use, or nullptr when its hardware is absent.
+/// The host owns the returned object and never unloads the library.
+using PlatformProbeFn = Platform* (*)();
+/// IO processor plugins: a new processor for this engine config (host owns it).
+using IOProcessorFactoryFn = IOProcessor* (*)(const EngineConfig& config);
+/// Stat logger plugins: a new logger for engine `engine_index` (host owns it).
+using StatLoggerFactoryFn = StatLogger* (*)(const EngineConfig& config, int engine_index);
+
+struct PluginDescriptor {
+  uint32_t abi_version;        // TROUPE_ABI_VERSION the plugin was built with: checked first
+  uint32_t descriptor_size;    // sizeof(PluginDescriptor) on the plugin's side
+  const char* sdk_version;     // TROUPE_SDK_VERSION, for messages
+  const char* cxx_abi;         // TROUPE_CXX_ABI_TAG
+  const char* name;            // should equal the manifest's name
+  const char* group;           // should equal the manifest's group
+  RegisterFn register_fn;                    // general plugins
+  PlatformProbeFn platform_probe;            // platform plugins
+  IOProcessorFactoryFn make_io_processor;    // io processor plugins
+  StatLoggerFactoryFn make_stat_logger;      // stat logger plugins
+};
+
+/// Descriptor builders: use them so the version fields are stamped at the plugin's build.
+constexpr PluginDescriptor general_plugin(const char* name, RegisterFn fn) {
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+          name, kGroupGeneral, fn, nullptr, nullptr, nullptr};
+}
+constexpr PluginDescriptor platform_plugin(const char* name, PlatformProbeFn fn) {
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+          name, kGroupPlatform, nullptr, fn, nullptr, nullptr};
+}
+constexpr PluginDescriptor io_processor_plugin(const char* name, IOProcessorFactoryFn fn) {
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+          name, kGroupIOProcessor, nullptr, nullptr, fn, nullptr};
+}
+constexpr PluginDescriptor stat_logger_plugin(const char* name, StatLoggerFactoryFn fn) {
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+          name, kGroupStatLogger, nullptr, nullptr, nullptr, fn};
+}
+
+}  // namespace troupe
+
+#define TROUPE_PLUGIN_ENTRY_SYMBOL "troupe_plugin_entry"
+
+/// Define the plugin's entry point: TROUPE_PLUGIN(troupe::platform_plugin("cpu", &probe));
+#define TROUPE_PLUGIN(descriptor_expr)                                                        \
+  extern "C" __attribute__((visibility("default"))) const ::troupe::PluginDescriptor*          \
+  troupe_plugin_entry() {                                                                     \
+    static const ::troupe::PluginDescriptor troupe_descriptor_ = (descriptor_expr);           \
+    return &troupe_descriptor_;                                                               \
+  }

@@ -1,0 +1,86 @@
+// Worker: one per rank, hosted by a worker actor. Mirrors vLLM's
+// WorkerBase: device set-up, model loading, KV cache sizing and the step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "troupe/attention.hpp"
+#include "troupe/config.hpp"
+#include "troupe/model.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe {
+
+/// One step for the worker: the batch the scheduler chose.
+struct ExecuteModelRequest {
+  ForwardBatch batch;
+};
+
+/// What one step produced: logits of the rows the batch asked for.
+struct ModelRunnerOutput {
+  int64_t vocab_size = 0;
+  std::vector<float> logits;  // [batch.logits_indices.size()][vocab_size]
+};
+
+/// KV cache geometry decided by the engine from the spec and available memory.
+struct KvCacheConfig {
+  KvCacheSpec spec;
+  int64_t num_blocks = 0;
+};
+
+class Worker {
+ public:
+  /// `platform_name` names the platform in "not supported" errors.
+  explicit Worker(std::string platform_name) : platform_name_(std::move(platform_name)) {}
+  virtual ~Worker() = default;
+
+  /// Bind this worker to its device (threads, streams, memory pools).
+  virtual Status init_device() = 0;
+  /// Build the model from the loaded file through ModelRegistry.
+  virtual Status load_model(const ModelSource& source) = 0;
+  /// The KV cache geometry the loaded model needs.
+  virtual Result<KvCacheSpec> get_kv_cache_spec() const = 0;
+  /// Bytes this worker can give to the KV cache after the model is loaded.
+  virtual Result<int64_t> determine_available_memory() = 0;
+  /// Allocate the KV cache the engine decided on (vLLM's initialize_from_config).
+  virtual Status initialize_from_config(const KvCacheConfig& config) = 0;
+  /// Allocate `num_blocks` blocks of the current spec (vLLM's initialize_cache).
+  virtual Status initialize_cache(int64_t num_blocks) = 0;
+  /// Warm up kernels / capture graphs before serving.
+  virtual Status compile_or_warm_up_model() = 0;
+  /// Run one step.
+  virtual Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) = 0;
+  /// The loaded model's shapes (valid after load_model).
+  virtual const ModelInfo* model_info() const = 0;
+
+  // Optional capabilities: the defaults answer "not supported by platform X".
+  /// Offload weights / drop the KV cache to free device memory (level 1 or 2).
+  virtual Status sleep(int level);
+  /// Undo sleep(); `tags` selects what to restore ("weights", "kv_cache"), empty = all.
+  virtual Status wake_up(const std::vector<std::string>& tags);
+  /// Draft tokens proposed by speculative decoding for each request of the last step.
+  virtual Result<std::vector<std::vector<int32_t>>> take_draft_token_ids();
+  /// Load a LoRA adapter under `lora_id` from `path`.
+  virtual Status add_lora(int64_t lora_id, const std::string& path);
+  /// Unload a LoRA adapter.
+  virtual Status remove_lora(int64_t lora_id);
+  /// Ids of the loaded LoRA adapters.
+  virtual Result<std::vector<int64_t>> list_loras() const;
+  /// Keep a LoRA adapter resident.
+  virtual Status pin_lora(int64_t lora_id);
+  /// Run a batch of dummy tokens (keeps data-parallel ranks in lock step).
+  virtual Status execute_dummy_batch();
+
+  const std::string& platform_name() const { return platform_name_; }
+
+ protected:
+  Status unsupported(const char* what) const;
+
+ private:
+  std::string platform_name_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,30 @@
+#include "troupe/platform.hpp"
+
+#include <algorithm>
+
+namespace troupe {
+
+const char* to_string(PlatformEnum e) {
+  switch (e) {
+    case PlatformEnum::cpu: return "cpu";
+    case PlatformEnum::cuda: return "cuda";
+    case PlatformEnum::rocm: return "rocm";
+    case PlatformEnum::tpu: return "tpu";
+    case PlatformEnum::xpu: return "xpu";
+    case PlatformEnum::out_of_tree: return "out_of_tree";
+    case PlatformEnum::unspecified: return "unspecified";
+  }
+  return "unknown";
+}
+
+Status Platform::verify_quantization(std::string_view quant) const {
+  if (quant.empty()) return {};
+  auto supported = supported_quantizations();
+  if (std::find(supported.begin(), supported.end(), quant) != supported.end()) return {};
+  std::string list;
+  for (const auto& q : supported) list += (list.empty() ? "" : ", ") + q;
+  return not_supported("quantization " + std::string(quant) + " is not supported by platform " + device_type() +
+                       " (supported: " + list + ")");
+}
+
+}  // namespace troupe
