@@ -61,7 +61,7 @@ class Platform {
   /// ok when `quant` (as ModelConfig::quantization names it) runs here; else a not_supported error.
   virtual Status verify_quantization(std::string_view quant) const;
   /// Optional features by name ("sleep_mode", "graph_capture", "lora", "pinned_memory").
-  virtual bool supports(std::string_view capability) const { return false; }
+  virtual bool supports(std::string_view /*capability*/) const { return false; }
 };
 
 }  // namespace troupe
