@@ -21,6 +21,9 @@ function(troupe_add_plugin target)
   endif()
   add_library(${target} MODULE ${P_SOURCES})
   target_link_libraries(${target} PRIVATE troupe::sdk)
+  if(TARGET troupe_sdk)  # in-tree builds: plugins include "platforms/..." paths
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+  endif()
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME "troupe_plugin_${P_NAME}"

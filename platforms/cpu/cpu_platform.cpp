@@ -1,0 +1,57 @@
+#include "platforms/cpu/cpu_platform.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "troupe/log.hpp"
+
+namespace troupe::cpu {
+
+std::string CpuPlatform::device_name(int) const {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "cpu";
+}
+
+Status CpuPlatform::check_and_update_config(EngineConfig& config) const {
+  if (config.parallel.tensor_parallel_size != 1)
+    return not_supported("tensor parallelism is not supported by platform cpu yet (tensor_parallel_size=" +
+                         std::to_string(config.parallel.tensor_parallel_size) + ")");
+  if (config.parallel.worker_cls.empty()) config.parallel.worker_cls = "troupe.cpu.CpuWorker";
+  if (config.parallel.num_threads <= 0)
+    config.parallel.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (config.cache.block_size <= 0) config.cache.block_size = 16;
+  if (config.cache.cache_dtype == "auto") config.cache.cache_dtype = "float32";
+  // No graph capture on CPUs: every step runs eagerly.
+  config.compilation.enforce_eager = true;
+  config.compilation.graph_mode = "none";
+  return {};
+}
+
+DeviceMemory CpuPlatform::memory_info(int) const {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long avail = sysconf(_SC_AVPHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  return {static_cast<int64_t>(pages) * page, static_cast<int64_t>(avail) * page};
+}
+
+std::vector<std::string> CpuPlatform::supported_dtypes() const { return {"float32"}; }
+
+std::vector<std::string> CpuPlatform::supported_quantizations() const {
+  return {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q6_k"};
+}
+
+bool CpuPlatform::supports(std::string_view capability) const {
+  return capability == "prefix_caching" || capability == "chunked_prefill";
+}
+
+}  // namespace troupe::cpu

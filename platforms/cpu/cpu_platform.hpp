@@ -1,0 +1,26 @@
+// The CPU platform: AVX2/FMA kernels with a scalar fallback, a paged KV cache
+// in host memory, and a worker that runs models on the cores of this machine.
+#pragma once
+
+#include "troupe/platform.hpp"
+
+namespace troupe::cpu {
+
+class CpuPlatform final : public Platform {
+ public:
+  PlatformEnum platform_enum() const override { return PlatformEnum::cpu; }
+  std::string device_type() const override { return "cpu"; }
+  std::string device_name(int device_id = 0) const override;
+  int device_count() const override { return 1; }
+  Status check_and_update_config(EngineConfig& config) const override;
+  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
+  Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int rank, int world_size) const override;
+  Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
+  DeviceMemory memory_info(int device_id = 0) const override;
+  std::vector<std::string> supported_dtypes() const override;
+  std::vector<std::string> supported_quantizations() const override;
+  bool supports(std::string_view capability) const override;
+};
+
+}  // namespace troupe::cpu
