@@ -1,0 +1,53 @@
+#include "runtime/stats/logging_stat_logger.hpp"
+
+#include <fmt/format.h>
+
+#include "troupe/log.hpp"
+
+namespace troupe::stats {
+
+LoggingStatLogger::LoggingStatLogger(int engine_index, std::function<void(const std::string&)> sink,
+                                     std::function<Clock::time_point()> now)
+    : engine_index_(engine_index), sink_(std::move(sink)), now_(std::move(now)) {
+  if (!sink_) sink_ = [](const std::string& line) { TROUPE_LOG_INFO("{}", line); };
+  if (!now_) now_ = [] { return Clock::now(); };
+  interval_start_ = now_();
+}
+
+void LoggingStatLogger::record(const SchedulerStats* s, const IterationStats* it, int) {
+  if (s) {
+    last_ = *s;
+    prefix_queries_ += s->prefix_cache_queries;
+    prefix_hits_ += s->prefix_cache_hits;
+  }
+  if (it) {
+    prompt_tokens_ += it->num_prompt_tokens;
+    generation_tokens_ += it->num_generation_tokens;
+  }
+}
+
+std::string LoggingStatLogger::format_line() const {
+  double seconds = std::chrono::duration<double>(now_() - interval_start_).count();
+  if (seconds <= 0) seconds = 1e-9;
+  double hit_rate = prefix_queries_ > 0 ? 100.0 * static_cast<double>(prefix_hits_) / prefix_queries_ : 0.0;
+  return fmt::format(
+      "Engine {:03d}: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
+      "Running: {} reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
+      engine_index_, prompt_tokens_ / seconds, generation_tokens_ / seconds, last_.num_running_reqs,
+      last_.num_waiting_reqs, 100.0 * last_.kv_cache_usage, hit_rate);
+}
+
+void LoggingStatLogger::log() {
+  bool idle = prompt_tokens_ == 0 && generation_tokens_ == 0 && last_.num_running_reqs == 0 &&
+              last_.num_waiting_reqs == 0;
+  // Like vLLM, an idle engine logs once and then stays quiet until work arrives.
+  if (!idle || !idle_logged_) sink_(format_line());
+  idle_logged_ = idle;
+  prompt_tokens_ = generation_tokens_ = 0;
+  prefix_queries_ = prefix_hits_ = 0;
+  interval_start_ = now_();
+}
+
+void LoggingStatLogger::log_engine_initialized() { interval_start_ = now_(); }
+
+}  // namespace troupe::stats

@@ -1,0 +1,40 @@
+// The built-in logging stat logger: once per interval, vLLM's line
+// "Engine 000: Avg prompt throughput: ... Running: N reqs, Waiting: M reqs, KV cache usage: ...".
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "troupe/stat_logger.hpp"
+
+namespace troupe::stats {
+
+class LoggingStatLogger final : public StatLogger {
+ public:
+  using Clock = std::chrono::steady_clock;
+  /// `sink` receives each line (default: the log facade at INFO); `now` is injectable for tests.
+  explicit LoggingStatLogger(int engine_index = 0, std::function<void(const std::string&)> sink = {},
+                             std::function<Clock::time_point()> now = {});
+  void record(const SchedulerStats* scheduler_stats, const IterationStats* iteration_stats,
+              int engine_index) override;
+  void log() override;
+  void log_engine_initialized() override;
+
+  /// The line log() would print now (without resetting the interval).
+  std::string format_line() const;
+
+ private:
+  int engine_index_;
+  std::function<void(const std::string&)> sink_;
+  std::function<Clock::time_point()> now_;
+  Clock::time_point interval_start_;
+  int64_t prompt_tokens_ = 0;
+  int64_t generation_tokens_ = 0;
+  int64_t prefix_queries_ = 0;
+  int64_t prefix_hits_ = 0;
+  SchedulerStats last_{};
+  bool idle_logged_ = false;
+};
+
+}  // namespace troupe::stats
