@@ -1,0 +1,233 @@
+#include "runtime/sched/scheduler.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "troupe/check.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::sched {
+
+Scheduler::Scheduler(SchedulerConfig config, KvCacheConfig kv_config)
+    : config_(config),
+      kv_(kv_config),
+      max_model_len_(config.max_model_len > 0 ? config.max_model_len : kv_.capacity_tokens()) {
+  TROUPE_CHECK(config.max_num_batched_tokens > 0, "max_num_batched_tokens must be positive");
+  TROUPE_CHECK(config.max_num_seqs > 0, "max_num_seqs must be positive");
+}
+
+Status Scheduler::add_request(NewRequest request) {
+  if (request.id.empty()) return invalid_argument("request id is empty");
+  if (requests_.contains(request.id))
+    return invalid_argument(fmt::format("request id '{}' is already in use", request.id));
+  if (request.prompt_token_ids.empty())
+    return invalid_argument(fmt::format("request '{}' has an empty prompt", request.id));
+  if (request.max_tokens < 1)
+    return invalid_argument(fmt::format("request '{}': max_tokens must be at least 1, got {}", request.id,
+                                        request.max_tokens));
+  for (int32_t t : request.prompt_token_ids)
+    if (t < 0) return invalid_argument(fmt::format("request '{}' has a negative token id {}", request.id, t));
+  const auto prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
+  const int64_t total = prompt_len + request.max_tokens;
+  // A request that cannot fit even alone would preempt itself forever.
+  if (total > kv_.capacity_tokens())
+    return out_of_range(fmt::format(
+        "request '{}': prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the KV cache capacity of {} "
+        "tokens ({} blocks of {})",
+        request.id, prompt_len, request.max_tokens, total, kv_.capacity_tokens(), kv_.num_blocks(),
+        kv_.block_size()));
+  if (total > max_model_len_)
+    return out_of_range(fmt::format(
+        "request '{}': prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the maximum model length {}",
+        request.id, prompt_len, request.max_tokens, total, max_model_len_));
+  if (!config_.enable_chunked_prefill && prompt_len > config_.max_num_batched_tokens)
+    return out_of_range(fmt::format(
+        "request '{}': prompt of {} tokens exceeds max_num_batched_tokens {} and chunked prefill is off",
+        request.id, prompt_len, config_.max_num_batched_tokens));
+
+  std::string id = request.id;
+  auto owned = std::make_unique<Request>(std::move(request), next_arrival_++);
+  waiting_.push_back(owned.get());
+  requests_.emplace(std::move(id), std::move(owned));
+  return Status::ok_status();
+}
+
+const Request* Scheduler::find_request(const std::string& request_id) const {
+  auto it = requests_.find(request_id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::preempt(Request* request) {
+  // Recompute: drop its KV; its freed blocks stay cached, so resuming often
+  // hits them again.
+  kv_.free(request->id());
+  request->set_num_computed_tokens(0);
+  request->set_status(RequestStatus::preempted);
+  waiting_.push_front(request);
+}
+
+void Scheduler::remove(Request* request, RequestStatus status) {
+  const std::string id = request->id();
+  kv_.free(id);
+  if (auto it = std::find(running_.begin(), running_.end(), request); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), request); it != waiting_.end()) waiting_.erase(it);
+  request->set_status(status);
+  finished_since_schedule_.push_back(id);
+  requests_.erase(id);  // destroys *request
+}
+
+ScheduledRequest Scheduler::make_scheduled(const Request& request, int64_t num_new_tokens, bool is_new) const {
+  ScheduledRequest s;
+  s.request_id = request.id();
+  s.num_computed_tokens = request.num_computed_tokens();
+  const auto& all = request.all_token_ids();
+  s.token_ids.assign(all.begin() + s.num_computed_tokens, all.begin() + s.num_computed_tokens + num_new_tokens);
+  s.block_table = kv_.block_table(request.id());
+  s.needs_logits = s.num_computed_tokens + num_new_tokens == request.num_tokens();
+  s.is_new = is_new;
+  return s;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  TROUPE_CHECK(!awaiting_update_, "schedule() called before update_from_output() of the previous step");
+  SchedulerOutput out;
+  out.step = ++step_;
+  out.block_size = kv_.block_size();
+  out.finished_ids = std::move(finished_since_schedule_);
+  finished_since_schedule_.clear();
+
+  struct Pick {
+    Request* request;
+    int64_t num_new_tokens;
+    bool is_new;
+  };
+  std::vector<Pick> picks;
+  int64_t budget = config_.max_num_batched_tokens;
+
+  // 1. Running requests, oldest first: a decode takes 1 token, an unfinished
+  // prefill the rest of its prompt (as far as the budget goes).
+  size_t index = 0;
+  while (index < running_.size() && budget > 0) {
+    Request* request = running_[index];
+    const int64_t n = std::min(request->num_tokens() - request->num_computed_tokens(), budget);
+    if (n <= 0) {
+      ++index;
+      continue;
+    }
+    bool scheduled = false;
+    for (;;) {
+      if (kv_.allocate_slots(*request, n)) {
+        scheduled = true;
+        break;
+      }
+      // No room: preempt the most recently admitted request (maybe this one).
+      Request* victim = running_.back();
+      running_.pop_back();
+      preempt(victim);
+      out.preempted_ids.push_back(victim->id());
+      if (victim == request) break;
+    }
+    if (!scheduled) break;
+    picks.push_back({request, n, false});
+    budget -= n;
+    ++index;
+  }
+
+  // 2. Waiting requests in FIFO order, unless this step had to preempt (then
+  // memory is short and admitting more would only thrash).
+  if (out.preempted_ids.empty()) {
+    while (!waiting_.empty() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+      Request* request = waiting_.front();
+      TROUPE_CHECK(request->num_computed_tokens() == 0, "a waiting request holds computed tokens");
+      const ComputedBlocks hit = kv_.get_computed_blocks(*request);
+      int64_t n = request->num_tokens() - hit.num_tokens;
+      if (!config_.enable_chunked_prefill && n > budget) break;
+      n = std::min(n, budget);
+      if (!kv_.allocate_slots(*request, n, hit.num_tokens, hit.blocks)) break;
+      waiting_.pop_front();
+      running_.push_back(request);
+      request->set_status(RequestStatus::running);
+      request->set_num_computed_tokens(hit.num_tokens);
+      picks.push_back({request, n, true});
+      budget -= n;
+    }
+  }
+
+  for (const Pick& p : picks) {
+    out.scheduled.push_back(make_scheduled(*p.request, p.num_new_tokens, p.is_new));
+    out.num_scheduled_tokens += p.num_new_tokens;
+  }
+  awaiting_update_ = !out.scheduled.empty();
+
+  const PrefixCacheStats prefix = kv_.take_prefix_cache_stats();
+  last_step_ = SchedulerStats{};
+  last_step_.step = out.step;
+  last_step_.prefix_cache_queries = prefix.queries;
+  last_step_.prefix_cache_hits = prefix.hits;
+  last_step_.num_preempted_reqs = static_cast<int64_t>(out.preempted_ids.size());
+  last_step_.num_scheduled_tokens = out.num_scheduled_tokens;
+  if (!out.preempted_ids.empty())
+    TROUPE_LOG_DEBUG("step {}: preempted {} request(s), KV usage {:.2f}", out.step, out.preempted_ids.size(),
+                     kv_.usage());
+  return out;
+}
+
+Result<std::vector<RequestUpdate>> Scheduler::update_from_output(
+    const SchedulerOutput& output, const std::unordered_map<std::string, int32_t>& sampled) {
+  if (!awaiting_update_ || output.step != step_)
+    return invalid_argument(fmt::format("update_from_output: output of step {} does not match the pending step {}",
+                                        output.step, awaiting_update_ ? step_ : -1));
+  // Validate everything first so an error leaves no partial update. Requests
+  // finished or aborted since schedule() are skipped.
+  auto live = [&](const ScheduledRequest& s) -> Request* {
+    auto it = requests_.find(s.request_id);
+    if (it == requests_.end()) return nullptr;
+    Request* r = it->second.get();
+    if (r->status() != RequestStatus::running || r->num_computed_tokens() != s.num_computed_tokens) return nullptr;
+    return r;
+  };
+  for (const ScheduledRequest& s : output.scheduled) {
+    if (s.needs_logits && live(s) && !sampled.contains(s.request_id))
+      return invalid_argument(fmt::format("update_from_output: no sampled token for request '{}'", s.request_id));
+  }
+
+  std::vector<RequestUpdate> updates;
+  for (const ScheduledRequest& s : output.scheduled) {
+    Request* r = live(s);
+    if (!r) continue;
+    r->set_num_computed_tokens(s.num_computed_tokens + static_cast<int64_t>(s.token_ids.size()));
+    if (!s.needs_logits) continue;
+    const int32_t token = sampled.at(s.request_id);
+    r->append_output_token(token);
+    RequestUpdate u;
+    u.request_id = s.request_id;
+    u.new_token_ids.push_back(token);
+    if (r->num_output_tokens() >= r->max_tokens() || r->num_tokens() >= max_model_len_) {
+      u.finished = true;
+      u.finish_reason = FinishReason::length;
+      remove(r, RequestStatus::finished_length);
+    }
+    updates.push_back(std::move(u));
+  }
+  awaiting_update_ = false;
+  return updates;
+}
+
+Status Scheduler::finish_request(const std::string& request_id, FinishReason reason) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return not_found(fmt::format("no live request '{}'", request_id));
+  remove(it->second.get(), finished_status(reason));
+  return Status::ok_status();
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = last_step_;
+  s.num_running_reqs = num_running();
+  s.num_waiting_reqs = num_waiting();
+  s.kv_cache_usage = kv_.usage();
+  return s;
+}
+
+}  // namespace troupe::sched
