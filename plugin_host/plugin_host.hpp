@@ -24,6 +24,15 @@ enum class PluginStatus {
 };
 const char* to_string(PluginStatus s);
 
+/// The built-in plugin directory: TROUPE_BUILTIN_PLUGIN_DIR when set, else
+/// <dir of libtroupe_plugin_host>/troupe/plugins, else <exe dir>/../lib/troupe/plugins.
+std::string builtin_plugin_dir();
+/// TROUPE_PLUGINS semantics: nullptr (unset) -> nullopt (all); "" -> {} (none);
+/// "a, b" -> {"a", "b"} (trimmed, empty items dropped).
+std::optional<std::vector<std::string>> parse_plugin_filter(const char* value);
+/// Split a colon-separated path list, dropping empty entries.
+std::vector<std::string> split_path_list(const char* value);
+
 /// One discovered plugin and what became of it.
 struct PluginRecord {
   std::string name;
@@ -32,6 +41,7 @@ struct PluginRecord {
   std::string manifest;       // absolute path of the manifest
   PluginStatus status = PluginStatus::failed;
   std::string reason;         // why it was filtered, failed or refused (empty when loaded)
+  bool builtin = false;       // found in a built-in directory (HostOptions::builtin_dirs)
 };
 
 /// A platform plugin's answer to its probe.
@@ -49,7 +59,11 @@ struct HostOptions {
   std::vector<std::string> plugin_dirs;
   /// Names allowed to load; nullopt = all (TROUPE_PLUGINS unset), empty = none.
   std::optional<std::vector<std::string>> allowed;
-  /// Options from the environment (TROUPE_PLUGIN_PATH, TROUPE_PLUGINS).
+  /// Directories (also listed in plugin_dirs) holding troupe's own plugins. As
+  /// vLLM's built-in platforms, their plugins are not subject to `allowed`.
+  std::vector<std::string> builtin_dirs;
+  /// Options from the environment: the built-in directory (TROUPE_BUILTIN_PLUGIN_DIR
+  /// overrides it), TROUPE_PLUGIN_PATH and TROUPE_PLUGINS.
   static HostOptions from_environment();
 };
 
@@ -74,6 +88,8 @@ class PluginHost {
   const std::vector<PlatformCandidate>& platform_candidates() const;
   /// Name of the activated platform plugin, if any.
   std::optional<std::string> activated_platform_name() const;
+  /// The directories searched and the filter in force.
+  const HostOptions& options() const;
 
   /// One logger per loaded stat-logger plugin.
   std::vector<std::unique_ptr<StatLogger>> make_stat_loggers(const EngineConfig& config, int engine_index);
