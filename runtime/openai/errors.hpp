@@ -1,0 +1,41 @@
+// The one place where failures become HTTP answers: an ApiError carries the
+// HTTP status and the OpenAI error envelope fields; every endpoint renders
+// errors through render_error() so clients always see the same shape.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "troupe/status.hpp"
+
+namespace troupe::openai {
+
+struct ApiError {
+  int http_status = 400;
+  std::string type = "BadRequestError";  // vLLM's names: BadRequestError, NotFoundError, ...
+  std::string message;
+  std::string param;  // the offending request field; empty renders as null
+};
+
+/// 400 naming the offending field in both "param" and the message.
+ApiError invalid_param(const std::string& param, const std::string& message);
+/// 400 for a body that is not valid JSON (or not an object).
+ApiError invalid_json(const std::string& detail);
+/// 404 with vLLM's wording: "The model `X` does not exist."
+ApiError model_not_found(const std::string& model);
+/// 400 with vLLM's wording for a prompt + completion longer than the context.
+ApiError context_length_exceeded(int64_t max_model_len, int64_t prompt_tokens, int64_t completion_tokens);
+ApiError unauthorized();
+ApiError payload_too_large(uint64_t limit_bytes);
+ApiError route_not_found(const std::string& method, const std::string& path);
+ApiError method_not_allowed(const std::string& method, const std::string& path);
+/// Maps an engine/runtime Status: invalid_argument/out_of_range -> 400,
+/// not_found -> 404, resource_exhausted/unavailable -> 503, the rest -> 500.
+ApiError from_status(const Status& status, const std::string& param = "");
+
+/// {"error": {"message", "type", "param", "code"}} with code = the HTTP status.
+std::string render_error(const ApiError& error);
+/// "Bad Request", "Not Found", ... for the status line.
+const char* reason_phrase(int http_status);
+
+}  // namespace troupe::openai

@@ -1,0 +1,436 @@
+#include "runtime/openai/protocol.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+
+#include "troupe/log.hpp"
+
+namespace troupe::openai {
+namespace {
+
+using json = nlohmann::json;
+using Error = std::optional<ApiError>;
+
+// Parses the body into an object, refusing deep nesting before the parser sees it.
+Error parse_object(std::string_view body, const Limits& limits, json* out) {
+  if (json_depth(body, limits.max_json_depth + 1) > limits.max_json_depth)
+    return invalid_json(fmt::format("nesting deeper than {} levels", limits.max_json_depth));
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return invalid_json("could not parse the request body (or it is not UTF-8)");
+  if (!j.is_object()) return invalid_json("the request body must be a JSON object");
+  *out = std::move(j);
+  return std::nullopt;
+}
+
+void log_unknown_fields(const json& j, std::initializer_list<const char*> known, const char* what) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool found = false;
+    for (const char* k : known) found = found || it.key() == k;
+    if (!found) TROUPE_LOG_DEBUG("{}: ignoring unknown field '{}'", what, it.key());
+  }
+}
+
+// A field that is absent or null counts as unset (clients send null for defaults).
+const json* field(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Error get_string(const json& j, const char* key, std::string* out) {
+  const json* v = field(j, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return invalid_param(key, "must be a string");
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+Error get_bool(const json& j, const char* key, bool* out) {
+  const json* v = field(j, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return invalid_param(key, "must be a boolean");
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+Error get_double(const json& j, const char* key, std::optional<double>* out) {
+  const json* v = field(j, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return invalid_param(key, "must be a number");
+  double d = v->get<double>();
+  if (!std::isfinite(d)) return invalid_param(key, "must be a finite number");
+  *out = d;
+  return std::nullopt;
+}
+
+// Integers: JSON integers, or floats with an integral value (5.0).
+Error as_int(const json& v, const char* key, int64_t* out) {
+  if (v.is_number_integer()) {
+    *out = v.get<int64_t>();
+    return std::nullopt;
+  }
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    *out = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                          : static_cast<int64_t>(u);
+    return std::nullopt;
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
+      *out = static_cast<int64_t>(d);
+      return std::nullopt;
+    }
+  }
+  return invalid_param(key, "must be an integer");
+}
+
+Error get_int(const json& j, const char* key, std::optional<int64_t>* out) {
+  const json* v = field(j, key);
+  if (!v) return std::nullopt;
+  int64_t x = 0;
+  if (auto e = as_int(*v, key, &x)) return e;
+  *out = x;
+  return std::nullopt;
+}
+
+Error parse_token_list(const json& v, const char* key, std::vector<int32_t>* out) {
+  out->clear();
+  out->reserve(v.size());
+  for (const auto& t : v) {
+    int64_t x = 0;
+    if (auto e = as_int(t, key, &x)) return invalid_param(key, "token ids must be integers");
+    if (x < 0 || x > std::numeric_limits<int32_t>::max()) return invalid_param(key, fmt::format("token id {} is out of range", x));
+    out->push_back(static_cast<int32_t>(x));
+  }
+  return std::nullopt;
+}
+
+Error check_range(const char* key, double v, double lo, double hi, bool lo_open, const char* text) {
+  bool bad = lo_open ? !(v > lo) : !(v >= lo);
+  if (bad || v > hi) return invalid_param(key, fmt::format("must be {}, got {}", text, v));
+  return std::nullopt;
+}
+
+// Fields shared by /v1/completions and /v1/chat/completions.
+Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields* c) {
+  auto& s = c->sampling;
+  if (auto e = get_string(j, "model", &c->model)) return e;
+  if (auto e = get_string(j, "user", &c->user)) return e;
+  if (auto e = get_bool(j, "stream", &c->stream)) return e;
+  if (const json* so = field(j, "stream_options")) {
+    if (!so->is_object()) return invalid_param("stream_options", "must be an object");
+    if (auto e = get_bool(*so, "include_usage", &c->include_usage))
+      return invalid_param("stream_options.include_usage", "must be a boolean");
+  }
+
+  std::optional<int64_t> max_tokens;
+  if (auto e = get_int(j, "max_tokens", &max_tokens)) return e;
+  if (chat) {
+    std::optional<int64_t> mct;
+    if (auto e = get_int(j, "max_completion_tokens", &mct)) return e;
+    if (mct) max_tokens = mct;
+  }
+  if (max_tokens && *max_tokens < 1)
+    return invalid_param(chat && field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+                         fmt::format("must be at least 1, got {}", *max_tokens));
+  c->max_tokens = max_tokens;
+
+  std::optional<double> d;
+  if (auto e = get_double(j, "temperature", &d)) return e;
+  if (d) {
+    if (auto e = check_range("temperature", *d, 0.0, 1.0e4, false, "a number >= 0")) return e;
+    s.temperature = static_cast<float>(*d);
+  }
+  d.reset();
+  if (auto e = get_double(j, "top_p", &d)) return e;
+  if (d) {
+    if (auto e = check_range("top_p", *d, 0.0, 1.0, true, "in (0, 1]")) return e;
+    s.top_p = static_cast<float>(*d);
+  }
+  d.reset();
+  if (auto e = get_double(j, "min_p", &d)) return e;
+  if (d) {
+    if (auto e = check_range("min_p", *d, 0.0, 1.0, false, "in [0, 1]")) return e;
+    s.min_p = static_cast<float>(*d);
+  }
+  d.reset();
+  if (auto e = get_double(j, "presence_penalty", &d)) return e;
+  if (d) {
+    if (auto e = check_range("presence_penalty", *d, -2.0, 2.0, false, "in [-2, 2]")) return e;
+    s.presence_penalty = static_cast<float>(*d);
+  }
+  d.reset();
+  if (auto e = get_double(j, "frequency_penalty", &d)) return e;
+  if (d) {
+    if (auto e = check_range("frequency_penalty", *d, -2.0, 2.0, false, "in [-2, 2]")) return e;
+    s.frequency_penalty = static_cast<float>(*d);
+  }
+  d.reset();
+  if (auto e = get_double(j, "repetition_penalty", &d)) return e;
+  if (d) {
+    if (auto e = check_range("repetition_penalty", *d, 0.0, 1.0e4, true, "a number > 0")) return e;
+    s.repetition_penalty = static_cast<float>(*d);
+  }
+
+  std::optional<int64_t> i;
+  if (auto e = get_int(j, "top_k", &i)) return e;
+  if (i) {
+    if (*i < -1 || *i > std::numeric_limits<int32_t>::max())
+      return invalid_param("top_k", fmt::format("must be -1 (disabled) or a positive integer, got {}", *i));
+    s.top_k = static_cast<int32_t>(*i);
+  }
+  i.reset();
+  if (auto e = get_int(j, "n", &i)) return e;
+  if (i) {
+    if (*i < 1 || *i > limits.max_n)
+      return invalid_param("n", fmt::format("must be between 1 and {}, got {}", limits.max_n, *i));
+    c->n = static_cast<int>(*i);
+  }
+  i.reset();
+  if (auto e = get_int(j, "seed", &i)) return e;
+  if (i) s.seed = static_cast<uint64_t>(*i);
+
+  if (auto e = get_bool(j, "ignore_eos", &s.ignore_eos)) return e;
+
+  if (const json* st = field(j, "stop")) {
+    s.stop.clear();
+    if (st->is_string()) {
+      s.stop.push_back(st->get<std::string>());
+    } else if (st->is_array()) {
+      if (st->size() > limits.max_stop_strings)
+        return invalid_param("stop", fmt::format("at most {} stop strings are allowed, got {}",
+                                                 limits.max_stop_strings, st->size()));
+      for (const auto& x : *st) {
+        if (!x.is_string()) return invalid_param("stop", "must be a string or a list of strings");
+        s.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return invalid_param("stop", "must be a string or a list of strings");
+    }
+    for (const auto& x : s.stop) {
+      if (x.empty()) return invalid_param("stop", "stop strings must not be empty");
+      if (x.size() > limits.max_stop_string_bytes)
+        return invalid_param("stop", fmt::format("a stop string is longer than {} bytes", limits.max_stop_string_bytes));
+    }
+  }
+  if (const json* st = field(j, "stop_token_ids")) {
+    if (!st->is_array()) return invalid_param("stop_token_ids", "must be a list of token ids");
+    if (st->size() > limits.max_stop_token_ids)
+      return invalid_param("stop_token_ids", fmt::format("at most {} ids are allowed", limits.max_stop_token_ids));
+    if (auto e = parse_token_list(*st, "stop_token_ids", &s.stop_token_ids)) return e;
+  }
+
+  if (!chat) {
+    i.reset();
+    if (auto e = get_int(j, "logprobs", &i)) return e;
+    if (i) {
+      if (*i < 0 || *i > limits.max_logprobs)
+        return invalid_param("logprobs", fmt::format("must be between 0 and {}, got {}", limits.max_logprobs, *i));
+      s.logprobs = static_cast<int32_t>(*i);
+    }
+  }
+  return std::nullopt;
+}
+
+Error parse_messages(const json& j, std::vector<ChatMessage>* out) {
+  const json* m = field(j, "messages");
+  if (!m) return invalid_param("messages", "is required");
+  if (!m->is_array() || m->empty()) return invalid_param("messages", "must be a non-empty list of messages");
+  for (const auto& msg : *m) {
+    if (!msg.is_object()) return invalid_param("messages", "each message must be an object");
+    ChatMessage cm;
+    auto role = msg.find("role");
+    if (role == msg.end() || !role->is_string() || role->get<std::string>().empty())
+      return invalid_param("messages", "each message needs a string 'role'");
+    cm.role = role->get<std::string>();
+    auto content = msg.find("content");
+    if (content != msg.end() && !content->is_null()) {
+      if (content->is_string()) {
+        cm.content = content->get<std::string>();
+      } else if (content->is_array()) {
+        // Content parts: only text parts are supported by a text model.
+        for (const auto& part : *content) {
+          if (!part.is_object()) return invalid_param("messages", "content parts must be objects");
+          auto type = part.find("type");
+          auto text = part.find("text");
+          if (type == part.end() || *type != "text" || text == part.end() || !text->is_string())
+            return invalid_param("messages", "only content parts of type 'text' are supported");
+          cm.content += text->get<std::string>();
+        }
+      } else {
+        return invalid_param("messages", "'content' must be a string or a list of content parts");
+      }
+    }
+    out->push_back(std::move(cm));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int json_depth(std::string_view text, int cap) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    else if (ch == '[' || ch == '{') {
+      if (++depth > deepest) deepest = depth;
+      if (deepest >= cap) return deepest;
+    } else if (ch == ']' || ch == '}') {
+      if (depth > 0) --depth;
+    }
+  }
+  return deepest;
+}
+
+std::optional<ApiError> parse_completion_request(std::string_view body, const Limits& limits,
+                                                 CompletionRequest* out) {
+  json j;
+  if (auto e = parse_object(body, limits, &j)) return e;
+  log_unknown_fields(j, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n",
+                         "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty",
+                         "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
+                         "stream_options"},
+                     "completions");
+  *out = CompletionRequest{};
+  if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
+  if (auto e = get_bool(j, "echo", &out->echo)) return e;
+
+  const json* p = field(j, "prompt");
+  if (!p) return invalid_param("prompt", "is required");
+  if (p->is_string()) {
+    Prompt pr;
+    pr.text = p->get<std::string>();
+    out->prompts.push_back(std::move(pr));
+  } else if (p->is_array()) {
+    if (p->empty()) return invalid_param("prompt", "must not be empty");
+    if (p->size() > limits.max_prompts && !(*p)[0].is_number())
+      return invalid_param("prompt", fmt::format("at most {} prompts per request", limits.max_prompts));
+    if ((*p)[0].is_number()) {
+      Prompt pr;
+      pr.is_tokens = true;
+      if (auto e = parse_token_list(*p, "prompt", &pr.token_ids)) return e;
+      out->prompts.push_back(std::move(pr));
+    } else {
+      for (const auto& x : *p) {
+        Prompt pr;
+        if (x.is_string()) {
+          pr.text = x.get<std::string>();
+        } else if (x.is_array()) {
+          pr.is_tokens = true;
+          if (auto e = parse_token_list(x, "prompt", &pr.token_ids)) return e;
+        } else {
+          return invalid_param("prompt", "must be a string, a list of strings, token ids, or a list of token-id lists");
+        }
+        out->prompts.push_back(std::move(pr));
+      }
+    }
+  } else {
+    return invalid_param("prompt", "must be a string, a list of strings, token ids, or a list of token-id lists");
+  }
+  for (const auto& pr : out->prompts) {
+    if (pr.is_tokens ? pr.token_ids.empty() : pr.text.empty()) return invalid_param("prompt", "must not be empty");
+  }
+  if (out->prompts.size() * static_cast<size_t>(out->common.n) > static_cast<size_t>(limits.max_n) * 4)
+    return invalid_param("n", "too many choices in total (prompts x n)");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& limits, ChatCompletionRequest* out) {
+  json j;
+  if (auto e = parse_object(body, limits, &j)) return e;
+  log_unknown_fields(j, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+                         "top_k", "min_p", "n", "stop", "stop_token_ids", "seed", "presence_penalty",
+                         "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
+                         "user", "stream", "stream_options", "add_generation_prompt"},
+                     "chat.completions");
+  *out = ChatCompletionRequest{};
+  if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;
+  if (auto e = parse_messages(j, &out->messages)) return e;
+  if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
+  bool logprobs = false;
+  if (auto e = get_bool(j, "logprobs", &logprobs)) return e;
+  std::optional<int64_t> top;
+  if (auto e = get_int(j, "top_logprobs", &top)) return e;
+  if (top) {
+    if (*top < 0 || *top > limits.max_logprobs)
+      return invalid_param("top_logprobs", fmt::format("must be between 0 and {}, got {}", limits.max_logprobs, *top));
+    if (!logprobs) return invalid_param("top_logprobs", "requires logprobs to be true");
+    out->top_logprobs = static_cast<int>(*top);
+  }
+  if (logprobs) out->common.sampling.logprobs = out->top_logprobs;
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_tokenize_request(std::string_view body, const Limits& limits, TokenizeRequest* out) {
+  json j;
+  if (auto e = parse_object(body, limits, &j)) return e;
+  *out = TokenizeRequest{};
+  if (auto e = get_string(j, "model", &out->model)) return e;
+  if (auto e = get_bool(j, "add_special_tokens", &out->add_special_tokens)) return e;
+  if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
+  if (field(j, "messages")) {
+    out->has_messages = true;
+    return parse_messages(j, &out->messages);
+  }
+  const json* p = field(j, "prompt");
+  if (!p) return invalid_param("prompt", "is required (or messages)");
+  if (!p->is_string()) return invalid_param("prompt", "must be a string");
+  out->prompt = p->get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_detokenize_request(std::string_view body, const Limits& limits,
+                                                 DetokenizeRequest* out) {
+  json j;
+  if (auto e = parse_object(body, limits, &j)) return e;
+  *out = DetokenizeRequest{};
+  if (auto e = get_string(j, "model", &out->model)) return e;
+  const json* t = field(j, "tokens");
+  if (!t) return invalid_param("tokens", "is required");
+  if (!t->is_array()) return invalid_param("tokens", "must be a list of token ids");
+  return parse_token_list(*t, "tokens", &out->tokens);
+}
+
+std::optional<ApiError> check_prompt_tokens(const std::vector<int32_t>& tokens, int64_t vocab_size,
+                                            int64_t max_model_len, std::optional<int64_t> max_tokens,
+                                            sampling::SamplingParams* sampling) {
+  if (tokens.empty()) return invalid_param("prompt", "must not be empty");
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab_size)
+      return invalid_param("prompt", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
+  }
+  for (int32_t t : sampling->stop_token_ids) {
+    if (t < 0 || t >= vocab_size)
+      return invalid_param("stop_token_ids", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
+  }
+  const int64_t prompt_len = static_cast<int64_t>(tokens.size());
+  if (max_tokens) {
+    if (prompt_len + *max_tokens > max_model_len) return context_length_exceeded(max_model_len, prompt_len, *max_tokens);
+    sampling->max_tokens = static_cast<int32_t>(*max_tokens);
+  } else {
+    if (prompt_len >= max_model_len) return context_length_exceeded(max_model_len, prompt_len, 1);
+    sampling->max_tokens = static_cast<int32_t>(max_model_len - prompt_len);
+  }
+  Status st = sampling->validate();
+  if (!st.ok()) return from_status(st);
+  return std::nullopt;
+}
+
+sampling::SamplingParams choice_sampling(const sampling::SamplingParams& base, int index) {
+  sampling::SamplingParams s = base;
+  if (s.seed) s.seed = *s.seed + static_cast<uint64_t>(index);
+  return s;
+}
+
+}  // namespace troupe::openai

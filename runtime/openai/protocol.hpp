@@ -1,0 +1,100 @@
+// OpenAI/vLLM request bodies parsed and validated into plain structs, with
+// no server and no engine: every bad field becomes an ApiError naming it.
+// Unknown fields are ignored (logged at debug), as vLLM does.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/openai/errors.hpp"
+#include "runtime/sampling/sampling_params.hpp"
+
+namespace troupe::openai {
+
+/// Bounds that keep one request from taking the server down.
+struct Limits {
+  int max_n = 64;                      // choices per request
+  size_t max_stop_strings = 64;
+  size_t max_stop_string_bytes = 1024;
+  size_t max_stop_token_ids = 1024;
+  int max_logprobs = 20;
+  int max_json_depth = 64;             // nesting of the request body
+  size_t max_prompts = 256;            // prompts in one completions request
+};
+
+/// One prompt: text to tokenize, or token ids used as they are.
+struct Prompt {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> token_ids;
+};
+
+/// Fields shared by completions and chat completions.
+struct CommonFields {
+  std::string model;  // empty: the served model
+  sampling::SamplingParams sampling;
+  std::optional<int64_t> max_tokens;  // unset: max_model_len - prompt_len, as vLLM does
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string user;
+};
+
+struct CompletionRequest {
+  CommonFields common;
+  std::vector<Prompt> prompts;
+  bool echo = false;
+};
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+struct ChatCompletionRequest {
+  CommonFields common;
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;
+  int top_logprobs = 0;  // with logprobs=true
+};
+
+struct TokenizeRequest {
+  std::string model;
+  bool has_messages = false;
+  std::string prompt;
+  std::vector<ChatMessage> messages;
+  bool add_special_tokens = true;
+  bool add_generation_prompt = true;
+};
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+/// Parse + validate. On failure the ApiError is returned and `out` is unspecified.
+std::optional<ApiError> parse_completion_request(std::string_view body, const Limits& limits,
+                                                 CompletionRequest* out);
+std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& limits,
+                                           ChatCompletionRequest* out);
+std::optional<ApiError> parse_tokenize_request(std::string_view body, const Limits& limits,
+                                               TokenizeRequest* out);
+std::optional<ApiError> parse_detokenize_request(std::string_view body, const Limits& limits,
+                                                 DetokenizeRequest* out);
+
+/// Checks that tokenized input fits: ids in [0, vocab_size), not empty, and
+/// prompt + max_tokens <= max_model_len. Fills max_tokens when it was not set.
+std::optional<ApiError> check_prompt_tokens(const std::vector<int32_t>& tokens, int64_t vocab_size,
+                                            int64_t max_model_len, std::optional<int64_t> max_tokens,
+                                            sampling::SamplingParams* sampling);
+
+/// Deepest nesting of arrays/objects in a JSON text (strings skipped); stops counting past `cap`.
+int json_depth(std::string_view text, int cap);
+
+/// Sampling parameters of choice i of n: seeded requests get seed + i so the choices differ.
+sampling::SamplingParams choice_sampling(const sampling::SamplingParams& base, int index);
+
+}  // namespace troupe::openai

@@ -1,0 +1,66 @@
+// OpenAI/vLLM response bodies: completions, chat completions (whole and as
+// stream chunks), usage, models, tokenize. Pure functions returning JSON text.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace troupe::openai {
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+/// One generated token's logprob and the most likely alternatives.
+struct LogprobEntry {
+  int32_t token_id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+/// Token id -> its text (for logprobs).
+using TokenText = std::function<std::string(int32_t)>;
+
+struct Choice {
+  int index = 0;
+  std::string text;                    // completion text, or chat message content / delta
+  std::optional<std::string> finish_reason;
+  std::string stop_reason;             // the stop string that matched; empty renders as null
+  bool has_logprobs = false;
+  std::vector<LogprobEntry> logprobs;
+  int64_t text_offset = 0;             // completions logprobs: offset of this piece in the choice text
+};
+
+/// "cmpl-<hex>" / "chatcmpl-<hex>": random, unique per request.
+std::string make_request_id(const char* prefix);
+int64_t unix_time_now();
+
+std::string render_completion(const std::string& id, int64_t created, const std::string& model,
+                              const std::vector<Choice>& choices, const Usage& usage, const TokenText& token_text);
+std::string render_chat_completion(const std::string& id, int64_t created, const std::string& model,
+                                   const std::vector<Choice>& choices, const Usage& usage,
+                                   const TokenText& token_text);
+/// One "text_completion" chunk (the JSON after "data: ").
+std::string render_completion_chunk(const std::string& id, int64_t created, const std::string& model,
+                                    const Choice& choice, const TokenText& token_text);
+/// One "chat.completion.chunk"; `first` adds role "assistant" to the delta.
+std::string render_chat_chunk(const std::string& id, int64_t created, const std::string& model, const Choice& choice,
+                              bool first, const TokenText& token_text);
+/// The final chunk of stream_options.include_usage: empty choices plus usage.
+std::string render_usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
+                               const Usage& usage);
+/// "data: <json>\n\n"
+std::string sse_event(const std::string& json_text);
+inline const char* sse_done() { return "data: [DONE]\n\n"; }
+
+std::string render_models(const std::string& served_name, const std::string& root, int64_t created,
+                          int64_t max_model_len);
+std::string render_tokenize(const std::vector<int32_t>& tokens, int64_t max_model_len);
+std::string render_detokenize(const std::string& text);
+std::string render_version(const std::string& version);
+
+}  // namespace troupe::openai

@@ -1,0 +1,261 @@
+// Unit tests of runtime/openai: request parsing/validation and response
+// rendering, without a server.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "runtime/openai/errors.hpp"
+#include "runtime/openai/protocol.hpp"
+#include "runtime/openai/render.hpp"
+
+namespace troupe::openai {
+namespace {
+
+using json = nlohmann::json;
+
+std::optional<ApiError> parse_completion(const std::string& body, CompletionRequest* out = nullptr) {
+  CompletionRequest r;
+  auto e = parse_completion_request(body, Limits{}, &r);
+  if (out) *out = r;
+  return e;
+}
+
+TEST(OpenAIProtocol, ParsesAFullCompletionRequest) {
+  CompletionRequest r;
+  auto e = parse_completion(R"({"model":"m","prompt":"Hello","max_tokens":7,"temperature":0.5,"top_p":0.9,
+      "top_k":20,"min_p":0.1,"n":2,"stop":["a","bb"],"stop_token_ids":[3,4],"seed":11,
+      "presence_penalty":0.5,"frequency_penalty":-0.5,"repetition_penalty":1.1,"logprobs":3,
+      "echo":true,"ignore_eos":true,"user":"u","stream":true,"stream_options":{"include_usage":true},
+      "some_unknown_field":{"x":1}})",
+                            &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.common.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Hello");
+  EXPECT_EQ(r.common.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.common.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.common.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.common.sampling.top_k, 20);
+  EXPECT_EQ(r.common.n, 2);
+  EXPECT_EQ(r.common.sampling.stop, (std::vector<std::string>{"a", "bb"}));
+  EXPECT_EQ(r.common.sampling.stop_token_ids, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(r.common.sampling.seed, 11u);
+  EXPECT_EQ(r.common.sampling.logprobs, 3);
+  EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.common.sampling.ignore_eos);
+  EXPECT_TRUE(r.common.stream);
+  EXPECT_TRUE(r.common.include_usage);
+}
+
+TEST(OpenAIProtocol, PromptForms) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion(R"({"prompt":["a","b"]})", &r));
+  EXPECT_EQ(r.prompts.size(), 2u);
+  ASSERT_FALSE(parse_completion(R"({"prompt":[1,2,3]})", &r));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_FALSE(parse_completion(R"({"prompt":[[1,2],[3]]})", &r));
+  EXPECT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].token_ids, (std::vector<int32_t>{3}));
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","stop":"end"})", &r));
+  EXPECT_EQ(r.common.sampling.stop, (std::vector<std::string>{"end"}));
+  // null means unset
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","temperature":null,"max_tokens":null})", &r));
+  EXPECT_FALSE(r.common.max_tokens.has_value());
+}
+
+struct BadCase {
+  const char* body;
+  const char* param;  // expected "param"; "" for none
+};
+
+TEST(OpenAIProtocol, RejectsBadInputNamingTheField) {
+  const BadCase cases[] = {
+      {R"({"prompt":"x","temperature":-1})", "temperature"},
+      {R"({"prompt":"x","temperature":"hot"})", "temperature"},
+      {R"({"prompt":"x","top_p":0})", "top_p"},
+      {R"({"prompt":"x","top_p":1.5})", "top_p"},
+      {R"({"prompt":"x","top_k":-2})", "top_k"},
+      {R"({"prompt":"x","min_p":2})", "min_p"},
+      {R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+      {R"({"prompt":"x","max_tokens":-5})", "max_tokens"},
+      {R"({"prompt":"x","max_tokens":1.5})", "max_tokens"},
+      {R"({"prompt":"x","n":0})", "n"},
+      {R"({"prompt":"x","n":100000})", "n"},
+      {R"({"prompt":"x","stop":5})", "stop"},
+      {R"({"prompt":"x","stop":[""]})", "stop"},
+      {R"({"prompt":"x","stop_token_ids":[-1]})", "stop_token_ids"},
+      {R"({"prompt":"x","presence_penalty":3})", "presence_penalty"},
+      {R"({"prompt":"x","repetition_penalty":0})", "repetition_penalty"},
+      {R"({"prompt":"x","logprobs":100})", "logprobs"},
+      {R"({"prompt":"x","stream":"yes"})", "stream"},
+      {R"({"prompt":"x","echo":1})", "echo"},
+      {R"({"prompt":"x","model":5})", "model"},
+      {R"({"prompt":""})", "prompt"},
+      {R"({"prompt":[]})", "prompt"},
+      {R"({"prompt":[1,"a"]})", "prompt"},
+      {R"({"prompt":[[]]})", "prompt"},
+      {R"({"prompt":{"a":1}})", "prompt"},
+      {R"({"prompt":[-3]})", "prompt"},
+      {R"({"max_tokens":3})", "prompt"},
+      {R"({"prompt":"x","stream_options":{"include_usage":"x"}})", "stream_options.include_usage"},
+      {R"([1,2])", ""},
+      {R"({"prompt": "x", )", ""},
+      {R"({"prompt":"x","temperature":NaN})", ""},
+      {"", ""},
+  };
+  for (const auto& c : cases) {
+    auto e = parse_completion(c.body);
+    ASSERT_TRUE(e.has_value()) << c.body;
+    EXPECT_EQ(e->http_status, 400) << c.body;
+    EXPECT_EQ(e->param, c.param) << c.body;
+    if (*c.param) {
+      EXPECT_NE(e->message.find(c.param), std::string::npos) << e->message;
+    }
+  }
+}
+
+TEST(OpenAIProtocol, TooManyStopStrings) {
+  json j = {{"prompt", "x"}, {"stop", json::array()}};
+  for (int i = 0; i < 10000; ++i) j["stop"].push_back("s" + std::to_string(i));
+  auto e = parse_completion(j.dump());
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "stop");
+}
+
+TEST(OpenAIProtocol, InvalidUtf8AndDeepNestingAreRejected) {
+  std::string bad = "{\"prompt\":\"a\xff\xfe\"}";
+  auto e = parse_completion(bad);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->http_status, 400);
+  std::string deep = "{\"prompt\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  e = parse_completion(deep);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("nesting"), std::string::npos);
+  EXPECT_EQ(json_depth(R"({"a":"[[[[","b":[{}]})", 100), 3);
+}
+
+TEST(OpenAIProtocol, ChatRequest) {
+  ChatCompletionRequest r;
+  auto e = parse_chat_request(
+      R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]}],
+          "max_completion_tokens":9,"logprobs":true,"top_logprobs":2})",
+      Limits{}, &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "hi");
+  EXPECT_EQ(r.common.max_tokens, 9);
+  EXPECT_EQ(r.common.sampling.logprobs, 2);
+  for (const char* body : {R"({"messages":[]})", R"({"messages":"hi"})", R"({"messages":[{"content":"x"}]})",
+                           R"({"model":"m"})", R"({"messages":[{"role":"user","content":5}]})"}) {
+    e = parse_chat_request(body, Limits{}, &r);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->param, "messages") << body;
+  }
+  e = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", Limits{}, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "top_logprobs");
+}
+
+TEST(OpenAIProtocol, CheckPromptTokensAndContextLength) {
+  sampling::SamplingParams s;
+  EXPECT_FALSE(check_prompt_tokens({1, 2, 3}, 100, 10, std::nullopt, &s));
+  EXPECT_EQ(s.max_tokens, 7);  // the rest of the context, as vLLM does
+  EXPECT_FALSE(check_prompt_tokens({1, 2, 3}, 100, 10, 7, &s));
+  auto e = check_prompt_tokens({1, 2, 3}, 100, 10, 8, &s);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->http_status, 400);
+  EXPECT_EQ(e->message,
+            "This model's maximum context length is 10 tokens. However, you requested 11 tokens (3 in the "
+            "messages, 8 in the completion). Please reduce the length of the messages or completion.");
+  e = check_prompt_tokens({1, 2, 3}, 100, 10, int64_t{1} << 40, &s);
+  ASSERT_TRUE(e);
+  e = check_prompt_tokens({1, 200}, 100, 10, 1, &s);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "prompt");
+  e = check_prompt_tokens({}, 100, 10, 1, &s);
+  ASSERT_TRUE(e);
+}
+
+TEST(OpenAIProtocol, SeedPerChoice) {
+  sampling::SamplingParams s;
+  EXPECT_FALSE(choice_sampling(s, 3).seed.has_value());
+  s.seed = 10;
+  EXPECT_EQ(choice_sampling(s, 3).seed, 13u);
+}
+
+TEST(OpenAIErrors, EnvelopeAndStatusMapping) {
+  json j = json::parse(render_error(invalid_param("temperature", "must be >= 0")));
+  EXPECT_EQ(j["error"]["param"], "temperature");
+  EXPECT_EQ(j["error"]["type"], "BadRequestError");
+  EXPECT_EQ(j["error"]["code"], 400);
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("temperature"), std::string::npos);
+  j = json::parse(render_error(model_not_found("gpt-9")));
+  EXPECT_EQ(j["error"]["message"], "The model `gpt-9` does not exist.");
+  EXPECT_EQ(j["error"]["type"], "NotFoundError");
+  EXPECT_EQ(j["error"]["code"], 404);
+  EXPECT_EQ(from_status(resource_exhausted("queue full")).http_status, 503);
+  EXPECT_EQ(from_status(invalid_argument("bad")).http_status, 400);
+  EXPECT_EQ(from_status(not_found("x")).http_status, 404);
+  EXPECT_EQ(from_status(internal_error("x")).http_status, 500);
+  EXPECT_EQ(unauthorized().http_status, 401);
+  EXPECT_EQ(payload_too_large(10).http_status, 413);
+  EXPECT_TRUE(json::parse(render_error(unauthorized()))["error"]["param"].is_null());
+}
+
+TEST(OpenAIRender, CompletionShapes) {
+  Choice c;
+  c.text = "hello";
+  c.finish_reason = "length";
+  c.has_logprobs = true;
+  c.logprobs = {{5, -0.5f, {{5, -0.5f}, {6, -1.5f}}}};
+  auto tt = [](int32_t id) { return "t" + std::to_string(id); };
+  json j = json::parse(render_completion("cmpl-1", 42, "m", {c}, {3, 1}, tt));
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], "hello");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(j["choices"][0]["stop_reason"].is_null());
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"][0], "t5");
+  EXPECT_DOUBLE_EQ(j["choices"][0]["logprobs"]["top_logprobs"][0]["t6"].get<double>(), -1.5);
+  EXPECT_EQ(j["usage"]["total_tokens"], 4);
+
+  j = json::parse(render_chat_completion("chatcmpl-1", 42, "m", {c}, {3, 1}, tt));
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["token"], "t6");
+
+  Choice d;
+  d.text = "x";
+  j = json::parse(render_chat_chunk("chatcmpl-1", 42, "m", d, true, tt));
+  EXPECT_EQ(j["object"], "chat.completion.chunk");
+  EXPECT_EQ(j["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+  j = json::parse(render_usage_chunk("cmpl-1", 42, "m", false, {2, 5}));
+  EXPECT_TRUE(j["choices"].empty());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(sse_event("{}"), "data: {}\n\n");
+
+  // Invalid UTF-8 in generated text is replaced, never thrown.
+  Choice bad;
+  bad.text = "a\xff";
+  EXPECT_NO_THROW(render_completion("cmpl-1", 1, "m", {bad}, {}, tt));
+  EXPECT_NE(make_request_id("cmpl"), make_request_id("cmpl"));
+  EXPECT_EQ(make_request_id("cmpl").rfind("cmpl-", 0), 0u);
+}
+
+TEST(OpenAIRender, ModelsAndTokenize) {
+  json j = json::parse(render_models("smol", "/tmp/x.gguf", 1, 2048));
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["data"][0]["id"], "smol");
+  EXPECT_EQ(j["data"][0]["max_model_len"], 2048);
+  j = json::parse(render_tokenize({1, 2}, 2048));
+  EXPECT_EQ(j["count"], 2);
+  EXPECT_EQ(json::parse(render_detokenize("hi"))["prompt"], "hi");
+}
+
+}  // namespace
+}  // namespace troupe::openai
