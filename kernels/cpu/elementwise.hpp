@@ -1,0 +1,33 @@
+// Small float kernels around the matmuls: norms, rotary embedding, activations
+// and the vector primitives attention is built from.
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+
+/// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, per row of `dim`
+/// (weight may be nullptr: all ones). out may alias x.
+void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out);
+
+/// Rotary embedding in place. x is [n_tokens][n_heads][head_dim]; token t is at
+/// positions[t]. Pair i (< head_dim/2) turns by positions[t] * theta^(-2i/head_dim):
+/// neox = false rotates (x[2i], x[2i+1]) (GGUF llama), true rotates (x[i], x[i + head_dim/2]).
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox);
+
+/// out = silu(gate) * up, elementwise; out may alias gate or up.
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+
+/// y += x.
+void add_inplace(float* y, const float* x, int64_t n);
+
+/// sum a[i] * b[i].
+float dot_f32(const float* a, const float* b, int64_t n);
+
+/// y += a * x.
+void axpy_f32(float a, const float* x, float* y, int64_t n);
+
+/// x = exp(x - max) / sum, in place (n >= 1; -inf entries become 0).
+void softmax_inplace(float* x, int64_t n);
+
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,364 @@
+// AVX2/FMA/F16C matmul kernels (this file alone is built with -mavx2 -mfma -mf16c).
+//
+// Each kernel computes a tile of R weight rows x T tokens per pass over the
+// rows' blocks: a weight block is unpacked once and used for T tokens, an
+// activation block is loaded once and used for R rows. Decode (T = 1) uses
+// R = 4 to share activation loads; batches use tiles of several tokens so the
+// weights stream from memory once per call, not once per token.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/matmul_impl.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 32 nibbles -> 32 bytes: low nibbles (elements 0..15) then high ones (16..31).
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+// The 32 fifth bits of a Q5 block as 0x10 in the bytes whose bit is set.
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Weight traits of the 32-element types: quants as bytes (signed for type-0,
+// raw unsigned levels for type-1), scale, min.
+struct Q4_0W {
+  using Block = BlockQ4_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i q(const Block& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block&) { return 0.0f; }
+};
+struct Q4_1W {
+  using Block = BlockQ4_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static __m256i q(const Block& b) { return nibbles32(b.qs); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block& b) { return h2f(b.m); }
+};
+struct Q5_0W {
+  using Block = BlockQ5_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i q(const Block& b) {
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)), _mm256_set1_epi8(16));
+  }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block&) { return 0.0f; }
+};
+struct Q5_1W {
+  using Block = BlockQ5_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static __m256i q(const Block& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block& b) { return h2f(b.m); }
+};
+struct Q8_0W {
+  using Block = BlockQ8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i q(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block&) { return 0.0f; }
+};
+
+// R rows x T tokens of a 32-block type against ActQ8 activations.
+template <class W, int R, int T>
+inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
+  using Block = typename W::Block;
+  const int64_t nb = a.in / kQK;
+  const Block* wr[R];
+  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_bytes);
+  const ActQ8* xr[T];
+  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8*>(a.xq + (t0 + t) * a.xq_row_bytes);
+  const __m256i ones = _mm256_set1_epi16(1);
+
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  // Min terms (type-1): sum_b m_w[b] * s_x[b], four tokens per vector when T == 4.
+  __m128 macc4[R];
+  float macc[R][T];
+  for (int r = 0; r < R; ++r) {
+    macc4[r] = _mm_setzero_ps();
+    for (int t = 0; t < T; ++t) macc[r][t] = 0.0f;
+  }
+
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i q[R], aq[R];
+    __m256 dw[R];
+    for (int r = 0; r < R; ++r) {
+      q[r] = W::q(wr[r][b]);
+      if constexpr (W::kSigned) aq[r] = _mm256_sign_epi8(q[r], q[r]);
+      dw[r] = _mm256_set1_ps(W::d(wr[r][b]));
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs));
+      const __m256 dx = _mm256_set1_ps(xr[t][b].d);
+      for (int r = 0; r < R; ++r) {
+        __m256i p;
+        if constexpr (W::kSigned) {
+          p = _mm256_maddubs_epi16(aq[r], _mm256_sign_epi8(xq, q[r]));
+        } else {
+          p = _mm256_maddubs_epi16(q[r], xq);
+        }
+        p = _mm256_madd_epi16(p, ones);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][t]);
+      }
+    }
+    if constexpr (W::kMin) {
+      if constexpr (T == 4) {
+        const __m128 xs = _mm_loadu_ps(a.xs_t + b * a.n_tokens + t0);
+        for (int r = 0; r < R; ++r) macc4[r] = _mm_fmadd_ps(_mm_set1_ps(W::m(wr[r][b])), xs, macc4[r]);
+      } else {
+        for (int r = 0; r < R; ++r) {
+          const float m = W::m(wr[r][b]);
+          for (int t = 0; t < T; ++t) macc[r][t] += m * xr[t][b].s;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    if constexpr (W::kMin && T == 4) _mm_storeu_ps(macc[r], macc4[r]);
+    for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o + r] = hsum(acc[r][t]) + macc[r][t];
+  }
+}
+
+// Q4_K x ActQ8K, one row x T tokens.
+template <int T>
+inline void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0) {
+  const int64_t nb = a.in / kQKK;
+  const auto* w = reinterpret_cast<const BlockQ4_K*>(a.w + o * a.w_row_bytes);
+  const ActQ8K* xr[T];
+  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + t) * a.xq_row_bytes);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+
+  for (int64_t b = 0; b < nb; ++b) {
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) q4k_scale_min(j, w[b].scales, &sc[j], &mn[j]);
+    const __m256i mins16 = _mm256_setr_epi16(
+        static_cast<int16_t>(mn[0]), static_cast<int16_t>(mn[0]), static_cast<int16_t>(mn[1]), static_cast<int16_t>(mn[1]),
+        static_cast<int16_t>(mn[2]), static_cast<int16_t>(mn[2]), static_cast<int16_t>(mn[3]), static_cast<int16_t>(mn[3]),
+        static_cast<int16_t>(mn[4]), static_cast<int16_t>(mn[4]), static_cast<int16_t>(mn[5]), static_cast<int16_t>(mn[5]),
+        static_cast<int16_t>(mn[6]), static_cast<int16_t>(mn[6]), static_cast<int16_t>(mn[7]), static_cast<int16_t>(mn[7]));
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
+      const __m256i lo = _mm256_and_si256(qb, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4);
+      const __m256i s_lo = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
+      const __m256i s_hi = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
+      for (int t = 0; t < T; ++t) {
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 64 * c));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 64 * c + 32));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s_lo);
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s_hi);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
+      }
+    }
+    const float dw = h2f(w[b].d), dmin = h2f(w[b].dmin);
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].bsums));
+      const __m256i msum = _mm256_madd_epi16(bs, mins16);
+      const float dx = xr[t][b].d;
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * dx), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * dx), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o] = hsum(acc[t]);
+}
+
+// Q6_K x ActQ8K, one row x T tokens. Levels 0..63 go through maddubs; the -32
+// offset is applied exactly in integers through the activation bsums.
+template <int T>
+inline void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0) {
+  const int64_t nb = a.in / kQKK;
+  const auto* w = reinterpret_cast<const BlockQ6_K*>(a.w + o * a.w_row_bytes);
+  const ActQ8K* xr[T];
+  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + t) * a.xq_row_bytes);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i low2 = _mm256_set1_epi8(0x03);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].bsums));
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h));
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+      for (int k = 0; k < 4; ++k) {
+        const int g = 8 * h + 2 * k;
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(w[b].scales[g + 1]), _mm_set1_epi16(w[b].scales[g]));
+        for (int t = 0; t < T; ++t) {
+          const __m256i xq =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 128 * h + 32 * k));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xq), s));
+        }
+      }
+    }
+    const float dw = h2f(w[b].d);
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * xr[t][b].d), acc[t]);
+  }
+  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o] = hsum(acc[t]);
+}
+
+// Float weights: 8 elements at a time, converted on the fly.
+template <DType K>
+inline __m256 load8(const uint8_t* row, int64_t i) {
+  if constexpr (K == DType::f32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (K == DType::f16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  } else {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+}
+
+template <DType K>
+inline float load1(const uint8_t* row, int64_t i) {
+  if constexpr (K == DType::f32) {
+    return reinterpret_cast<const float*>(row)[i];
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    if constexpr (K == DType::f16) return h2f(h);
+    return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(h) << 16)));
+  }
+}
+
+template <DType K, int R, int T>
+inline void tile_f(const MatmulArgs& a, int64_t o, int64_t t0) {
+  const uint8_t* wr[R];
+  for (int r = 0; r < R; ++r) wr[r] = a.w + (o + r) * a.w_row_bytes;
+  const float* xr[T];
+  for (int t = 0; t < T; ++t) xr[t] = a.xf + (t0 + t) * a.in;
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t n8 = a.in & ~int64_t{7};
+  for (int64_t i = 0; i < n8; i += 8) {
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = load8<K>(wr[r], i);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(xr[t] + i);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      float s = hsum(acc[r][t]);
+      for (int64_t i = n8; i < a.in; ++i) s += load1<K>(wr[r], i) * xr[t][i];
+      a.y[(t0 + t) * a.out + o + r] = s;
+    }
+}
+
+// Walk rows [o0, o1) x all tokens in tiles: tokens in chunks that stay in L2,
+// then row tiles of R, then token tiles of T; tails with smaller tiles.
+template <int R, int T, class TileRT, class TileR1, class Tile1T, class Tile11>
+inline void walk(const MatmulArgs& a, int64_t o0, int64_t o1, TileRT rt, TileR1 r1, Tile1T t1x, Tile11 one) {
+  for (int64_t c0 = 0; c0 < a.n_tokens; c0 += kTokenChunk) {
+    const int64_t c1 = std::min(a.n_tokens, c0 + kTokenChunk);
+    int64_t o = o0;
+    for (; o + R <= o1; o += R) {
+      int64_t t = c0;
+      for (; t + T <= c1; t += T) rt(a, o, t);
+      for (; t < c1; ++t) r1(a, o, t);
+    }
+    for (; o < o1; ++o) {
+      int64_t t = c0;
+      for (; t + T <= c1; t += T) t1x(a, o, t);
+      for (; t < c1; ++t) one(a, o, t);
+    }
+  }
+}
+
+constexpr int kDecodeRows = 4;  // rows per tile when n_tokens == 1
+constexpr int kBatchRows = 2;   // rows x tokens per tile for batches
+constexpr int kBatchTokens = 4;
+
+template <class W>
+void range_q8(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  if (a.n_tokens == 1) {
+    walk<kDecodeRows, 1>(a, o0, o1, tile_q8<W, kDecodeRows, 1>, tile_q8<W, kDecodeRows, 1>, tile_q8<W, 1, 1>,
+                         tile_q8<W, 1, 1>);
+  } else {
+    walk<kBatchRows, kBatchTokens>(a, o0, o1, tile_q8<W, kBatchRows, kBatchTokens>, tile_q8<W, kBatchRows, 1>,
+                                   tile_q8<W, 1, kBatchTokens>, tile_q8<W, 1, 1>);
+  }
+}
+
+void range_q4k(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  walk<1, 4>(a, o0, o1, tile_q4k<4>, tile_q4k<1>, tile_q4k<4>, tile_q4k<1>);
+}
+
+void range_q6k(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  walk<1, 4>(a, o0, o1, tile_q6k<4>, tile_q6k<1>, tile_q6k<4>, tile_q6k<1>);
+}
+
+template <DType K>
+void range_f(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  if (a.n_tokens == 1) {
+    walk<4, 1>(a, o0, o1, tile_f<K, 4, 1>, tile_f<K, 4, 1>, tile_f<K, 1, 1>, tile_f<K, 1, 1>);
+  } else {
+    walk<2, 4>(a, o0, o1, tile_f<K, 2, 4>, tile_f<K, 2, 1>, tile_f<K, 1, 4>, tile_f<K, 1, 1>);
+  }
+}
+
+}  // namespace
+
+MatmulRangeFn matmul_kernel_avx2(DType type) {
+  switch (type) {
+    case DType::f32: return range_f<DType::f32>;
+    case DType::f16: return range_f<DType::f16>;
+    case DType::bf16: return range_f<DType::bf16>;
+    case DType::q4_0: return range_q8<Q4_0W>;
+    case DType::q4_1: return range_q8<Q4_1W>;
+    case DType::q5_0: return range_q8<Q5_0W>;
+    case DType::q5_1: return range_q8<Q5_1W>;
+    case DType::q8_0: return range_q8<Q8_0W>;
+    case DType::q4_k: return range_q4k;
+    case DType::q6_k: return range_q6k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,48 @@
+// Internal contract between the matmul front end (matmul.cpp) and the
+// per-ISA kernels (matmul_scalar.cpp, matmul_avx2.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/quant_blocks.hpp"
+#include "troupe/dtype.hpp"
+
+namespace troupe::kernels::cpu {
+
+/// One matmul, y[t][o] = sum_i x[t][i] * W[o][i], with the activations already
+/// converted to what the weight type's dot product consumes.
+struct MatmulArgs {
+  DType type;
+  const uint8_t* w;        // out rows of w_row_bytes
+  int64_t w_row_bytes;
+  int64_t in;
+  int64_t out;
+  int64_t n_tokens;
+  const float* xf;         // float activations [n_tokens][in] (F32/F16/BF16 weights)
+  const uint8_t* xq;       // quantized activations, one row of xq_row_bytes per token
+  int64_t xq_row_bytes;
+  const float* xs_t;       // ActQ8 sums transposed: xs_t[block * n_tokens + t] (Q4_1/Q5_1)
+  float* y;                // [n_tokens][out]
+};
+
+/// Computes rows [o_begin, o_end) of y for all tokens.
+using MatmulRangeFn = void (*)(const MatmulArgs& args, int64_t o_begin, int64_t o_end);
+
+/// Which activation format a weight type's dot product wants.
+enum class ActFormat { f32, q8, q8k };
+ActFormat act_format(DType type);
+
+/// Kernels per ISA; nullptr for a type the ISA does not handle.
+MatmulRangeFn matmul_kernel_scalar(DType type);
+MatmulRangeFn matmul_kernel_avx2(DType type);  // only when built for x86-64
+
+/// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
+/// same integers. n is a multiple of the block size.
+void quantize_act_q8(const float* x, int64_t n, ActQ8* out);
+void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
+
+/// Tokens processed per pass over a row tile: bounds the quantized activations
+/// touched per pass so they stay in L2 while weights stream once.
+constexpr int64_t kTokenChunk = 64;
+
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,39 @@
+// Paged attention on the CPU: KV stored in fixed-size blocks addressed through
+// per-sequence block tables (vLLM's layout), causal attention for a flattened
+// batch of sequences (prefill chunks and decodes mixed), threaded over
+// (sequence, head, query tile).
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+
+class ThreadPool;
+
+/// Write this step's k/v rows ([n_tokens][kv_dim]) to their slots of one layer's cache
+/// ([num_slots][kv_dim], slot = block * block_size + offset).
+void paged_kv_store(float* k_cache, float* v_cache, const float* k, const float* v, const int64_t* slot_mapping,
+                    int64_t n_tokens, int64_t kv_dim);
+
+struct PagedAttentionArgs {
+  const float* q = nullptr;        // [n_tokens][num_heads][head_dim]
+  float* out = nullptr;            // like q
+  const float* k_cache = nullptr;  // [num_slots][num_kv_heads][head_dim] of this layer
+  const float* v_cache = nullptr;
+  const int32_t* query_start = nullptr;       // [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;          // [num_seqs] tokens in the cache, this step's included
+  const int32_t* const* block_tables = nullptr;  // [num_seqs] -> block ids covering seq_lens
+  int num_seqs = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;                // at most 256
+  int block_size = 16;
+  float scale = 1.0f;
+  int64_t* work_offsets = nullptr; // caller scratch of num_seqs + 1 entries
+};
+
+/// Query token j of sequence s (q_len tokens) sits at position seq_len - q_len + j and attends to
+/// cache positions [0, that position].
+void paged_attention(const PagedAttentionArgs& args, ThreadPool* pool);
+
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,51 @@
+// Block layouts of the GGUF quantized types (byte-exact with ggml's), and the
+// activation formats our integer dot products consume. Internal to kernels/cpu.
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+
+constexpr int kQK = 32;    // elements per block of the 32-wide types
+constexpr int kQKK = 256;  // elements per K-quant super-block
+
+// Weights. Halves are stored as raw uint16_t bits.
+// Q4_0: x = (q - 8) * d; qs[j] low nibble is element j, high nibble element j + 16.
+struct BlockQ4_0 { uint16_t d; uint8_t qs[kQK / 2]; };
+// Q4_1: x = q * d + m; nibbles as Q4_0.
+struct BlockQ4_1 { uint16_t d; uint16_t m; uint8_t qs[kQK / 2]; };
+// Q5_0: x = (q - 16) * d; bit j of the little-endian qh word is the fifth bit of element j.
+struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
+// Q5_1: x = q * d + m; bits as Q5_0.
+struct BlockQ5_1 { uint16_t d; uint16_t m; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
+// Q8_0: x = q * d.
+struct BlockQ8_0 { uint16_t d; int8_t qs[kQK]; };
+// Q4_K: 8 sub-blocks of 32, x = d * sc[j] * q - dmin * m[j], with sc/m 6-bit packed in
+// `scales`; qs byte 32c + l holds element 64c + l (low nibble) and 64c + 32 + l (high).
+struct BlockQ4_K { uint16_t d; uint16_t dmin; uint8_t scales[12]; uint8_t qs[kQKK / 2]; };
+// Q6_K: 16 groups of 16, x = d * scales[g] * (q - 32); q = 4 low bits from ql and
+// 2 high bits from qh, interleaved per 128-element half (see dequantize.cpp).
+struct BlockQ6_K { uint8_t ql[kQKK / 2]; uint8_t qh[kQKK / 4]; int8_t scales[kQKK / 16]; uint16_t d; };
+
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ6_K) == 210, "block layouts must match GGUF");
+
+// Activations, quantized once per matmul (our own formats, never stored in files).
+// ActQ8: 32 values, x = q * d, |q| <= 127, s = d * sum(q) (serves the min/offset terms).
+struct ActQ8 { float d; float s; int8_t qs[kQK]; };
+// ActQ8K: 256 values, x = q * d, |q| <= 127; bsums[g] = sum of q over elements 16g..16g+15.
+struct ActQ8K { float d; int16_t bsums[kQKK / 16]; int8_t qs[kQKK]; };
+
+// Unpack the 6-bit scale and min of sub-block j (0..7) of a Q4_K block.
+inline void q4k_scale_min(int j, const uint8_t* s, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+}  // namespace troupe::kernels::cpu
