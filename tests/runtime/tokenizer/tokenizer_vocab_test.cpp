@@ -1,0 +1,126 @@
+// Exact agreement with llama.cpp's tokenizer on its own test vocabularies and
+// on the stories260K golden prompts.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+#include "vocab_cases.hpp"
+
+namespace troupe::tokenizer {
+namespace {
+
+const std::string kData = TROUPE_TEST_DATA_DIR;
+
+std::unique_ptr<Tokenizer> load(const std::string& path) {
+  auto file = gguf::GgufFile::open(path);
+  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  if (!file.ok()) return nullptr;
+  auto tok = Tokenizer::from_gguf(**file);
+  EXPECT_TRUE(tok.ok()) << tok.status().to_string();
+  if (!tok.ok()) return nullptr;
+  return std::move(*tok);
+}
+
+std::string show(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += " " + std::to_string(id);
+  return s;
+}
+
+void check_vocab(const std::string& name, bool lossless_roundtrip) {
+  const std::string base = kData + "/vocab/ggml-vocab-" + name + ".gguf";
+  auto tok = load(base);
+  ASSERT_NE(tok, nullptr);
+  const auto cases = testing::load_vocab_cases(base);
+  ASSERT_GE(cases.size(), 40u);
+  int failures = 0;
+  for (const auto& c : cases) {
+    // llama.cpp's test-tokenizer-0: add_special=false, parse_special=false.
+    const auto ids = tok->encode(c.text, false, false);
+    EXPECT_EQ(ids, c.ids) << "text: '" << c.text << "'\n got:" << show(ids) << "\nwant:" << show(c.ids);
+    failures += ids != c.ids;
+    if (lossless_roundtrip) {
+      EXPECT_EQ(tok->decode(ids), c.text);
+    } else if (!c.text.empty()) {
+      EXPECT_EQ(tok->decode(ids), " " + c.text);  // SPM dummy prefix
+    }
+  }
+  EXPECT_EQ(failures, 0) << "of " << cases.size() << " cases";
+}
+
+TEST(TokenizerVocab, LlamaSpmMatchesLlamaCpp) { check_vocab("llama-spm", false); }
+TEST(TokenizerVocab, Gpt2MatchesLlamaCpp) { check_vocab("gpt-2", true); }
+
+TEST(TokenizerVocab, LlamaSpmProperties) {
+  auto tok = load(kData + "/vocab/ggml-vocab-llama-spm.gguf");
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->model_type(), "spm");
+  EXPECT_EQ(tok->vocab_size(), 32000);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_TRUE(tok->is_eog(2));
+  EXPECT_FALSE(tok->is_eog(1));
+  EXPECT_TRUE(tok->is_special(1));
+  EXPECT_FALSE(tok->is_special(15043));
+  EXPECT_EQ(tok->token_id("<s>"), 1);
+  EXPECT_EQ(tok->token_id("no-such-token"), std::nullopt);
+  // add_special adds BOS; parse_special turns "</s>" into its id, else it is text.
+  EXPECT_EQ(tok->encode("Hello world", true, false), (std::vector<int32_t>{1, 15043, 3186}));
+  const auto parsed = tok->encode("Hello</s>", false, true);
+  ASSERT_FALSE(parsed.empty());
+  EXPECT_EQ(parsed.back(), 2);
+  const auto unparsed = tok->encode("Hello</s>", false, false);
+  EXPECT_EQ(std::count(unparsed.begin(), unparsed.end(), 2), 0);
+  // Pieces: '▁' -> ' ', <0x0A> -> '\n', control text only when asked for.
+  EXPECT_EQ(tok->token_to_piece(15043), " Hello");
+  EXPECT_EQ(tok->token_to_piece(13), "\n");
+  EXPECT_EQ(tok->token_to_piece(2, true), "</s>");
+  EXPECT_EQ(tok->token_to_piece(2, false), "");
+  EXPECT_EQ(tok->decode({1, 15043, 3186, 2}), " Hello world");
+  EXPECT_EQ(tok->decode({1, 15043, 3186, 2}, false), "<s> Hello world</s>");
+}
+
+TEST(TokenizerVocab, Gpt2Properties) {
+  auto tok = load(kData + "/vocab/ggml-vocab-gpt-2.gguf");
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->model_type(), "bpe");
+  EXPECT_EQ(tok->eos_id(), 50256);
+  EXPECT_TRUE(tok->is_eog(50256));
+  // gpt-2 adds no BOS; <|endoftext|> parses only with parse_special.
+  EXPECT_EQ(tok->encode("Hello world", true, false), (std::vector<int32_t>{15496, 995}));
+  EXPECT_EQ(tok->encode("a<|endoftext|>", false, true), (std::vector<int32_t>{64, 50256}));
+  EXPECT_NE(tok->encode("a<|endoftext|>", false, false).back(), 50256);
+}
+
+TEST(TokenizerVocab, Stories260kGoldenPrompts) {
+  auto tok = load(kData + "/stories260K.gguf");
+  ASSERT_NE(tok, nullptr);
+  std::ifstream f(kData + "/golden/stories260K_llamacpp.json");
+  const auto golden = nlohmann::json::parse(f);
+  ASSERT_FALSE(golden["cases"].empty());
+  for (const auto& c : golden["cases"]) {
+    const std::string prompt = c["prompt"];
+    EXPECT_EQ(tok->encode(prompt, true, true), c["prompt_ids"].get<std::vector<int32_t>>()) << prompt;
+    EXPECT_EQ(tok->encode(prompt, false, true), c["prompt_ids_no_bos"].get<std::vector<int32_t>>()) << prompt;
+    // Output text is the concatenation of pieces with special=true.
+    std::string text;
+    for (int32_t id : c["output_ids"].get<std::vector<int32_t>>()) text += tok->token_to_piece(id, true);
+    EXPECT_EQ(text, c["output_text"].get<std::string>()) << prompt;
+  }
+}
+
+TEST(TokenizerVocab, BertIsRejectedByName) {
+  auto file = gguf::GgufFile::open(kData + "/vocab/ggml-vocab-bert-bge.gguf");
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto tok = Tokenizer::from_gguf(**file);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), StatusCode::not_supported);
+  EXPECT_NE(tok.status().message().find("'bert'"), std::string::npos) << tok.status().message();
+}
+
+}  // namespace
+}  // namespace troupe::tokenizer
