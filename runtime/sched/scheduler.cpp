@@ -145,6 +145,7 @@ SchedulerOutput Scheduler::schedule() {
       int64_t n = request->num_tokens() - hit.num_tokens;
       if (!config_.enable_chunked_prefill && n > budget) break;
       n = std::min(n, budget);
+      TROUPE_CHECK(n > 0, "a cache hit never covers the last token");
       if (!kv_.allocate_slots(*request, n, hit.num_tokens, hit.blocks)) break;
       waiting_.pop_front();
       running_.push_back(request);

@@ -59,6 +59,8 @@ class FakeModel {
     std::unordered_map<std::string, int32_t> sampled;
     size_t logits_row = 0;
     for (int32_t s = 0; s < b.num_seqs(); ++s) {
+      // Every scheduled sequence computes at least one token (its logits row).
+      EXPECT_GT(b.query_start[s + 1], b.query_start[s]) << out.scheduled[s].request_id;
       const int32_t last_row = b.query_start[s + 1] - 1;
       if (logits_row >= b.logits_indices.size() || b.logits_indices[logits_row] != last_row) continue;
       ++logits_row;
