@@ -1,0 +1,26 @@
+// One source for several test platform plugins, chosen by compile definitions:
+// TEST_PLUGIN_NAME, TEST_PLATFORM_ENUM, TEST_PROBE (available|declines|throws).
+#include <stdexcept>
+
+#include "test_platform.hpp"
+#include "troupe/plugin.hpp"
+
+#define TEST_PROBE_available 1
+#define TEST_PROBE_declines 2
+#define TEST_PROBE_throws 3
+#define TEST_CAT2(a, b) a##b
+#define TEST_CAT(a, b) TEST_CAT2(a, b)
+
+namespace {
+troupe::Platform* probe() {
+#if TEST_CAT(TEST_PROBE_, TEST_PROBE) == TEST_PROBE_declines
+  return nullptr;
+#elif TEST_CAT(TEST_PROBE_, TEST_PROBE) == TEST_PROBE_throws
+  throw std::runtime_error("probe exploded in " TEST_PLUGIN_NAME);
+#else
+  return new troupe_test::TestPlatform(troupe::PlatformEnum::TEST_PLATFORM_ENUM, TEST_PLUGIN_NAME);
+#endif
+}
+}  // namespace
+
+TROUPE_PLUGIN(troupe::platform_plugin(TEST_PLUGIN_NAME, &probe))

@@ -1,0 +1,182 @@
+// `troupe plugins --json` as a user runs it: a real process per scenario, so
+// per-process behaviour (TROUPE_PLUGINS, once-per-process registration) is
+// exercised exactly as in production.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  json report;
+};
+
+std::string dir(const std::string& plugin) { return std::string(TROUPE_TEST_PLUGIN_ROOT) + "/" + plugin; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// env: "NAME=value" to set, "-NAME" to unset. TROUPE_* variables not named are unset.
+Run run_plugins(const std::vector<std::string>& env, const std::string& args = "--json") {
+  static int counter = 0;
+  fs::path base = fs::temp_directory_path() / ("troupe_cli_test_" + std::to_string(::getpid()) + "_" +
+                                               std::to_string(counter++));
+  std::string cmd = "env -u TROUPE_PLUGINS -u TROUPE_PLUGIN_PATH -u TROUPE_BUILTIN_PLUGIN_DIR -u TROUPE_LOG_LEVEL";
+  for (const auto& e : env) cmd += " '" + e + "'";
+  cmd += std::string(" '") + TROUPE_EXE + "' plugins " + args + " >'" + base.string() + ".out' 2>'" + base.string() +
+         ".err'";
+  Run r;
+  int status = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(base.string() + ".out");
+  r.err = slurp(base.string() + ".err");
+  fs::remove(base.string() + ".out");
+  fs::remove(base.string() + ".err");
+  if (args == "--json") r.report = json::parse(r.out, nullptr, false);
+  return r;
+}
+
+const json* plugin(const Run& r, const std::string& group, const std::string& name) {
+  for (const auto& p : r.report["groups"][group])
+    if (p["name"] == name) return &p;
+  return nullptr;
+}
+
+std::string status_of(const Run& r, const std::string& group, const std::string& name) {
+  const json* p = plugin(r, group, name);
+  return p ? (*p)["status"].get<std::string>() : "(absent)";
+}
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (auto pos = text.find(part); pos != std::string::npos; pos = text.find(part, pos + 1)) ++n;
+  return n;
+}
+
+constexpr const char* kGeneral = "troupe.general_plugins";
+constexpr const char* kPlatform = "troupe.platform_plugins";
+
+}  // namespace
+
+TEST(PluginsCli, BuiltinsOnly) {
+  Run r = run_plugins({});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_FALSE(r.report.is_discarded()) << r.out;
+  for (const char* g : {"troupe.general_plugins", "troupe.platform_plugins", "troupe.io_processor_plugins",
+                        "troupe.stat_logger_plugins"}) {
+    ASSERT_TRUE(r.report["groups"].contains(g)) << g;
+    EXPECT_TRUE(r.report["groups"][g].is_array());
+  }
+  const json* cpu = plugin(r, kPlatform, "cpu");
+  ASSERT_NE(cpu, nullptr) << r.out;
+  EXPECT_EQ((*cpu)["status"], "loaded");
+  for (const char* key : {"name", "library", "status", "reason"}) EXPECT_TRUE(cpu->contains(key)) << key;
+  // cpu, unless this build has a CUDA platform whose probe found a GPU.
+  std::string expected = "cpu";
+  for (const auto& c : r.report["platform"]["candidates"]) {
+    for (const char* key : {"name", "available", "out_of_tree", "device_type", "reason"})
+      EXPECT_TRUE(c.contains(key)) << key;
+    if (c["name"] == "cuda" && c["available"] == true) expected = "cuda";
+  }
+  EXPECT_EQ(r.report["platform"]["activated"], expected);
+  EXPECT_NE(r.err.find("Platform plugin " + expected + " is activated"), std::string::npos) << r.err;
+}
+
+TEST(PluginsCli, AllPluginsLoadWhenTroupePluginsIsUnset) {
+  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(status_of(r, kGeneral, "good_general"), "loaded");
+  EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "loaded");
+  EXPECT_EQ(status_of(r, "troupe.stat_logger_plugins", "stat_logger_jsonl"), "loaded");
+  EXPECT_EQ(r.report["platform"]["activated"], "dummy");
+  EXPECT_EQ(r.report["platform"]["device_name"], "DummyDevice");
+  // vLLM's log lines.
+  EXPECT_NE(r.err.find("Available plugins for group troupe.general_plugins:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("- good_general -> " + dir("good_general") + "/libtroupe_plugin_good_general.so"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("plugin good_general loaded."), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Platform plugin dummy is activated"), std::string::npos) << r.err;
+  // General plugins register once per process.
+  EXPECT_EQ(count(r.err, "good_general register call"), 1u) << r.err;
+  EXPECT_EQ(count(r.err, "good_general register call 1"), 1u) << r.err;
+}
+
+TEST(PluginsCli, EmptyTroupePluginsLoadsNoPluginButBuiltins) {
+  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR, "TROUPE_PLUGINS="});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(status_of(r, kGeneral, "good_general"), "filtered");
+  EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "filtered");
+  EXPECT_EQ(status_of(r, kPlatform, "dummy"), "filtered");
+  EXPECT_EQ(status_of(r, kPlatform, "cpu"), "loaded");  // built-in, as vLLM's built-in platforms
+  EXPECT_NE(r.report["platform"]["activated"], "dummy");
+  EXPECT_EQ(count(r.err, "good_general register call"), 0u) << r.err;
+}
+
+TEST(PluginsCli, ListedPluginsOnlyAndWarningForUnknownNames) {
+  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR,
+                       "TROUPE_PLUGINS= good_general , no_such_plugin "});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(status_of(r, kGeneral, "good_general"), "loaded");
+  EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "filtered");
+  EXPECT_EQ(status_of(r, kPlatform, "dummy"), "filtered");
+  EXPECT_NE(r.err.find("WARNING"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("plugin no_such_plugin is named in TROUPE_PLUGINS but was not found"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.report["allowed"], json({"good_general", "no_such_plugin"}));
+}
+
+TEST(PluginsCli, TwoOutOfTreePlatformsReportAnErrorAndExitZero) {
+  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("oot_a") + ":" + dir("oot_b")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.report["platform"]["activated"].is_null());
+  std::string reason = r.report["platform"]["reason"];
+  EXPECT_NE(reason.find("oot_a"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("oot_b"), std::string::npos) << reason;
+  // Choosing one with TROUPE_PLUGINS resolves it.
+  Run one = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("oot_a") + ":" + dir("oot_b"), "TROUPE_PLUGINS=oot_b"});
+  EXPECT_EQ(one.report["platform"]["activated"], "oot_b");
+}
+
+TEST(PluginsCli, BrokenPluginsAreListedWithReasons) {
+  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("abi_mismatch") + ":" + dir("missing_symbol") + ":" +
+                       dir("throws_register") + ":" + dir("malformed") + ":" + dir("declining") + ":" +
+                       dir("good_general")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(status_of(r, kGeneral, "abi_mismatch"), "refused");
+  EXPECT_EQ(status_of(r, kGeneral, "missing_symbol"), "failed");
+  EXPECT_EQ(status_of(r, kGeneral, "throws_register"), "failed");
+  EXPECT_EQ(status_of(r, "unknown", "malformed"), "failed");
+  EXPECT_EQ(status_of(r, kGeneral, "good_general"), "loaded");
+  EXPECT_NE((*plugin(r, kGeneral, "throws_register"))["reason"].get<std::string>().find("boom"), std::string::npos);
+  EXPECT_NE(r.err.find("plugin abi_mismatch refused"), std::string::npos) << r.err;
+  bool declined = false;
+  for (const auto& c : r.report["platform"]["candidates"])
+    if (c["name"] == "declining") declined = c["available"] == false && c["reason"] == "probe returned no platform";
+  EXPECT_TRUE(declined) << r.out;
+}
+
+TEST(PluginsCli, TextModeIsReadable) {
+  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("declining")}, "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("troupe.platform_plugins:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("declining: declined (probe returned no platform)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Activated platform:"), std::string::npos) << r.out;
+}
