@@ -1,0 +1,92 @@
+#include "platforms/cpu/cpu_attention.hpp"
+
+#include <new>
+#include <string>
+
+#include "kernels/cpu/paged_attention.hpp"
+#include "troupe/check.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::cpu {
+
+Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks) {
+  if (spec.dtype != DType::f32)
+    return not_supported("the cpu_paged attention backend stores the KV cache in f32 only, not " +
+                         std::string(to_string(spec.dtype)));
+  if (spec.block_size <= 0 || spec.num_layers <= 0 || spec.num_kv_heads <= 0 || spec.head_dim <= 0 ||
+      spec.head_dim > 256)
+    return invalid_argument("invalid KV cache spec (block size, layers, kv heads and head dim must be positive)");
+  if (num_blocks <= 0) return invalid_argument("the KV cache needs at least one block");
+  const int64_t per_layer = num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim;
+  storage_.reset();
+  storage_.reset(new (std::nothrow) float[static_cast<size_t>(per_layer) * 2 * spec.num_layers]);
+  if (!storage_)
+    return resource_exhausted("cannot allocate a KV cache of " + std::to_string(num_blocks) + " blocks (" +
+                              std::to_string(spec.bytes_per_block() * num_blocks) + " bytes)");
+  spec_ = spec;
+  num_blocks_ = num_blocks;
+  k_layers_.resize(spec.num_layers);
+  v_layers_.resize(spec.num_layers);
+  for (int l = 0; l < spec.num_layers; ++l) {
+    k_layers_[l] = storage_.get() + (2 * l) * per_layer;
+    v_layers_[l] = storage_.get() + (2 * l + 1) * per_layer;
+  }
+  TROUPE_LOG_INFO("cpu_paged KV cache: {} blocks of {} tokens ({:.1f} MiB)", num_blocks, spec.block_size,
+                  static_cast<double>(spec.bytes_per_block() * num_blocks) / (1 << 20));
+  return {};
+}
+
+Status CpuAttentionBackend::check_batch(const ForwardBatch& b) const {
+  if (num_blocks_ == 0) return unavailable("the KV cache is not allocated (initialize_cache first)");
+  const int64_t num_slots = num_blocks_ * spec_.block_size;
+  if (b.slot_mapping.size() != b.token_ids.size())
+    return invalid_argument("forward batch: slot_mapping needs one entry per token");
+  for (int64_t slot : b.slot_mapping)
+    if (slot < 0 || slot >= num_slots)
+      return out_of_range("KV slot " + std::to_string(slot) + " is outside the cache of " + std::to_string(num_slots) +
+                          " slots");
+  if (b.block_tables.size() != b.seq_lens.size())
+    return invalid_argument("forward batch: block_tables needs one entry per sequence");
+  for (size_t s = 0; s < b.seq_lens.size(); ++s) {
+    const auto& table = b.block_tables[s];
+    const int64_t need = (int64_t{b.seq_lens[s]} + spec_.block_size - 1) / spec_.block_size;
+    if (b.seq_lens[s] < 0 || static_cast<int64_t>(table.size()) < need)
+      return invalid_argument("forward batch: the block table of sequence " + std::to_string(s) + " has " +
+                              std::to_string(table.size()) + " blocks, seq_len " + std::to_string(b.seq_lens[s]) +
+                              " needs " + std::to_string(need));
+    for (int32_t blk : table)
+      if (blk < 0 || blk >= num_blocks_)
+        return out_of_range("KV block " + std::to_string(blk) + " is outside the cache of " +
+                            std::to_string(num_blocks_) + " blocks");
+  }
+  return {};
+}
+
+void CpuAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
+                                  int num_heads, const ForwardBatch& b, float scale) {
+  TROUPE_CHECK(layer >= 0 && layer < spec_.num_layers, "attention layer out of range (cache not allocated?)");
+  const int64_t kv_dim = int64_t{spec_.num_kv_heads} * spec_.head_dim;
+  kernels::cpu::paged_kv_store(k_layers_[layer], v_layers_[layer], k, v, b.slot_mapping.data(), b.num_tokens(), kv_dim);
+  const int S = b.num_seqs();
+  table_ptrs_.resize(S);
+  for (int s = 0; s < S; ++s) table_ptrs_[s] = b.block_tables[s].data();
+  work_offsets_.resize(S + 1);
+  kernels::cpu::PagedAttentionArgs a;
+  a.q = q;
+  a.out = out;
+  a.k_cache = k_layers_[layer];
+  a.v_cache = v_layers_[layer];
+  a.query_start = b.query_start.data();
+  a.seq_lens = b.seq_lens.data();
+  a.block_tables = table_ptrs_.data();
+  a.num_seqs = S;
+  a.num_heads = num_heads;
+  a.num_kv_heads = spec_.num_kv_heads;
+  a.head_dim = spec_.head_dim;
+  a.block_size = spec_.block_size;
+  a.scale = scale;
+  a.work_offsets = work_offsets_.data();
+  kernels::cpu::paged_attention(a, pool_);
+}
+
+}  // namespace troupe::cpu

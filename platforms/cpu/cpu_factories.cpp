@@ -1,0 +1,42 @@
+// The CPU platform's factories: worker, ops, attention backend, communicator.
+#include <thread>
+
+#include "platforms/cpu/cpu_attention.hpp"
+#include "platforms/cpu/cpu_communicator.hpp"
+#include "platforms/cpu/cpu_ops.hpp"
+#include "platforms/cpu/cpu_platform.hpp"
+#include "platforms/cpu/cpu_worker.hpp"
+
+namespace troupe::cpu {
+namespace {
+// Ops and backends made outside a worker share one pool for the process.
+kernels::cpu::ThreadPool* shared_pool(int threads) {
+  static kernels::cpu::ThreadPool pool(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return &pool;
+}
+}  // namespace
+
+Result<std::unique_ptr<AttentionBackend>> CpuPlatform::make_attention_backend(const EngineConfig& config) const {
+  if (config.cache.cache_dtype != "auto" && config.cache.cache_dtype != "float32" && config.cache.cache_dtype != "f32")
+    return not_supported("platform cpu stores the KV cache in float32 only, not '" + config.cache.cache_dtype + "'");
+  return std::unique_ptr<AttentionBackend>(new CpuAttentionBackend(shared_pool(config.parallel.num_threads)));
+}
+
+Result<std::unique_ptr<Ops>> CpuPlatform::make_ops(const EngineConfig& config) const {
+  return std::unique_ptr<Ops>(new CpuOps(shared_pool(config.parallel.num_threads)));
+}
+
+Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(int rank, int world_size) const {
+  if (world_size != 1 || rank != 0)
+    return not_supported("platform cpu has a communicator for one rank only (rank " + std::to_string(rank) +
+                         " of " + std::to_string(world_size) + ")");
+  return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+}
+
+Result<std::unique_ptr<Worker>> CpuPlatform::make_worker(const EngineConfig& config, int rank) const {
+  if (!config.parallel.worker_cls.empty() && config.parallel.worker_cls != "troupe.cpu.CpuWorker")
+    return not_found("platform cpu has no worker class '" + config.parallel.worker_cls + "'");
+  return std::unique_ptr<Worker>(new CpuWorker(config, rank));
+}
+
+}  // namespace troupe::cpu

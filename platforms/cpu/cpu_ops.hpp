@@ -1,0 +1,25 @@
+// troupe::Ops on the CPU: the kernels of kernels/cpu over a shared thread pool.
+#pragma once
+
+#include "kernels/cpu/thread_pool.hpp"
+#include "troupe/ops.hpp"
+
+namespace troupe::cpu {
+
+class CpuOps final : public Ops {
+ public:
+  /// `pool` must outlive this object; nullptr runs single-threaded.
+  explicit CpuOps(kernels::cpu::ThreadPool* pool) : pool_(pool) {}
+  void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) override;
+  void embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) override;
+  void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) override;
+  void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+            bool neox) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override;
+  void add_inplace(float* y, const float* x, int64_t n) override;
+
+ private:
+  kernels::cpu::ThreadPool* pool_;
+};
+
+}  // namespace troupe::cpu

@@ -1,0 +1,14 @@
+#include "runtime/models/builtin_models.hpp"
+
+#include "runtime/models/llama_model.hpp"
+#include "troupe/model_registry.hpp"
+
+namespace troupe::runtime {
+
+void register_builtin_models() {
+  // register_model is idempotent for the same factory, so calling this again is harmless.
+  model_registry::register_model("llama", &models::LlamaModel::create);
+  model_registry::register_model("LlamaForCausalLM", &models::LlamaModel::create);
+}
+
+}  // namespace troupe::runtime

@@ -1,0 +1,156 @@
+#include "runtime/sampling/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "troupe/check.hpp"
+
+namespace troupe::sampling {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Scratch reused across calls on one thread: no allocation per step once warm.
+struct Scratch {
+  std::vector<float> work;
+  std::vector<int32_t> idx;
+  std::vector<int32_t> counts;
+  std::vector<uint8_t> seen;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+void apply_penalties(float* l, int64_t vocab, const SamplingParams& p, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output, Scratch& s) {
+  const bool rep = p.repetition_penalty != 1.0f;
+  const bool pres_freq = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if (!rep && !pres_freq) return;
+  if (static_cast<int64_t>(s.seen.size()) < vocab) s.seen.assign(vocab, 0);
+  if (static_cast<int64_t>(s.counts.size()) < vocab) s.counts.assign(vocab, 0);
+  auto valid = [vocab](int32_t id) { return id >= 0 && id < vocab; };
+  if (rep) {
+    // vLLM: divide positive logits, multiply negative ones, once per distinct token.
+    for (auto ids : {prompt, output})
+      for (int32_t id : ids)
+        if (valid(id) && !s.seen[id]) {
+          s.seen[id] = 1;
+          l[id] = l[id] > 0 ? l[id] / p.repetition_penalty : l[id] * p.repetition_penalty;
+        }
+    for (auto ids : {prompt, output})
+      for (int32_t id : ids)
+        if (valid(id)) s.seen[id] = 0;
+  }
+  if (pres_freq) {
+    for (int32_t id : output)
+      if (valid(id)) ++s.counts[id];
+    for (int32_t id : output)
+      if (valid(id) && s.counts[id] > 0) {
+        l[id] -= p.frequency_penalty * static_cast<float>(s.counts[id]) + p.presence_penalty;
+        s.counts[id] = 0;  // each distinct token once; also resets the scratch
+      }
+  }
+}
+
+int32_t argmax(const float* l, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i)
+    if (l[i] > l[best]) best = i;  // strict: the first index wins ties
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+uint64_t derive_step_seed(uint64_t request_seed, uint64_t num_output_tokens) {
+  return splitmix64(splitmix64(request_seed) ^ (num_output_tokens * 0xd1b54a32d192ed03ULL));
+}
+
+SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& p, std::span<const int32_t> prompt_ids,
+                    std::span<const int32_t> output_ids, uint64_t seed_for_this_step) {
+  TROUPE_CHECK(vocab > 0 && logits != nullptr, "sample() needs a non-empty logits row");
+  Scratch& s = scratch();
+  s.work.assign(logits, logits + vocab);
+  float* l = s.work.data();
+  apply_penalties(l, vocab, p, prompt_ids, output_ids, s);
+
+  int32_t token = 0;
+  if (p.greedy()) {
+    token = argmax(l, vocab);
+  } else {
+    const float inv_t = 1.0f / p.temperature;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, l[i]);
+    for (int64_t i = 0; i < vocab; ++i) l[i] = std::exp((l[i] - mx) * inv_t);  // unnormalised, max is 1
+    s.idx.resize(vocab);
+    std::iota(s.idx.begin(), s.idx.end(), 0);
+    auto begin = s.idx.begin();
+    auto end = s.idx.end();
+    auto by_prob = [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+    if (p.min_p > 0.0f) end = std::remove_if(begin, end, [l, &p](int32_t i) { return l[i] < p.min_p; });
+    if (p.top_k > 0 && p.top_k < end - begin) {
+      std::nth_element(begin, begin + p.top_k, end, by_prob);
+      end = begin + p.top_k;
+    }
+    if (p.top_p < 1.0f) {
+      std::sort(begin, end, by_prob);
+      double total = 0;
+      for (auto it = begin; it != end; ++it) total += l[*it];
+      double cum = 0;
+      auto it = begin;
+      for (; it != end; ++it) {
+        cum += l[*it];
+        if (cum >= p.top_p * total) {
+          ++it;
+          break;
+        }
+      }
+      end = it;
+    }
+    if (begin == end) {  // cannot happen (max prob is 1 >= min_p), but never sample from nothing
+      token = argmax(logits, vocab);
+    } else {
+      double total = 0;
+      for (auto it = begin; it != end; ++it) total += l[*it];
+      const double u = static_cast<double>(splitmix64(seed_for_this_step) >> 11) * 0x1.0p-53 * total;
+      double cum = 0;
+      token = *(end - 1);
+      for (auto it = begin; it != end; ++it) {
+        cum += l[*it];
+        if (u < cum) {
+          token = *it;
+          break;
+        }
+      }
+    }
+  }
+
+  // Log-probabilities of the raw model distribution (vLLM's default logprobs mode).
+  SampleResult r;
+  r.token = token;
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  const float lse = mx + static_cast<float>(std::log(sum));
+  r.logprob = logits[token] - lse;
+  if (p.logprobs > 0) {
+    const int64_t n = std::min<int64_t>(p.logprobs, vocab);
+    s.idx.resize(vocab);
+    std::iota(s.idx.begin(), s.idx.end(), 0);
+    std::partial_sort(s.idx.begin(), s.idx.begin() + n, s.idx.end(), [logits](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int64_t i = 0; i < n; ++i) r.top_logprobs.emplace_back(s.idx[i], logits[s.idx[i]] - lse);
+  }
+  return r;
+}
+
+}  // namespace troupe::sampling

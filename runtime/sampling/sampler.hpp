@@ -1,0 +1,29 @@
+// Turning one row of logits into a token: penalties (as vLLM), temperature,
+// min_p, top_k, top_p, then a draw from a per-step RNG. Greedy at temperature 0.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "runtime/sampling/sampling_params.hpp"
+
+namespace troupe::sampling {
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;  // log-probability of `token` under the raw model distribution
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // params.logprobs best (token, logprob), best first
+};
+
+/// The seed of one step: a hash of the request seed and the number of tokens generated so far,
+/// so the same request samples the same tokens however it is batched.
+uint64_t derive_step_seed(uint64_t request_seed, uint64_t num_output_tokens);
+
+/// Sample one token. `params` must be valid (validate()). Ties in greedy mode go to the lowest id.
+SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& params,
+                    std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids,
+                    uint64_t seed_for_this_step);
+
+}  // namespace troupe::sampling
