@@ -70,7 +70,10 @@ class Scheduler {
   Status add_request(NewRequest request);
 
   /// Plans the next step. Must be followed by update_from_output() before the
-  /// next call (an empty output needs none).
+  /// next call (an empty output needs none). If the step fails on the device,
+  /// finish its requests with FinishReason::error, then call
+  /// update_from_output(output, {}) to close the step (and reset the prefix
+  /// cache once idle: blocks are cached when allocated, before they are filled).
   SchedulerOutput schedule();
 
   /// Applies a step's results: advances computed tokens, appends each sampled
