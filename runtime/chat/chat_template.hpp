@@ -1,0 +1,43 @@
+// Chat templates: render a conversation into the prompt text a model was
+// trained on. The GGUF's Jinja template (tokenizer.chat_template) is not
+// executed; it is recognised by distinctive substrings and the family is
+// rendered by hand, byte-exact with the real template's output.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/status.hpp"
+
+namespace troupe::chat {
+
+struct Message {
+  std::string role;  // "system" | "user" | "assistant" (chatml also takes "tool")
+  std::string content;
+};
+
+enum class Family { chatml, llama2, llama3, mistral, zephyr, phi3, gemma };
+
+struct ChatTemplate {
+  std::string name;            // one of known_names()
+  Family family = Family::chatml;
+  std::string default_system;  // chatml: system turn added when the conversation has none
+};
+
+/// Recognise a Jinja chat template; an unknown one is invalid_argument naming how to pick one.
+Result<ChatTemplate> detect(std::string_view jinja);
+/// "chatml", "smollm2" (chatml + SmolLM2's default system prompt), "llama2", "llama3",
+/// "mistral" (alias "mistral-instruct"), "zephyr", "phi3", "gemma".
+Result<ChatTemplate> by_name(std::string_view name);
+std::vector<std::string> known_names();
+
+/// Render `messages`. bos_text/eos_text are the tokenizer's BOS/EOS texts, written where
+/// the real template writes bos_token/eos_token (pass "" to leave BOS to the tokenizer).
+/// Tokenize the result with parse_special=true. Roles are validated; families whose
+/// templates reject a system turn or non-alternating turns (llama2, mistral, gemma) fold
+/// a leading system message into the first user turn and reject bad ordering.
+Result<std::string> apply(const ChatTemplate& tmpl, const std::vector<Message>& messages,
+                          bool add_generation_prompt, const std::string& bos_text, const std::string& eos_text);
+
+}  // namespace troupe::chat
