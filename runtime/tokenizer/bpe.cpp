@@ -31,8 +31,8 @@ struct BigramOrder {
 }  // namespace
 
 int Tokenizer::find_merge_rank(std::string_view left, std::string_view right) const {
-  std::string key;
-  key.reserve(left.size() + right.size() + 1);
+  thread_local std::string key;  // reused: this runs once per candidate pair
+  key.clear();
   key.append(left).push_back(' ');
   key.append(right);
   auto it = merge_rank_.find(key);
@@ -86,7 +86,7 @@ void Tokenizer::bpe_word(const std::string& word, std::vector<int32_t>* out) con
   }
 
   for (int i = 0; i != -1; i = sym[i].next) {
-    const std::string piece(w.substr(sym[i].offset, sym[i].n));
+    const std::string_view piece = w.substr(sym[i].offset, sym[i].n);
     auto it = token_to_id_.find(piece);
     if (it != token_to_id_.end()) {
       out->push_back(it->second);
@@ -94,7 +94,7 @@ void Tokenizer::bpe_word(const std::string& word, std::vector<int32_t>* out) con
     }
     // Not a token: fall back to one token per byte of the mapped text, where they exist.
     for (char c : piece) {
-      auto bt = token_to_id_.find(std::string(1, c));
+      auto bt = token_to_id_.find(std::string_view(&c, 1));
       if (bt != token_to_id_.end()) out->push_back(bt->second);
     }
   }

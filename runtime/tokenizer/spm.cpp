@@ -47,7 +47,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>* out) con
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const std::string_view piece = text.substr(sym[left].offset, sym[left].n + sym[right].n);
-    auto it = token_to_id_.find(std::string(piece));
+    auto it = token_to_id_.find(piece);
     if (it == token_to_id_.end()) return;
     queue.push({left, right, vocab_.scores[it->second], piece.size()});
     rev_merge[piece] = {left, right};
@@ -71,7 +71,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>* out) con
   // Emit a symbol: as a token, else split along its merge, else as bytes.
   auto emit = [&](auto&& self, const Symbol& s) -> void {
     const std::string_view piece = text.substr(s.offset, s.n);
-    auto it = token_to_id_.find(std::string(piece));
+    auto it = token_to_id_.find(piece);
     if (it != token_to_id_.end()) {
       out->push_back(it->second);
       return;

@@ -120,7 +120,7 @@ bool Tokenizer::is_eog(int32_t id) const {
 bool Tokenizer::is_special(int32_t id) const { return is_control_like(type_of(id)); }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
-  auto it = token_to_id_.find(std::string(text));
+  auto it = token_to_id_.find(text);
   if (it == token_to_id_.end()) return std::nullopt;
   return it->second;
 }

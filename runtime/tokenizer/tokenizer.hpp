@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,14 @@ class GgufFile;
 }
 
 namespace troupe::tokenizer {
+
+// Hash for string-keyed maps that are probed with string_views (no allocation per lookup).
+struct StringViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using StringMap = std::unordered_map<std::string, V, StringViewHash, std::equal_to<>>;
 
 class Tokenizer {
  public:
@@ -63,8 +72,8 @@ class Tokenizer {
   int find_merge_rank(std::string_view left, std::string_view right) const;
 
   Vocab vocab_;
-  std::unordered_map<std::string, int32_t> token_to_id_;
-  std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
+  StringMap<int32_t> token_to_id_;
+  StringMap<int> merge_rank_;                         // "left right" -> rank
   std::vector<int32_t> special_tokens_;               // matched in raw text, longest first
   std::vector<int32_t> eog_ids_;
   std::vector<int32_t> byte_tokens_;                  // SPM <0xNN> ids, -1 when absent
