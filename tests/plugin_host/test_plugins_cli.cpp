@@ -18,7 +18,7 @@ using nlohmann::json;
 
 namespace {
 
-struct Run {
+struct CliRun {
   int exit_code = -1;
   std::string out;
   std::string err;
@@ -35,7 +35,7 @@ std::string slurp(const fs::path& p) {
 }
 
 // env: "NAME=value" to set, "-NAME" to unset. TROUPE_* variables not named are unset.
-Run run_plugins(const std::vector<std::string>& env, const std::string& args = "--json") {
+CliRun run_plugins(const std::vector<std::string>& env, const std::string& args = "--json") {
   static int counter = 0;
   fs::path base = fs::temp_directory_path() / ("troupe_cli_test_" + std::to_string(::getpid()) + "_" +
                                                std::to_string(counter++));
@@ -43,7 +43,7 @@ Run run_plugins(const std::vector<std::string>& env, const std::string& args = "
   for (const auto& e : env) cmd += " '" + e + "'";
   cmd += std::string(" '") + TROUPE_EXE + "' plugins " + args + " >'" + base.string() + ".out' 2>'" + base.string() +
          ".err'";
-  Run r;
+  CliRun r;
   int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(base.string() + ".out");
@@ -54,13 +54,13 @@ Run run_plugins(const std::vector<std::string>& env, const std::string& args = "
   return r;
 }
 
-const json* plugin(const Run& r, const std::string& group, const std::string& name) {
+const json* plugin(const CliRun& r, const std::string& group, const std::string& name) {
   for (const auto& p : r.report["groups"][group])
     if (p["name"] == name) return &p;
   return nullptr;
 }
 
-std::string status_of(const Run& r, const std::string& group, const std::string& name) {
+std::string status_of(const CliRun& r, const std::string& group, const std::string& name) {
   const json* p = plugin(r, group, name);
   return p ? (*p)["status"].get<std::string>() : "(absent)";
 }
@@ -77,7 +77,7 @@ constexpr const char* kPlatform = "troupe.platform_plugins";
 }  // namespace
 
 TEST(PluginsCli, BuiltinsOnly) {
-  Run r = run_plugins({});
+  CliRun r = run_plugins({});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_FALSE(r.report.is_discarded()) << r.out;
   for (const char* g : {"troupe.general_plugins", "troupe.platform_plugins", "troupe.io_processor_plugins",
@@ -101,7 +101,7 @@ TEST(PluginsCli, BuiltinsOnly) {
 }
 
 TEST(PluginsCli, AllPluginsLoadWhenTroupePluginsIsUnset) {
-  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR});
+  CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(status_of(r, kGeneral, "good_general"), "loaded");
   EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "loaded");
@@ -120,7 +120,7 @@ TEST(PluginsCli, AllPluginsLoadWhenTroupePluginsIsUnset) {
 }
 
 TEST(PluginsCli, EmptyTroupePluginsLoadsNoPluginButBuiltins) {
-  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR, "TROUPE_PLUGINS="});
+  CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR, "TROUPE_PLUGINS="});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(status_of(r, kGeneral, "good_general"), "filtered");
   EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "filtered");
@@ -131,7 +131,7 @@ TEST(PluginsCli, EmptyTroupePluginsLoadsNoPluginButBuiltins) {
 }
 
 TEST(PluginsCli, ListedPluginsOnlyAndWarningForUnknownNames) {
-  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR,
+  CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR,
                        "TROUPE_PLUGINS= good_general , no_such_plugin "});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(status_of(r, kGeneral, "good_general"), "loaded");
@@ -144,19 +144,19 @@ TEST(PluginsCli, ListedPluginsOnlyAndWarningForUnknownNames) {
 }
 
 TEST(PluginsCli, TwoOutOfTreePlatformsReportAnErrorAndExitZero) {
-  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("oot_a") + ":" + dir("oot_b")});
+  CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("oot_a") + ":" + dir("oot_b")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.report["platform"]["activated"].is_null());
   std::string reason = r.report["platform"]["reason"];
   EXPECT_NE(reason.find("oot_a"), std::string::npos) << reason;
   EXPECT_NE(reason.find("oot_b"), std::string::npos) << reason;
   // Choosing one with TROUPE_PLUGINS resolves it.
-  Run one = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("oot_a") + ":" + dir("oot_b"), "TROUPE_PLUGINS=oot_b"});
+  CliRun one = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("oot_a") + ":" + dir("oot_b"), "TROUPE_PLUGINS=oot_b"});
   EXPECT_EQ(one.report["platform"]["activated"], "oot_b");
 }
 
 TEST(PluginsCli, BrokenPluginsAreListedWithReasons) {
-  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("abi_mismatch") + ":" + dir("missing_symbol") + ":" +
+  CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("abi_mismatch") + ":" + dir("missing_symbol") + ":" +
                        dir("throws_register") + ":" + dir("malformed") + ":" + dir("declining") + ":" +
                        dir("good_general")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -174,7 +174,7 @@ TEST(PluginsCli, BrokenPluginsAreListedWithReasons) {
 }
 
 TEST(PluginsCli, TextModeIsReadable) {
-  Run r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("declining")}, "");
+  CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("declining")}, "");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("troupe.platform_plugins:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("declining: declined (probe returned no platform)"), std::string::npos) << r.out;
