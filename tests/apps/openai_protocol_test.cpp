@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include <string>
 
 #include "runtime/openai/errors.hpp"
@@ -120,7 +122,7 @@ TEST(OpenAIProtocol, RejectsBadInputNamingTheField) {
 
 TEST(OpenAIProtocol, TooManyStopStrings) {
   json j = {{"prompt", "x"}, {"stop", json::array()}};
-  for (int i = 0; i < 10000; ++i) j["stop"].push_back("s" + std::to_string(i));
+  for (int i = 0; i < 10000; ++i) j["stop"].push_back(fmt::format("s{}", i));
   auto e = parse_completion(j.dump());
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "stop");
@@ -212,7 +214,7 @@ TEST(OpenAIRender, CompletionShapes) {
   c.finish_reason = "length";
   c.has_logprobs = true;
   c.logprobs = {{5, -0.5f, {{5, -0.5f}, {6, -1.5f}}}};
-  auto tt = [](int32_t id) { return "t" + std::to_string(id); };
+  auto tt = [](int32_t id) { return fmt::format("t{}", id); };
   json j = json::parse(render_completion("cmpl-1", 42, "m", {c}, {3, 1}, tt));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"][0]["text"], "hello");

@@ -1,0 +1,320 @@
+#include "apps/bench/bench_serve.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "apps/bench/http_client.hpp"
+
+namespace troupe::apps::bench {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+http::Headers auth_headers(const BenchOptions& o) {
+  http::Headers h;
+  if (!o.api_key.empty()) h.emplace_back("Authorization", "Bearer " + o.api_key);
+  return h;
+}
+
+Result<json> get_json(const http::Url& url, const std::string& path, const std::string& method, const std::string& body,
+                      const BenchOptions& o) {
+  auto r = http::request(url.host, url.port, method, url.base_path + path, body, auth_headers(o), {},
+                         std::chrono::seconds(60));
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return unavailable(fmt::format("{} {} answered {}: {}", method, path, r->status, r->body));
+  json j = json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return data_loss(fmt::format("{} {}: the answer is not JSON", method, path));
+  return j;
+}
+
+// Prompts of exactly `len` tokens: random words tokenized by the server
+// (/tokenize), cut to length, and sent as token ids so the count is exact.
+Result<std::vector<std::vector<int32_t>>> make_prompts(const http::Url& url, const BenchOptions& o) {
+  static const char* words[] = {"the", "river", "quiet", "market", "stone", "light", "garden", "story", "north",
+                                "window", "paper", "music", "silver", "forest", "engine", "morning", "cloud",
+                                "letter", "bridge", "orange", "winter", "table", "signal", "harbor", "candle"};
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<size_t> pick(0, std::size(words) - 1);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < o.num_prompts; ++i) {
+    std::vector<int32_t> ids;
+    int words_wanted = std::max(8, o.random_input_len);
+    while (static_cast<int>(ids.size()) < o.random_input_len) {
+      std::string text;
+      for (int w = 0; w < words_wanted; ++w) {
+        if (!text.empty()) text += ' ';
+        text += words[pick(rng)];
+      }
+      json req = {{"prompt", text}, {"add_special_tokens", false}};
+      if (!o.model.empty()) req["model"] = o.model;
+      auto j = get_json(url, "/tokenize", "POST", req.dump(), o);
+      if (!j.ok()) return j.status();
+      for (const auto& t : (*j)["tokens"]) ids.push_back(t.get<int32_t>());
+      if (ids.empty()) return data_loss("/tokenize returned no tokens");
+    }
+    ids.resize(static_cast<size_t>(o.random_input_len));
+    prompts.push_back(std::move(ids));
+  }
+  return prompts;
+}
+
+RequestResult run_one(const http::Url& url, const BenchOptions& o, const std::vector<int32_t>& prompt) {
+  RequestResult r;
+  r.prompt_len = static_cast<int64_t>(prompt.size());
+  json body = {{"model", o.model},
+               {"prompt", prompt},
+               {"max_tokens", o.random_output_len},
+               {"temperature", 0.0},
+               {"ignore_eos", true},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  const auto start = Clock::now();
+  auto last = start;
+  int64_t chunks = 0;
+  int64_t usage_tokens = -1;
+  bool done = false;
+  std::string stream_error;
+  http::SseParser sse;
+  auto on_event = [&](std::string_view data) {
+    if (data == "[DONE]") {
+      done = true;
+      return;
+    }
+    json j = json::parse(data, nullptr, false);
+    if (j.is_discarded()) return;
+    if (j.contains("error")) {
+      stream_error = j["error"].value("message", "error event");
+      return;
+    }
+    if (j.contains("usage") && j["usage"].is_object()) usage_tokens = j["usage"].value("completion_tokens", int64_t{-1});
+    if (!j.contains("choices") || j["choices"].empty()) return;
+    const auto& c = j["choices"][0];
+    if (!c.contains("text") || !c["text"].is_string() || c["text"].get<std::string>().empty()) return;
+    auto now = Clock::now();
+    if (chunks == 0) r.ttft = std::chrono::duration<double>(now - start).count();
+    else r.itl.push_back(std::chrono::duration<double>(now - last).count());
+    last = now;
+    ++chunks;
+  };
+  auto resp = http::request(url.host, url.port, "POST", url.base_path + "/v1/completions", body.dump(), auth_headers(o),
+                            [&](std::string_view piece) {
+                              sse.feed(piece, on_event);
+                              return true;
+                            },
+                            std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
+  r.latency = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!resp.ok()) {
+    r.error = resp.status().message();
+    return r;
+  }
+  if (resp->status != 200) {
+    r.error = fmt::format("HTTP {}", resp->status);
+    return r;
+  }
+  if (!stream_error.empty()) {
+    r.error = stream_error;
+    return r;
+  }
+  if (!done) {
+    r.error = "the stream ended without [DONE]";
+    return r;
+  }
+  r.output_tokens = usage_tokens >= 0 ? usage_tokens : chunks;
+  r.success = chunks > 0;
+  if (!r.success) r.error = "no tokens received";
+  return r;
+}
+
+void print_stats(const char* title, const char* name, const Stats& s) {
+  std::printf("%s\n", fmt::format("{:-^50}", title).c_str());
+  std::printf("%-40s %-10.2f\n", fmt::format("Mean {} (ms):", name).c_str(), s.mean);
+  std::printf("%-40s %-10.2f\n", fmt::format("Median {} (ms):", name).c_str(), s.median);
+  std::printf("%-40s %-10.2f\n", fmt::format("P90 {} (ms):", name).c_str(), s.p90);
+  std::printf("%-40s %-10.2f\n", fmt::format("P99 {} (ms):", name).c_str(), s.p99);
+}
+
+void put_stats(json& j, const char* key, const Stats& s) {
+  j[fmt::format("mean_{}_ms", key)] = s.mean;
+  j[fmt::format("median_{}_ms", key)] = s.median;
+  j[fmt::format("std_{}_ms", key)] = s.std;
+  j[fmt::format("p90_{}_ms", key)] = s.p90;
+  j[fmt::format("p99_{}_ms", key)] = s.p99;
+}
+
+}  // namespace
+
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const double rank = p / 100.0 * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = rank - static_cast<double>(lo);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+Stats summarize_ms(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  for (double& x : v) x *= 1000.0;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  double var = 0;
+  for (double x : v) var += (x - s.mean) * (x - s.mean);
+  s.std = std::sqrt(var / static_cast<double>(v.size()));
+  s.median = percentile(v, 50);
+  s.p90 = percentile(v, 90);
+  s.p99 = percentile(v, 99);
+  return s;
+}
+
+Status run_bench_serve(const BenchOptions& options) {
+  BenchOptions o = options;
+  if (o.num_prompts <= 0) return invalid_argument("--num-prompts must be positive");
+  if (o.random_input_len <= 0 || o.random_output_len <= 0)
+    return invalid_argument("--random-input-len and --random-output-len must be positive");
+  if (o.max_concurrency < 0) return invalid_argument("--max-concurrency must be >= 0");
+  if (!(o.request_rate > 0)) return invalid_argument("--request-rate must be positive (or inf)");
+  auto url = http::parse_url(o.base_url);
+  if (!url.ok()) return url.status();
+
+  if (o.model.empty()) {
+    auto models = get_json(*url, "/v1/models", "GET", "", o);
+    if (!models.ok()) return models.status();
+    if (!(*models).contains("data") || (*models)["data"].empty()) return data_loss("/v1/models lists no model");
+    o.model = (*models)["data"][0].value("id", "");
+  }
+  std::printf("Benchmarking %s at %s: %d prompts, input %d, output %d tokens, concurrency %s, rate %s\n",
+              o.model.c_str(), o.base_url.c_str(), o.num_prompts, o.random_input_len, o.random_output_len,
+              o.max_concurrency > 0 ? std::to_string(o.max_concurrency).c_str() : "unbounded",
+              std::isinf(o.request_rate) ? "inf" : fmt::format("{}", o.request_rate).c_str());
+  auto prompts = make_prompts(*url, o);
+  if (!prompts.ok()) return prompts.status();
+
+  // Arrival offsets: all at 0 for an infinite rate, otherwise a Poisson process.
+  std::vector<double> arrival(static_cast<size_t>(o.num_prompts), 0.0);
+  if (!std::isinf(o.request_rate)) {
+    std::mt19937_64 rng(o.seed + 1);
+    std::exponential_distribution<double> gap(o.request_rate);
+    double t = 0;
+    for (auto& a : arrival) {
+      a = t;
+      t += gap(rng);
+    }
+  }
+  const int workers = std::min({o.num_prompts, o.max_concurrency > 0 ? o.max_concurrency : o.num_prompts, 512});
+  std::vector<RequestResult> results(static_cast<size_t>(o.num_prompts));
+  std::atomic<int> next{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&] {
+      while (true) {
+        int i = next.fetch_add(1);
+        if (i >= o.num_prompts) return;
+        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(arrival[static_cast<size_t>(i)])));
+        results[static_cast<size_t>(i)] = run_one(*url, o, (*prompts)[static_cast<size_t>(i)]);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double duration = std::chrono::duration<double>(Clock::now() - start).count();
+
+  int completed = 0, failed = 0;
+  int64_t input_tokens = 0, output_tokens = 0;
+  std::vector<double> ttfts, tpots, itls, e2els;
+  json errors = json::array(), input_lens = json::array(), output_lens = json::array(), ttft_list = json::array();
+  for (const auto& r : results) {
+    input_lens.push_back(r.prompt_len);
+    output_lens.push_back(r.output_tokens);
+    ttft_list.push_back(r.ttft);
+    errors.push_back(r.error);
+    if (!r.success) {
+      ++failed;
+      continue;
+    }
+    ++completed;
+    input_tokens += r.prompt_len;
+    output_tokens += r.output_tokens;
+    ttfts.push_back(r.ttft);
+    e2els.push_back(r.latency);
+    if (r.output_tokens > 1) tpots.push_back((r.latency - r.ttft) / static_cast<double>(r.output_tokens - 1));
+    itls.insert(itls.end(), r.itl.begin(), r.itl.end());
+  }
+  if (failed > 0) {
+    for (const auto& r : results)
+      if (!r.success) {
+        std::fprintf(stderr, "first failure: %s\n", r.error.c_str());
+        break;
+      }
+  }
+  const Stats ttft = summarize_ms(ttfts), tpot = summarize_ms(tpots), itl = summarize_ms(itls), e2el = summarize_ms(e2els);
+
+  std::printf("============ Serving Benchmark Result ============\n");
+  std::printf("%-40s %-10d\n", "Successful requests:", completed);
+  std::printf("%-40s %-10d\n", "Failed requests:", failed);
+  if (o.max_concurrency > 0) std::printf("%-40s %-10d\n", "Maximum request concurrency:", o.max_concurrency);
+  std::printf("%-40s %-10.2f\n", "Benchmark duration (s):", duration);
+  std::printf("%-40s %-10lld\n", "Total input tokens:", static_cast<long long>(input_tokens));
+  std::printf("%-40s %-10lld\n", "Total generated tokens:", static_cast<long long>(output_tokens));
+  std::printf("%-40s %-10.2f\n", "Request throughput (req/s):", completed / duration);
+  std::printf("%-40s %-10.2f\n", "Output token throughput (tok/s):", static_cast<double>(output_tokens) / duration);
+  std::printf("%-40s %-10.2f\n", "Total Token throughput (tok/s):",
+              static_cast<double>(input_tokens + output_tokens) / duration);
+  print_stats("Time to First Token", "TTFT", ttft);
+  print_stats("Time per Output Token (excl. 1st token)", "TPOT", tpot);
+  print_stats("Inter-token Latency", "ITL", itl);
+  print_stats("End-to-end Latency", "E2EL", e2el);
+  std::printf("==================================================\n");
+  std::fflush(stdout);
+
+  if (!o.result_file.empty()) {
+    char date[32];
+    std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", std::localtime(&now));
+    json j = {{"date", date},
+              {"backend", "troupe"},
+              {"model_id", o.model},
+              {"num_prompts", o.num_prompts},
+              {"completed", completed},
+              {"failed", failed},
+              {"total_input_tokens", input_tokens},
+              {"total_output_tokens", output_tokens},
+              {"duration", duration},
+              {"request_throughput", completed / duration},
+              {"output_throughput", static_cast<double>(output_tokens) / duration},
+              {"total_token_throughput", static_cast<double>(input_tokens + output_tokens) / duration},
+              {"max_concurrency", o.max_concurrency > 0 ? json(o.max_concurrency) : json(nullptr)},
+              {"request_rate", std::isinf(o.request_rate) ? json("inf") : json(o.request_rate)},
+              {"input_lens", input_lens},
+              {"output_lens", output_lens},
+              {"ttfts", ttft_list},
+              {"errors", errors}};
+    put_stats(j, "ttft", ttft);
+    put_stats(j, "tpot", tpot);
+    put_stats(j, "itl", itl);
+    put_stats(j, "e2el", e2el);
+    std::ofstream f(o.result_file);
+    if (!f) return invalid_argument("cannot write --result-file " + o.result_file);
+    f << j.dump(2) << "\n";
+    std::printf("Results written to %s\n", o.result_file.c_str());
+  }
+  return {};
+}
+
+}  // namespace troupe::apps::bench

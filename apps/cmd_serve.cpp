@@ -1,0 +1,163 @@
+// `troupe serve [MODEL]`: the OpenAI-compatible HTTP server, with the flags of
+// `vllm serve`. The port opens first (/health answers 503 while the model
+// loads); SIGINT/SIGTERM stop it cleanly.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "actors/engine.hpp"
+#include "apps/command.hpp"
+#include "apps/serve/api_server.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::apps {
+namespace {
+
+constexpr const char* kDefaultModelName = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::string default_model_path() {
+  std::string dir;
+  if (const char* c = std::getenv("TROUPE_MODEL_CACHE"); c && *c) {
+    dir = c;
+  } else {
+    const char* home = std::getenv("HOME");
+    dir = std::string(home ? home : ".") + "/.cache/troupe/models";
+  }
+  return dir + "/" + kDefaultModelName;
+}
+
+struct Options {
+  std::string model;
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  std::string served_model_name;
+  int64_t max_model_len = 0;
+  int max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  int block_size = 16;
+  bool enable_prefix_caching = true;
+  std::string api_key;
+  bool disable_log_stats = false;
+  int64_t max_num_queued_requests = 0;
+  std::string chat_template;
+  uint64_t max_body_bytes = 1u << 20;
+  int threads = 0;
+  int64_t num_gpu_blocks_override = 0;
+  uint64_t seed = 0;
+  bool log_requests = false;
+};
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "troupe serve: error: %s\n", message.c_str());
+  return 1;
+}
+
+int run_serve(Options o) {
+  const std::string model = o.model.empty() ? default_model_path() : o.model;
+  if (!std::filesystem::exists(model)) {
+    if (o.model.empty())
+      return fail("the default model " + model + " is missing; run scripts/fetch-model.sh to download it");
+    return fail("model file not found: " + model);
+  }
+  if (o.port <= 0 || o.port > 65535) return fail("--port must be in 1..65535");
+  if (o.max_body_bytes < 1024) return fail("--max-body-bytes must be at least 1024");
+  if (o.api_key.empty())
+    if (const char* k = std::getenv("TROUPE_API_KEY"); k && *k) o.api_key = k;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool shutdown = false;
+  auto request_shutdown = [&] {
+    std::lock_guard lock(mu);
+    shutdown = true;
+    cv.notify_all();
+  };
+
+  apps::serve::ServeOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.api_key = o.api_key;
+  so.max_body_bytes = o.max_body_bytes;
+  so.model_path = model;
+  so.log_requests = o.log_requests;
+  apps::serve::ApiServer server(so);
+  if (Status st = server.start(request_shutdown); !st.ok()) return fail(st.message());
+  TROUPE_LOG_INFO("HTTP server listening on http://{}:{} (/health answers 503 until the model is loaded)", o.host,
+                  o.port);
+
+  engine::EngineOptions eo;
+  auto& c = eo.config;
+  c.model.model_path = model;
+  c.model.served_model_name = o.served_model_name;
+  c.model.max_model_len = o.max_model_len;
+  c.model.seed = o.seed;
+  c.cache.block_size = o.block_size;
+  c.cache.enable_prefix_caching = o.enable_prefix_caching;
+  c.cache.num_gpu_blocks_override = o.num_gpu_blocks_override;
+  c.scheduler.max_num_seqs = o.max_num_seqs;
+  c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  c.scheduler.max_num_queued_requests = o.max_num_queued_requests;
+  c.parallel.num_threads = o.threads;
+  if (!o.chat_template.empty()) c.extra["chat_template"] = o.chat_template;
+  eo.stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto engine = engine::Engine::start(eo);
+  if (!engine.ok()) {
+    server.stop();
+    return fail(engine.status().to_string());
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& cfg = (*engine)->config();
+  TROUPE_LOG_INFO("Engine ready in {:.2f} s: model '{}', max_model_len {}, KV cache {} blocks x {} tokens = {} tokens",
+                  seconds, (*engine)->served_model_name(), cfg.model.max_model_len, (*engine)->num_kv_blocks(),
+                  cfg.cache.block_size, (*engine)->num_kv_blocks() * cfg.cache.block_size);
+  if (!o.api_key.empty()) TROUPE_LOG_INFO("API key authentication is on for /v1/*, /tokenize and /detokenize");
+  server.set_engine(engine->get());
+  TROUPE_LOG_INFO("Starting API server on http://{}:{}", o.host, o.port);
+
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return shutdown; });
+  }
+  TROUPE_LOG_INFO("Shutting down: closing the HTTP server, then the engine");
+  server.stop();
+  engine->reset();
+  TROUPE_LOG_INFO("Shutdown complete");
+  return 0;
+}
+
+const CommandRegistration kRegistration(
+    "serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App& sub) {
+      auto o = std::make_shared<Options>();
+      sub.add_option("model", o->model, std::string("GGUF model file (default: $TROUPE_MODEL_CACHE/") +
+                                            kDefaultModelName + ")");
+      sub.add_option("--host", o->host, "Address to listen on (default 0.0.0.0)");
+      sub.add_option("--port", o->port, "Port to listen on (default 8000)");
+      sub.add_option("--served-model-name", o->served_model_name, "Model name in the API (default: file stem)");
+      sub.add_option("--max-model-len", o->max_model_len, "Context length (default: the model's)");
+      sub.add_option("--max-num-seqs", o->max_num_seqs, "Most sequences in one step (default 256)");
+      sub.add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Most tokens in one step (default 2048)");
+      sub.add_option("--block-size", o->block_size, "Tokens per KV cache block (default 16)");
+      sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->enable_prefix_caching,
+                   "Reuse KV blocks of shared prompt prefixes (default on)");
+      sub.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (also $TROUPE_API_KEY)");
+      sub.add_flag("--disable-log-stats", o->disable_log_stats, "No periodic throughput/KV log line");
+      sub.add_option("--max-num-queued-requests", o->max_num_queued_requests,
+                     "Waiting requests beyond which new ones get 503 (default 0: unbounded)");
+      sub.add_option("--chat-template", o->chat_template, "Named chat template to use instead of the model's");
+      sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
+      sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
+      sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
+      sub.add_option("--seed", o->seed, "Engine random seed");
+      sub.add_flag("--log-requests", o->log_requests, "Log one line per HTTP request");
+      return [o]() { return run_serve(*o); };
+    });
+
+}  // namespace
+}  // namespace troupe::apps

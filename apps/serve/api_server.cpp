@@ -1,0 +1,288 @@
+#include "apps/serve/api_server.hpp"
+
+#include <chrono>
+#include <future>
+#include <optional>
+
+#include "actors/engine.hpp"
+#include "runtime/openai/render.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::runtime {
+const char* version();
+}
+
+namespace troupe::apps::serve {
+namespace {
+
+struct Traits : restinio::default_single_thread_traits_t {};
+using HttpServer = restinio::http_server_t<Traits>;
+
+// Compares without an early exit, so the time taken does not reveal how much of the key matched.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+bool authorized(const ServerContext& ctx, const restinio::request_handle_t& req) {
+  if (ctx.options.api_key.empty()) return true;
+  std::string auth = req->header().get_field_or(restinio::http_field::authorization, "");
+  const std::string prefix = "Bearer ";
+  std::string_view token = auth;
+  if (token.size() >= prefix.size() && token.substr(0, prefix.size()) == prefix) token.remove_prefix(prefix.size());
+  else token = {};
+  return constant_time_equal(token, ctx.options.api_key);
+}
+
+engine::Engine* ready_engine(ServerContext& ctx, const restinio::request_handle_t& req) {
+  engine::Engine* e = ctx.engine.load();
+  if (!e) {
+    openai::ApiError err = openai::from_status(unavailable("the model is still loading; retry shortly"));
+    respond_error(req, err);
+  }
+  return e;
+}
+
+int64_t max_model_len(const engine::Engine& e) {
+  int64_t n = e.config().model.max_model_len;
+  return n > 0 ? n : e.model_info().context_length;
+}
+
+std::string model_error(const engine::Engine& e, const std::string& model, std::optional<openai::ApiError>* out) {
+  if (!model.empty() && model != e.served_model_name()) *out = openai::model_not_found(model);
+  return model;
+}
+
+void handle_tokenize(ServerContext& ctx, const restinio::request_handle_t& req) {
+  engine::Engine* e = ready_engine(ctx, req);
+  if (!e) return;
+  openai::TokenizeRequest r;
+  std::optional<openai::ApiError> err = openai::parse_tokenize_request(req->body(), ctx.options.limits, &r);
+  if (!err) model_error(*e, r.model, &err);
+  if (err) return respond_error(req, *err);
+  std::string text = r.prompt;
+  bool add_special = r.add_special_tokens;
+  if (r.has_messages) {
+    std::vector<chat::Message> messages;
+    for (auto& m : r.messages) messages.push_back({m.role, m.content});
+    auto rendered = e->apply_chat_template(messages, r.add_generation_prompt);
+    if (!rendered.ok()) return respond_error(req, openai::from_status(rendered.status(), "messages"));
+    text = *rendered;
+    const auto& tok = e->tokenizer();
+    const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
+    if (!bos.empty() && text.rfind(bos, 0) == 0) add_special = false;  // the template wrote BOS
+  }
+  auto ids = e->tokenizer().encode(text, add_special, /*parse_special=*/true);
+  respond(req, 200, "application/json", openai::render_tokenize(ids, max_model_len(*e)));
+}
+
+void handle_detokenize(ServerContext& ctx, const restinio::request_handle_t& req) {
+  engine::Engine* e = ready_engine(ctx, req);
+  if (!e) return;
+  openai::DetokenizeRequest r;
+  std::optional<openai::ApiError> err = openai::parse_detokenize_request(req->body(), ctx.options.limits, &r);
+  if (!err) model_error(*e, r.model, &err);
+  if (err) return respond_error(req, *err);
+  const int64_t vocab = e->tokenizer().vocab_size();
+  for (int32_t t : r.tokens) {
+    if (t < 0 || t >= vocab)
+      return respond_error(req, openai::invalid_param("tokens", fmt::format("token id {} is out of vocabulary (size {})", t, vocab)));
+  }
+  respond(req, 200, "application/json", openai::render_detokenize(e->tokenizer().decode(r.tokens)));
+}
+
+void route(ServerContext& ctx, const restinio::request_handle_t& req) {
+  const auto method = req->header().method();
+  const std::string path(req->header().path());
+  const bool get = method == restinio::http_method_get();
+  const bool post = method == restinio::http_method_post();
+  if (ctx.options.log_requests)
+    TROUPE_LOG_INFO("{} {} {}", req->remote_endpoint(), restinio::method_to_string(method), path);
+
+  struct Route {
+    const char* path;
+    bool post;
+    bool open;  // no API key needed
+  };
+  static const Route routes[] = {
+      {"/health", false, true},         {"/metrics", false, true},
+      {"/version", false, true},        {"/v1/models", false, false},
+      {"/v1/completions", true, false}, {"/v1/chat/completions", true, false},
+      {"/tokenize", true, false},       {"/detokenize", true, false},
+  };
+  const Route* found = nullptr;
+  for (const auto& r : routes)
+    if (path == r.path) found = &r;
+  if (!found) return respond_error(req, openai::route_not_found(std::string(restinio::method_to_string(method)), path));
+  if ((found->post && !post) || (!found->post && !get))
+    return respond_error(req, openai::method_not_allowed(std::string(restinio::method_to_string(method)), path));
+  if (!found->open && !authorized(ctx, req)) return respond_error(req, openai::unauthorized());
+  if (req->body().size() > ctx.options.max_body_bytes)
+    return respond_error(req, openai::payload_too_large(ctx.options.max_body_bytes));
+
+  if (path == "/health") {
+    engine::Engine* e = ctx.engine.load();
+    if (!e) return respond(req, 503, "application/json", R"({"status":"loading"})");
+    if (!e->healthy())
+      return respond_error(req, openai::from_status(unavailable("the engine is unhealthy: " + e->unhealthy_reason())));
+    return respond(req, 200, "application/json", "");
+  }
+  if (path == "/version") return respond(req, 200, "application/json", openai::render_version(runtime::version()));
+  engine::Engine* e = ready_engine(ctx, req);
+  if (!e) return;
+  if (path == "/metrics") return respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", e->metrics_text());
+  if (path == "/v1/models")
+    return respond(req, 200, "application/json",
+                   openai::render_models(e->served_model_name(), ctx.options.model_path, openai::unix_time_now(),
+                                         max_model_len(*e)));
+  if (path == "/v1/completions") return handle_completions(ctx, req, /*chat=*/false);
+  if (path == "/v1/chat/completions") return handle_completions(ctx, req, /*chat=*/true);
+  if (path == "/tokenize") return handle_tokenize(ctx, req);
+  if (path == "/detokenize") return handle_detokenize(ctx, req);
+}
+
+}  // namespace
+
+void respond(const restinio::request_handle_t& req, int http_status, const std::string& content_type,
+             std::string body) {
+  req->create_response(restinio::http_status_line_t{restinio::http_status_code_t{static_cast<std::uint16_t>(http_status)},
+                                                    openai::reason_phrase(http_status)})
+      .append_header(restinio::http_field::content_type, content_type)
+      .append_header(restinio::http_field::server, "troupe")
+      .set_body(std::move(body))
+      .done();
+}
+
+void respond_error(const restinio::request_handle_t& req, const openai::ApiError& error) {
+  if (error.http_status >= 500) TROUPE_LOG_WARNING("{} {}: {}", error.http_status, error.type, error.message);
+  else TROUPE_LOG_DEBUG("{} {}: {}", error.http_status, error.type, error.message);
+  respond(req, error.http_status, "application/json", openai::render_error(error));
+}
+
+struct ApiServer::Impl {
+  ServerContext ctx;
+  asio::io_context io;
+  std::unique_ptr<HttpServer> server;
+  std::unique_ptr<asio::signal_set> signals;
+  std::thread thread;
+  bool stopped = false;
+};
+
+ApiServer::ApiServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->ctx.options = std::move(options);
+  impl_->ctx.io = &impl_->io;
+}
+
+ApiServer::~ApiServer() {
+  stop();
+  impl_->server.reset();
+}
+
+Status ApiServer::start(std::function<void()> on_signal) {
+  auto& im = *impl_;
+  ServerContext* ctx = &im.ctx;
+  // Bodies past the restinio limit are cut off by closing the connection; up to it
+  // the handler answers 413 itself, which a client can read.
+  const uint64_t hard_limit = std::max<uint64_t>(im.ctx.options.max_body_bytes * 4, 8u << 20);
+  try {
+    im.server = std::make_unique<HttpServer>(
+        restinio::external_io_context(im.io), [&](auto& settings) {
+          settings.port(static_cast<std::uint16_t>(im.ctx.options.port))
+              .address(im.ctx.options.host)
+              .incoming_http_msg_limits(restinio::incoming_http_msg_limits_t{}.max_body_size(hard_limit))
+              // Generation can take long; streams are ended by us, never by a timer.
+              .handle_request_timeout(std::chrono::hours(24))
+              .write_http_response_timelimit(std::chrono::seconds(60))
+              .read_next_http_message_timelimit(std::chrono::seconds(60))
+              .request_handler([ctx](restinio::request_handle_t req) {
+                try {
+                  route(*ctx, req);
+                } catch (const std::exception& ex) {
+                  TROUPE_LOG_ERROR("request handler failed: {}", ex.what());
+                  try {
+                    respond_error(req, openai::from_status(internal_error(ex.what())));
+                  } catch (...) {
+                  }
+                }
+                return restinio::request_accepted();
+              });
+        });
+  } catch (const std::exception& ex) {
+    return invalid_argument(fmt::format("cannot set up the HTTP server on {}:{}: {}", im.ctx.options.host,
+                                        im.ctx.options.port, ex.what()));
+  }
+
+  std::promise<Status> opened;
+  auto opened_future = opened.get_future();
+  im.server->open_async([&opened] { opened.set_value(Status{}); },
+                        [&opened, &im](std::exception_ptr ex) {
+                          // Never rethrow here (it would abort the process): report it.
+                          std::string what = "unknown error";
+                          try {
+                            std::rethrow_exception(ex);
+                          } catch (const std::exception& e) {
+                            what = e.what();
+                          } catch (...) {
+                          }
+                          opened.set_value(unavailable(fmt::format("cannot listen on {}:{}: {}", im.ctx.options.host,
+                                                                   im.ctx.options.port, what)));
+                        });
+  im.signals = std::make_unique<asio::signal_set>(im.io, SIGINT, SIGTERM);
+  std::function<void(const asio::error_code&, int)> on_sig;
+  im.signals->async_wait([cb = std::move(on_signal)](const asio::error_code& ec, int sig) {
+    if (ec) return;
+    TROUPE_LOG_INFO("received signal {}: shutting down", sig);
+    if (cb) cb();
+  });
+  im.thread = std::thread([&io = im.io] {
+    auto guard = asio::make_work_guard(io);
+    try {
+      io.run();
+    } catch (const std::exception& ex) {
+      TROUPE_LOG_ERROR("HTTP thread stopped: {}", ex.what());
+    }
+  });
+  Status st = opened_future.get();
+  if (!st.ok()) {
+    stop();
+    return st;
+  }
+  return {};
+}
+
+void ApiServer::set_engine(engine::Engine* engine) { impl_->ctx.engine.store(engine); }
+
+void ApiServer::stop() {
+  auto& im = *impl_;
+  if (im.stopped) return;
+  im.stopped = true;
+  im.ctx.stopping = true;
+  im.ctx.engine.store(nullptr);
+  if (im.thread.joinable()) {
+    std::promise<void> closed;
+    asio::post(im.io, [&] {
+      try {
+        if (im.server) im.server->close_sync();
+      } catch (const std::exception& ex) {
+        TROUPE_LOG_WARNING("closing the HTTP server: {}", ex.what());
+      }
+      if (im.signals) {
+        asio::error_code ec;
+        im.signals->cancel(ec);
+      }
+      closed.set_value();
+    });
+    closed.get_future().wait();
+    im.io.stop();
+    im.thread.join();
+  }
+}
+
+}  // namespace troupe::apps::serve

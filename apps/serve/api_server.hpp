@@ -1,0 +1,35 @@
+// `troupe serve`'s HTTP side: a RESTinio server on its own asio thread.
+// It listens before the engine is ready (/health answers 503 while the model
+// loads), then routes the OpenAI endpoints to the engine.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "apps/serve/server_context.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::apps::serve {
+
+class ApiServer {
+ public:
+  explicit ApiServer(ServeOptions options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  /// Bind and listen (error when the address is taken); `on_signal` runs on
+  /// SIGINT/SIGTERM from the HTTP thread.
+  Status start(std::function<void()> on_signal);
+  /// The engine is ready (or null again before it is destroyed).
+  void set_engine(engine::Engine* engine);
+  /// Stop listening, end open streams, join the HTTP thread. Idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::apps::serve

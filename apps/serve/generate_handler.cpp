@@ -1,0 +1,286 @@
+// POST /v1/completions and /v1/chat/completions: parse, tokenize, check the
+// context, submit one engine request per (prompt, choice), then either stream
+// each delta as a server-sent event or answer once everything finished.
+// Engine callbacks arrive on CAF threads and are posted to the HTTP thread;
+// all state below is touched on the HTTP thread only.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/engine.hpp"
+#include "apps/serve/server_context.hpp"
+#include "runtime/openai/render.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::apps::serve {
+namespace {
+
+using ChunkedResponse = restinio::response_builder_t<restinio::chunked_output_t>;
+
+struct ChoiceState {
+  std::string engine_id;
+  int prompt_index = 0;
+  openai::Choice choice;       // accumulated text/logprobs for a whole answer
+  int64_t text_len = 0;        // streamed text so far (completions logprobs offsets)
+  int64_t completion_tokens = 0;
+  bool finished = false;
+  bool first_chunk_sent = false;
+  std::string error;
+};
+
+struct Generation : std::enable_shared_from_this<Generation> {
+  ServerContext* ctx = nullptr;
+  engine::Engine* engine = nullptr;
+  restinio::request_handle_t req;
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  std::vector<std::vector<int32_t>> prompt_ids;  // per prompt
+  std::vector<std::string> prompt_texts;         // per prompt, for echo
+  std::vector<ChoiceState> choices;
+  int remaining = 0;
+  bool client_gone = false;
+  bool responded = false;
+  std::unique_ptr<ChunkedResponse> out;  // streaming only
+
+  openai::TokenText token_text() const {
+    const auto* tok = &engine->tokenizer();
+    return [tok](int32_t id) { return tok->token_to_piece(id, true); };
+  }
+
+  int64_t prompt_tokens() const {
+    int64_t n = 0;
+    for (const auto& p : prompt_ids) n += static_cast<int64_t>(p.size());
+    return n;
+  }
+
+  int64_t completion_tokens() const {
+    int64_t n = 0;
+    for (const auto& c : choices) n += c.completion_tokens;
+    return n;
+  }
+
+  void abort_all() {
+    for (auto& c : choices)
+      if (!c.finished && !c.engine_id.empty()) engine->abort(c.engine_id);
+  }
+
+  // Streams: one write per engine delta, so a vanished client shows up as a
+  // failed write within a step or two; then every choice is aborted.
+  void write(std::string data) {
+    if (client_gone || !out) return;
+    out->append_chunk(std::move(data));
+    std::weak_ptr<Generation> weak = shared_from_this();
+    out->flush([weak](const asio::error_code& ec) {
+      if (!ec) return;
+      auto self = weak.lock();
+      if (!self || self->client_gone) return;
+      self->client_gone = true;
+      TROUPE_LOG_INFO("{}: client disconnected, aborting its requests", self->id);
+      self->abort_all();
+    });
+  }
+
+  void on_output(size_t index, engine::RequestOutput o) {
+    ChoiceState& c = choices[index];
+    if (c.finished) return;
+    c.completion_tokens = o.num_generated_tokens;
+    if (c.completion_tokens < static_cast<int64_t>(o.new_token_ids.size()))
+      c.completion_tokens = static_cast<int64_t>(o.new_token_ids.size());
+    std::vector<openai::LogprobEntry> lps;
+    for (auto& lp : o.new_logprobs) lps.push_back({lp.token_id, lp.logprob, std::move(lp.top)});
+    if (o.finished) {
+      c.finished = true;
+      --remaining;
+      c.choice.finish_reason = o.finish_reason;
+      c.choice.stop_reason = o.stop_reason;
+      if (o.finish_reason == "error") c.error = o.error.empty() ? "generation failed" : o.error;
+    }
+    if (stream) {
+      stream_delta(c, o.new_text, std::move(lps), o.finished);
+    } else {
+      c.choice.text += o.new_text;
+      for (auto& lp : lps) c.choice.logprobs.push_back(std::move(lp));
+    }
+    if (remaining == 0) finish();
+  }
+
+  void stream_delta(ChoiceState& c, const std::string& text, std::vector<openai::LogprobEntry> lps, bool finished) {
+    if (client_gone) return;
+    openai::Choice piece;
+    piece.index = c.choice.index;
+    piece.text = text;
+    if (!c.first_chunk_sent && echo && !chat) piece.text = prompt_texts[c.prompt_index] + piece.text;
+    piece.has_logprobs = c.choice.has_logprobs;
+    piece.logprobs = std::move(lps);
+    piece.text_offset = c.text_len;
+    c.text_len += static_cast<int64_t>(piece.text.size());
+    if (finished) {
+      piece.finish_reason = c.choice.finish_reason;
+      piece.stop_reason = c.choice.stop_reason;
+    }
+    // A step with no visible text (e.g. half a UTF-8 character): still write
+    // an SSE comment, so a vanished client is noticed within a step or two.
+    if (piece.text.empty() && piece.logprobs.empty() && !finished && c.first_chunk_sent) {
+      write(": \n\n");
+      return;
+    }
+    if (!c.error.empty()) {
+      write(openai::sse_event(openai::render_error(openai::from_status(internal_error(c.error)))));
+      c.first_chunk_sent = true;
+      return;
+    }
+    auto tt = token_text();
+    write(openai::sse_event(chat ? openai::render_chat_chunk(id, created, model, piece, !c.first_chunk_sent, tt)
+                                 : openai::render_completion_chunk(id, created, model, piece, tt)));
+    c.first_chunk_sent = true;
+  }
+
+  void finish() {
+    if (responded) return;
+    responded = true;
+    openai::Usage usage{prompt_tokens(), completion_tokens()};
+    if (stream) {
+      if (client_gone) return;
+      if (include_usage) write(openai::sse_event(openai::render_usage_chunk(id, created, model, chat, usage)));
+      write(openai::sse_done());
+      out->done();
+      return;
+    }
+    for (const auto& c : choices) {
+      if (!c.error.empty()) return respond_error(req, openai::from_status(internal_error(c.error)));
+    }
+    std::vector<openai::Choice> all;
+    for (auto& c : choices) {
+      if (echo && !chat) c.choice.text = prompt_texts[c.prompt_index] + c.choice.text;
+      all.push_back(c.choice);
+    }
+    auto tt = token_text();
+    respond(req, 200, "application/json",
+            chat ? openai::render_chat_completion(id, created, model, all, usage, tt)
+                 : openai::render_completion(id, created, model, all, usage, tt));
+  }
+};
+
+int64_t context_len(const engine::Engine& e) {
+  int64_t n = e.config().model.max_model_len;
+  return n > 0 ? n : e.model_info().context_length;
+}
+
+// Text -> ids exactly as the engine would tokenize it (BOS added, special tokens parsed).
+std::vector<int32_t> encode(const engine::Engine& e, const std::string& text) {
+  const auto& tok = e.tokenizer();
+  const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
+  const bool has_bos = !bos.empty() && text.rfind(bos, 0) == 0;  // e.g. a chat template wrote it
+  return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+}
+
+}  // namespace
+
+void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat) {
+  engine::Engine* e = ctx.engine.load();
+  auto gen = std::make_shared<Generation>();
+  gen->ctx = &ctx;
+  gen->engine = e;
+  gen->req = req;
+  gen->chat = chat;
+
+  openai::CommonFields common;
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;
+  if (chat) {
+    openai::ChatCompletionRequest r;
+    if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
+    common = std::move(r.common);
+    std::vector<chat::Message> messages;
+    for (auto& m : r.messages) messages.push_back({m.role, m.content});
+    if (!common.model.empty() && common.model != e->served_model_name())
+      return respond_error(req, openai::model_not_found(common.model));
+    auto text = e->apply_chat_template(messages, r.add_generation_prompt);
+    if (!text.ok()) return respond_error(req, openai::from_status(text.status(), "messages"));
+    ids.push_back(encode(*e, *text));
+    texts.push_back(*text);
+  } else {
+    openai::CompletionRequest r;
+    if (auto err = openai::parse_completion_request(req->body(), ctx.options.limits, &r))
+      return respond_error(req, *err);
+    common = std::move(r.common);
+    if (!common.model.empty() && common.model != e->served_model_name())
+      return respond_error(req, openai::model_not_found(common.model));
+    gen->echo = r.echo;
+    for (auto& p : r.prompts) {
+      if (p.is_tokens) {
+        texts.push_back(e->tokenizer().decode(p.token_ids, /*skip_special=*/false));
+        ids.push_back(std::move(p.token_ids));
+      } else {
+        ids.push_back(encode(*e, p.text));
+        texts.push_back(std::move(p.text));
+      }
+    }
+  }
+
+  int64_t vocab = e->tokenizer().vocab_size();
+  if (e->model_info().vocab_size > 0) vocab = std::min<int64_t>(vocab, e->model_info().vocab_size);
+  std::vector<sampling::SamplingParams> per_prompt;
+  for (const auto& p : ids) {
+    sampling::SamplingParams s = common.sampling;
+    if (auto err = openai::check_prompt_tokens(p, vocab, context_len(*e), common.max_tokens, &s))
+      return respond_error(req, *err);
+    per_prompt.push_back(std::move(s));
+  }
+
+  gen->stream = common.stream;
+  gen->include_usage = common.include_usage;
+  gen->id = openai::make_request_id(chat ? "chatcmpl" : "cmpl");
+  gen->created = openai::unix_time_now();
+  gen->model = e->served_model_name();
+  gen->prompt_texts = texts;
+  gen->prompt_ids = ids;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    for (int i = 0; i < common.n; ++i) {
+      ChoiceState c;
+      c.prompt_index = static_cast<int>(p);
+      c.choice.index = static_cast<int>(gen->choices.size());
+      c.choice.has_logprobs = common.sampling.logprobs >= 0;
+      gen->choices.push_back(std::move(c));
+    }
+  }
+  gen->remaining = static_cast<int>(gen->choices.size());
+
+  // Submit every choice; if one is refused (queue full, ...) the others are aborted.
+  asio::io_context* io = ctx.io;
+  for (size_t k = 0; k < gen->choices.size(); ++k) {
+    auto& c = gen->choices[k];
+    engine::GenerateRequest g;
+    g.request_id = fmt::format("{}-{}", gen->id, k);
+    g.prompt_token_ids = ids[c.prompt_index];
+    g.sampling = openai::choice_sampling(per_prompt[c.prompt_index], static_cast<int>(k % common.n));
+    // The engine holds this callback until the choice finished; its strong
+    // reference keeps the generation state alive exactly that long.
+    auto submitted = e->submit(std::move(g), [io, gen, k](engine::RequestOutput o) {
+      asio::post(*io, [gen, k, o = std::move(o)]() mutable { gen->on_output(k, std::move(o)); });
+    });
+    if (!submitted.ok()) {
+      gen->abort_all();
+      gen->responded = true;
+      return respond_error(req, openai::from_status(submitted.status()));
+    }
+    c.engine_id = *submitted;
+  }
+
+  if (gen->stream) {
+    gen->out = std::make_unique<ChunkedResponse>(req->create_response<restinio::chunked_output_t>());
+    gen->out->append_header(restinio::http_field::content_type, "text/event-stream; charset=utf-8")
+        .append_header(restinio::http_field::cache_control, "no-cache")
+        .append_header(restinio::http_field::server, "troupe");
+    gen->out->flush();
+  }
+}
+
+}  // namespace troupe::apps::serve

@@ -1,0 +1,48 @@
+// State shared by the HTTP handlers of `troupe serve`: options, the engine
+// (null while it loads), the asio context everything HTTP runs on, and the
+// streams in flight (aborted on shutdown). Internal to apps/serve.
+#pragma once
+
+#include <restinio/all.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "runtime/openai/errors.hpp"
+#include "runtime/openai/protocol.hpp"
+
+namespace troupe::engine {
+class Engine;
+}
+
+namespace troupe::apps::serve {
+
+struct ServeOptions {
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  std::string api_key;                      // empty: no authentication
+  uint64_t max_body_bytes = 1u << 20;       // larger bodies get 413
+  openai::Limits limits;
+  std::string model_path;                   // "root" in /v1/models
+  bool log_requests = false;                // one info line per request
+};
+
+struct ServerContext {
+  ServeOptions options;
+  asio::io_context* io = nullptr;
+  std::atomic<engine::Engine*> engine{nullptr};
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> next_request{0};
+};
+
+/// Writes a complete (non-streamed) response.
+void respond(const restinio::request_handle_t& req, int http_status, const std::string& content_type,
+             std::string body);
+/// The one way an error reaches a client: the OpenAI envelope with its HTTP status.
+void respond_error(const restinio::request_handle_t& req, const openai::ApiError& error);
+
+/// POST /v1/completions and /v1/chat/completions (streamed or whole).
+void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat);
+
+}  // namespace troupe::apps::serve

@@ -1,0 +1,112 @@
+// Black-box test helper: runs a real `troupe serve` process on a free
+// 127.0.0.1 port, waits for /health, and stops it with SIGTERM.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/bench/http_client.hpp"
+
+extern char** environ;
+
+namespace troupe::tests {
+
+/// A port nobody listens on right now (bind to 0, read it back, close).
+inline int free_port() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+class ServeProcess {
+ public:
+  /// Starts `troupe serve MODEL --host 127.0.0.1 --port P extra...`.
+  explicit ServeProcess(std::vector<std::string> extra) {
+    port_ = free_port();
+    log_path_ = fmt::format("/tmp/troupe_serve_test_{}_{}.log", ::getpid(), port_);
+    std::vector<std::string> args = {TROUPE_EXE, "serve", std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf",
+                                     "--host", "127.0.0.1", "--port", std::to_string(port_), "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~ServeProcess() { stop(); }
+
+  /// Polls /health until 200 (or the process exited, or the deadline passed).
+  bool wait_healthy(std::chrono::seconds timeout = std::chrono::seconds(120)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (pid_ <= 0 || exited()) return false;
+      auto r = apps::http::request("127.0.0.1", port_, "GET", "/health", "", {}, {}, std::chrono::seconds(5));
+      if (r.ok() && r->status == 200) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  /// SIGTERM and wait (SIGKILL after 20 s); returns the exit status (-1 when killed).
+  int stop() {
+    if (pid_ <= 0) return exit_code_;
+    ::kill(pid_, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!exited() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+      pid_ = -1;
+      exit_code_ = -1;
+    }
+    return exit_code_;
+  }
+
+  std::string log() const {
+    std::ifstream f(log_path_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  int port() const { return port_; }
+
+ private:
+  bool exited() {
+    if (pid_ <= 0) return true;
+    int st = 0;
+    pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_code_ = -1;
+  std::string log_path_;
+};
+
+}  // namespace troupe::tests
