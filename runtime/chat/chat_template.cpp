@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <initializer_list>
+
 namespace troupe::chat {
 
 namespace {
@@ -9,6 +11,16 @@ namespace {
 const char* kSmolLmSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 std::string names_list() { return fmt::format("{}", fmt::join(known_names(), ", ")); }
+
+// Pieces appended in order (also sidesteps GCC 12's -Wrestrict false positive on literal + string).
+void append(std::string* out, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts) out->append(p);
+}
+std::string concat(std::initializer_list<std::string_view> parts) {
+  std::string s;
+  append(&s, parts);
+  return s;
+}
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
@@ -73,9 +85,9 @@ Status check_alternation(const ChatTemplate& t, const std::vector<Message>& mess
 std::string render_chatml(const ChatTemplate& t, const std::vector<Message>& m, bool gen) {
   std::string out;
   if (!t.default_system.empty() && m.front().role != "system") {
-    out += "<|im_start|>system\n" + t.default_system + "<|im_end|>\n";
+    append(&out, {"<|im_start|>system\n", t.default_system, "<|im_end|>\n"});
   }
-  for (const auto& msg : m) out += "<|im_start|>" + msg.role + "\n" + msg.content + "<|im_end|>\n";
+  for (const auto& msg : m) append(&out, {"<|im_start|>", msg.role, "\n", msg.content, "<|im_end|>\n"});
   if (gen) out += "<|im_start|>assistant\n";
   return out;
 }
@@ -85,11 +97,11 @@ std::string render_llama2(const std::vector<Message>& m, size_t first, const std
   std::string out;
   for (size_t i = first; i < m.size(); ++i) {
     std::string content = m[i].content;
-    if (i == first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+    if (i == first && !system.empty()) content = concat({"<<SYS>>\n", system, "\n<</SYS>>\n\n", content});
     if (m[i].role == "user") {
-      out += bos + "[INST] " + trim(content) + " [/INST]";
+      append(&out, {bos, "[INST] ", trim(content), " [/INST]"});
     } else {
-      out += " " + trim(content) + " " + eos;
+      append(&out, {" ", trim(content), " ", eos});
     }
   }
   return out;
@@ -100,11 +112,11 @@ std::string render_mistral(const std::vector<Message>& m, size_t first, const st
   std::string out = bos;
   for (size_t i = first; i < m.size(); ++i) {
     std::string content = m[i].content;
-    if (i == first && !system.empty()) content = system + "\n\n" + content;
+    if (i == first && !system.empty()) content = concat({system, "\n\n", content});
     if (m[i].role == "user") {
-      out += "[INST] " + content + " [/INST]";
+      append(&out, {"[INST] ", content, " [/INST]"});
     } else {
-      out += content + eos;
+      append(&out, {content, eos});
     }
   }
   return out;
@@ -113,7 +125,7 @@ std::string render_mistral(const std::vector<Message>& m, size_t first, const st
 std::string render_llama3(const std::vector<Message>& m, bool gen, const std::string& bos) {
   std::string out = bos;
   for (const auto& msg : m) {
-    out += "<|start_header_id|>" + msg.role + "<|end_header_id|>\n\n" + trim(msg.content) + "<|eot_id|>";
+    append(&out, {"<|start_header_id|>", msg.role, "<|end_header_id|>\n\n", trim(msg.content), "<|eot_id|>"});
   }
   if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
@@ -121,14 +133,14 @@ std::string render_llama3(const std::vector<Message>& m, bool gen, const std::st
 
 std::string render_zephyr(const std::vector<Message>& m, bool gen, const std::string& eos) {
   std::string out;
-  for (const auto& msg : m) out += "<|" + msg.role + "|>\n" + msg.content + eos + "\n";
+  for (const auto& msg : m) append(&out, {"<|", msg.role, "|>\n", msg.content, eos, "\n"});
   if (gen) out += "<|assistant|>\n";
   return out;
 }
 
 std::string render_phi3(const std::vector<Message>& m, bool gen, const std::string& eos) {
   std::string out;
-  for (const auto& msg : m) out += "<|" + msg.role + "|>\n" + msg.content + "<|end|>\n";
+  for (const auto& msg : m) append(&out, {"<|", msg.role, "|>\n", msg.content, "<|end|>\n"});
   out += gen ? "<|assistant|>\n" : eos;
   return out;
 }
@@ -138,9 +150,9 @@ std::string render_gemma(const std::vector<Message>& m, size_t first, const std:
   std::string out = bos;
   for (size_t i = first; i < m.size(); ++i) {
     std::string content = m[i].content;
-    if (i == first && !system.empty()) content = system + "\n\n" + content;
+    if (i == first && !system.empty()) content = concat({system, "\n\n", content});
     const std::string role = m[i].role == "assistant" ? "model" : m[i].role;
-    out += "<start_of_turn>" + role + "\n" + trim(content) + "<end_of_turn>\n";
+    append(&out, {"<start_of_turn>", role, "\n", trim(content), "<end_of_turn>\n"});
   }
   if (gen) out += "<start_of_turn>model\n";
   return out;
