@@ -217,13 +217,17 @@ class Parser {
     for (uint64_t i = 0; i < kv_count_; ++i) TROUPE_RETURN_IF_ERROR(parse_kv(i));
     TROUPE_RETURN_IF_ERROR(read_alignment());
     std::vector<uint64_t> offsets;
-    offsets.reserve(tensor_count_);
-    f_.tensors.reserve(tensor_count_);
+    offsets.reserve(reserve_hint(tensor_count_));
+    f_.tensors.reserve(reserve_hint(tensor_count_));
     for (uint64_t i = 0; i < tensor_count_; ++i) TROUPE_RETURN_IF_ERROR(parse_tensor_info(i, &offsets));
     return place_tensors(offsets);
   }
 
  private:
+  // Counts are bounded by the file's bytes, yet a lying header should not make
+  // us allocate several times the file size up front: grow past this instead.
+  static size_t reserve_hint(uint64_t count) { return static_cast<size_t>(std::min<uint64_t>(count, 4096)); }
+
   static Status fail(uint64_t at, const std::string& what) {
     return data_loss("GGUF byte " + std::to_string(at) + ": " + what);
   }
@@ -264,7 +268,7 @@ class Parser {
                           std::to_string(tensor_count_) + " tensors) cannot fit in the " +
                           std::to_string(left) + " bytes that follow the header");
     }
-    f_.kvs.reserve(kv_count_);
+    f_.kvs.reserve(reserve_hint(kv_count_));
     return {};
   }
 
