@@ -21,6 +21,12 @@ if(TARGET troupe)
 endif()
 
 set(TROUPE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/troupe)
+# Plugin authors need only troupe::sdk; CAF is a dependency of troupe::engine alone.
+if(TARGET troupe_engine)
+  set(TROUPE_CONFIG_NEEDS_CAF ON)
+else()
+  set(TROUPE_CONFIG_NEEDS_CAF OFF)
+endif()
 install(EXPORT troupeTargets NAMESPACE troupe:: DESTINATION ${TROUPE_CMAKE_DIR})
 configure_package_config_file(cmake/troupeConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/troupeConfig.cmake INSTALL_DESTINATION ${TROUPE_CMAKE_DIR})

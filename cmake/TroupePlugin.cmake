@@ -23,6 +23,8 @@ function(troupe_add_plugin target)
   target_link_libraries(${target} PRIVATE troupe::sdk)
   if(TARGET troupe_sdk)  # in-tree builds: plugins include "platforms/..." paths
     target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+    # Installed into <libdir>/troupe/plugins: libtroupe_sdk is two levels up.
+    set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/../..")
   endif()
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
