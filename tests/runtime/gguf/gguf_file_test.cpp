@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "runtime/gguf/gguf_file.hpp"
 #include "tests/runtime/gguf/gguf_writer.hpp"
 
@@ -156,6 +158,34 @@ TEST(GgufFile, OpenEmptyFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::data_loss);
   std::remove(path.c_str());
+}
+
+TEST(GgufFile, OpenIsMetadataOnly) {
+  // An 8 GiB sparse file: opening must map it and read only the header, so it
+  // succeeds without touching (or allocating for) the tensor bytes.
+  const std::string path = std::string(TROUPE_BINARY_DIR) + "/gguf_sparse_test.gguf";
+  const uint64_t rows = (uint64_t{8} << 30) / 4096;
+  GgufWriter w;
+  w.kv_str("general.architecture", "llama");
+  w.tensor("huge", 0, {1024, rows}, 0, 0);
+  auto bytes = w.build();
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  const uint64_t size = w.layout().data_start + rows * 4096;
+  if (truncate(path.c_str(), static_cast<off_t>(size)) != 0) {
+    std::remove(path.c_str());
+    GTEST_SKIP() << "filesystem cannot extend a sparse file";
+  }
+  auto r = GgufFile::open(path);
+  std::remove(path.c_str());  // the mapping keeps the data alive
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value()->file_size(), size);
+  EXPECT_EQ(r.value()->tensor("huge")->nbytes, rows * 4096);
+  EXPECT_EQ(r.value()->tensor_data_bytes(), rows * 4096);
+  const auto* last = static_cast<const uint8_t*>(r.value()->tensor("huge")->data) + rows * 4096 - 1;
+  EXPECT_EQ(*last, 0);  // the mapping covers the whole file
 }
 
 // Every metadata value type round-trips through the accessors, in v2 and v3.
