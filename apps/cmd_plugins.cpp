@@ -19,7 +19,9 @@ namespace ph = troupe::plugin_host;
 constexpr const char* kGroups[] = {kGroupGeneral, kGroupPlatform, kGroupIOProcessor, kGroupStatLogger};
 
 
-nlohmann::json build_report(ph::PluginHost& host) {
+// with_details adds manifest paths and built-in flags for the text view; the
+// JSON keeps each plugin entry to exactly {name, library, status, reason}.
+nlohmann::json build_report(ph::PluginHost& host, bool with_details) {
   host.load_all();
   Result<Platform*> platform = host.activate_platform();
 
@@ -32,9 +34,11 @@ nlohmann::json build_report(ph::PluginHost& host) {
     groups[group].push_back({{"name", r.name},
                              {"library", r.library},
                              {"status", ph::to_string(r.status)},
-                             {"reason", r.reason},
-                             {"manifest", r.manifest},
-                             {"builtin", r.builtin}});
+                             {"reason", r.reason}});
+    if (with_details) {
+      groups[group].back()["manifest"] = r.manifest;
+      groups[group].back()["builtin"] = r.builtin;
+    }
   }
 
   nlohmann::json candidates = nlohmann::json::array();
@@ -102,7 +106,7 @@ CommandRegistration plugins_command(
       auto json = std::make_shared<bool>(false);
       sub.add_flag("--json", *json, "Print the report as JSON");
       return [json]() {
-        nlohmann::json report = build_report(ph::PluginHost::instance());
+        nlohmann::json report = build_report(ph::PluginHost::instance(), !*json);
         if (*json) {
           std::cout << report.dump(2) << std::endl;
         } else {

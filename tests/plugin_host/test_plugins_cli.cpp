@@ -88,6 +88,7 @@ TEST(PluginsCli, BuiltinsOnly) {
   const json* cpu = plugin(r, kPlatform, "cpu");
   ASSERT_NE(cpu, nullptr) << r.out;
   EXPECT_EQ((*cpu)["status"], "loaded");
+  EXPECT_EQ(cpu->size(), 4u) << cpu->dump();
   for (const char* key : {"name", "library", "status", "reason"}) EXPECT_TRUE(cpu->contains(key)) << key;
   // cpu, unless this build has a CUDA platform whose probe found a GPU.
   std::string expected = "cpu";
