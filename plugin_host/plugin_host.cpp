@@ -117,7 +117,9 @@ struct PluginHost::Impl {
 
 void PluginHost::Impl::discover() {
   std::map<std::string, std::string> seen;  // name -> manifest that provided it first
+  std::set<std::string> searched;           // a directory listed twice is searched once
   for (const auto& dir : options.plugin_dirs) {
+    if (!searched.insert(canonical_or_same(dir)).second) continue;
     Status why;
     auto manifests = list_manifests(dir, &why);
     const bool builtin = is_builtin_dir(dir);

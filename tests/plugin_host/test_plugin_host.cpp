@@ -157,9 +157,25 @@ TEST(PluginHost, BuiltinDirectoriesAreNotFiltered) {
   EXPECT_EQ(host.activated_platform_name(), "fake_cpu");
 }
 
-TEST(PluginHost, DuplicateNamesKeepTheFirst) {
+TEST(PluginHost, ADirectoryListedTwiceIsSearchedOnce) {
   ph::PluginHost host(opts({"oot_a", "oot_a"}));
   host.load_all();
+  ASSERT_EQ(host.records().size(), 1u);
+  EXPECT_EQ(host.records()[0].status, PluginStatus::loaded);
+}
+
+TEST(PluginHost, DuplicateNamesKeepTheFirst) {
+  // A second directory whose manifest reuses the name oot_a.
+  fs::path other = fs::temp_directory_path() / ("troupe_dup_" + std::to_string(::getpid()));
+  fs::create_directories(other);
+  std::ofstream(other / "oot_a.troupe-plugin.json")
+      << R"({"name": "oot_a", "group": "troupe.platform_plugins", "library": ")" << dir("oot_b")
+      << R"(/libtroupe_plugin_oot_b.so"})";
+  auto o = opts({"oot_a"});
+  o.plugin_dirs.push_back(other.string());
+  ph::PluginHost host(o);
+  host.load_all();
+  fs::remove_all(other);
   ASSERT_EQ(host.records().size(), 2u);
   EXPECT_EQ(host.records()[0].status, PluginStatus::loaded);
   EXPECT_EQ(host.records()[1].status, PluginStatus::failed);
