@@ -31,15 +31,15 @@ inline std::vector<char> read_bytes(const std::string& path) {
 
 inline std::string stories_path() { return std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf"; }
 
-/// stories260K with llama.embedding_length patched from 64 to 48: every tensor then disagrees.
+/// stories260K with llama.feed_forward_length patched from 172 to 160: the FFN tensors then disagree.
 inline std::vector<char> stories_with_wrong_hparams() {
   std::vector<char> d = read_bytes(stories_path());
-  const std::string key = "llama.embedding_length";
+  const std::string key = "llama.feed_forward_length";
   auto it = std::search(d.begin(), d.end(), key.begin(), key.end());
   if (it == d.end()) return {};
   const size_t value_at = static_cast<size_t>(it - d.begin()) + key.size() + 4;  // after the u32 type tag
-  if (value_at + 4 > d.size() || d[value_at] != 64) return {};
-  d[value_at] = 48;
+  if (value_at + 4 > d.size() || static_cast<unsigned char>(d[value_at]) != 172) return {};
+  d[value_at] = static_cast<char>(160);
   return d;
 }
 

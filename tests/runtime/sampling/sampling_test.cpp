@@ -1,0 +1,183 @@
+// Sampling parameters, the sampler (greedy, penalties, filters, seeds) and the stop checker.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "runtime/sampling/sampler.hpp"
+#include "runtime/sampling/sampling_params.hpp"
+#include "runtime/sampling/stop_checker.hpp"
+
+namespace troupe::sampling {
+namespace {
+
+std::vector<float> logits_of(std::initializer_list<float> v) { return std::vector<float>(v); }
+
+TEST(SamplingParamsTest, ValidateNamesTheParameter) {
+  SamplingParams p;
+  EXPECT_TRUE(p.validate().ok());
+  auto bad = [](auto mutate, const char* name) {
+    SamplingParams q;
+    mutate(q);
+    Status s = q.validate();
+    EXPECT_FALSE(s.ok()) << name;
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+  };
+  bad([](SamplingParams& q) { q.temperature = std::numeric_limits<float>::quiet_NaN(); }, "temperature");
+  bad([](SamplingParams& q) { q.temperature = -0.5f; }, "temperature");
+  bad([](SamplingParams& q) { q.top_p = 0.0f; }, "top_p");
+  bad([](SamplingParams& q) { q.top_p = 1.5f; }, "top_p");
+  bad([](SamplingParams& q) { q.top_k = -3; }, "top_k");
+  bad([](SamplingParams& q) { q.min_p = 2.0f; }, "min_p");
+  bad([](SamplingParams& q) { q.repetition_penalty = 0.0f; }, "repetition_penalty");
+  bad([](SamplingParams& q) { q.presence_penalty = 3.0f; }, "presence_penalty");
+  bad([](SamplingParams& q) { q.frequency_penalty = -2.5f; }, "frequency_penalty");
+  bad([](SamplingParams& q) { q.max_tokens = 0; }, "max_tokens");
+  bad([](SamplingParams& q) { q.stop = {""}; }, "stop");
+  bad([](SamplingParams& q) { q.logprobs = 100; }, "logprobs");
+}
+
+TEST(SamplerTest, GreedyIsArgmaxFirstIndexWinsTies) {
+  SamplingParams p;
+  p.temperature = 0;
+  auto l = logits_of({1.0f, 3.0f, 3.0f, -1.0f});
+  EXPECT_EQ(sample(l.data(), 4, p, {}, {}, 0).token, 1);
+  auto r = sample(l.data(), 4, p, {}, {}, 0);
+  const double lse = std::log(std::exp(1.0) + 2 * std::exp(3.0) + std::exp(-1.0));
+  EXPECT_NEAR(r.logprob, 3.0 - lse, 1e-5);
+}
+
+TEST(SamplerTest, RepetitionPenaltyAsVllm) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.repetition_penalty = 2.0f;
+  auto l = logits_of({2.0f, 1.5f, -1.0f});
+  std::vector<int32_t> prompt{0};
+  // 2.0 / 2 = 1.0 < 1.5: token 1 wins.
+  EXPECT_EQ(sample(l.data(), 3, p, prompt, {}, 0).token, 1);
+  // Negative logits are multiplied: token 2 stays last.
+  auto l2 = logits_of({-0.5f, -0.6f});
+  std::vector<int32_t> out{0};
+  EXPECT_EQ(sample(l2.data(), 2, p, {}, out, 0).token, 1);  // -1.0 vs -0.6
+}
+
+TEST(SamplerTest, PresenceAndFrequencyPenaltiesCountOutputOnly) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.frequency_penalty = 0.5f;
+  auto l = logits_of({3.0f, 2.2f});
+  std::vector<int32_t> prompt{1, 1, 1, 1};
+  std::vector<int32_t> out{0, 0};
+  EXPECT_EQ(sample(l.data(), 2, p, prompt, {}, 0).token, 0);  // prompt tokens don't count
+  EXPECT_EQ(sample(l.data(), 2, p, prompt, out, 0).token, 1);  // 3 - 2*0.5 = 2 < 2.2
+  p.frequency_penalty = 0;
+  p.presence_penalty = 0.7f;
+  std::vector<int32_t> once{0};
+  EXPECT_EQ(sample(l.data(), 2, p, {}, once, 0).token, 0);  // 3 - 0.7 = 2.3 > 2.2
+  p.presence_penalty = 0.9f;
+  EXPECT_EQ(sample(l.data(), 2, p, {}, out, 0).token, 1);   // once per token however often: 2.1 < 2.2
+}
+
+TEST(SamplerTest, SeededSamplingIsReproducibleAndVaries) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  std::vector<float> l(50);
+  for (int i = 0; i < 50; ++i) l[i] = static_cast<float>(i % 7) * 0.3f;
+  std::map<int32_t, int> seen;
+  for (uint64_t step = 0; step < 200; ++step) {
+    const uint64_t seed = derive_step_seed(1234, step);
+    auto a = sample(l.data(), 50, p, {}, {}, seed);
+    auto b = sample(l.data(), 50, p, {}, {}, seed);
+    EXPECT_EQ(a.token, b.token);
+    ++seen[a.token];
+  }
+  EXPECT_GT(seen.size(), 10u);
+  EXPECT_NE(derive_step_seed(1, 0), derive_step_seed(1, 1));
+  EXPECT_NE(derive_step_seed(1, 0), derive_step_seed(2, 0));
+}
+
+TEST(SamplerTest, TopKOneIsGreedyAndFiltersRestrictSupport) {
+  std::vector<float> l{0.1f, 2.0f, 1.9f, 0.5f, -3.0f};
+  SamplingParams p;
+  p.temperature = 5.0f;
+  p.top_k = 1;
+  for (uint64_t s = 0; s < 50; ++s) EXPECT_EQ(sample(l.data(), 5, p, {}, {}, s).token, 1);
+  p.top_k = 2;
+  for (uint64_t s = 0; s < 100; ++s) {
+    int32_t t = sample(l.data(), 5, p, {}, {}, s).token;
+    EXPECT_TRUE(t == 1 || t == 2) << t;
+  }
+  p.top_k = 0;
+  p.temperature = 1.0f;
+  p.top_p = 0.5f;  // token 1 alone has ~41% of the mass, 1 + 2 > 50%
+  for (uint64_t s = 0; s < 100; ++s) {
+    int32_t t = sample(l.data(), 5, p, {}, {}, s).token;
+    EXPECT_TRUE(t == 1 || t == 2) << t;
+  }
+  p.top_p = 1.0f;
+  p.min_p = 0.5f;  // exp(1.9-2.0) = 0.9 stays; exp(0.5-2) = 0.22 goes
+  for (uint64_t s = 0; s < 100; ++s) {
+    int32_t t = sample(l.data(), 5, p, {}, {}, s).token;
+    EXPECT_TRUE(t == 1 || t == 2) << t;
+  }
+}
+
+TEST(SamplerTest, TopLogprobsAreSortedRawLogprobs) {
+  std::vector<float> l{0.0f, 1.0f, 3.0f, 2.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 2;
+  auto r = sample(l.data(), 4, p, {}, {}, 0);
+  ASSERT_EQ(r.top_logprobs.size(), 2u);
+  EXPECT_EQ(r.top_logprobs[0].first, 2);
+  EXPECT_EQ(r.top_logprobs[1].first, 3);
+  EXPECT_NEAR(r.top_logprobs[0].second, r.logprob, 1e-6);
+  EXPECT_NEAR(r.top_logprobs[0].second - r.top_logprobs[1].second, 1.0, 1e-5);
+}
+
+TEST(StopCheckerTest, StopStringSpanningTokensTruncates) {
+  SamplingParams p;
+  p.max_tokens = 100;
+  p.stop = {"END"};
+  StopChecker c(p);
+  std::string text;
+  auto feed = [&](const std::string& piece, size_t n) {
+    text += piece;
+    return c.check(7, false, text, piece.size(), n);
+  };
+  EXPECT_FALSE(feed("Hello E", 1).finished);
+  EXPECT_EQ(c.safe_text_length(text), 6u);  // "E" is held back
+  EXPECT_FALSE(feed("N", 2).finished);
+  auto d = feed("D more", 3);
+  ASSERT_TRUE(d.finished);
+  EXPECT_EQ(d.finish_reason, "stop");
+  EXPECT_EQ(d.stop_reason, "END");
+  EXPECT_EQ(text.substr(0, d.text_length), "Hello ");
+}
+
+TEST(StopCheckerTest, TokensAndLength) {
+  SamplingParams p;
+  p.max_tokens = 3;
+  p.stop_token_ids = {42};
+  StopChecker c(p);
+  EXPECT_FALSE(c.check(5, false, "a", 1, 1).finished);
+  auto eog = c.check(2, true, "a", 0, 2);
+  EXPECT_TRUE(eog.finished);
+  EXPECT_EQ(eog.finish_reason, "stop");
+  EXPECT_EQ(eog.stop_token, 2);
+  auto id = c.check(42, false, "a", 0, 2);
+  EXPECT_TRUE(id.finished);
+  EXPECT_EQ(id.finish_reason, "stop");
+  auto len = c.check(5, false, "abc", 1, 3);
+  EXPECT_TRUE(len.finished);
+  EXPECT_EQ(len.finish_reason, "length");
+  p.ignore_eos = true;
+  StopChecker ignoring(p);
+  EXPECT_FALSE(ignoring.check(2, true, "a", 1, 1).finished);
+}
+
+}  // namespace
+}  // namespace troupe::sampling
