@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "actors/engine.hpp"
 #include "apps/command.hpp"
@@ -72,6 +73,7 @@ int run_serve(Options o) {
   std::mutex mu;
   std::condition_variable cv;
   bool shutdown = false;
+  bool engine_stopped = false;
   auto request_shutdown = [&] {
     std::lock_guard lock(mu);
     shutdown = true;
@@ -127,7 +129,23 @@ int run_serve(Options o) {
   }
   TROUPE_LOG_INFO("Shutting down: closing the HTTP server, then the engine");
   server.stop();
+  TROUPE_LOG_INFO("HTTP server closed; stopping the engine");
+  // A stuck actor must not keep a stopped server alive forever: give the
+  // engine a bounded time to stop, then leave with an error.
+  std::thread watchdog([&] {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(15), [&] { return engine_stopped; })) {
+      TROUPE_LOG_ERROR("the engine did not stop within 15 s; exiting anyway");
+      std::_Exit(3);
+    }
+  });
   engine->reset();
+  {
+    std::lock_guard lock(mu);
+    engine_stopped = true;
+    cv.notify_all();
+  }
+  watchdog.join();
   TROUPE_LOG_INFO("Shutdown complete");
   return 0;
 }

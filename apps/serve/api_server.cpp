@@ -104,7 +104,7 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   const bool get = method == restinio::http_method_get();
   const bool post = method == restinio::http_method_post();
   if (ctx.options.log_requests)
-    TROUPE_LOG_INFO("{} {} {}", req->remote_endpoint(), restinio::method_to_string(method), path);
+    TROUPE_LOG_INFO("{}:{} {} {}", req->remote_endpoint().address().to_string(), req->remote_endpoint().port(), method.c_str(), path);
 
   struct Route {
     const char* path;
@@ -120,9 +120,9 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   const Route* found = nullptr;
   for (const auto& r : routes)
     if (path == r.path) found = &r;
-  if (!found) return respond_error(req, openai::route_not_found(std::string(restinio::method_to_string(method)), path));
+  if (!found) return respond_error(req, openai::route_not_found(std::string(method.c_str()), path));
   if ((found->post && !post) || (!found->post && !get))
-    return respond_error(req, openai::method_not_allowed(std::string(restinio::method_to_string(method)), path));
+    return respond_error(req, openai::method_not_allowed(std::string(method.c_str()), path));
   if (!found->open && !authorized(ctx, req)) return respond_error(req, openai::unauthorized());
   if (req->body().size() > ctx.options.max_body_bytes)
     return respond_error(req, openai::payload_too_large(ctx.options.max_body_bytes));

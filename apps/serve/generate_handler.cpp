@@ -94,7 +94,12 @@ struct Generation : std::enable_shared_from_this<Generation> {
     if (c.completion_tokens < static_cast<int64_t>(o.new_token_ids.size()))
       c.completion_tokens = static_cast<int64_t>(o.new_token_ids.size());
     std::vector<openai::LogprobEntry> lps;
-    for (auto& lp : o.new_logprobs) lps.push_back({lp.token_id, lp.logprob, std::move(lp.top)});
+    for (const auto& lp : o.new_logprobs) {
+      openai::LogprobEntry entry{lp.token_id, lp.logprob, {}};
+      for (size_t t = 0; t < lp.top_ids.size() && t < lp.top_logprobs.size(); ++t)
+        entry.top.emplace_back(lp.top_ids[t], lp.top_logprobs[t]);
+      lps.push_back(std::move(entry));
+    }
     if (o.finished) {
       c.finished = true;
       --remaining;

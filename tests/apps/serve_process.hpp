@@ -51,7 +51,10 @@ class ServeProcess {
     if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
   }
-  ~ServeProcess() { stop(); }
+  ~ServeProcess() {
+    stop();
+    std::remove(log_path_.c_str());
+  }
 
   /// Polls /health until 200 (or the process exited, or the deadline passed).
   bool wait_healthy(std::chrono::seconds timeout = std::chrono::seconds(120)) {

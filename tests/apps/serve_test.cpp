@@ -26,7 +26,7 @@ class ServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ServeProcess({"--served-model-name", kModel, "--api-key", kKey, "--max-model-len", "256",
-                                "--max-num-seqs", "64", "--disable-log-stats"});
+                                "--max-num-seqs", "64", "--disable-log-stats", "--chat-template", "chatml"});
     healthy_ = server_->wait_healthy();
     if (!healthy_) std::fprintf(stderr, "server log:\n%s\n", server_->log().c_str());
   }
@@ -170,7 +170,6 @@ TEST_F(ServeTest, ChatCompletionWholeAndStreamed) {
   json body = {{"model", kModel}, {"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
                {"max_tokens", 8}, {"temperature", 0}};
   auto r = call("POST", "/v1/chat/completions", body.dump());
-  if (r.status == 400 && r.body.find("template") != std::string::npos) GTEST_SKIP() << "no chat template: " << r.body;
   ASSERT_EQ(r.status, 200) << r.body;
   json j = json::parse(r.body);
   EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
@@ -212,7 +211,9 @@ TEST_F(ServeTest, TokenizeDetokenizeRoundTrip) {
   json t = post_json("/tokenize", {{"model", kModel}, {"prompt", "Hello world"}, {"add_special_tokens", false}});
   EXPECT_EQ(t["max_model_len"], 256);
   json d = post_json("/detokenize", {{"tokens", t["tokens"]}});
-  EXPECT_EQ(d["prompt"], "Hello world");
+  // SPM vocabularies decode the word-start marker of the first token as a space.
+  std::string text = d["prompt"];
+  EXPECT_TRUE(text == "Hello world" || text == " Hello world") << text;
   json bad = post_json("/detokenize", {{"tokens", {999999}}}, 400);
   EXPECT_EQ(bad["error"]["param"], "tokens");
 }
@@ -341,6 +342,11 @@ TEST_F(ServeTest, ClientDisconnectAbortsAndFreesKvBlocks) {
   }
   EXPECT_EQ(usage, 0);
   EXPECT_EQ(running, 0);
+  // ... because the server noticed the hang-ups and aborted (not because they finished).
+  const std::string log = server_->log();
+  size_t aborted = 0;
+  for (size_t pos = 0; (pos = log.find("client disconnected", pos)) != std::string::npos; ++pos) ++aborted;
+  EXPECT_GE(aborted, 3u);
   expect_healthy();
 }
 
