@@ -1,0 +1,100 @@
+// The C++ embedding API: start an engine (inside your caf::actor_system or
+// one troupe makes), submit requests, receive tokens as a stream, cancel,
+// and subscribe to stat events. Behind it: plugin_host, worker, kv_cache,
+// scheduler, stat_logger and engine actors (docs/architecture.md).
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/chat/chat_template.hpp"
+#include "runtime/engine/request_types.hpp"
+#include "troupe/config.hpp"
+#include "troupe/model.hpp"
+#include "troupe/stats.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::tokenizer {
+class Tokenizer;
+}
+
+namespace troupe::engine {
+
+struct EngineOptions {
+  EngineConfig config;
+  /// Run the engine's actors in this system (the caller keeps it alive longer
+  /// than the Engine). Null: the engine creates and owns one.
+  caf::actor_system* system = nullptr;
+  /// Threads of the actor system troupe creates (0: CAF's default, capped at 4).
+  int caf_threads = 0;
+  /// Seconds between periodic stat-logger log() calls; <= 0 disables the logging line.
+  double stat_log_interval_s = 5.0;
+  /// Load stat-logger plugins (troupe.stat_logger_plugins) into the stat logger.
+  bool load_stat_logger_plugins = true;
+};
+
+/// Called for every delta, on one of the actor system's threads: must not block.
+using OutputCallback = std::function<void(RequestOutput)>;
+
+/// One step's stats, as the stat logger actor publishes them.
+struct StatsEvent {
+  SchedulerStats scheduler;
+  IterationStats iteration;
+};
+using StatsCallback = std::function<void(const StatsEvent&)>;
+
+class Engine {
+ public:
+  /// Load plugins, activate the platform, load the model, size the KV cache, spawn the actors.
+  static Result<std::unique_ptr<Engine>> start(EngineOptions options);
+  ~Engine();  // aborts what is running and stops the actors
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// Queue a request; invalid ones (bad parameters, too long, queue full) fail here with the reason.
+  Result<std::string> submit(GenerateRequest request, OutputCallback on_output);
+  /// Abort a request: its blocks are freed at once and it ends with finish_reason "abort".
+  void abort(const std::string& request_id);
+  /// Blocking convenience: submit and wait for the finished output.
+  Result<FinalOutput> generate(GenerateRequest request);
+
+  /// C++ callback subscribers of stat events; returns an id for unsubscribe_stats.
+  uint64_t subscribe_stats(StatsCallback callback);
+  void unsubscribe_stats(uint64_t id);
+  /// Actor subscribers: an actor (local or remote) receives every StatsEvent after
+  /// `send(engine.stat_logger(), subscribe_atom_v, actor)` — see actors/messages.hpp.
+  caf::actor stat_logger() const;
+  caf::actor engine_actor() const;
+  caf::actor_system& system();
+
+  const EngineConfig& config() const;            // after the platform's check_and_update_config
+  const ModelInfo& model_info() const;
+  const tokenizer::Tokenizer& tokenizer() const;
+  std::string served_model_name() const;
+  /// The model's chat template (detected from the file, or forced by name); error when unknown.
+  Result<std::string> apply_chat_template(const std::vector<chat::Message>& messages,
+                                          bool add_generation_prompt) const;
+  int64_t num_kv_blocks() const;
+  /// False once a worker died or a step failed; the reason says why.
+  bool healthy() const;
+  std::string unhealthy_reason() const;
+  /// Prometheus text exposition of the engine's metrics (GET /metrics).
+  std::string metrics_text() const;
+  /// Most requests that ran in one step so far, and other totals (for --stats).
+  int64_t max_running_requests() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe::engine

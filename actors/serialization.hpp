@@ -1,0 +1,139 @@
+// inspect() overloads: how troupe's message types cross process boundaries
+// (CAF 0.17 inspectors). Kept beside the messages, away from runtime/ and the
+// SDK, which know nothing of CAF.
+#pragma once
+
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ModelConfig& x) {
+  return f(caf::meta::type_name("ModelConfig"), x.model_path, x.served_model_name, x.architecture,
+           x.max_model_len, x.dtype, x.quantization, x.seed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CacheConfig& x) {
+  return f(caf::meta::type_name("CacheConfig"), x.block_size, x.cache_dtype, x.num_gpu_blocks_override,
+           x.kv_cache_memory_bytes, x.memory_utilization, x.enable_prefix_caching);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SchedulerConfig& x) {
+  return f(caf::meta::type_name("SchedulerConfig"), x.max_num_seqs, x.max_num_batched_tokens,
+           x.max_num_queued_requests);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ParallelConfig& x) {
+  return f(caf::meta::type_name("ParallelConfig"), x.tensor_parallel_size, x.num_threads, x.worker_cls);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CompilationConfig& x) {
+  return f(caf::meta::type_name("CompilationConfig"), x.enforce_eager, x.graph_mode);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, EngineConfig& x) {
+  return f(caf::meta::type_name("EngineConfig"), x.model, x.cache, x.scheduler, x.parallel, x.compilation, x.extra);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ModelInfo& x) {
+  return f(caf::meta::type_name("ModelInfo"), x.architecture, x.vocab_size, x.context_length, x.num_layers,
+           x.num_heads, x.num_kv_heads, x.head_dim, x.hidden_size, x.weight_bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, KvCacheSpec& x) {
+  uint32_t dtype = static_cast<uint32_t>(x.dtype);
+  return f(caf::meta::type_name("KvCacheSpec"), x.block_size, x.num_layers, x.num_kv_heads, x.head_dim, dtype,
+           caf::meta::load_callback([&]() -> caf::error {
+             x.dtype = static_cast<DType>(dtype);
+             return caf::none;
+           }));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
+  return f(caf::meta::type_name("ForwardBatch"), x.token_ids, x.positions, x.query_start, x.seq_lens,
+           x.block_tables, x.slot_mapping, x.logits_indices);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SchedulerStats& x) {
+  return f(caf::meta::type_name("SchedulerStats"), x.step, x.num_running_reqs, x.num_waiting_reqs,
+           x.kv_cache_usage, x.prefix_cache_queries, x.prefix_cache_hits, x.num_preempted_reqs,
+           x.num_scheduled_tokens, x.step_seconds, x.model_seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FinishedRequestStats& x) {
+  return f(caf::meta::type_name("FinishedRequestStats"), x.request_id, x.finish_reason, x.num_prompt_tokens,
+           x.num_generation_tokens, x.e2e_latency_s, x.queued_time_s, x.prefill_time_s, x.decode_time_s,
+           x.time_to_first_token_s, x.mean_time_per_output_token_s);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, IterationStats& x) {
+  return f(caf::meta::type_name("IterationStats"), x.num_prompt_tokens, x.num_generation_tokens,
+           x.time_to_first_tokens_s, x.inter_token_latencies_s, x.finished_requests);
+}
+
+}  // namespace troupe
+
+namespace troupe::sampling {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
+  bool has_seed = x.seed.has_value();
+  uint64_t seed = x.seed.value_or(0);
+  return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_p, x.top_k, x.min_p,
+           x.repetition_penalty, x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop,
+           x.stop_token_ids, x.ignore_eos, x.logprobs, caf::meta::load_callback([&]() -> caf::error {
+             x.seed = has_seed ? std::optional<uint64_t>(seed) : std::nullopt;
+             return caf::none;
+           }));
+}
+
+}  // namespace troupe::sampling
+
+namespace troupe::actors {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerInitReply& x) {
+  return f(caf::meta::type_name("WorkerInitReply"), x.info, x.platform, x.device_name, x.load_seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, KvSizing& x) {
+  return f(caf::meta::type_name("KvSizing"), x.spec, x.available_bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SamplingState& x) {
+  return f(caf::meta::type_name("SamplingState"), x.request_id, x.params, x.seed, x.prompt_token_ids,
+           x.output_token_ids);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepInput& x) {
+  return f(caf::meta::type_name("StepInput"), x.step, x.batch, x.new_requests, x.finished_ids, x.sample_ids);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
+  return f(caf::meta::type_name("SampledToken"), x.token, x.logprob, x.top_ids, x.top_logprobs);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepOutput& x) {
+  return f(caf::meta::type_name("StepOutput"), x.step, x.tokens, x.model_seconds, x.sample_seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RequestDelta& x) {
+  return f(caf::meta::type_name("RequestDelta"), x.request_id, x.token, x.finished, x.finish_reason,
+           x.stop_reason, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepReport& x) {
+  return f(caf::meta::type_name("StepReport"), x.deltas, x.started_ids, x.stats);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StatsEvent& x) {
+  return f(caf::meta::type_name("StatsEvent"), x.scheduler, x.iteration);
+}
+
+}  // namespace troupe::actors

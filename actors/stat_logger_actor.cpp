@@ -1,0 +1,82 @@
+#include "actors/stat_logger_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include <map>
+
+#include "actors/messages.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::actors {
+namespace {
+
+struct StatLoggerState {
+  std::vector<std::shared_ptr<StatLogger>> loggers;
+  double interval_s = 5.0;
+  int engine_index = 0;
+  std::map<caf::actor_addr, caf::actor> subscribers;
+  std::map<uint64_t, StatsCallback> callbacks;
+  static inline const char* name = "troupe.stat_logger";
+};
+
+std::chrono::milliseconds interval_of(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+void call_loggers(StatLoggerState& st, const StatsEvent& ev) {
+  for (auto& l : st.loggers) {
+    try {
+      l->record(&ev.scheduler, &ev.iteration, st.engine_index);
+    } catch (const std::exception& e) {  // a plugin's logger must not take the engine down
+      TROUPE_LOG_ERROR("stat logger failed in record(): {}", e.what());
+    }
+  }
+}
+
+caf::behavior stat_logger_behavior(caf::stateful_actor<StatLoggerState>* self,
+                                   std::shared_ptr<StatLoggerSetup> setup) {
+  auto& st = self->state;
+  for (auto& l : setup->loggers) st.loggers.emplace_back(std::move(l));
+  st.interval_s = setup->log_interval_s;
+  st.engine_index = setup->engine_index;
+  for (auto& l : st.loggers) l->log_engine_initialized();
+  self->set_down_handler([=](caf::down_msg& dm) { self->state.subscribers.erase(dm.source); });
+  if (st.interval_s > 0)
+    self->delayed_send(self, interval_of(st.interval_s), tick_atom_v);
+  return {
+      [=](stats_atom, const StatsEvent& ev) {
+        auto& st = self->state;
+        call_loggers(st, ev);
+        for (auto& [addr, sub] : st.subscribers) self->send(sub, stats_atom_v, ev);
+        for (auto& [id, cb] : st.callbacks) cb(ev);
+      },
+      [=](tick_atom) {
+        for (auto& l : self->state.loggers) {
+          try {
+            l->log();
+          } catch (const std::exception& e) {
+            TROUPE_LOG_ERROR("stat logger failed in log(): {}", e.what());
+          }
+        }
+        self->delayed_send(self, interval_of(self->state.interval_s), tick_atom_v);
+      },
+      [=](subscribe_atom, const caf::actor& sub) {
+        self->monitor(sub);
+        self->state.subscribers[sub.address()] = sub;
+      },
+      [=](unsub_atom, const caf::actor& sub) {
+        self->demonitor(sub);
+        self->state.subscribers.erase(sub.address());
+      },
+      [=](subscribe_atom, uint64_t id, StatsCallback& cb) { self->state.callbacks[id] = std::move(cb); },
+      [=](unsub_atom, uint64_t id) { self->state.callbacks.erase(id); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_stat_logger_actor(caf::actor_system& system, StatLoggerSetup setup) {
+  return system.spawn(stat_logger_behavior, std::make_shared<StatLoggerSetup>(std::move(setup)));
+}
+
+}  // namespace troupe::actors

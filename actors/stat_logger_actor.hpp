@@ -1,0 +1,29 @@
+// The stat_logger actor: receives one StatsEvent per engine step and feeds
+// (a) the built-in logging stat logger (vLLM's periodic line), (b) the
+// Prometheus stat logger, (c) every stat-logger plugin, and (d) subscribers:
+// actors (local or remote) and process-local C++ callbacks.
+//   (stats_atom, StatsEvent)                 one step's stats
+//   (subscribe_atom, caf::actor)             the actor receives (stats_atom, StatsEvent)
+//   (unsub_atom, caf::actor)
+//   (subscribe_atom, uint64_t, StatsCallback)
+//   (unsub_atom, uint64_t)
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "troupe/stat_logger.hpp"
+
+namespace troupe::actors {
+
+struct StatLoggerSetup {
+  std::vector<std::unique_ptr<StatLogger>> loggers;  // called in order on every step and interval
+  double log_interval_s = 5.0;                       // <= 0: log() never called periodically
+  int engine_index = 0;
+};
+
+caf::actor spawn_stat_logger_actor(caf::actor_system& system, StatLoggerSetup setup);
+
+}  // namespace troupe::actors

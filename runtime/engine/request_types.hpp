@@ -1,0 +1,60 @@
+// The engine's request and output types, shared by the C++ API, the actors
+// and the HTTP server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/sampling/sampling_params.hpp"
+
+namespace troupe::engine {
+
+struct GenerateRequest {
+  std::string request_id;                 // empty: the engine assigns one
+  std::string prompt;                     // tokenized unless prompt_token_ids is set
+  std::vector<int32_t> prompt_token_ids;  // used as-is when not empty
+  bool add_special_tokens = true;         // BOS etc. when tokenizing `prompt`
+  sampling::SamplingParams sampling;
+  std::string cache_salt;                 // isolates this request's prefix-cache entries
+};
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0;
+  std::vector<int32_t> top_ids;           // the requested number of most likely tokens, best first
+  std::vector<float> top_logprobs;
+};
+
+/// One streamed delta of a request. The last one has finished == true.
+struct RequestOutput {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;  // first output only
+  std::vector<int32_t> new_token_ids;     // tokens since the previous output
+  std::string new_text;                   // text since the previous output
+  std::vector<TokenLogprob> new_logprobs; // one per new token when logprobs were requested
+  bool finished = false;
+  std::string finish_reason;              // "stop", "length", "abort" or "error" when finished
+  std::string stop_reason;                // the stop string or token id that ended it, if any
+  std::string error;                      // message when finish_reason == "error"
+  int64_t num_prompt_tokens = 0;
+  int64_t num_generated_tokens = 0;       // so far
+};
+
+/// Everything a finished request produced.
+struct FinalOutput {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;
+  std::string stop_reason;
+  std::string error;
+};
+
+/// Fold one delta into an accumulated final output.
+void accumulate(FinalOutput& final_output, const RequestOutput& delta);
+
+}  // namespace troupe::engine
