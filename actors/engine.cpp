@@ -100,6 +100,11 @@ struct Engine::Impl {
   }
 };
 
+void configure_actor_system(caf::actor_system_config& config) {
+  config.add_message_types<caf::id_block::troupe_actors>();
+  config.load<caf::io::middleman>();
+}
+
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
@@ -111,8 +116,7 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
     impl->caf_config = std::make_unique<caf::actor_system_config>();
     size_t threads = options.caf_threads > 0 ? static_cast<size_t>(options.caf_threads) : 4;
     impl->caf_config->set("scheduler.max-threads", threads);
-    impl->caf_config->add_message_types<caf::id_block::troupe_actors>();
-    impl->caf_config->load<caf::io::middleman>();
+    configure_actor_system(*impl->caf_config);
     impl->owned_system = std::make_unique<caf::actor_system>(*impl->caf_config);
     impl->system = impl->owned_system.get();
   }

@@ -51,6 +51,10 @@ struct StatsEvent {
 };
 using StatsCallback = std::function<void(const StatsEvent&)>;
 
+/// Prepare a caf::actor_system_config for an engine in your own actor system:
+/// registers troupe's message types and loads CAF's middleman (remote actors).
+void configure_actor_system(caf::actor_system_config& config);
+
 class Engine {
  public:
   /// Load plugins, activate the platform, load the model, size the KV cache, spawn the actors.

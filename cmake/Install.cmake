@@ -4,6 +4,11 @@
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/troupe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# Headers of the engine's C++ API (actors/engine.hpp) and what they include,
+# under include/troupe_internal so they never mix with the plugin SDK.
+foreach(dir runtime actors plugin_host)
+  install(DIRECTORY ${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe_internal FILES_MATCHING PATTERN "*.hpp")
+endforeach()
 
 set(troupe_export_targets)
 foreach(t troupe_sdk troupe_kernels_cpu troupe_runtime troupe_plugin_host troupe_engine)

@@ -63,3 +63,19 @@ if(NOT activated MATCHES "^(cpu|cuda)$")
   message(FATAL_ERROR "the installed troupe activated '${activated}', expected its built-in platform:\n${step_out}")
 endif()
 message(STATUS "installed troupe loaded the standalone dummy_model; platform ${activated}")
+
+# The embedding API: build examples/embed_service against the same install and run it.
+if(DEFINED MODEL)
+  set(embed_build ${WORK_DIR}/embed_service_build)
+  run_step("configuring examples/embed_service against the install"
+    ${CMAKE_COMMAND} -S ${TROUPE_SOURCE_DIR}/examples/embed_service -B ${embed_build} -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release)
+  run_step("building examples/embed_service" ${CMAKE_COMMAND} --build ${embed_build})
+  run_step("running the installed embed_service"
+    ${CMAKE_COMMAND} -E env --unset=TROUPE_PLUGINS --unset=TROUPE_PLUGIN_PATH --unset=TROUPE_BUILTIN_PLUGIN_DIR
+    ${embed_build}/embed_service ${MODEL})
+  if(NOT step_out MATCHES "embed_service: OK")
+    message(FATAL_ERROR "embed_service did not report OK:\n${step_out}\n${step_err}")
+  endif()
+  message(STATUS "embed_service built against the install ran: OK")
+endif()
