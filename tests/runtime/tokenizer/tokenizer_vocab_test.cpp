@@ -27,7 +27,10 @@ std::unique_ptr<Tokenizer> load(const std::string& path) {
 
 std::string show(const std::vector<int32_t>& ids) {
   std::string s;
-  for (int32_t id : ids) s += " " + std::to_string(id);
+  for (int32_t id : ids) {
+    s += ' ';
+    s += std::to_string(id);  // appended in two steps: g++ 12 warns (-Wrestrict) on " " + to_string
+  }
   return s;
 }
 
