@@ -30,7 +30,7 @@ ThreadPool::ThreadPool(int num_threads) : size_(std::max(1, num_threads)) {
 ThreadPool::~ThreadPool() {
   stop_.store(true);
   gen_.fetch_add(1);
-  gen_.notify_all();
+  wake_sleepers();
   for (auto& t : workers_) t.join();
 }
 
@@ -56,7 +56,9 @@ bool ThreadPool::run_chunks(uint32_t gen) {
 }
 
 void ThreadPool::worker_loop() {
-  uint32_t seen = gen_.load(std::memory_order_acquire);
+  // Generation 0 is the constructor's: a worker that starts late must still
+  // notice every later job (and the destructor's bump).
+  uint32_t seen = 0;
   for (;;) {
     int spins = 0;
     uint32_t g;
@@ -65,8 +67,9 @@ void ThreadPool::worker_loop() {
         TROUPE_CPU_RELAX();
         continue;
       }
-      sleepers_.fetch_add(1);
-      if (gen_.load() == seen) gen_.wait(seen);
+      std::unique_lock<std::mutex> lock(sleep_mu_);
+      sleepers_.fetch_add(1);  // seq_cst: pairs with the publisher's gen_ store
+      sleep_cv_.wait(lock, [&] { return gen_.load() != seen; });
       sleepers_.fetch_sub(1);
       spins = 0;
     }
@@ -74,6 +77,14 @@ void ThreadPool::worker_loop() {
     if (stop_.load()) return;
     run_chunks(g);
   }
+}
+
+void ThreadPool::wake_sleepers() {
+  {
+    // Taking the lock orders us after a worker's check-then-wait.
+    std::lock_guard<std::mutex> lock(sleep_mu_);
+  }
+  sleep_cv_.notify_all();
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
@@ -94,7 +105,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   const uint32_t gen = gen_.load(std::memory_order_relaxed) + 1;
   job_.store(pack(gen, static_cast<uint32_t>(chunks), 0), std::memory_order_release);
   gen_.store(gen);  // seq_cst: pairs with the sleepers_ check below
-  if (sleepers_.load() > 0) gen_.notify_all();
+  if (sleepers_.load() > 0) wake_sleepers();
 
   run_chunks(gen);
   int spins = 0;

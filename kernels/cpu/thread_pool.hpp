@@ -5,8 +5,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -31,6 +33,7 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  void wake_sleepers();
   // Claim and run chunks of the job published as `gen`; false when none is left.
   bool run_chunks(uint32_t gen);
 
@@ -38,8 +41,11 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   // Job word: generation (32 bits) | chunk count (16) | next chunk (16).
   std::atomic<uint64_t> job_{0};
-  std::atomic<uint32_t> gen_{0};      // workers wait on this
+  std::atomic<uint32_t> gen_{0};      // bumped per job; workers spin on it, then sleep
   std::atomic<int> sleepers_{0};
+  // Sleeping uses a condition variable (GCC 12's atomic::wait can miss a notify).
+  std::mutex sleep_mu_;
+  std::condition_variable sleep_cv_;
   std::atomic<int> done_chunks_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> busy_{false};     // serializes concurrent callers

@@ -1,0 +1,98 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/elementwise.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+std::vector<float> rand_vec(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Elementwise, RmsNorm) {
+  const int64_t dim = 576, n = 3;
+  auto x = rand_vec(dim * n, 1), w = rand_vec(dim, 2);
+  std::vector<float> out(x.size());
+  rms_norm(x.data(), w.data(), n, dim, 1e-5f, out.data());
+  for (int64_t t = 0; t < n; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[t * dim + i]) * x[t * dim + i];
+    const double s = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (int64_t i = 0; i < dim; ++i) ASSERT_NEAR(out[t * dim + i], x[t * dim + i] * s * w[i], 1e-5);
+  }
+  rms_norm(x.data(), nullptr, n, dim, 1e-5f, x.data());  // aliasing, no weight
+  double ss = 0;
+  for (int64_t i = 0; i < dim; ++i) ss += double(x[i]) * x[i];
+  EXPECT_NEAR(ss / dim, 1.0, 1e-4);
+}
+
+TEST(Elementwise, RopeNormalAndNeox) {
+  const int heads = 2, hd = 8;
+  const int32_t pos[2] = {0, 5};
+  auto x = rand_vec(2 * heads * hd, 3);
+  for (bool neox : {false, true}) {
+    auto y = x;
+    rope(y.data(), pos, 2, heads, hd, 10000.0f, neox);
+    for (int i = 0; i < heads * hd; ++i) EXPECT_EQ(y[i], x[i]);  // position 0: identity
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < hd / 2; ++i) {
+        const int a = (heads + h) * hd + (neox ? i : 2 * i);
+        const int b = (heads + h) * hd + (neox ? i + hd / 2 : 2 * i + 1);
+        const double ang = 5.0 * std::pow(10000.0, -2.0 * i / hd);
+        EXPECT_NEAR(y[a], x[a] * std::cos(ang) - x[b] * std::sin(ang), 1e-5);
+        EXPECT_NEAR(y[b], x[a] * std::sin(ang) + x[b] * std::cos(ang), 1e-5);
+      }
+  }
+}
+
+TEST(Elementwise, SiluMulAddDotAxpy) {
+  const int64_t n = 37;  // not a multiple of 8: exercises tails
+  auto g = rand_vec(n, 4), u = rand_vec(n, 5);
+  std::vector<float> out(n);
+  silu_mul(g.data(), u.data(), n, out.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
+
+  double ref = 0;
+  for (int64_t i = 0; i < n; ++i) ref += double(g[i]) * u[i];
+  EXPECT_NEAR(dot_f32(g.data(), u.data(), n), ref, 1e-5);
+  EXPECT_EQ(dot_f32(g.data(), u.data(), 0), 0.0f);
+
+  auto y = u;
+  axpy_f32(0.5f, g.data(), y.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], u[i] + 0.5f * g[i], 1e-6);
+  y = u;
+  add_inplace(y.data(), g.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[i], u[i] + g[i]);
+}
+
+TEST(Elementwise, Softmax) {
+  std::vector<float> x = {1.0f, 2.0f, 3.0f, -std::numeric_limits<float>::infinity(), 1000.0f};
+  softmax_inplace(x.data(), 5);
+  double sum = 0;
+  for (float v : x) {
+    sum += v;
+    EXPECT_TRUE(std::isfinite(v));
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  EXPECT_NEAR(x[4], 1.0f, 1e-6);
+  EXPECT_EQ(x[3], 0.0f);
+  std::vector<float> y = {0.0f, std::log(3.0f)};
+  softmax_inplace(y.data(), 2);
+  EXPECT_NEAR(y[0], 0.25f, 1e-6);
+  EXPECT_NEAR(y[1], 0.75f, 1e-6);
+  std::vector<float> masked(3, -std::numeric_limits<float>::infinity());
+  softmax_inplace(masked.data(), 3);
+  for (float v : masked) EXPECT_NEAR(v, 1.0f / 3, 1e-6);
+}
+
+}  // namespace
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,153 @@
+// matmul for every weight type: AVX2 vs scalar (same integers, so only float
+// summation order differs) and both vs an fp64 product of the dequantized
+// weights, within a bound derived from the 8-bit activation rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/quantize.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+struct Shape {
+  int64_t in, out, n_tokens;
+};
+
+struct Problem {
+  std::vector<uint8_t> w;
+  std::vector<float> wf;  // dequantized weights [out][in]
+  std::vector<float> x;   // [n_tokens][in]
+};
+
+Problem make_problem(DType type, const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Problem p;
+  std::vector<float> raw(static_cast<size_t>(s.in * s.out));
+  for (auto& v : raw) v = dist(rng);
+  const int64_t rb = row_bytes(type, s.in);
+  p.w.resize(static_cast<size_t>(rb * s.out));
+  p.wf.resize(raw.size());
+  for (int64_t o = 0; o < s.out; ++o) {
+    quantize_row_reference(type, raw.data() + o * s.in, p.w.data() + o * rb, s.in);
+    dequantize_row(type, p.w.data() + o * rb, p.wf.data() + o * s.in, s.in);
+  }
+  p.x.resize(static_cast<size_t>(s.in * s.n_tokens));
+  for (auto& v : p.x) v = dist(rng) * (1.0f + 3.0f * (dist(rng) > 0.9f));  // some outliers
+  return p;
+}
+
+bool quantized_acts(DType t) { return t != DType::f32 && t != DType::f16 && t != DType::bf16; }
+int64_t act_block(DType t) { return t == DType::q4_k || t == DType::q6_k ? 256 : 32; }
+
+struct Case {
+  DType type;
+  Shape shape;
+};
+
+std::string case_name(const Case& c) {
+  return std::string(to_string(c.type)) + "_in" + std::to_string(c.shape.in) + "_out" + std::to_string(c.shape.out) +
+         "_t" + std::to_string(c.shape.n_tokens);
+}
+
+class Matmul : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Matmul, MatchesFp64ReferenceOnEveryIsa) {
+  const auto [type, s] = GetParam();
+  const Problem p = make_problem(type, s, 1234u + static_cast<uint32_t>(s.in * 7 + s.out));
+  ThreadPool pool(3);
+  std::vector<float> y_scalar(static_cast<size_t>(s.out * s.n_tokens), NAN);
+  matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_scalar.data(), &pool);
+
+  std::vector<float> y_avx2;
+  if (isa_available(Isa::avx2)) {
+    y_avx2.assign(y_scalar.size(), NAN);
+    matmul_with_isa(Isa::avx2, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_avx2.data(), &pool);
+  }
+  std::vector<float> y_single(y_scalar.size(), NAN);  // default ISA, no pool
+  matmul(type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_single.data(), nullptr);
+
+  const int64_t ab = act_block(type);
+  for (int64_t t = 0; t < s.n_tokens; ++t) {
+    const float* x = p.x.data() + t * s.in;
+    for (int64_t o = 0; o < s.out; ++o) {
+      const float* w = p.wf.data() + o * s.in;
+      double ref = 0, mag = 0, act_bound = 0;
+      for (int64_t i = 0; i < s.in; ++i) {
+        ref += static_cast<double>(w[i]) * x[i];
+        mag += std::fabs(static_cast<double>(w[i]) * x[i]);
+      }
+      if (quantized_acts(type)) {
+        // |x - dequant(quant(x))| <= amax_block / 254 per element.
+        for (int64_t b0 = 0; b0 < s.in; b0 += ab) {
+          double amax = 0, wsum = 0;
+          for (int64_t i = b0; i < b0 + ab; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+          for (int64_t i = b0; i < b0 + ab; ++i) wsum += std::fabs(static_cast<double>(w[i]));
+          act_bound += wsum * amax / 254.0;
+        }
+      }
+      const double tol_ref = act_bound * 1.001 + 2e-6 * mag + 1e-6;
+      const double tol_isa = 2e-6 * mag + 1e-6;
+      const size_t k = static_cast<size_t>(t * s.out + o);
+      ASSERT_NEAR(y_scalar[k], ref, tol_ref) << "scalar t=" << t << " o=" << o;
+      ASSERT_NEAR(y_single[k], y_scalar[k], tol_isa) << "single-thread t=" << t << " o=" << o;
+      if (!y_avx2.empty()) {
+        ASSERT_NEAR(y_avx2[k], y_scalar[k], tol_isa) << "avx2 t=" << t << " o=" << o;
+      }
+    }
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const std::vector<Shape> shapes = {{256, 1, 1},  {256, 7, 1},   {512, 33, 3},  {768, 17, 17},
+                                     {256, 9, 70}, {512, 130, 5}, {1536, 6, 4},  {256, 64, 33}};
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
+                  DType::q5_1, DType::q4_k, DType::q6_k})
+    for (const auto& s : shapes) out.push_back({t, s});
+  // 32-block types also at widths that are not multiples of 256; float types with tails.
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1})
+    out.push_back({t, {96, 5, 2}});
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    out.push_back({t, {43, 5, 3}});
+    out.push_back({t, {3, 2, 1}});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, Matmul, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return case_name(info.param); });
+
+TEST(Matmul, IsaNameIsKnown) {
+  const std::string name = isa_name();
+  EXPECT_TRUE(name == "avx2" || name == "scalar") << name;
+}
+
+TEST(Matmul, PoolSizesGiveTheSameResult) {
+  const Shape s{576, 203, 9};
+  const Problem p = make_problem(DType::q4_1, s, 99);
+  std::vector<float> ref(static_cast<size_t>(s.out * s.n_tokens));
+  matmul(DType::q4_1, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, ref.data(), nullptr);
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    std::vector<float> y(ref.size());
+    matmul(DType::q4_1, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y.data(), &pool);
+    EXPECT_EQ(y, ref) << threads << " threads";  // rows are independent: bit-identical
+  }
+}
+
+TEST(MatmulDeathTest, BadShapesAreInvariantViolations) {
+  std::vector<uint8_t> w(4096);
+  std::vector<float> x(100), y(100);
+  EXPECT_DEATH(matmul(DType::q4_1, w.data(), 40, 2, x.data(), 1, y.data(), nullptr), "whole number of blocks");
+  EXPECT_DEATH(matmul(DType::q4_1, w.data(), 32, 2, x.data(), 0, y.data(), nullptr), "empty shape");
+  EXPECT_DEATH(matmul(DType::q8_1, w.data(), 32, 2, x.data(), 1, y.data(), nullptr), "unsupported");
+}
+
+}  // namespace
+}  // namespace troupe::kernels::cpu
