@@ -3,7 +3,7 @@
 // Each kernel computes a tile of R weight rows x T tokens per pass over the
 // rows' blocks: a weight block is unpacked once and used for T tokens, an
 // activation block is loaded once and used for R rows. Decode (T = 1) uses
-// R = 4 to share activation loads; batches use tiles of several tokens so the
+// one row at a time so weights stream sequentially; batches use tiles of several tokens so the
 // weights stream from memory once per call, not once per token.
 #include <immintrin.h>
 
@@ -14,6 +14,9 @@
 
 namespace troupe::kernels::cpu {
 namespace {
+
+// How far ahead of the current block each weight row is prefetched.
+constexpr int kPrefetchBytes = 512;
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -116,6 +119,10 @@ inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
   }
 
   for (int64_t b = 0; b < nb; ++b) {
+    // R interleaved row streams defeat the hardware prefetcher (decode reads
+    // weights from DRAM): fetch each row ahead explicitly.
+    for (int r = 0; r < R; ++r)
+      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + kPrefetchBytes, _MM_HINT_T0);
     __m256i q[R], aq[R];
     __m256 dw[R];
     float mw[R];
@@ -328,7 +335,7 @@ inline void walk(const MatmulArgs& a, int64_t o0, int64_t o1, TileRT rt, TileR1 
   }
 }
 
-constexpr int kDecodeRows = 4;  // rows per tile when n_tokens == 1
+constexpr int kDecodeRows = 1;  // decode: one sequential weight stream (interleaved rows stall DRAM prefetch)
 constexpr int kBatchRows = 2;   // rows x tokens per tile for batches
 constexpr int kBatchTokens = 4;
 
