@@ -361,7 +361,7 @@ void range_q6k(const MatmulArgs& a, int64_t o0, int64_t o1) {
 template <DType K>
 void range_f(const MatmulArgs& a, int64_t o0, int64_t o1) {
   if (a.n_tokens == 1) {
-    walk<4, 1>(a, o0, o1, tile_f<K, 4, 1>, tile_f<K, 4, 1>, tile_f<K, 1, 1>, tile_f<K, 1, 1>);
+    walk<1, 1>(a, o0, o1, tile_f<K, 1, 1>, tile_f<K, 1, 1>, tile_f<K, 1, 1>, tile_f<K, 1, 1>);
   } else {
     walk<2, 4>(a, o0, o1, tile_f<K, 2, 4>, tile_f<K, 2, 1>, tile_f<K, 1, 4>, tile_f<K, 1, 1>);
   }
