@@ -1,29 +1,21 @@
 // The CPU platform's factories: worker, ops, attention backend, communicator.
-#include <thread>
-
 #include "platforms/cpu/cpu_attention.hpp"
 #include "platforms/cpu/cpu_communicator.hpp"
 #include "platforms/cpu/cpu_ops.hpp"
 #include "platforms/cpu/cpu_platform.hpp"
+#include "platforms/cpu/cpu_pool.hpp"
 #include "platforms/cpu/cpu_worker.hpp"
 
 namespace troupe::cpu {
-namespace {
-// Ops and backends made outside a worker share one pool for the process.
-kernels::cpu::ThreadPool* shared_pool(int threads) {
-  static kernels::cpu::ThreadPool pool(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  return &pool;
-}
-}  // namespace
 
 Result<std::unique_ptr<AttentionBackend>> CpuPlatform::make_attention_backend(const EngineConfig& config) const {
   if (config.cache.cache_dtype != "auto" && config.cache.cache_dtype != "float32" && config.cache.cache_dtype != "f32")
     return not_supported("platform cpu stores the KV cache in float32 only, not '" + config.cache.cache_dtype + "'");
-  return std::unique_ptr<AttentionBackend>(new CpuAttentionBackend(shared_pool(config.parallel.num_threads)));
+  return std::unique_ptr<AttentionBackend>(new CpuAttentionBackend(process_pool(config.parallel.num_threads)));
 }
 
 Result<std::unique_ptr<Ops>> CpuPlatform::make_ops(const EngineConfig& config) const {
-  return std::unique_ptr<Ops>(new CpuOps(shared_pool(config.parallel.num_threads)));
+  return std::unique_ptr<Ops>(new CpuOps(process_pool(config.parallel.num_threads)));
 }
 
 Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(int rank, int world_size) const {

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/isa.hpp"
 #include "platforms/cpu/cpu_platform.hpp"
+#include "platforms/cpu/cpu_pool.hpp"
 #include "troupe/log.hpp"
 #include "troupe/model_registry.hpp"
 
@@ -18,12 +19,10 @@ CpuWorker::~CpuWorker() = default;
 
 Status CpuWorker::init_device() {
   if (rank_ != 0) return not_supported("platform cpu runs one rank per process (rank " + std::to_string(rank_) + ")");
-  int n = config_.parallel.num_threads;
-  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  pool_ = std::make_unique<kernels::cpu::ThreadPool>(n);
-  ops_ = std::make_unique<CpuOps>(pool_.get());
-  attention_ = std::make_unique<CpuAttentionBackend>(pool_.get());
-  TROUPE_LOG_INFO("CPU worker: {} threads, kernels {}", n, kernels::cpu::isa_name());
+  pool_ = process_pool(config_.parallel.num_threads);
+  ops_ = std::make_unique<CpuOps>(pool_);
+  attention_ = std::make_unique<CpuAttentionBackend>(pool_);
+  TROUPE_LOG_INFO("CPU worker: {} threads, kernels {}", pool_->size(), kernels::cpu::isa_name());
   return {};
 }
 

@@ -30,7 +30,7 @@ class CpuWorker final : public Worker {
  private:
   EngineConfig config_;
   int rank_;
-  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
+  kernels::cpu::ThreadPool* pool_ = nullptr;  // the process pool for this thread count (cpu_pool.hpp)
   std::unique_ptr<CpuOps> ops_;
   std::unique_ptr<CpuAttentionBackend> attention_;
   std::unique_ptr<Model> model_;
