@@ -1,7 +1,14 @@
-// `troupe generate [MODEL] -p PROMPT ...`: offline generation through the
-// active platform's worker (greedy by default). --json prints exactly one
-// object; any failure is a message on stderr and exit code 1.
+// `troupe generate [MODEL] -p PROMPT ...` or `--prompts-file FILE`: generation
+// through the actor engine (greedy by default). --json prints exactly one
+// object; a prompts file prints one JSON line per prompt in input order, all
+// run concurrently; --stats adds the run's totals. Any failure is a message on
+// stderr (or an {"error"} line) and exit code 1.
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -11,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
-#include "plugin_host/plugin_host.hpp"
 #include "runtime/chat/chat_template.hpp"
-#include "runtime/generation/offline_generator.hpp"
+#include "actors/engine.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps {
@@ -46,6 +53,9 @@ struct Options {
   std::string system;
   bool json = false;
   int threads = 0;
+  std::string prompts_file;
+  bool stats = false;
+  int max_num_seqs = 256;
 };
 
 int fail(const std::string& message) {
@@ -53,28 +63,69 @@ int fail(const std::string& message) {
   return 1;
 }
 
-// Render the prompt as one chat turn with the model's (or the named) template.
-Result<std::vector<int32_t>> chat_prompt_ids(const generation::OfflineGenerator& gen, const Options& o) {
-  const auto& tok = gen.tokenizer();
-  Result<chat::ChatTemplate> tmpl = internal_error("unset");
-  if (!o.chat_template.empty()) {
-    tmpl = chat::by_name(o.chat_template);
-  } else {
-    auto jinja = gen.file().get_string("tokenizer.chat_template");
-    if (!jinja) return invalid_argument("the model has no chat template; name one with --chat-template");
-    tmpl = chat::detect(*jinja);
+// One prompt as an engine request: plain text, or one chat turn rendered with
+// the model's (or the named) template.
+Result<engine::GenerateRequest> make_request(const engine::Engine& eng, const Options& o, const std::string& prompt,
+                                             const sampling::SamplingParams& params) {
+  engine::GenerateRequest req;
+  req.sampling = params;
+  if (!o.chat) {
+    req.prompt = prompt;
+    return req;
   }
-  if (!tmpl.ok()) return tmpl.status();
   std::vector<chat::Message> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
-  messages.push_back({"user", o.prompt});
-  const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
-  const std::string eos = tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id(), true) : "";
-  auto text = chat::apply(*tmpl, messages, /*add_generation_prompt=*/true, bos, eos);
+  messages.push_back({"user", prompt});
+  auto text = eng.apply_chat_template(messages, /*add_generation_prompt=*/true);
   if (!text.ok()) return text.status();
+  const auto& tok = eng.tokenizer();
+  const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
   // A template that writes BOS itself must not get a second one from the tokenizer.
-  const bool has_bos = !bos.empty() && text->rfind(bos, 0) == 0;
-  return tok.encode(*text, /*add_special=*/!has_bos, /*parse_special=*/true);
+  req.add_special_tokens = bos.empty() || text->rfind(bos, 0) != 0;
+  req.prompt = std::move(*text);
+  return req;
+}
+
+nlohmann::json output_json(const engine::FinalOutput& out) {
+  if (out.finish_reason == "error") return {{"error", out.error}};
+  return {{"prompt_token_ids", out.prompt_token_ids},
+          {"token_ids", out.token_ids},
+          {"text", out.text},
+          {"finish_reason", out.finish_reason}};
+}
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+/// Totals over every step of the run, for --stats.
+struct RunStats {
+  std::mutex mu;
+  int64_t steps = 0, prompt_tokens = 0, generation_tokens = 0, preemptions = 0;
+  int64_t prefix_queries = 0, prefix_hits = 0, finished = 0;
+  double max_kv_usage = 0, model_seconds = 0;
+  std::vector<double> ttft, itl, e2e;
+  void add(const engine::StatsEvent& ev) {
+    std::lock_guard lock(mu);
+    if (ev.scheduler.num_scheduled_tokens > 0) ++steps;
+    prompt_tokens += ev.iteration.num_prompt_tokens;
+    generation_tokens += ev.iteration.num_generation_tokens;
+    preemptions += ev.scheduler.num_preempted_reqs;
+    prefix_queries += ev.scheduler.prefix_cache_queries;
+    prefix_hits += ev.scheduler.prefix_cache_hits;
+    max_kv_usage = std::max(max_kv_usage, ev.scheduler.kv_cache_usage);
+    model_seconds += ev.scheduler.model_seconds;
+    ttft.insert(ttft.end(), ev.iteration.time_to_first_tokens_s.begin(), ev.iteration.time_to_first_tokens_s.end());
+    itl.insert(itl.end(), ev.iteration.inter_token_latencies_s.begin(), ev.iteration.inter_token_latencies_s.end());
+    for (const auto& f : ev.iteration.finished_requests) {
+      ++finished;
+      e2e.push_back(f.e2e_latency_s);
+    }
+  }
+};
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
 }
 
 int run_generate(const Options& o) {
@@ -83,6 +134,20 @@ int run_generate(const Options& o) {
     if (o.model.empty())
       return fail("the default model " + model + " is missing; run scripts/fetch-model.sh to download it");
     return fail("model file not found: " + model);
+  }
+  std::vector<std::string> prompts;
+  if (!o.prompts_file.empty()) {
+    if (!o.prompt.empty()) return fail("give either -p/--prompt or --prompts-file, not both");
+    std::ifstream in(o.prompts_file);
+    if (!in) return fail("cannot read prompts file: " + o.prompts_file);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) prompts.push_back(line);
+    }
+    if (prompts.empty()) return fail("the prompts file has no prompts: " + o.prompts_file);
+  } else {
+    if (o.prompt.empty()) return fail("a prompt is required: -p PROMPT or --prompts-file FILE");
+    prompts.push_back(o.prompt);
   }
   sampling::SamplingParams params;
   params.temperature = o.temperature;
@@ -94,36 +159,82 @@ int run_generate(const Options& o) {
   if (Status s = params.validate(); !s.ok()) return fail(s.message());
   if (o.threads < 0) return fail("--threads must be >= 0");
 
-  auto& host = plugin_host::PluginHost::instance();
-  host.load_all();
-  auto platform = host.activate_platform();
-  if (!platform.ok()) return fail(platform.status().message());
+  engine::EngineOptions eo;
+  eo.config.model.model_path = model;
+  eo.config.parallel.num_threads = o.threads;
+  eo.config.scheduler.max_num_seqs = std::max<int>(o.max_num_seqs, 1);
+  if (o.seed) eo.config.model.seed = *o.seed;
+  if (!o.chat_template.empty()) eo.config.extra["chat_template"] = o.chat_template;
+  eo.stat_log_interval_s = 0;  // one-shot runs report through --stats instead
+  auto started = engine::Engine::start(std::move(eo));
+  if (!started.ok()) return fail(started.status().to_string());
+  auto& eng = **started;
 
-  EngineConfig config;
-  config.parallel.num_threads = o.threads;
-  if (o.seed) config.model.seed = *o.seed;
-  auto gen = generation::OfflineGenerator::create(**platform, config, model);
-  if (!gen.ok()) return fail(gen.status().to_string());
+  RunStats stats;
+  if (o.stats) eng.subscribe_stats([&stats](const engine::StatsEvent& ev) { stats.add(ev); });
 
-  Result<generation::GenerateOutput> out = internal_error("unset");
-  if (o.chat) {
-    auto ids = chat_prompt_ids(**gen, o);
-    if (!ids.ok()) return fail(ids.status().message());
-    out = (*gen)->generate(*ids, params);
-  } else {
-    out = (*gen)->generate_text(o.prompt, params);
+  // Every prompt goes to the engine at once; outputs are printed in input order.
+  std::vector<engine::FinalOutput> outputs(prompts.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto req = make_request(eng, o, prompts[i], params);
+    if (req.ok()) {
+      auto id = eng.submit(std::move(*req), [&, i](engine::RequestOutput out) {
+        std::lock_guard lock(mu);
+        engine::accumulate(outputs[i], out);
+        if (out.finished) {
+          ++done;
+          cv.notify_all();
+        }
+      });
+      if (id.ok()) continue;
+      req = id.status();
+    }
+    std::lock_guard lock(mu);
+    outputs[i].finish_reason = "error";
+    outputs[i].error = req.status().message();
+    ++done;
   }
-  if (!out.ok()) return fail(out.status().to_string());
-  if (o.json) {
-    nlohmann::json j = {{"prompt_token_ids", out->prompt_token_ids},
-                        {"token_ids", out->token_ids},
-                        {"text", out->text},
-                        {"finish_reason", out->finish_reason}};
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-  } else {
-    std::cout << out->text << std::endl;
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return done == prompts.size(); });
   }
-  return 0;
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  bool any_error = false;
+  for (const auto& out : outputs) any_error |= out.finish_reason == "error";
+  if (o.prompts_file.empty()) {
+    const auto& out = outputs.front();
+    if (out.finish_reason == "error") return fail(out.error);
+    std::cout << (o.json ? dump(output_json(out)) : out.text) << std::endl;
+  } else {
+    for (const auto& out : outputs) std::cout << dump(output_json(out)) << "\n";
+  }
+  if (o.stats) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the last step's stats event
+    std::lock_guard lock(stats.mu);
+    nlohmann::json j = {{"num_prompts", prompts.size()},
+                        {"finished_requests", stats.finished},
+                        {"steps", stats.steps},
+                        {"max_running_requests", eng.max_running_requests()},
+                        {"prompt_tokens", stats.prompt_tokens},
+                        {"generation_tokens", stats.generation_tokens},
+                        {"preemptions", stats.preemptions},
+                        {"prefix_cache_queries", stats.prefix_queries},
+                        {"prefix_cache_hits", stats.prefix_hits},
+                        {"max_kv_cache_usage", stats.max_kv_usage},
+                        {"wall_seconds", wall},
+                        {"model_seconds", stats.model_seconds},
+                        {"generation_throughput", wall > 0 ? static_cast<double>(stats.generation_tokens) / wall : 0.0},
+                        {"mean_ttft_ms", 1000 * mean(stats.ttft)},
+                        {"mean_itl_ms", 1000 * mean(stats.itl)},
+                        {"mean_e2e_latency_ms", 1000 * mean(stats.e2e)}};
+    std::cout << dump(j) << std::endl;
+  }
+  return any_error ? 1 : 0;
 }
 
 const CommandRegistration kRegistration(
@@ -131,7 +242,7 @@ const CommandRegistration kRegistration(
       auto o = std::make_shared<Options>();
       sub.add_option("model", o->model, std::string("GGUF model file (default: $TROUPE_MODEL_CACHE/") +
                                             kDefaultModelName + ")");
-      sub.add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+      sub.add_option("-p,--prompt", o->prompt, "Prompt text");
       sub.add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate at most (default 128)");
       sub.add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (default)");
       sub.add_option("--top-p", o->top_p, "Nucleus sampling mass in (0, 1]");
@@ -143,6 +254,10 @@ const CommandRegistration kRegistration(
       sub.add_option("--system", o->system, "System message for --chat");
       sub.add_flag("--json", o->json, "Print one JSON object with token ids, text and finish reason");
       sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
+      sub.add_option("--prompts-file", o->prompts_file,
+                     "One prompt per line; all run through the engine concurrently, one JSON line each");
+      sub.add_flag("--stats", o->stats, "Print the run's final stats as one JSON object at the end");
+      sub.add_option("--max-num-seqs", o->max_num_seqs, "Requests that may run in one step (default 256)");
       return [o]() {
         if (!o->chat_template.empty()) o->chat = true;
         return run_generate(*o);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -107,6 +108,36 @@ TEST(GoldenStories260K, TroupeGenerateJson) {
   expect_matches_case(c, j["token_ids"].get<std::vector<int32_t>>());
   EXPECT_EQ(j["finish_reason"], "length");
   EXPECT_EQ(j["text"].get<std::string>().substr(0, 30), c["output_text"].get<std::string>().substr(0, 30));
+}
+
+// Every golden prompt at once through the actor engine (continuous batching):
+// each output must still match llama.cpp, and they must really have run together.
+TEST(GoldenStories260K, PromptsFileRunsConcurrentlyThroughTheEngine) {
+  const auto g = golden();
+  const std::string file = ::testing::TempDir() + "golden_prompts.txt";
+  {
+    std::ofstream out(file);
+    for (const auto& c : g["cases"]) out << c["prompt"].get<std::string>() << "\n";
+  }
+  auto r = run_troupe("generate " + testing::stories_path() + " --prompts-file " + quote(file) +
+                      " -n 64 --stats --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t i = 0;
+  for (; i < g["cases"].size() && std::getline(lines, line); ++i) {
+    const auto& c = g["cases"][i];
+    SCOPED_TRACE(c["prompt"].get<std::string>());
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["prompt_token_ids"], c["prompt_ids"]);  // input order is kept
+    expect_matches_case(c, j["token_ids"].get<std::vector<int32_t>>());
+  }
+  ASSERT_EQ(i, g["cases"].size());
+  ASSERT_TRUE(std::getline(lines, line));
+  auto stats = nlohmann::json::parse(line);
+  EXPECT_EQ(stats["finished_requests"], g["cases"].size());
+  EXPECT_GT(stats["max_running_requests"].get<int>(), 1);
+  EXPECT_EQ(stats["generation_tokens"].get<int64_t>(), 64 * static_cast<int64_t>(g["cases"].size()));
 }
 
 TEST(GenerateCli, ErrorsAreMessagesNotCrashes) {
