@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
+#include "apps/default_model.hpp"
 #include "runtime/chat/chat_template.hpp"
 #include "actors/engine.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -25,19 +26,6 @@
 
 namespace troupe::apps {
 namespace {
-
-constexpr const char* kDefaultModelName = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-std::string default_model_path() {
-  std::string dir;
-  if (const char* c = std::getenv("TROUPE_MODEL_CACHE"); c && *c) {
-    dir = c;
-  } else {
-    const char* home = std::getenv("HOME");
-    dir = std::string(home ? home : ".") + "/.cache/troupe/models";
-  }
-  return dir + "/" + kDefaultModelName;
-}
 
 struct Options {
   std::string model;
