@@ -71,15 +71,15 @@ void matmul_with_isa(Isa isa, DType type, const void* w, int64_t in, int64_t out
       break;
     case ActFormat::q8: {
       const int64_t nb = in / kQK;
-      const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8));
+      const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ16));
       const size_t bytes = static_cast<size_t>(row * n_tokens) + static_cast<size_t>(nb * n_tokens) * sizeof(float);
       auto& buf = scratch(bytes);
       auto* base = reinterpret_cast<uint8_t*>(buf.data());
       auto* sums = reinterpret_cast<float*>(base + row * n_tokens);
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-          auto* blocks = reinterpret_cast<ActQ8*>(base + t * row);
-          quantize_act_q8(x + t * in, in, blocks);
+          auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
+          quantize_act_q16(x + t * in, in, blocks);
           for (int64_t b = 0; b < nb; ++b) sums[b * n_tokens + t] = blocks[b].s;
         }
       });

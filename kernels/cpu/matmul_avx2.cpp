@@ -96,17 +96,15 @@ struct Q8_0W {
   static float m(const Block&) { return 0.0f; }
 };
 
-// R rows x T tokens of a 32-block type against ActQ8 activations.
+// R rows x T tokens of a 32-block type against ActQ16 activations.
 template <class W, int R, int T>
 inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
   using Block = typename W::Block;
   const int64_t nb = a.in / kQK;
   const Block* wr[R];
   for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_bytes);
-  const ActQ8* xr[T];
-  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8*>(a.xq + (t0 + t) * a.xq_row_bytes);
-  const __m256i ones = _mm256_set1_epi16(1);
-
+  const ActQ16* xr[T];
+  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ16*>(a.xq + (t0 + t) * a.xq_row_bytes);
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -123,12 +121,20 @@ inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
     // weights from DRAM): fetch each row ahead explicitly.
     for (int r = 0; r < R; ++r)
       _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + kPrefetchBytes, _MM_HINT_T0);
-    __m256i q[R], aq[R];
+    // Weights widened to 16 bits once per block (elements 0..15 and 16..31),
+    // then 16x16-bit products against the 16-bit activations.
+    __m256i wlo[R], whi[R];
     __m256 dw[R];
     float mw[R];
     for (int r = 0; r < R; ++r) {
-      q[r] = W::q(wr[r][b]);
-      if constexpr (W::kSigned) aq[r] = _mm256_sign_epi8(q[r], q[r]);
+      const __m256i q = W::q(wr[r][b]);
+      if constexpr (W::kSigned) {
+        wlo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+        whi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+      } else {
+        wlo[r] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(q));
+        whi[r] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1));
+      }
       if constexpr (W::kMin) {
         const __m128 dm = W::dm(wr[r][b]);
         dw[r] = _mm256_broadcastss_ps(dm);
@@ -139,16 +145,12 @@ inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
       }
     }
     for (int t = 0; t < T; ++t) {
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs));
+      const __m256i xlo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs));
+      const __m256i xhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 16));
       const __m256 dx = _mm256_set1_ps(xr[t][b].d);
       for (int r = 0; r < R; ++r) {
-        __m256i p;
-        if constexpr (W::kSigned) {
-          p = _mm256_maddubs_epi16(aq[r], _mm256_sign_epi8(xq, q[r]));
-        } else {
-          p = _mm256_maddubs_epi16(q[r], xq);
-        }
-        p = _mm256_madd_epi16(p, ones);
+        // |w| <= 127 and |x| <= 32767: four products per int32 lane cannot overflow.
+        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(wlo[r], xlo), _mm256_madd_epi16(whi[r], xhi));
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][t]);
       }
     }

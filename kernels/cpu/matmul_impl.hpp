@@ -21,7 +21,7 @@ struct MatmulArgs {
   const float* xf;         // float activations [n_tokens][in] (F32/F16/BF16 weights)
   const uint8_t* xq;       // quantized activations, one row of xq_row_bytes per token
   int64_t xq_row_bytes;
-  const float* xs_t;       // ActQ8 sums transposed: xs_t[block * n_tokens + t] (Q4_1/Q5_1)
+  const float* xs_t;       // ActQ16 sums transposed: xs_t[block * n_tokens + t] (Q4_1/Q5_1)
   float* y;                // [n_tokens][out]
 };
 
@@ -38,7 +38,7 @@ MatmulRangeFn matmul_kernel_avx2(DType type);  // only when built for x86-64
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.
-void quantize_act_q8(const float* x, int64_t n, ActQ8* out);
+void quantize_act_q16(const float* x, int64_t n, ActQ16* out);
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations

@@ -105,7 +105,7 @@ void unpack_row(DType type, const uint8_t* w, int64_t in, Row* r) {
   }
 }
 
-float dot_q8(DType type, const Row& r, const ActQ8* x, int64_t nb) {
+float dot_q8(DType type, const Row& r, const ActQ16* x, int64_t nb) {
   const bool has_min = type == DType::q4_1 || type == DType::q5_1;
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -155,7 +155,7 @@ void range_quant(const MatmulArgs& a, int64_t o0, int64_t o1) {
       for (int64_t t = t0; t < t1; ++t) {
         const uint8_t* xr = a.xq + t * a.xq_row_bytes;
         a.y[t * a.out + o] = k ? dot_q8k(a.type, row, reinterpret_cast<const ActQ8K*>(xr), nb)
-                               : dot_q8(a.type, row, reinterpret_cast<const ActQ8*>(xr), nb);
+                               : dot_q8(a.type, row, reinterpret_cast<const ActQ16*>(xr), nb);
       }
     }
   }

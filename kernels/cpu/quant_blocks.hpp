@@ -32,8 +32,11 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
               sizeof(BlockQ6_K) == 210, "block layouts must match GGUF");
 
 // Activations, quantized once per matmul (our own formats, never stored in files).
-// ActQ8: 32 values, x = q * d, |q| <= 127, s = d * sum(q) (serves the min/offset terms).
-struct ActQ8 { float d; float s; int8_t qs[kQK]; };
+// ActQ16: 32 activations, x = q * d, |q| <= 32767, s = d * sum(q) (serves the
+// min/offset terms). 16 bits, not llama.cpp's 8: with 8-bit activations small
+// models' greedy answers hinge on how exact rounding ties fall (SmolLM2-135M's
+// first token for "What is the capital of France?" flips with the tie rule).
+struct ActQ16 { float d; float s; int16_t qs[kQK]; };
 // ActQ8K: 256 values, x = q * d, |q| <= 127; bsums[g] = sum of q over elements 16g..16g+15.
 struct ActQ8K { float d; int16_t bsums[kQKK / 16]; int8_t qs[kQKK]; };
 

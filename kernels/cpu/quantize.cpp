@@ -189,17 +189,17 @@ void quantize_row_reference(DType type, const float* src, void* dst, int64_t n) 
 
 // ---- activations ------------------------------------------------------------
 
-void quantize_act_q8(const float* x, int64_t n, ActQ8* out) {
+void quantize_act_q16(const float* x, int64_t n, ActQ16* out) {
   for (int64_t b = 0; b < n / kQK; ++b) {
     const float* s = x + b * kQK;
     float amax = 0.0f;
     for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(s[j]));
-    const float d = amax / 127.0f;
+    const float d = amax / 32767.0f;
     const float id = safe_inv(d);
     int sum = 0;
     for (int j = 0; j < kQK; ++j) {
-      const int q = roundi(s[j] * id);  // |q| <= 127 by construction
-      out[b].qs[j] = static_cast<int8_t>(q);
+      const int q = clampi(roundi(s[j] * id), -32767, 32767);
+      out[b].qs[j] = static_cast<int16_t>(q);
       sum += q;
     }
     out[b].d = d;
