@@ -296,6 +296,17 @@ uint64_t Engine::subscribe_stats(StatsCallback callback) {
 
 void Engine::unsubscribe_stats(uint64_t id) { caf::anon_send(impl_->stat_logger, actors::unsub_atom_v, id); }
 caf::actor Engine::stat_logger() const { return impl_->stat_logger; }
+Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& host) {
+  auto& sys = *impl_->system;
+  if (!sys.has_middleman())
+    return not_supported("the actor system has no middleman; call configure_actor_system() on its config");
+  auto published =
+      sys.middleman().publish(impl_->stat_logger, port, host.empty() ? nullptr : host.c_str(), /*reuse_addr=*/true);
+  if (!published) return unavailable("cannot publish the stat logger on " + host + ":" + std::to_string(port) + ": " +
+                                     sys.render(published.error()));
+  return *published;
+}
+
 caf::actor Engine::engine_actor() const { return impl_->engine; }
 caf::actor_system& Engine::system() { return *impl_->system; }
 const EngineConfig& Engine::config() const { return impl_->config; }

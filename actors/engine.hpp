@@ -76,6 +76,9 @@ class Engine {
   /// Actor subscribers: an actor (local or remote) receives every StatsEvent after
   /// `send(engine.stat_logger(), subscribe_atom_v, actor)` — see actors/messages.hpp.
   caf::actor stat_logger() const;
+  /// Publish the stat logger actor on host:port (CAF middleman; port 0 = any free
+  /// port) so other processes can subscribe (`troupe stats --connect`). Returns the port.
+  Result<uint16_t> publish_stat_logger(uint16_t port, const std::string& host = "127.0.0.1");
   caf::actor engine_actor() const;
   caf::actor_system& system();
 

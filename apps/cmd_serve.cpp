@@ -38,6 +38,7 @@ struct Options {
   int threads = 0;
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
+  int stats_port = 0;  // 0: stat events are not published
   bool log_requests = false;
 };
 
@@ -108,6 +109,15 @@ int run_serve(Options o) {
                   seconds, (*engine)->served_model_name(), cfg.model.max_model_len, (*engine)->num_kv_blocks(),
                   cfg.cache.block_size, (*engine)->num_kv_blocks() * cfg.cache.block_size);
   if (!o.api_key.empty()) TROUPE_LOG_INFO("API key authentication is on for /v1/*, /tokenize and /detokenize");
+  if (o.stats_port > 0) {
+    auto port = (*engine)->publish_stat_logger(static_cast<uint16_t>(o.stats_port), o.host == "0.0.0.0" ? "" : o.host);
+    if (!port.ok()) {
+      server.stop();
+      return fail(port.status().message());
+    }
+    TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{})", o.host, *port,
+                    *port);
+  }
   server.set_engine(engine->get());
   TROUPE_LOG_INFO("Starting API server on http://{}:{}", o.host, o.port);
 
@@ -161,6 +171,8 @@ const CommandRegistration kRegistration(
       sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed");
+      sub.add_option("--stats-port", o->stats_port,
+                     "Publish the stat logger on this port so other processes can subscribe (troupe stats)");
       sub.add_flag("--log-requests", o->log_requests, "Log one line per HTTP request");
       return [o]() { return run_serve(*o); };
     });

@@ -1,0 +1,118 @@
+// `troupe stats --connect HOST:PORT [--count N] [--timeout S]`: subscribe, from
+// another process, to the stat events of an engine whose stat logger is
+// published (`troupe serve --stats-port PORT`); prints one JSON line per step.
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/engine.hpp"
+#include "actors/messages.hpp"
+#include "apps/command.hpp"
+
+namespace troupe::apps {
+namespace {
+
+struct Options {
+  std::string connect;
+  int64_t count = 0;      // 0: until the engine goes away
+  double timeout_s = 0;   // 0: no limit
+};
+
+nlohmann::json to_json(const actors::StatsEvent& ev) {
+  const auto& s = ev.scheduler;
+  const auto& it = ev.iteration;
+  return {{"step", s.step},
+          {"running", s.num_running_reqs},
+          {"waiting", s.num_waiting_reqs},
+          {"kv_cache_usage", s.kv_cache_usage},
+          {"prefix_cache_queries", s.prefix_cache_queries},
+          {"prefix_cache_hits", s.prefix_cache_hits},
+          {"preempted", s.num_preempted_reqs},
+          {"scheduled_tokens", s.num_scheduled_tokens},
+          {"step_seconds", s.step_seconds},
+          {"model_seconds", s.model_seconds},
+          {"prompt_tokens", it.num_prompt_tokens},
+          {"generation_tokens", it.num_generation_tokens},
+          {"finished_requests", it.finished_requests.size()}};
+}
+
+int run_stats(const Options& o) {
+  auto colon = o.connect.rfind(':');
+  if (colon == std::string::npos) {
+    std::fprintf(stderr, "troupe stats: error: --connect wants HOST:PORT, got '%s'\n", o.connect.c_str());
+    return 1;
+  }
+  std::string host = o.connect.substr(0, colon);
+  int port = std::atoi(o.connect.c_str() + colon + 1);
+  if (port <= 0 || port > 65535) {
+    std::fprintf(stderr, "troupe stats: error: bad port in '%s'\n", o.connect.c_str());
+    return 1;
+  }
+  caf::actor_system_config cfg;
+  engine::configure_actor_system(cfg);
+  cfg.set("scheduler.max-threads", size_t{2});
+  caf::actor_system system{cfg};
+  auto remote = system.middleman().remote_actor(host, static_cast<uint16_t>(port));
+  if (!remote) {
+    std::fprintf(stderr, "troupe stats: error: cannot reach a stat logger at %s: %s\n", o.connect.c_str(),
+                 system.render(remote.error()).c_str());
+    return 1;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t seen = 0;
+  bool gone = false;
+  auto printer = system.spawn([&](caf::event_based_actor* self) -> caf::behavior {
+    self->monitor(*remote);
+    self->set_down_handler([&](caf::down_msg&) {
+      std::lock_guard lock(mu);
+      gone = true;
+      cv.notify_all();
+    });
+    return {[&](actors::stats_atom, const actors::StatsEvent& ev) {
+      std::lock_guard lock(mu);
+      if (o.count > 0 && seen >= o.count) return;
+      std::cout << to_json(ev).dump() << std::endl;
+      ++seen;
+      cv.notify_all();
+    }};
+  });
+  caf::anon_send(*remote, actors::subscribe_atom_v, printer);
+  std::unique_lock lock(mu);
+  auto done = [&] { return gone || (o.count > 0 && seen >= o.count); };
+  bool finished = true;
+  if (o.timeout_s > 0)
+    finished = cv.wait_for(lock, std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)), done);
+  else
+    cv.wait(lock, done);
+  lock.unlock();
+  caf::anon_send(*remote, actors::unsub_atom_v, printer);
+  caf::anon_send_exit(printer, caf::exit_reason::user_shutdown);
+  if (!finished) {
+    std::fprintf(stderr, "troupe stats: timed out after %.1f s with %lld events\n", o.timeout_s,
+                 static_cast<long long>(seen));
+    return 1;
+  }
+  return 0;
+}
+
+const CommandRegistration kRegistration(
+    "stats", "Subscribe to a running engine's stat events from another process (JSON lines)", [](CLI::App& sub) {
+      auto o = std::make_shared<Options>();
+      sub.add_option("--connect", o->connect, "HOST:PORT of a published stat logger (troupe serve --stats-port)")
+          ->required();
+      sub.add_option("--count", o->count, "Stop after this many events (default: until the engine stops)");
+      sub.add_option("--timeout", o->timeout_s, "Give up after this many seconds (default: no limit)");
+      return [o]() { return run_stats(*o); };
+    });
+
+}  // namespace
+}  // namespace troupe::apps

@@ -1,0 +1,59 @@
+// Stat events reach a subscriber in another process: the engine publishes its
+// stat logger, a real second process (`troupe stats --connect`) subscribes and
+// prints the events it receives.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <future>
+#include <sstream>
+#include <string>
+
+#include "actors/engine.hpp"
+
+namespace {
+
+TEST(RemoteStats, AnotherProcessReceivesStatEvents) {
+  troupe::engine::EngineOptions opts;
+  opts.config.model.model_path = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
+  opts.stat_log_interval_s = 0;
+  auto engine = troupe::engine::Engine::start(std::move(opts));
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto port = (*engine)->publish_stat_logger(0);
+  ASSERT_TRUE(port.ok()) << port.status().to_string();
+
+  std::string cmd = std::string(TROUPE_EXE) + " stats --connect 127.0.0.1:" + std::to_string(*port) +
+                    " --count 3 --timeout 60 2>/dev/null";
+  auto child = std::async(std::launch::async, [cmd] {
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return std::make_pair(-1, out);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    return std::make_pair(pclose(p), out);
+  });
+  // Keep the engine busy until the other process has seen its events (it may
+  // take a moment to connect and subscribe).
+  for (int i = 0; i < 200 && child.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready; ++i) {
+    troupe::engine::GenerateRequest req;
+    req.prompt = "Once upon a time";
+    req.sampling.temperature = 0;
+    req.sampling.max_tokens = 8;
+    ASSERT_TRUE((*engine)->generate(req).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto [rc, out] = child.get();
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  int events = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_TRUE(j.contains("running") && j.contains("kv_cache_usage") && j.contains("generation_tokens")) << line;
+    ++events;
+  }
+  EXPECT_EQ(events, 3);
+}
+
+}  // namespace
