@@ -79,7 +79,11 @@ void matmul_with_isa(Isa isa, DType type, const void* w, int64_t in, int64_t out
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
-          quantize_act_q16(x + t * in, in, blocks);
+          if (isa == Isa::avx2) {
+            quantize_act_q16_avx2(x + t * in, in, blocks);
+          } else {
+            quantize_act_q16(x + t * in, in, blocks);
+          }
           for (int64_t b = 0; b < nb; ++b) sums[b * n_tokens + t] = blocks[b].s;
         }
       });

@@ -96,6 +96,50 @@ struct Q8_0W {
   static float m(const Block&) { return 0.0f; }
 };
 
+}  // namespace
+
+// Bit-identical to quantize_act_q16: the same float operations per element
+// (amax, d = amax / 32767, x * (1 / d), round half to even, clamp), eight at a time.
+void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  const __m256 lim = _mm256_set1_ps(32767.0f);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* s = x + b * kQK;
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(s + 8 * i);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, v[i]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 32767.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i sum = _mm256_setzero_si256();
+    __m256i q32[4];
+    for (int i = 0; i < 4; ++i) {
+      __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm256_max_ps(_mm256_min_ps(r, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+      q32[i] = _mm256_cvtps_epi32(r);
+      sum = _mm256_add_epi32(sum, q32[i]);
+    }
+    // Pack to int16 in element order (packs works per 128-bit lane; permute restores order).
+    const __m256i p01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q32[0], q32[1]), 0xD8);
+    const __m256i p23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q32[2], q32[3]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p01);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs + 16), p23);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    out[b].d = d;
+    out[b].s = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+  }
+}
+
+namespace {
+
 // R rows x T tokens of a 32-block type against ActQ16 activations.
 template <class W, int R, int T>
 inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {

@@ -39,6 +39,8 @@ MatmulRangeFn matmul_kernel_avx2(DType type);  // only when built for x86-64
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.
 void quantize_act_q16(const float* x, int64_t n, ActQ16* out);
+/// The same integers as quantize_act_q16, vectorized (matmul_avx2.cpp).
+void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out);
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/quantize.hpp"
 
 namespace troupe::kernels::cpu {
@@ -147,6 +148,28 @@ TEST(MatmulDeathTest, BadShapesAreInvariantViolations) {
   EXPECT_DEATH(matmul(DType::q4_1, w.data(), 40, 2, x.data(), 1, y.data(), nullptr), "whole number of blocks");
   EXPECT_DEATH(matmul(DType::q4_1, w.data(), 32, 2, x.data(), 0, y.data(), nullptr), "empty shape");
   EXPECT_DEATH(matmul(DType::q8_1, w.data(), 32, 2, x.data(), 1, y.data(), nullptr), "unsupported");
+}
+
+// Both ISAs must see the same integers: the vectorized activation quantizer is
+// bit-identical to the scalar one, rounding ties (x.5) and zero blocks included.
+TEST(ActivationQuantizer, Avx2IsBitIdenticalToScalar) {
+  if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  const int64_t n = 32 * 64;
+  std::vector<float> x(n);
+  for (auto& v : x) v = dist(rng);
+  for (int64_t i = 0; i < 32; ++i) x[i] = 0.0f;                              // an all-zero block
+  for (int64_t i = 32; i < 64; ++i) x[i] = static_cast<float>(i - 48) * 0.5f;  // exact ties after scaling
+  x[100] = 1e30f;                                                            // one huge value
+  std::vector<ActQ16> a(n / 32), b(n / 32);
+  quantize_act_q16(x.data(), n, a.data());
+  quantize_act_q16_avx2(x.data(), n, b.data());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].d, b[k].d) << "block " << k;
+    EXPECT_EQ(a[k].s, b[k].s) << "block " << k;
+    for (int j = 0; j < 32; ++j) ASSERT_EQ(a[k].qs[j], b[k].qs[j]) << "block " << k << " element " << j;
+  }
 }
 
 }  // namespace
