@@ -313,6 +313,7 @@ Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& h
 }
 
 caf::actor Engine::engine_actor() const { return impl_->engine; }
+std::vector<caf::actor> Engine::worker_actors() const { return impl_->workers; }
 caf::actor_system& Engine::system() { return *impl_->system; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 const ModelInfo& Engine::model_info() const { return impl_->model_info; }

@@ -80,6 +80,8 @@ class Engine {
   /// port) so other processes can subscribe (`troupe stats --connect`). Returns the port.
   Result<uint16_t> publish_stat_logger(uint16_t port, const std::string& host = "127.0.0.1");
   caf::actor engine_actor() const;
+  /// The worker actors, in rank order (for supervision tools and tests).
+  std::vector<caf::actor> worker_actors() const;
   caf::actor_system& system();
 
   const EngineConfig& config() const;            // after the platform's check_and_update_config

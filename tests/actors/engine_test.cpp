@@ -262,4 +262,28 @@ TEST(ActorEngine, BadRequestsFailAtSubmit) {
   EXPECT_TRUE(engine->generate(greedy("Once upon a time", 4)).ok());
 }
 
+TEST(ActorEngine, DeadWorkerEndsRequestsWithErrorAndMarksUnhealthy) {
+  auto engine = start_engine();
+  ASSERT_TRUE(engine);
+  std::promise<std::string> ended;
+  std::atomic<bool> killed{false};
+  auto workers = engine->worker_actors();
+  ASSERT_EQ(workers.size(), 1u);
+  auto id = engine->submit(greedy("Once upon a time", 1500), [&](RequestOutput o) {
+    // Kill the worker once tokens flow: the request must end, not hang.
+    if (!killed.exchange(true)) caf::anon_send_exit(workers[0], caf::exit_reason::kill);
+    if (o.finished) ended.set_value(o.finish_reason + ": " + o.error);
+  });
+  ASSERT_TRUE(id.ok());
+  auto f = ended.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "the request hung";
+  EXPECT_EQ(f.get().rfind("error: ", 0), 0u);
+  // The engine says why it is unhealthy and refuses new work instead of hanging.
+  for (int i = 0; i < 100 && engine->healthy(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(engine->healthy());
+  EXPECT_NE(engine->unhealthy_reason().find("worker"), std::string::npos) << engine->unhealthy_reason();
+  auto again = engine->submit(greedy("hello", 4), [](RequestOutput) {});
+  EXPECT_FALSE(again.ok());
+}
+
 }  // namespace
