@@ -132,9 +132,11 @@ SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& p,
     }
   }
 
-  // Log-probabilities of the raw model distribution (vLLM's default logprobs mode).
+  // Log-probabilities of the raw model distribution (vLLM's default logprobs mode),
+  // only when asked for: a log-sum-exp over the whole vocabulary per token.
   SampleResult r;
   r.token = token;
+  if (p.logprobs < 0) return r;
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, logits[i]);
   double sum = 0;

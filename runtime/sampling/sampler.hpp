@@ -13,7 +13,7 @@ namespace troupe::sampling {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0.0f;  // log-probability of `token` under the raw model distribution
+  float logprob = 0.0f;  // log-probability of `token` under the raw model distribution (when params.logprobs >= 0)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // params.logprobs best (token, logprob), best first
 };
 

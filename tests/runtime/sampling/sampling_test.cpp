@@ -45,6 +45,7 @@ TEST(SamplerTest, GreedyIsArgmaxFirstIndexWinsTies) {
   p.temperature = 0;
   auto l = logits_of({1.0f, 3.0f, 3.0f, -1.0f});
   EXPECT_EQ(sample(l.data(), 4, p, {}, {}, 0).token, 1);
+  p.logprobs = 0;  // the sampled token's logprob, no alternatives
   auto r = sample(l.data(), 4, p, {}, {}, 0);
   const double lse = std::log(std::exp(1.0) + 2 * std::exp(3.0) + std::exp(-1.0));
   EXPECT_NEAR(r.logprob, 3.0 - lse, 1e-5);
