@@ -4,17 +4,13 @@
 #include <queue>
 
 #include "runtime/tokenizer/pretokenize.hpp"
+#include "runtime/tokenizer/merge_symbols.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 #include "runtime/tokenizer/unicode.hpp"
 
 namespace troupe::tokenizer {
 
 namespace {
-
-struct Symbol {
-  int prev, next;
-  size_t offset, n;
-};
 
 struct Bigram {
   int left, right;
@@ -51,13 +47,7 @@ void Tokenizer::bpe_word(const std::string& word, std::vector<int32_t>* out) con
       return;
     }
   }
-  std::vector<Symbol> sym;
-  for (size_t off = 0; off < word.size();) {
-    const size_t len = std::min(utf8_len(static_cast<unsigned char>(word[off])), word.size() - off);
-    const int idx = static_cast<int>(sym.size());
-    sym.push_back({idx - 1, off + len == word.size() ? -1 : idx + 1, off, len});
-    off += len;
-  }
+  std::vector<Symbol> sym = utf8_symbols(word);
   if (sym.empty()) return;
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;

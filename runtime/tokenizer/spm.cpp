@@ -5,17 +5,13 @@
 #include <queue>
 #include <unordered_map>
 
+#include "runtime/tokenizer/merge_symbols.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 #include "runtime/tokenizer/unicode.hpp"
 
 namespace troupe::tokenizer {
 
 namespace {
-
-struct Symbol {
-  int prev, next;
-  size_t offset, n;  // bytes of the escaped text
-};
 
 struct Bigram {
   int left, right;
@@ -32,14 +28,7 @@ struct BigramOrder {
 }  // namespace
 
 void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>* out) const {
-  std::vector<Symbol> sym;
-  sym.reserve(text.size());
-  for (size_t off = 0; off < text.size();) {
-    const size_t len = std::min(utf8_len(static_cast<unsigned char>(text[off])), text.size() - off);
-    const int idx = static_cast<int>(sym.size());
-    sym.push_back({idx - 1, off + len == text.size() ? -1 : idx + 1, off, len});
-    off += len;
-  }
+  std::vector<Symbol> sym = utf8_symbols(text);
   if (sym.empty()) return;
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
