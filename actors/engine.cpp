@@ -11,6 +11,7 @@
 #include <random>
 
 #include "actors/engine_actor.hpp"
+#include "actors/error_text.hpp"
 #include "actors/kv_cache_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/plugin_host_actor.hpp"
@@ -63,7 +64,7 @@ Result<T> blocking_request(caf::scoped_actor& self, const caf::actor& dest, caf:
   Result<T> out = internal_error(what + ": no answer");
   self->request(dest, kStartTimeout, std::move(msg))
       .receive([&](T& value) { out = std::move(value); },
-               [&](caf::error& err) { out = unavailable(what + ": " + self->system().render(err)); });
+               [&](caf::error& err) { out = unavailable(what + ": " + actors::error_text(self->system(), err)); });
   return out;
 }
 
@@ -198,7 +199,7 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
               impl->num_blocks = blocks;
               status = {};
             },
-            [&](caf::error& err) { status = resource_exhausted("KV cache: " + sys.render(err)); });
+            [&](caf::error& err) { status = resource_exhausted("KV cache: " + actors::error_text(sys, err)); });
     if (!status) return status;
     config.cache.block_size = spec.block_size;
   }

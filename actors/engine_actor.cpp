@@ -5,6 +5,7 @@
 #include <chrono>
 #include <unordered_map>
 
+#include "actors/error_text.hpp"
 #include "actors/messages.hpp"
 #include "runtime/engine/request_tracker.hpp"
 #include "troupe/log.hpp"
@@ -117,7 +118,7 @@ caf::behavior engine_behavior(Self* self, std::shared_ptr<EngineActorSetup> setu
                   [=](caf::error& err) {
                     auto it = self->state.requests.find(id);
                     if (it == self->state.requests.end()) return;
-                    auto out = it->second->tracker.on_end("error", self->system().render(err), Clock::now());
+                    auto out = it->second->tracker.on_end("error", error_text(self->system(), err), Clock::now());
                     deliver(self, *it->second, std::move(out));
                     end_request(self, id);
                   });

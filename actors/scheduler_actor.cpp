@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "actors/error_text.hpp"
 #include "actors/messages.hpp"
 #include "runtime/sched/forward_batch_builder.hpp"
 #include "troupe/log.hpp"
@@ -155,7 +156,7 @@ void run_step(Self* self) {
           },
           [=](caf::error& err) {
             self->state.in_flight = false;
-            fail_all(self, "worker step failed: " + self->system().render(err));
+            fail_all(self, "worker step failed: " + error_text(self->system(), err));
           });
 }
 
