@@ -300,7 +300,11 @@ uint64_t Engine::subscribe_stats(StatsCallback callback) {
   return id;
 }
 
-void Engine::unsubscribe_stats(uint64_t id) { caf::anon_send(impl_->stat_logger, actors::unsub_atom_v, id); }
+void Engine::unsubscribe_stats(uint64_t id) {
+  caf::scoped_actor self{*impl_->system};
+  self->request(impl_->stat_logger, std::chrono::seconds(10), actors::unsub_atom_v, id)
+      .receive([](bool) {}, [](caf::error&) {});  // a stat logger that is gone calls nobody
+}
 caf::actor Engine::stat_logger() const { return impl_->stat_logger; }
 Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& host) {
   auto& sys = *impl_->system;

@@ -72,6 +72,7 @@ class Engine {
 
   /// C++ callback subscribers of stat events; returns an id for unsubscribe_stats.
   uint64_t subscribe_stats(StatsCallback callback);
+  /// After it returns the callback is never called again.
   void unsubscribe_stats(uint64_t id);
   /// Actor subscribers: an actor (local or remote) receives every StatsEvent after
   /// `send(engine.stat_logger(), subscribe_atom_v, actor)` — see actors/messages.hpp.

@@ -48,7 +48,13 @@ caf::behavior stat_logger_behavior(caf::stateful_actor<StatLoggerState>* self,
         auto& st = self->state;
         call_loggers(st, ev);
         for (auto& [addr, sub] : st.subscribers) self->send(sub, stats_atom_v, ev);
-        for (auto& [id, cb] : st.callbacks) cb(ev);
+        for (auto& [id, cb] : st.callbacks) {
+          try {
+            cb(ev);
+          } catch (const std::exception& e) {  // a subscriber's bug must not stop the stat logger
+            TROUPE_LOG_ERROR("stats subscriber {} threw: {}", id, e.what());
+          }
+        }
       },
       [=](tick_atom) {
         for (auto& l : self->state.loggers) {
@@ -69,7 +75,9 @@ caf::behavior stat_logger_behavior(caf::stateful_actor<StatLoggerState>* self,
         self->state.subscribers.erase(sub.address());
       },
       [=](subscribe_atom, uint64_t id, StatsCallback& cb) { self->state.callbacks[id] = std::move(cb); },
-      [=](unsub_atom, uint64_t id) { self->state.callbacks.erase(id); },
+      // Answers once the callback is gone, so Engine::unsubscribe_stats can promise
+      // that it is never called again after it returns.
+      [=](unsub_atom, uint64_t id) -> bool { return self->state.callbacks.erase(id) > 0; },
   };
 }
 
