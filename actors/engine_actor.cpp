@@ -59,6 +59,7 @@ void on_report(Self* self, StepReport& report) {
   st.pending_finished.clear();
   int64_t decode_tokens = 0;
   int64_t finished_now = 0;
+  std::vector<std::pair<Tracked*, engine::RequestOutput>> ready;  // delivered after the stats are out
   for (auto& d : report.deltas) {
     auto it = st.requests.find(d.request_id);
     if (it == st.requests.end()) continue;  // aborted or stopped meanwhile
@@ -82,20 +83,26 @@ void on_report(Self* self, StepReport& report) {
       if (t.tracker.stop_string_hit() && !d.finished)
         self->send(st.scheduler, abort_atom_v, d.request_id, std::string("stop"));
     }
-    bool finished = out.finished;
-    deliver(self, t, std::move(out));
-    if (finished) {
+    if (out.finished) {
       ev.iteration.finished_requests.push_back(t.tracker.finished_stats());
       ++finished_now;
-      end_request(self, d.request_id);
     }
+    ready.emplace_back(&t, std::move(out));
   }
   ev.iteration.num_prompt_tokens = std::max<int64_t>(0, report.stats.num_scheduled_tokens - decode_tokens);
   int64_t ran = report.stats.num_running_reqs + finished_now;
   auto& max_running = st.counters->max_running;
   for (int64_t cur = max_running.load(); ran > cur && !max_running.compare_exchange_weak(cur, ran);) {
   }
+  // Stats first, outputs second: a caller that saw its request finish also
+  // finds that step in the stats (subscribers are never behind the outputs).
   self->send(st.stat_logger, stats_atom_v, std::move(ev));
+  for (auto& [t, out] : ready) {
+    bool finished = out.finished;
+    std::string id = out.request_id;
+    deliver(self, *t, std::move(out));
+    if (finished) end_request(self, id);
+  }
 }
 
 caf::behavior engine_behavior(Self* self, std::shared_ptr<EngineActorSetup> setup) {

@@ -286,4 +286,18 @@ TEST(ActorEngine, DeadWorkerEndsRequestsWithErrorAndMarksUnhealthy) {
   EXPECT_FALSE(again.ok());
 }
 
+TEST(ActorEngine, ThrowingStatsSubscriberDoesNotStopStats) {
+  auto engine = start_engine();
+  ASSERT_TRUE(engine);
+  auto bad = engine->subscribe_stats([](const troupe::engine::StatsEvent&) { throw std::runtime_error("boom"); });
+  ASSERT_TRUE(engine->generate(greedy("Once upon a time", 4)).ok());
+  engine->unsubscribe_stats(bad);
+  std::atomic<int64_t> generated{0};
+  auto good = engine->subscribe_stats(
+      [&](const troupe::engine::StatsEvent& ev) { generated += ev.iteration.num_generation_tokens; });
+  ASSERT_TRUE(engine->generate(greedy("Once upon a time", 6)).ok());
+  engine->unsubscribe_stats(good);  // after this the callback (and `generated`) is never touched again
+  EXPECT_EQ(generated.load(), 6);
+}
+
 }  // namespace
