@@ -382,7 +382,7 @@ inline void walk(const MatmulArgs& a, int64_t o0, int64_t o1, TileRT rt, TileR1 
 }
 
 constexpr int kDecodeRows = 1;  // decode: one sequential weight stream (interleaved rows stall DRAM prefetch)
-constexpr int kBatchRows = 2;   // rows x tokens per tile for batches
+constexpr int kBatchRows = 3;   // rows x tokens per tile for batches
 constexpr int kBatchTokens = 4;
 
 template <class W>
