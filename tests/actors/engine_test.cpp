@@ -236,12 +236,16 @@ TEST(ActorEngine, StatLoggerPluginAndSubscribersReceiveEvents) {
     for (auto& e : sink.events) generated += e.iteration.num_generation_tokens;
     EXPECT_EQ(generated, 20);
   }
-  std::ifstream in(kStatFile);
-  ASSERT_TRUE(in.good()) << "the stat_logger_jsonl plugin wrote nothing to " << kStatFile;
+  // The plugin writes one line per 0.2 s interval; wait (bounded) for the interval after the last step.
   int64_t generated = 0;
-  std::string line;
-  while (std::getline(in, line)) generated += nlohmann::json::parse(line)["generation_tokens"].get<int64_t>();
-  EXPECT_GE(generated, 20);
+  for (int attempt = 0; attempt < 100 && generated < 20; ++attempt) {
+    generated = 0;
+    std::ifstream in(kStatFile);
+    std::string line;
+    while (std::getline(in, line)) generated += nlohmann::json::parse(line)["generation_tokens"].get<int64_t>();
+    if (generated < 20) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(generated, 20) << "the stat_logger_jsonl plugin logged too little to " << kStatFile;
   caf::anon_send_exit(subscriber, caf::exit_reason::user_shutdown);
 }
 
