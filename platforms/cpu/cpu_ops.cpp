@@ -1,11 +1,34 @@
 #include "platforms/cpu/cpu_ops.hpp"
 
+#include <algorithm>
+
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quantize.hpp"
+#include "kernels/cpu/thread_pool.hpp"
 #include "troupe/dtype.hpp"
 
 namespace troupe::cpu {
+namespace {
+
+// Below this many floats an element-wise op is cheaper than waking the pool.
+constexpr int64_t kMinParallelFloats = 1 << 14;
+
+/// Run fn(begin, end) over [0, n) items of `item_floats` floats each, split over
+/// the pool when the op is big enough. Items are independent, so the result is
+/// bit-identical however it is split.
+template <class Fn>
+void for_items(kernels::cpu::ThreadPool* pool, int64_t n, int64_t item_floats, Fn&& fn) {
+  if (pool == nullptr || pool->size() < 2 || n < 2 || n * item_floats < kMinParallelFloats) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool->parallel_for(n, [&](int64_t b, int64_t e) { fn(b, e); });
+}
+
+constexpr int64_t kChunk = 4096;  // floats per work item of the flat element-wise ops
+
+}  // namespace
 
 void CpuOps::matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
   kernels::cpu::matmul(w.type, w.data, w.ne[0], w.rows(), x, n_tokens, y, pool_);
@@ -19,18 +42,33 @@ void CpuOps::embedding(const WeightTensor& w, const int32_t* ids, int64_t n, flo
 }
 
 void CpuOps::rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) {
-  kernels::cpu::rms_norm(x, weight, n_tokens, dim, eps, out);
+  for_items(pool_, n_tokens, dim, [&](int64_t b, int64_t e) {
+    kernels::cpu::rms_norm(x + b * dim, weight, e - b, dim, eps, out + b * dim);
+  });
 }
 
 void CpuOps::rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                   bool neox) {
-  kernels::cpu::rope(x, positions, n_tokens, n_heads, head_dim, theta, neox);
+  const int64_t row = static_cast<int64_t>(n_heads) * head_dim;
+  for_items(pool_, n_tokens, row, [&](int64_t b, int64_t e) {
+    kernels::cpu::rope(x + b * row, positions + b, e - b, n_heads, head_dim, theta, neox);
+  });
 }
 
 void CpuOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  kernels::cpu::silu_mul(gate, up, n, out);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  for_items(pool_, chunks, kChunk, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * kChunk, hi = std::min(n, e * kChunk);
+    kernels::cpu::silu_mul(gate + lo, up + lo, hi - lo, out + lo);
+  });
 }
 
-void CpuOps::add_inplace(float* y, const float* x, int64_t n) { kernels::cpu::add_inplace(y, x, n); }
+void CpuOps::add_inplace(float* y, const float* x, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  for_items(pool_, chunks, kChunk, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * kChunk, hi = std::min(n, e * kChunk);
+    kernels::cpu::add_inplace(y + lo, x + lo, hi - lo);
+  });
+}
 
 }  // namespace troupe::cpu
