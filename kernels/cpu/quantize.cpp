@@ -19,6 +19,13 @@ int clampi(int v, int lo, int hi) { return std::min(hi, std::max(lo, v)); }
 int roundi(float v) { return static_cast<int>(std::nearbyint(v)); }
 float safe_inv(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
 
+// Largest magnitude of x[0..n).
+float absmax(const float* x, int n) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  return amax;
+}
+
 // Value with the largest magnitude, sign kept (the "type-0" formats map it to -2^(bits-1)).
 float signed_absmax(const float* x, int n) {
   float best = 0.0f;
@@ -66,9 +73,7 @@ void quantize_type1(const float* x, Block* b) {
 }
 
 void quantize_q8_0(const float* x, BlockQ8_0* b) {
-  float amax = 0.0f;
-  for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
-  b->d = fp32_to_fp16(amax / 127.0f);
+  b->d = fp32_to_fp16(absmax(x, kQK) / 127.0f);
   const float id = safe_inv(fp16_to_fp32(b->d));
   for (int j = 0; j < kQK; ++j) b->qs[j] = static_cast<int8_t>(clampi(roundi(x[j] * id), -128, 127));
 }
@@ -192,9 +197,7 @@ void quantize_row_reference(DType type, const float* src, void* dst, int64_t n) 
 void quantize_act_q16(const float* x, int64_t n, ActQ16* out) {
   for (int64_t b = 0; b < n / kQK; ++b) {
     const float* s = x + b * kQK;
-    float amax = 0.0f;
-    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(s[j]));
-    const float d = amax / 32767.0f;
+    const float d = absmax(s, kQK) / 32767.0f;
     const float id = safe_inv(d);
     int sum = 0;
     for (int j = 0; j < kQK; ++j) {
@@ -210,9 +213,7 @@ void quantize_act_q16(const float* x, int64_t n, ActQ16* out) {
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out) {
   for (int64_t b = 0; b < n / kQKK; ++b) {
     const float* s = x + b * kQKK;
-    float amax = 0.0f;
-    for (int j = 0; j < kQKK; ++j) amax = std::max(amax, std::fabs(s[j]));
-    const float d = amax / 127.0f;
+    const float d = absmax(s, kQKK) / 127.0f;
     const float id = safe_inv(d);
     for (int j = 0; j < kQKK; ++j) out[b].qs[j] = static_cast<int8_t>(roundi(s[j] * id));
     for (int g = 0; g < 16; ++g) {
