@@ -1,4 +1,4 @@
-// Engine: start-up (plugins → platform → workers → KV sizing → actors),
+// Engine: start-up in three parts (artifacts; ranks and KV cache; actors),
 // request intake with validation, and the synchronous getters.
 #include "actors/engine.hpp"
 
@@ -7,18 +7,14 @@
 
 #include <chrono>
 #include <future>
-#include <map>
 #include <random>
 
-#include "actors/engine_actor.hpp"
-#include "actors/error_text.hpp"
+#include "actors/engine_actors.hpp"
 #include "actors/kv_cache_actor.hpp"
-#include "actors/messages.hpp"
 #include "actors/plugin_host_actor.hpp"
-#include "actors/scheduler_actor.hpp"
-#include "actors/stat_logger_actor.hpp"
+#include "actors/status_error.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/engine/model_artifacts.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/stats/logging_stat_logger.hpp"
 #include "runtime/stats/prometheus_stat_logger.hpp"
@@ -42,29 +38,13 @@ class SharedStatLogger final : public StatLogger {
   std::shared_ptr<StatLogger> inner_;
 };
 
-/// Adapts a caller's StatsCallback to the actors' event type.
-actors::StatsCallback adapt(StatsCallback cb) {
-  return [cb = std::move(cb)](const actors::StatsEvent& ev) { cb(StatsEvent{ev.scheduler, ev.iteration}); };
-}
-
-std::string most_common_weight_type(const gguf::GgufFile& file) {
-  std::map<std::string, uint64_t> bytes;
-  for (const auto& t : file.tensors())
-    if (t.n_dims >= 2) bytes[std::string(to_string(t.type))] += t.nbytes;
-  std::string best;
-  uint64_t most = 0;
-  for (const auto& [name, b] : bytes)
-    if (b > most) most = b, best = name;
-  return best;
-}
-
-template <class T>
-Result<T> blocking_request(caf::scoped_actor& self, const caf::actor& dest, caf::message msg,
-                           const std::string& what) {
+/// Ask `dest` and wait (bounded); a failure keeps its Status code, with `what` in front.
+template <class T, class Handle, class... Ts>
+Result<T> ask(caf::scoped_actor& self, const Handle& dest, const std::string& what, Ts&&... xs) {
   Result<T> out = internal_error(what + ": no answer");
-  self->request(dest, kStartTimeout, std::move(msg))
+  self->request(dest, kStartTimeout, std::forward<Ts>(xs)...)
       .receive([&](T& value) { out = std::move(value); },
-               [&](caf::error& err) { out = unavailable(what + ": " + actors::error_text(self->system(), err)); });
+               [&](caf::error& err) { out = actors::to_status(err, what); });
   return out;
 }
 
@@ -76,30 +56,117 @@ struct Engine::Impl {
   caf::actor_system* system = nullptr;
   EngineConfig config;
   ModelInfo model_info;
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
-  std::optional<chat::ChatTemplate> chat_template;
-  std::string chat_template_error;
+  ModelArtifacts artifacts;
+  Platform* platform = nullptr;
+  KvCachePlan kv_plan;
   std::shared_ptr<stats::PrometheusStatLogger> prometheus;
   std::shared_ptr<actors::EngineCounters> counters = std::make_shared<actors::EngineCounters>();
-  caf::actor plugin_host, kv_cache, stat_logger, engine, scheduler;
-  std::vector<caf::actor> workers;
-  int64_t num_blocks = 0;
+  actors::plugin_host_actor plugin_host;
+  actors::kv_cache_actor kv_cache;
+  actors::EngineActors actors;
+  std::vector<actors::worker_actor> workers;
   std::mutex mu;
   std::mt19937_64 rng;
   uint64_t next_request = 0;
   std::atomic<uint64_t> next_subscription{1};
 
+  Status load_artifacts();
+  Status start_ranks();
+  void spawn_actors(const EngineOptions& options);
+
   ~Impl() {
-    for (auto* a : {&engine, &scheduler, &stat_logger, &kv_cache, &plugin_host})
-      if (*a) caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
-    for (auto& w : workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-    // Drop our handles first: a detached actor's thread ends only when its last
+    auto stop = [](auto& handle) {
+      if (handle) caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
+      handle = nullptr;
+    };
+    // Drop our handles: a detached actor's thread ends only when its last
     // reference is gone, and the system's destructor waits for those threads.
-    engine = scheduler = stat_logger = kv_cache = plugin_host = caf::actor{};
+    stop(actors.engine);
+    stop(actors.scheduler);
+    stop(actors.stat_logger);
+    stop(kv_cache);
+    stop(plugin_host);
+    for (auto& w : workers) stop(w);
     workers.clear();
     owned_system.reset();
   }
 };
+
+// Part 1: plugins and the platform (through this node's plugin-host actor),
+// then what the engine reads from the model file itself.
+Status Engine::Impl::load_artifacts() {
+  caf::scoped_actor self{*system};
+  plugin_host = actors::spawn_plugin_host_actor(*system);
+  auto platform_name = ask<std::string>(self, plugin_host, "loading plugins", actors::load_atom_v);
+  if (!platform_name) return platform_name.status();
+  auto activated = plugin_host::PluginHost::instance().activate_platform();
+  if (!activated) return activated.status();
+  platform = *activated;
+  auto loaded = load_model_artifacts(config);
+  if (!loaded) return loaded.status();
+  artifacts = std::move(loaded).value();
+  TROUPE_RETURN_IF_ERROR(platform->check_and_update_config(config));
+  return verify_weight_types(*platform, artifacts);
+}
+
+// Part 2: one worker per rank loads the model; the kv_cache actor sizes the
+// cache over every rank (engine::plan_kv_cache) and has it allocated; warm-up.
+Status Engine::Impl::start_ranks() {
+  caf::scoped_actor self{*system};
+  for (int32_t rank = 0; rank < config.parallel.tensor_parallel_size; ++rank) {
+    auto w = ask<actors::worker_actor>(self, plugin_host, "spawning the worker of rank " + std::to_string(rank),
+                                       actors::worker_atom_v, rank);
+    if (!w) return w.status();
+    workers.push_back(*w);
+  }
+  for (size_t rank = 0; rank < workers.size(); ++rank) {
+    auto reply = ask<WorkerInitReply>(self, workers[rank], "loading the model on rank " + std::to_string(rank),
+                                      actors::init_atom_v, config, static_cast<int32_t>(rank));
+    if (!reply) return reply.status();
+    if (rank == 0) {
+      model_info = reply->info;
+      TROUPE_LOG_INFO("Model loading took {:.4f} GiB and {:.3f} seconds ({} on {})",
+                      static_cast<double>(reply->info.weight_bytes) / (1 << 30), reply->load_seconds, reply->platform,
+                      reply->device_name);
+    }
+  }
+  if (model_info.vocab_size < artifacts.tokenizer->vocab_size())
+    return data_loss(config.model.model_path + ": the tokenizer has " +
+                     std::to_string(artifacts.tokenizer->vocab_size()) + " tokens but the model only " +
+                     std::to_string(model_info.vocab_size));
+  kv_cache = actors::spawn_kv_cache_actor(*system);
+  auto plan = ask<KvCachePlan>(self, kv_cache, "KV cache", actors::size_kv_atom_v, workers, config,
+                               model_info.context_length);
+  if (!plan) return plan.status();
+  kv_plan = *plan;
+  config.cache.block_size = kv_plan.spec.block_size;
+  config.model.max_model_len = kv_plan.max_model_len;
+  for (size_t rank = 0; rank < workers.size(); ++rank) {
+    auto ok = ask<bool>(self, workers[rank], "warming up rank " + std::to_string(rank), actors::warmup_atom_v);
+    if (!ok) return ok.status();
+  }
+  return {};
+}
+
+// Part 3: stats (logging line, Prometheus, plugins), engine and scheduler actors.
+void Engine::Impl::spawn_actors(const EngineOptions& options) {
+  actors::EngineActorsSetup setup;
+  setup.config = config;
+  setup.kv_plan = kv_plan;
+  setup.tokenizer = artifacts.tokenizer;
+  setup.workers = workers;
+  setup.counters = counters;
+  setup.stat_loggers.log_interval_s = options.stat_log_interval_s;
+  if (options.stat_log_interval_s > 0)
+    setup.stat_loggers.loggers.push_back(std::make_unique<stats::LoggingStatLogger>(0));
+  prometheus = std::make_shared<stats::PrometheusStatLogger>(config.model.served_model_name, 0);
+  prometheus->set_cache_config(kv_plan.num_blocks, kv_plan.spec.block_size);
+  setup.stat_loggers.loggers.push_back(std::make_unique<SharedStatLogger>(prometheus));
+  if (options.load_stat_logger_plugins)
+    for (auto& l : plugin_host::PluginHost::instance().make_stat_loggers(config, 0))
+      setup.stat_loggers.loggers.push_back(std::move(l));
+  actors = actors::spawn_engine_actors(*system, std::move(setup));
+}
 
 void configure_actor_system(caf::actor_system_config& config) {
   // A shared queue whose idle workers block on a condition variable: the
@@ -108,6 +175,7 @@ void configure_actor_system(caf::actor_system_config& config) {
   // (measured: 2-thread decode 30% slower than 1-thread under work stealing).
   config.set("scheduler.policy", caf::atom("sharing"));
   config.add_message_types<caf::id_block::troupe_actors>();
+  actors::add_status_error_category(config);
   config.load<caf::io::middleman>();
 }
 
@@ -126,115 +194,12 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
     impl->owned_system = std::make_unique<caf::actor_system>(*impl->caf_config);
     impl->system = impl->owned_system.get();
   }
-  auto& sys = *impl->system;
-  EngineConfig& config = impl->config;
-  config = std::move(options.config);
+  impl->config = std::move(options.config);
   runtime::register_builtin_models();
-
-  // Plugins and the platform, through this node's plugin-host actor.
-  caf::scoped_actor self{sys};
-  impl->plugin_host = actors::spawn_plugin_host_actor(sys);
-  auto platform_name = blocking_request<std::string>(self, impl->plugin_host, caf::make_message(actors::load_atom_v),
-                                                     "loading plugins");
-  if (!platform_name) return platform_name.status();
-  auto platform = plugin_host::PluginHost::instance().activate_platform();
-  if (!platform) return platform.status();
-
-  // The model file, on the engine's side: tokenizer, chat template, limits.
-  auto file = gguf::GgufFile::open(config.model.model_path);
-  if (!file) return file.status();
-  config.model.architecture = (*file)->architecture();
-  if (config.model.quantization.empty()) config.model.quantization = most_common_weight_type(**file);
-  if (config.model.served_model_name.empty()) {
-    std::string p = config.model.model_path;
-    auto slash = p.find_last_of('/');
-    config.model.served_model_name = slash == std::string::npos ? p : p.substr(slash + 1);
-  }
-  auto tok = tokenizer::Tokenizer::from_gguf(**file);
-  if (!tok) return tok.status();
-  impl->tokenizer = std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
-  std::string forced = config.extra.count("chat_template") ? config.extra.at("chat_template") : "";
-  auto jinja = (*file)->get_string("tokenizer.chat_template");
-  auto tmpl = !forced.empty() ? chat::by_name(forced)
-              : jinja         ? chat::detect(*jinja)
-                              : Result<chat::ChatTemplate>(not_found("the model file has no chat template; pass --chat-template NAME"));
-  if (tmpl) impl->chat_template = *tmpl;
-  else impl->chat_template_error = tmpl.status().message();
-
-  if (auto s = (*platform)->check_and_update_config(config); !s) return s;
-  if (auto s = (*platform)->verify_quantization(config.model.quantization); !s) return s;
-
-  // Workers (one per rank) on this node.
-  for (int rank = 0; rank < config.parallel.tensor_parallel_size; ++rank) {
-    auto w = blocking_request<caf::actor>(self, impl->plugin_host,
-                                          caf::make_message(actors::worker_atom_v, int32_t{rank}), "spawning a worker");
-    if (!w) return w.status();
-    impl->workers.push_back(*w);
-  }
-  for (size_t rank = 0; rank < impl->workers.size(); ++rank) {
-    auto reply = blocking_request<actors::WorkerInitReply>(
-        self, impl->workers[rank], caf::make_message(actors::init_atom_v, config, static_cast<int32_t>(rank)),
-        "loading the model");
-    if (!reply) return reply.status();
-    if (rank == 0) {
-      impl->model_info = reply->info;
-      TROUPE_LOG_INFO("Model loading took {:.4f} GiB and {:.3f} seconds ({} on {})",
-                      static_cast<double>(reply->info.weight_bytes) / (1 << 30), reply->load_seconds, reply->platform,
-                      reply->device_name);
-    }
-  }
-  int64_t ctx = impl->model_info.context_length;
-  if (config.model.max_model_len <= 0 || (ctx > 0 && config.model.max_model_len > ctx))
-    config.model.max_model_len = ctx > 0 ? ctx : 2048;
-
-  // KV cache sizing through the kv_cache actor.
-  impl->kv_cache = actors::spawn_kv_cache_actor(sys);
-  {
-    Status status = internal_error("KV cache sizing: no answer");
-    KvCacheSpec spec;
-    self->request(impl->kv_cache, kStartTimeout, actors::size_kv_atom_v, impl->workers, config)
-        .receive(
-            [&](KvCacheSpec s, int64_t blocks) {
-              spec = s;
-              impl->num_blocks = blocks;
-              status = {};
-            },
-            [&](caf::error& err) { status = resource_exhausted("KV cache: " + actors::error_text(sys, err)); });
-    if (!status) return status;
-    config.cache.block_size = spec.block_size;
-  }
-  for (auto& w : impl->workers) {
-    auto ok = blocking_request<bool>(self, w, caf::make_message(actors::warmup_atom_v), "warming up");
-    if (!ok) return ok.status();
-  }
-
-  // Stats: logging line, Prometheus, plugins; then the engine and the scheduler.
-  actors::StatLoggerSetup stat_setup;
-  stat_setup.log_interval_s = options.stat_log_interval_s;
-  if (options.stat_log_interval_s > 0) stat_setup.loggers.push_back(std::make_unique<stats::LoggingStatLogger>(0));
-  impl->prometheus = std::make_shared<stats::PrometheusStatLogger>(config.model.served_model_name, 0);
-  impl->prometheus->set_cache_config(impl->num_blocks, config.cache.block_size);
-  stat_setup.loggers.push_back(std::make_unique<SharedStatLogger>(impl->prometheus));
-  if (options.load_stat_logger_plugins)
-    for (auto& l : plugin_host::PluginHost::instance().make_stat_loggers(config, 0))
-      stat_setup.loggers.push_back(std::move(l));
-  impl->stat_logger = actors::spawn_stat_logger_actor(sys, std::move(stat_setup));
-
-  impl->engine = actors::spawn_engine_actor(sys, {impl->tokenizer, impl->stat_logger, impl->counters});
-  actors::SchedulerSetup sched_setup;
-  sched_setup.config.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
-  sched_setup.config.max_num_seqs = config.scheduler.max_num_seqs;
-  sched_setup.config.max_model_len = config.model.max_model_len;
-  sched_setup.kv_config.num_blocks = static_cast<int32_t>(std::min<int64_t>(impl->num_blocks, INT32_MAX));
-  sched_setup.kv_config.block_size = config.cache.block_size;
-  sched_setup.kv_config.enable_prefix_caching = config.cache.enable_prefix_caching;
-  sched_setup.workers = impl->workers;
-  sched_setup.engine = impl->engine;
-  sched_setup.eog_ids = impl->tokenizer->eog_ids();
-  impl->scheduler = actors::spawn_scheduler_actor(sys, std::move(sched_setup));
-  self->send(impl->engine, actors::scheduler_atom_v, impl->scheduler);
-
-  impl->rng.seed(config.model.seed != 0 ? config.model.seed : std::random_device{}());
+  TROUPE_RETURN_IF_ERROR(impl->load_artifacts());
+  TROUPE_RETURN_IF_ERROR(impl->start_ranks());
+  impl->spawn_actors(options);
+  impl->rng.seed(impl->config.model.seed != 0 ? impl->config.model.seed : std::random_device{}());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -244,9 +209,9 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
   if (auto s = request.sampling.validate(); !s) return s;
   std::vector<int32_t> ids = std::move(request.prompt_token_ids);
   if (ids.empty() && !request.prompt.empty())
-    ids = im.tokenizer->encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
+    ids = im.artifacts.tokenizer->encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
   if (ids.empty()) return invalid_argument("The decoder prompt cannot be empty");
-  int64_t vocab = im.tokenizer->vocab_size();
+  int64_t vocab = im.artifacts.tokenizer->vocab_size();
   if (im.model_info.vocab_size > 0) vocab = std::min<int64_t>(vocab, im.model_info.vocab_size);
   for (int32_t id : ids)
     if (id < 0 || id >= vocab)
@@ -264,22 +229,25 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
     return resource_exhausted("the engine's waiting queue is full (" + std::to_string(queued_cap) +
                               " queued requests); retry later");
   actors::SubmitRequest sr;
+  CoreRequest& core = sr.request;
   {
     std::lock_guard lock(im.mu);
-    sr.request_id = request.request_id.empty() ? "req-" + std::to_string(im.next_request++) : request.request_id;
-    sr.seed = request.sampling.seed ? *request.sampling.seed : im.rng();
+    core.request_id = request.request_id.empty() ? "req-" + std::to_string(im.next_request++) : request.request_id;
+    core.seed = request.sampling.seed ? *request.sampling.seed : im.rng();
   }
-  sr.prompt_token_ids = std::move(ids);
-  sr.sampling = std::move(request.sampling);
-  sr.cache_salt = std::move(request.cache_salt);
+  core.prompt_token_ids = std::move(ids);
+  core.sampling = std::move(request.sampling);
+  core.cache_salt = std::move(request.cache_salt);
   sr.on_output = std::move(on_output);
-  std::string id = sr.request_id;
+  std::string id = core.request_id;
   im.counters->in_flight++;
-  caf::anon_send(im.engine, actors::submit_atom_v, std::move(sr));
+  caf::anon_send(im.actors.engine, actors::submit_atom_v, std::move(sr));
   return id;
 }
 
-void Engine::abort(const std::string& request_id) { caf::anon_send(impl_->engine, actors::abort_atom_v, request_id); }
+void Engine::abort(const std::string& request_id) {
+  caf::anon_send(impl_->actors.engine, actors::abort_atom_v, request_id);
+}
 
 Result<FinalOutput> Engine::generate(GenerateRequest request) {
   auto promise = std::make_shared<std::promise<FinalOutput>>();
@@ -290,51 +258,52 @@ Result<FinalOutput> Engine::generate(GenerateRequest request) {
   });
   if (!id) return id.status();
   auto final_output = promise->get_future().get();
-  if (final_output.finish_reason == "error") return unavailable(final_output.error);
+  if (final_output.finish_reason == FinishReason::error) return final_output.error;
   return final_output;
 }
 
 uint64_t Engine::subscribe_stats(StatsCallback callback) {
   uint64_t id = impl_->next_subscription++;
-  caf::anon_send(impl_->stat_logger, actors::subscribe_atom_v, id, adapt(std::move(callback)));
+  caf::anon_send(impl_->actors.stat_logger, actors::subscribe_atom_v, id, std::move(callback));
   return id;
 }
 
 void Engine::unsubscribe_stats(uint64_t id) {
   caf::scoped_actor self{*impl_->system};
-  self->request(impl_->stat_logger, std::chrono::seconds(10), actors::unsub_atom_v, id)
+  self->request(impl_->actors.stat_logger, std::chrono::seconds(10), actors::unsub_atom_v, id)
       .receive([](bool) {}, [](caf::error&) {});  // a stat logger that is gone calls nobody
 }
-caf::actor Engine::stat_logger() const { return impl_->stat_logger; }
+actors::stat_logger_actor Engine::stat_logger() const { return impl_->actors.stat_logger; }
 Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& host) {
   auto& sys = *impl_->system;
   if (!sys.has_middleman())
     return not_supported("the actor system has no middleman; call configure_actor_system() on its config");
   auto published =
-      sys.middleman().publish(impl_->stat_logger, port, host.empty() ? nullptr : host.c_str(), /*reuse_addr=*/true);
+      sys.middleman().publish(impl_->actors.stat_logger, port, host.empty() ? nullptr : host.c_str(), /*reuse_addr=*/true);
   if (!published) return unavailable("cannot publish the stat logger on " + host + ":" + std::to_string(port) + ": " +
                                      sys.render(published.error()));
   return *published;
 }
 
-caf::actor Engine::engine_actor() const { return impl_->engine; }
-std::vector<caf::actor> Engine::worker_actors() const { return impl_->workers; }
+actors::engine_actor Engine::engine_actor() const { return impl_->actors.engine; }
+std::vector<actors::worker_actor> Engine::worker_actors() const { return impl_->workers; }
 caf::actor_system& Engine::system() { return *impl_->system; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 const ModelInfo& Engine::model_info() const { return impl_->model_info; }
-const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
+const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->artifacts.tokenizer; }
 std::string Engine::served_model_name() const { return impl_->config.model.served_model_name; }
-int64_t Engine::num_kv_blocks() const { return impl_->num_blocks; }
+int64_t Engine::num_kv_blocks() const { return impl_->kv_plan.num_blocks; }
 int64_t Engine::max_running_requests() const { return impl_->counters->max_running.load(); }
 std::string Engine::metrics_text() const { return impl_->prometheus->render(); }
 
 Result<std::string> Engine::apply_chat_template(const std::vector<chat::Message>& messages,
                                                 bool add_generation_prompt) const {
-  if (!impl_->chat_template) return invalid_argument(impl_->chat_template_error);
-  const auto& tok = *impl_->tokenizer;
+  const auto& a = impl_->artifacts;
+  if (!a.chat_template) return invalid_argument(a.chat_template_error);
+  const auto& tok = *a.tokenizer;
   std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
   std::string eos = tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id(), true) : "";
-  return chat::apply(*impl_->chat_template, messages, add_generation_prompt, bos, eos);
+  return chat::apply(*a.chat_template, messages, add_generation_prompt, bos, eos);
 }
 
 bool Engine::healthy() const { return impl_->counters->healthy.load(); }

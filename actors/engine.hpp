@@ -4,7 +4,6 @@
 // scheduler, stat_logger and engine actors (docs/architecture.md).
 #pragma once
 
-#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
 #include <cstdint>
@@ -15,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/messages.hpp"
 #include "runtime/chat/chat_template.hpp"
 #include "runtime/engine/request_types.hpp"
 #include "troupe/config.hpp"
@@ -44,11 +44,6 @@ struct EngineOptions {
 /// Called for every delta, on one of the actor system's threads: must not block.
 using OutputCallback = std::function<void(RequestOutput)>;
 
-/// One step's stats, as the stat logger actor publishes them.
-struct StatsEvent {
-  SchedulerStats scheduler;
-  IterationStats iteration;
-};
 using StatsCallback = std::function<void(const StatsEvent&)>;
 
 /// Prepare a caf::actor_system_config for an engine in your own actor system:
@@ -57,13 +52,15 @@ void configure_actor_system(caf::actor_system_config& config);
 
 class Engine {
  public:
-  /// Load plugins, activate the platform, load the model, size the KV cache, spawn the actors.
+  /// In three parts: load the artifacts (plugins, platform, model file), start the
+  /// ranks and size their KV cache (engine::plan_kv_cache), spawn the actors.
   static Result<std::unique_ptr<Engine>> start(EngineOptions options);
   ~Engine();  // aborts what is running and stops the actors
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   /// Queue a request; invalid ones (bad parameters, too long, queue full) fail here with the reason.
+  /// Ones the scheduler refuses later end with finish reason error and that Status.
   Result<std::string> submit(GenerateRequest request, OutputCallback on_output);
   /// Abort a request: its blocks are freed at once and it ends with finish_reason "abort".
   void abort(const std::string& request_id);
@@ -74,15 +71,15 @@ class Engine {
   uint64_t subscribe_stats(StatsCallback callback);
   /// After it returns the callback is never called again.
   void unsubscribe_stats(uint64_t id);
-  /// Actor subscribers: an actor (local or remote) receives every StatsEvent after
-  /// `send(engine.stat_logger(), subscribe_atom_v, actor)` — see actors/messages.hpp.
-  caf::actor stat_logger() const;
+  /// Actor subscribers: a stats_subscriber_actor (local or remote) receives every
+  /// StatsEvent after `send(engine.stat_logger(), subscribe_atom_v, actor)` — see actors/messages.hpp.
+  actors::stat_logger_actor stat_logger() const;
   /// Publish the stat logger actor on host:port (CAF middleman; port 0 = any free
   /// port) so other processes can subscribe (`troupe stats --connect`). Returns the port.
   Result<uint16_t> publish_stat_logger(uint16_t port, const std::string& host = "127.0.0.1");
-  caf::actor engine_actor() const;
+  actors::engine_actor engine_actor() const;
   /// The worker actors, in rank order (for supervision tools and tests).
-  std::vector<caf::actor> worker_actors() const;
+  std::vector<actors::worker_actor> worker_actors() const;
   caf::actor_system& system();
 
   const EngineConfig& config() const;            // after the platform's check_and_update_config

@@ -1,22 +1,19 @@
-// The engine actor: request intake and output streaming. It registers each
-// submitted request, forwards it to the scheduler actor, turns every step's
-// sampled tokens into text deltas for each caller (detokenization, stop
-// strings), computes per-request stats and publishes one StatsEvent per step
-// to the stat logger actor.
-//   (submit_atom, SubmitRequest)              start a request (process-local callback inside)
-//   (abort_atom, std::string id)              cancel it
-//   (report_atom, StepReport)                 from the scheduler, once per step
-//   (health_atom, bool, std::string)          from the scheduler when workers fail
+// The engine actor: request intake and output delivery. It keeps each
+// caller's process-local callback, forwards requests and aborts to the
+// scheduler actor, and for every batch of EngineCore outputs publishes the
+// step's stats to the stat logger, then delivers each delta to its caller.
+// Interface: actors/messages.hpp, engine_actor.
 #pragma once
 
-#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "actors/messages.hpp"
 
 namespace troupe::actors {
 
@@ -30,14 +27,13 @@ struct EngineCounters {
 };
 
 struct EngineActorSetup {
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
-  caf::actor stat_logger;
+  stat_logger_actor stat_logger;
   std::shared_ptr<EngineCounters> counters;
+  std::chrono::milliseconds scheduler_timeout = std::chrono::seconds(30);
 };
 
-/// The scheduler is attached afterwards with (scheduler_atom-less) set_scheduler below,
-/// because scheduler and engine actors refer to each other.
-caf::actor spawn_engine_actor(caf::actor_system& system, EngineActorSetup setup);
-void set_scheduler(caf::actor_system& system, const caf::actor& engine, const caf::actor& scheduler);
+/// The scheduler is attached afterwards with (scheduler_atom, scheduler_actor):
+/// scheduler and engine actors refer to each other.
+engine_actor spawn_engine_actor(caf::actor_system& system, EngineActorSetup setup);
 
 }  // namespace troupe::actors

@@ -1,24 +1,21 @@
 // The kv_cache actor: sizes the paged KV cache through the Worker contract
-// (get_kv_cache_spec + determine_available_memory on every rank → the number
-// of blocks all ranks can hold), logs it as vLLM does, and has every worker
-// allocate it. Block bookkeeping (the pool, prefix cache) lives with the
-// scheduling policy, which needs it synchronously inside each schedule().
-//   (size_kv_atom, std::vector<caf::actor> workers, EngineConfig) -> KvCacheConfig-like reply
-//     as (KvCacheSpec, int64_t num_blocks)
+// (get_kv_cache_spec + determine_available_memory on every rank, then
+// engine::plan_kv_cache), logs it as vLLM does, and has every rank allocate
+// it. Block bookkeeping (the pool, prefix cache) lives in the EngineCore's
+// scheduler, which needs it synchronously inside each schedule().
+// Interface: actors/messages.hpp, kv_cache_actor.
 #pragma once
 
 #include <caf/fwd.hpp>
 
-#include <cstdint>
+#include <chrono>
 
-#include "troupe/attention.hpp"
-#include "troupe/config.hpp"
+#include "actors/messages.hpp"
 
 namespace troupe::actors {
 
-caf::actor spawn_kv_cache_actor(caf::actor_system& system);
-
-/// Blocks that fit `available_bytes`, honouring the config's override; 0 when none fit.
-int64_t blocks_for(const KvCacheSpec& spec, int64_t available_bytes, const EngineConfig& config);
+/// `rank_timeout` bounds each rank's answer.
+kv_cache_actor spawn_kv_cache_actor(caf::actor_system& system,
+                                    std::chrono::milliseconds rank_timeout = std::chrono::minutes(2));
 
 }  // namespace troupe::actors

@@ -1,109 +1,117 @@
-// Typed messages between troupe's actors. Every type that crosses a process
-// boundary has an inspect() overload (CAF 0.17 serialization); callbacks are
+// The actor protocol: atoms, the process-local message types, the typed
+// interface of every actor, and their CAF type IDs. The data that crosses a
+// process (step input and output, stats, configs) is plain runtime data with
+// inspect() overloads in actors/serialization.hpp; callbacks are
 // process-local and whitelisted as such. Atom names are at most 10 characters.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/fwd.hpp>
-#include <caf/meta/load_callback.hpp>
-#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "runtime/engine/engine_core.hpp"
+#include "runtime/engine/kv_cache_plan.hpp"
 #include "runtime/engine/request_types.hpp"
+#include "runtime/engine/worker_protocol.hpp"
 #include "troupe/attention.hpp"
 #include "troupe/config.hpp"
 #include "troupe/model.hpp"
 #include "troupe/stats.hpp"
 
+CAF_ADD_ATOM(troupe_actors, troupe::actors, load_atom, "load")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, worker_atom, "worker")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, init_atom, "init")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, kv_spec_atom, "kv_spec")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, init_kv_atom, "init_kv")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, warmup_atom, "warmup")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, execute_atom, "execute")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, size_kv_atom, "size_kv")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, submit_atom, "submit")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, abort_atom, "abort")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, step_atom, "step")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, outputs_atom, "outputs")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, stats_atom, "stats")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, tick_atom, "tick")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, subscribe_atom, "subscribe")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, unsub_atom, "unsub")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, scheduler_atom, "scheduler")
+
 namespace troupe::actors {
 
-/// A worker's answer to init: what was loaded, in how long.
-struct WorkerInitReply {
-  ModelInfo info;
-  std::string platform;       // device_type of the active platform
-  std::string device_name;
-  double load_seconds = 0;
-};
+using engine::CoreRequest;
+using engine::EngineCoreOutputs;
+using engine::KvCachePlan;
+using engine::KvSizing;
+using engine::SampledToken;
+using engine::SamplingState;
+using engine::StepInput;
+using engine::StatsEvent;
+using engine::StepOutput;
+using engine::WorkerInitReply;
 
-/// A worker's KV cache needs: geometry and the bytes it can give.
-struct KvSizing {
-  KvCacheSpec spec;
-  int64_t available_bytes = 0;
-};
-
-/// A request the worker has not sampled for yet (or again, after preemption).
-struct SamplingState {
-  std::string request_id;
-  sampling::SamplingParams params;
-  uint64_t seed = 0;                        // the request's seed (given or drawn)
-  std::vector<int32_t> prompt_token_ids;    // for penalties
-  std::vector<int32_t> output_token_ids;    // produced so far (non-empty after preemption)
-};
-
-/// One step for a worker: the batch and who samples from which logits row.
-struct StepInput {
-  int64_t step = 0;
-  ForwardBatch batch;
-  std::vector<SamplingState> new_requests;  // first appearance (or re-admission) on this worker
-  std::vector<std::string> finished_ids;    // forget these
-  std::vector<std::string> sample_ids;      // request of each batch.logits_indices row
-};
-
-/// A sampled token and, when asked for, its logprobs.
-struct SampledToken {
-  int32_t token = -1;
-  float logprob = 0;
-  std::vector<int32_t> top_ids;
-  std::vector<float> top_logprobs;
-};
-
-struct StepOutput {
-  int64_t step = 0;
-  std::vector<SampledToken> tokens;         // one per sample_ids entry
-  double model_seconds = 0;                 // inside execute_model
-  double sample_seconds = 0;
-};
-
-/// What one request got in one step, as the scheduler reports it to the engine actor.
-struct RequestDelta {
-  std::string request_id;
-  SampledToken token;
-  bool finished = false;
-  std::string finish_reason;  // "stop" (EOG / stop token), "length", "abort", "error"
-  std::string stop_reason;    // the stop token id, if that ended it
-  std::string error;
-};
-
-struct StepReport {
-  std::vector<RequestDelta> deltas;
-  std::vector<std::string> started_ids;     // scheduled for the first time this step
-  SchedulerStats stats;
-};
-
-/// One step's stats as subscribers receive them.
-struct StatsEvent {
-  SchedulerStats scheduler;
-  IterationStats iteration;
-};
 
 using OutputCallback = std::function<void(engine::RequestOutput)>;
 using StatsCallback = std::function<void(const StatsEvent&)>;
 
-/// What the engine actor needs to start a request (already tokenized and validated).
+/// What the engine actor needs to start a request (tokenized and validated),
+/// with the caller's process-local callback.
 struct SubmitRequest {
-  std::string request_id;
-  std::vector<int32_t> prompt_token_ids;
-  sampling::SamplingParams sampling;
-  uint64_t seed = 0;
-  std::string cache_salt;
-  OutputCallback on_output;   // process-local
+  CoreRequest request;
+  OutputCallback on_output;
 };
+
+// -- Typed interfaces ---------------------------------------------------------
+
+/// One rank of the model (actors/worker_actor.hpp). Every reply is the
+/// rank's answer or an error carrying its Status (actors/status_error.hpp).
+using worker_actor = caf::typed_actor<
+    caf::replies_to<init_atom, EngineConfig, int32_t>::with<WorkerInitReply>,
+    caf::replies_to<kv_spec_atom>::with<KvSizing>,
+    caf::replies_to<init_kv_atom, KvCacheSpec, int64_t>::with<bool>,
+    caf::replies_to<warmup_atom>::with<bool>,
+    caf::replies_to<execute_atom, StepInput>::with<StepOutput>>;
+
+/// One per node: loads its plugins, activates its platform, spawns workers.
+using plugin_host_actor = caf::typed_actor<
+    caf::replies_to<load_atom>::with<std::string>,
+    caf::replies_to<worker_atom, int32_t>::with<worker_actor>>;
+
+/// Sizes the KV cache across ranks and has every rank allocate it.
+using kv_cache_actor = caf::typed_actor<
+    caf::replies_to<size_kv_atom, std::vector<worker_actor>, EngineConfig, int64_t>::with<KvCachePlan>>;
+
+/// Hosts the EngineCore: requests in, steps fanned out to the workers.
+using scheduler_actor = caf::typed_actor<
+    caf::replies_to<submit_atom, CoreRequest>::with<bool>,
+    caf::reacts_to<abort_atom, std::string>,
+    caf::reacts_to<step_atom>>;
+
+/// Request intake and output delivery to each caller's callback.
+using engine_actor = caf::typed_actor<
+    caf::reacts_to<scheduler_atom, scheduler_actor>,
+    caf::reacts_to<submit_atom, SubmitRequest>,
+    caf::reacts_to<abort_atom, std::string>,
+    caf::reacts_to<outputs_atom, EngineCoreOutputs>>;
+
+/// Whoever wants every step's stats (local or in another process).
+using stats_subscriber_actor = caf::typed_actor<caf::reacts_to<stats_atom, StatsEvent>>;
+
+/// Feeds stat loggers, plugins and subscribers.
+using stat_logger_actor = caf::typed_actor<
+    caf::reacts_to<stats_atom, StatsEvent>,
+    caf::reacts_to<tick_atom>,
+    caf::reacts_to<subscribe_atom, stats_subscriber_actor>,
+    caf::reacts_to<unsub_atom, stats_subscriber_actor>,
+    caf::reacts_to<subscribe_atom, uint64_t, StatsCallback>,
+    caf::replies_to<unsub_atom, uint64_t>::with<bool>>;
 
 }  // namespace troupe::actors
 
@@ -113,32 +121,21 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::KvCacheSpec))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::SchedulerStats))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::IterationStats))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::WorkerInitReply))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::KvSizing))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::StepInput))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::StepOutput))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::StepReport))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::StatsEvent))
-
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, load_atom, "load")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, worker_atom, "worker")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, init_atom, "init")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, kv_spec_atom, "kv_spec")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, init_kv_atom, "init_kv")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, warmup_atom, "warmup")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, execute_atom, "execute")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, size_kv_atom, "size_kv")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, submit_atom, "submit")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, abort_atom, "abort")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, step_atom, "step")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, report_atom, "report")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, stats_atom, "stats")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, tick_atom, "tick")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, subscribe_atom, "subscribe")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, unsub_atom, "unsub")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, finish_atom, "finish")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, health_atom, "health")
-  CAF_ADD_ATOM(troupe_actors, troupe::actors, scheduler_atom, "scheduler")
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::WorkerInitReply))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::KvSizing))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::KvCachePlan))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::StepInput))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::StepOutput))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::CoreRequest))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::EngineCoreOutputs))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::StatsEvent))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::worker_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::plugin_host_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::kv_cache_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::scheduler_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::engine_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_subscriber_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stat_logger_actor))
 CAF_END_TYPE_ID_BLOCK(troupe_actors)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SubmitRequest)

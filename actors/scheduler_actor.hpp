@@ -1,28 +1,32 @@
-// The scheduler actor: owns the scheduling policy (runtime/sched) and drives
-// the step loop: schedule → StepInput to the worker actors → sampled tokens →
-// update → StepReport to the engine actor. New requests and aborts arrive as
-// messages and take effect between steps.
-//   (submit_atom, SamplingState, std::string cache_salt) -> bool   queue a request
-//   (abort_atom, std::string id, std::string reason)                end it now ("abort" or "stop")
+// The scheduler actor: a mailbox around the engine::EngineCore. Requests and
+// aborts arrive as messages and take effect between steps; each step goes to
+// every rank's worker actor (a fan-out of requests with a finite timeout) and
+// completes when every rank has answered. Outputs go to the engine actor.
+// Interface: actors/messages.hpp, scheduler_actor.
 #pragma once
 
-#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
 
-#include <cstdint>
+#include <chrono>
+#include <memory>
 #include <vector>
 
-#include "runtime/sched/scheduler.hpp"
+#include "actors/messages.hpp"
+#include "runtime/engine/engine_core.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
 
 namespace troupe::actors {
 
 struct SchedulerSetup {
-  sched::SchedulerConfig config;
-  sched::KvCacheConfig kv_config;
-  std::vector<caf::actor> workers;   // rank order; rank 0 samples
-  caf::actor engine;                 // receives (report_atom, StepReport) and (health_atom, bool, std::string)
-  std::vector<int32_t> eog_ids;      // end-of-generation tokens of the vocabulary
+  engine::EngineCoreConfig core;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::vector<worker_actor> workers;   // rank order; rank 0 is the driver and samples
+  engine_actor engine;                 // receives (outputs_atom, EngineCoreOutputs)
+  /// A rank that has not answered a step by then fails it (a long prefill on a
+  /// small CPU can take seconds, so the default is generous).
+  std::chrono::milliseconds step_timeout = std::chrono::minutes(10);
 };
 
-caf::actor spawn_scheduler_actor(caf::actor_system& system, SchedulerSetup setup);
+scheduler_actor spawn_scheduler_actor(caf::actor_system& system, SchedulerSetup setup);
 
 }  // namespace troupe::actors

@@ -95,7 +95,24 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
 
 }  // namespace troupe::sampling
 
-namespace troupe::actors {
+namespace troupe {
+
+// Status crosses as (code, message); a code this build does not know reads as internal.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Status& x) {
+  uint8_t code = static_cast<uint8_t>(x.code());
+  std::string message = x.message();
+  return f(caf::meta::type_name("Status"), code, message, caf::meta::load_callback([&]() -> caf::error {
+             auto c = code <= static_cast<uint8_t>(StatusCode::internal) ? static_cast<StatusCode>(code)
+                                                                          : StatusCode::internal;
+             x = Status(c, std::move(message));
+             return caf::none;
+           }));
+}
+
+}  // namespace troupe
+
+namespace troupe::engine {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerInitReply& x) {
@@ -104,6 +121,10 @@ typename Inspector::result_type inspect(Inspector& f, WorkerInitReply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, KvSizing& x) {
   return f(caf::meta::type_name("KvSizing"), x.spec, x.available_bytes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, KvCachePlan& x) {
+  return f(caf::meta::type_name("KvCachePlan"), x.spec, x.num_blocks, x.max_model_len);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingState& x) {
@@ -120,20 +141,36 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepOutput& x) {
-  return f(caf::meta::type_name("StepOutput"), x.step, x.tokens, x.model_seconds, x.sample_seconds);
+  return f(caf::meta::type_name("StepOutput"), x.step, x.rank, x.tokens, x.model_seconds, x.sample_seconds);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, RequestDelta& x) {
-  return f(caf::meta::type_name("RequestDelta"), x.request_id, x.token, x.finished, x.finish_reason,
-           x.stop_reason, x.error);
+typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {
+  return f(caf::meta::type_name("CoreRequest"), x.request_id, x.prompt_token_ids, x.sampling, x.seed, x.cache_salt);
 }
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, StepReport& x) {
-  return f(caf::meta::type_name("StepReport"), x.deltas, x.started_ids, x.stats);
+typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
+  return f(caf::meta::type_name("TokenLogprob"), x.token_id, x.logprob, x.top_ids, x.top_logprobs);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RequestOutput& x) {
+  uint8_t reason = static_cast<uint8_t>(x.finish_reason);
+  return f(caf::meta::type_name("RequestOutput"), x.request_id, x.prompt_token_ids, x.new_token_ids, x.new_text,
+           x.new_logprobs, x.finished, reason, x.stop_reason, x.error, x.num_prompt_tokens, x.num_generated_tokens,
+           caf::meta::load_callback([&]() -> caf::error {
+             if (reason > static_cast<uint8_t>(FinishReason::error)) return caf::make_error(caf::sec::invalid_argument);
+             x.finish_reason = static_cast<FinishReason>(reason);
+             return caf::none;
+           }));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, EngineCoreOutputs& x) {
+  return f(caf::meta::type_name("EngineCoreOutputs"), x.outputs, x.has_stats, x.stats, x.num_scheduled_requests,
+           x.health);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StatsEvent& x) {
   return f(caf::meta::type_name("StatsEvent"), x.scheduler, x.iteration);
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::engine
+

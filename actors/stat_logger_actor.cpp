@@ -4,7 +4,6 @@
 
 #include <map>
 
-#include "actors/messages.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {
@@ -14,7 +13,7 @@ struct StatLoggerState {
   std::vector<std::shared_ptr<StatLogger>> loggers;
   double interval_s = 5.0;
   int engine_index = 0;
-  std::map<caf::actor_addr, caf::actor> subscribers;
+  std::map<caf::actor_addr, stats_subscriber_actor> subscribers;
   std::map<uint64_t, StatsCallback> callbacks;
   static inline const char* name = "troupe.stat_logger";
 };
@@ -33,8 +32,9 @@ void call_loggers(StatLoggerState& st, const StatsEvent& ev) {
   }
 }
 
-caf::behavior stat_logger_behavior(caf::stateful_actor<StatLoggerState>* self,
-                                   std::shared_ptr<StatLoggerSetup> setup) {
+using Self = stat_logger_actor::stateful_pointer<StatLoggerState>;
+
+stat_logger_actor::behavior_type stat_logger_behavior(Self self, std::shared_ptr<StatLoggerSetup> setup) {
   auto& st = self->state;
   for (auto& l : setup->loggers) st.loggers.emplace_back(std::move(l));
   st.interval_s = setup->log_interval_s;
@@ -66,12 +66,12 @@ caf::behavior stat_logger_behavior(caf::stateful_actor<StatLoggerState>* self,
         }
         self->delayed_send(self, interval_of(self->state.interval_s), tick_atom_v);
       },
-      [=](subscribe_atom, const caf::actor& sub) {
+      [=](subscribe_atom, const stats_subscriber_actor& sub) {
         self->monitor(sub);
         self->state.subscribers[sub.address()] = sub;
       },
-      [=](unsub_atom, const caf::actor& sub) {
-        self->demonitor(sub);
+      [=](unsub_atom, const stats_subscriber_actor& sub) {
+        self->demonitor(sub.address());
         self->state.subscribers.erase(sub.address());
       },
       [=](subscribe_atom, uint64_t id, StatsCallback& cb) { self->state.callbacks[id] = std::move(cb); },
@@ -83,7 +83,7 @@ caf::behavior stat_logger_behavior(caf::stateful_actor<StatLoggerState>* self,
 
 }  // namespace
 
-caf::actor spawn_stat_logger_actor(caf::actor_system& system, StatLoggerSetup setup) {
+stat_logger_actor spawn_stat_logger_actor(caf::actor_system& system, StatLoggerSetup setup) {
   return system.spawn(stat_logger_behavior, std::make_shared<StatLoggerSetup>(std::move(setup)));
 }
 

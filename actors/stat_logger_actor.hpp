@@ -2,17 +2,15 @@
 // (a) the built-in logging stat logger (vLLM's periodic line), (b) the
 // Prometheus stat logger, (c) every stat-logger plugin, and (d) subscribers:
 // actors (local or remote) and process-local C++ callbacks.
-//   (stats_atom, StatsEvent)                 one step's stats
-//   (subscribe_atom, caf::actor)             the actor receives (stats_atom, StatsEvent)
-//   (unsub_atom, caf::actor)
-//   (subscribe_atom, uint64_t, StatsCallback)
-//   (unsub_atom, uint64_t)
+// Interface: actors/messages.hpp, stat_logger_actor.
 #pragma once
 
 #include <caf/fwd.hpp>
 
 #include <memory>
 #include <vector>
+
+#include "actors/messages.hpp"
 
 #include "troupe/stat_logger.hpp"
 
@@ -24,6 +22,6 @@ struct StatLoggerSetup {
   int engine_index = 0;
 };
 
-caf::actor spawn_stat_logger_actor(caf::actor_system& system, StatLoggerSetup setup);
+stat_logger_actor spawn_stat_logger_actor(caf::actor_system& system, StatLoggerSetup setup);
 
 }  // namespace troupe::actors

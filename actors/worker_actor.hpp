@@ -1,15 +1,17 @@
-// The worker actor: hosts the activated platform's Worker for one rank. It is
+// The worker actor: a mailbox around one rank's engine::WorkerRunner (the
+// platform's Worker, the model file, and sampling on the driver rank). It is
 // spawned detached (its own thread), so model steps never occupy CAF's
-// scheduler threads. Rank 0 also samples, next to the logits.
+// scheduler threads. Interface: actors/messages.hpp, worker_actor.
 #pragma once
 
 #include <caf/fwd.hpp>
 
+#include "actors/messages.hpp"
 #include "troupe/platform.hpp"
 
 namespace troupe::actors {
 
 /// Spawn a worker actor for `platform` (which must outlive it).
-caf::actor spawn_worker_actor(caf::actor_system& system, Platform* platform);
+worker_actor spawn_worker_actor(caf::actor_system& system, const Platform* platform);
 
 }  // namespace troupe::actors

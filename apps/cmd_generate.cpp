@@ -75,11 +75,11 @@ Result<engine::GenerateRequest> make_request(const engine::Engine& eng, const Op
 }
 
 nlohmann::json output_json(const engine::FinalOutput& out) {
-  if (out.finish_reason == "error") return {{"error", out.error}};
+  if (out.finish_reason == FinishReason::error) return {{"error", out.error.to_string()}};
   return {{"prompt_token_ids", out.prompt_token_ids},
           {"token_ids", out.token_ids},
           {"text", out.text},
-          {"finish_reason", out.finish_reason}};
+          {"finish_reason", to_string(out.finish_reason)}};
 }
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
@@ -182,8 +182,9 @@ int run_generate(const Options& o) {
       req = id.status();
     }
     std::lock_guard lock(mu);
-    outputs[i].finish_reason = "error";
-    outputs[i].error = req.status().message();
+    outputs[i].finished = true;
+    outputs[i].finish_reason = FinishReason::error;
+    outputs[i].error = req.status();
     ++done;
   }
   {
@@ -193,10 +194,10 @@ int run_generate(const Options& o) {
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   bool any_error = false;
-  for (const auto& out : outputs) any_error |= out.finish_reason == "error";
+  for (const auto& out : outputs) any_error |= out.finish_reason == FinishReason::error;
   if (o.prompts_file.empty()) {
     const auto& out = outputs.front();
-    if (out.finish_reason == "error") return fail(out.error);
+    if (out.finish_reason == FinishReason::error) return fail(out.error.to_string());
     std::cout << (o.json ? dump(output_json(out)) : out.text) << std::endl;
   } else {
     for (const auto& out : outputs) std::cout << dump(output_json(out)) << "\n";

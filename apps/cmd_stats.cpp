@@ -60,7 +60,7 @@ int run_stats(const Options& o) {
   engine::configure_actor_system(cfg);
   cfg.set("scheduler.max-threads", size_t{2});
   caf::actor_system system{cfg};
-  auto remote = system.middleman().remote_actor(host, static_cast<uint16_t>(port));
+  auto remote = system.middleman().remote_actor<actors::stat_logger_actor>(host, static_cast<uint16_t>(port));
   if (!remote) {
     std::fprintf(stderr, "troupe stats: error: cannot reach a stat logger at %s: %s\n", o.connect.c_str(),
                  system.render(remote.error()).c_str());
@@ -70,7 +70,8 @@ int run_stats(const Options& o) {
   std::condition_variable cv;
   int64_t seen = 0;
   bool gone = false;
-  auto printer = system.spawn([&](caf::event_based_actor* self) -> caf::behavior {
+  auto printer = system.spawn([&](actors::stats_subscriber_actor::pointer self)
+                                  -> actors::stats_subscriber_actor::behavior_type {
     self->monitor(*remote);
     self->set_down_handler([&](caf::down_msg&) {
       std::lock_guard lock(mu);

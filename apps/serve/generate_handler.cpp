@@ -27,7 +27,7 @@ struct ChoiceState {
   int64_t completion_tokens = 0;
   bool finished = false;
   bool first_chunk_sent = false;
-  std::string error;
+  Status error;                 // ok unless the request ended with an error
 };
 
 struct Generation : std::enable_shared_from_this<Generation> {
@@ -103,9 +103,10 @@ struct Generation : std::enable_shared_from_this<Generation> {
     if (o.finished) {
       c.finished = true;
       --remaining;
-      c.choice.finish_reason = o.finish_reason;
+      c.choice.finish_reason = to_string(o.finish_reason);
       c.choice.stop_reason = o.stop_reason;
-      if (o.finish_reason == "error") c.error = o.error.empty() ? "generation failed" : o.error;
+      if (o.finish_reason == FinishReason::error)
+        c.error = o.error.ok() ? internal_error("generation failed") : o.error;
     }
     if (stream) {
       stream_delta(c, o.new_text, std::move(lps), o.finished);
@@ -136,8 +137,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
       write(": \n\n");
       return;
     }
-    if (!c.error.empty()) {
-      write(openai::sse_event(openai::render_error(openai::from_status(internal_error(c.error)))));
+    if (!c.error.ok()) {
+      write(openai::sse_event(openai::render_error(openai::from_status(c.error))));
       c.first_chunk_sent = true;
       return;
     }
@@ -159,7 +160,7 @@ struct Generation : std::enable_shared_from_this<Generation> {
       return;
     }
     for (const auto& c : choices) {
-      if (!c.error.empty()) return respond_error(req, openai::from_status(internal_error(c.error)));
+      if (!c.error.ok()) return respond_error(req, openai::from_status(c.error));
     }
     std::vector<openai::Choice> all;
     for (auto& c : choices) {

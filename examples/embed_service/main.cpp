@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
     generated_by_callback += ev.iteration.num_generation_tokens;
   });
   auto actor_steps = std::make_shared<std::atomic<int64_t>>(0);
-  auto watcher = system.spawn([actor_steps](caf::event_based_actor*) -> caf::behavior {
+  auto watcher = system.spawn([actor_steps](troupe::actors::stats_subscriber_actor::pointer)
+                                  -> troupe::actors::stats_subscriber_actor::behavior_type {
     return {[actor_steps](troupe::actors::stats_atom, const troupe::actors::StatsEvent&) { ++*actor_steps; }};
   });
   caf::anon_send(engine.stat_logger(), troupe::actors::subscribe_atom_v, watcher);
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
       if (i == 1 && out.num_generated_tokens >= 8 && !cancel_sent.exchange(true))
         engine.abort(out.request_id);  // cancelling from inside a callback is fine: it is a message
       if (out.finished) {
-        tally.reason[out.request_id] = out.finish_reason;
+        tally.reason[out.request_id] = to_string(out.finish_reason);
         ++tally.finished;
         tally.cv.notify_all();
       }

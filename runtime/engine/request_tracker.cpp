@@ -5,12 +5,6 @@
 namespace troupe::engine {
 namespace {
 double seconds(RequestTracker::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// Bytes of `s` that form whole UTF-8 characters when cut at `n` (never split a character).
-size_t utf8_floor(const std::string& s, size_t n) {
-  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
 }  // namespace
 
 void accumulate(FinalOutput& f, const RequestOutput& d) {
@@ -20,6 +14,7 @@ void accumulate(FinalOutput& f, const RequestOutput& d) {
   f.text += d.new_text;
   f.logprobs.insert(f.logprobs.end(), d.new_logprobs.begin(), d.new_logprobs.end());
   if (d.finished) {
+    f.finished = true;
     f.finish_reason = d.finish_reason;
     f.stop_reason = d.stop_reason;
     f.error = d.error;
@@ -32,10 +27,11 @@ RequestTracker::RequestTracker(std::string request_id, std::vector<int32_t> prom
     : id_(std::move(request_id)),
       prompt_(std::move(prompt_token_ids)),
       params_(std::move(params)),
-      decoder_(tokenizer, true),
+      tokenizer_(&tokenizer),
+      stop_(params_),
+      decoder_(tokenizer, /*skip_special=*/true),
       arrival_(arrival),
       last_token_(arrival) {
-  for (const auto& s : params_.stop) max_stop_len_ = std::max(max_stop_len_, s.size());
   stats_.request_id = id_;
   stats_.num_prompt_tokens = static_cast<int64_t>(prompt_.size());
 }
@@ -44,11 +40,9 @@ void RequestTracker::on_scheduled(Clock::time_point now) {
   if (!scheduled_) scheduled_ = now;
 }
 
-std::string RequestTracker::take_releasable(bool final) {
-  // Hold back the tail that could still grow into a stop string.
-  size_t hold = (final || max_stop_len_ == 0) ? 0 : max_stop_len_ - 1;
-  size_t end = text_.size() > hold ? text_.size() - hold : 0;
-  end = utf8_floor(text_, end);
+std::string RequestTracker::take_releasable() {
+  // Until the end, hold back a tail that could still grow into a stop string.
+  const size_t end = finished_ ? text_.size() : stop_.safe_text_length(text_);
   if (end <= emitted_) return {};
   std::string out = text_.substr(emitted_, end - emitted_);
   emitted_ = end;
@@ -68,13 +62,19 @@ RequestOutput RequestTracker::make_delta() {
   pending_logprobs_.clear();
   d.num_prompt_tokens = static_cast<int64_t>(prompt_.size());
   d.num_generated_tokens = num_generated_;
+  d.new_text = take_releasable();
+  if (finished_) {
+    d.finished = true;
+    d.finish_reason = finish_reason_;
+    d.stop_reason = stop_reason_;
+  }
   return d;
 }
 
-void RequestTracker::finish(const std::string& reason, Clock::time_point now) {
+void RequestTracker::finish(FinishReason reason, Clock::time_point now) {
   finished_ = true;
   finish_reason_ = reason;
-  stats_.finish_reason = reason;
+  stats_.finish_reason = to_string(reason);
   stats_.num_generation_tokens = num_generated_;
   stats_.e2e_latency_s = seconds(now - arrival_);
   auto sched = scheduled_.value_or(now);
@@ -88,8 +88,7 @@ void RequestTracker::finish(const std::string& reason, Clock::time_point now) {
   }
 }
 
-RequestOutput RequestTracker::on_token(int32_t token, const TokenLogprob* logprob, bool finished,
-                                       const std::string& reason, const std::string& stop_reason,
+RequestOutput RequestTracker::on_token(int32_t token, const TokenLogprob* logprob, bool length_capped,
                                        Clock::time_point now) {
   ++num_generated_;
   last_was_first_ = !first_token_.has_value();
@@ -99,48 +98,40 @@ RequestOutput RequestTracker::on_token(int32_t token, const TokenLogprob* logpro
   pending_tokens_.push_back(token);
   if (logprob) pending_logprobs_.push_back(*logprob);
 
-  size_t search_from = text_.size() > max_stop_len_ ? text_.size() - max_stop_len_ : 0;
-  text_ += decoder_.push(token);
-  if (finished) text_ += decoder_.flush();
-  // Stop strings: the earliest match wins; the stop string itself is not output.
-  size_t best = std::string::npos;
-  const std::string* matched = nullptr;
-  for (const auto& s : params_.stop) {
-    if (s.empty()) continue;
-    size_t pos = text_.find(s, search_from);
-    if (pos != std::string::npos && pos < best) {
-      best = pos;
-      matched = &s;
+  // A token that stops the request adds no text (vLLM leaves the stop token out).
+  const bool eog = tokenizer_->is_eog(token);
+  const bool stop_id =
+      std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(), token) != params_.stop_token_ids.end();
+  size_t added = 0;
+  if (!(eog && !params_.ignore_eos) && !stop_id) {
+    std::string piece = decoder_.push(token);
+    added = piece.size();
+    text_ += piece;
+  }
+  auto decision = stop_.check(token, eog, text_, added, static_cast<size_t>(num_generated_));
+  if (!decision.finished && length_capped) {
+    decision.finished = true;
+    decision.finish_reason = FinishReason::length;
+  }
+  if (decision.finished) {
+    if (!decision.stop_reason.empty()) {
+      text_.resize(decision.text_length);  // the stop string and what follows are not output
+      emitted_ = std::min(emitted_, text_.size());
+      stop_reason_ = decision.stop_reason;
+    } else {
+      text_ += decoder_.flush();
+      if (stop_id) stop_reason_ = std::to_string(token);
     }
+    finish(decision.finish_reason, now);
   }
-  if (matched) {
-    text_.resize(best);
-    emitted_ = std::min(emitted_, text_.size());
-    stop_string_hit_ = true;
-    stop_reason_ = *matched;
-    finish("stop", now);
-  } else if (finished) {
-    stop_reason_ = stop_reason;
-    finish(reason, now);
-  }
-  RequestOutput d = make_delta();
-  d.new_text = take_releasable(finished_);
-  if (finished_) {
-    d.finished = true;
-    d.finish_reason = finish_reason_;
-    d.stop_reason = stop_reason_;
-  }
-  return d;
+  return make_delta();
 }
 
-RequestOutput RequestTracker::on_end(const std::string& reason, const std::string& error, Clock::time_point now) {
+RequestOutput RequestTracker::on_end(FinishReason reason, Status error, Clock::time_point now) {
   text_ += decoder_.flush();
   finish(reason, now);
   RequestOutput d = make_delta();
-  d.new_text = take_releasable(true);
-  d.finished = true;
-  d.finish_reason = reason;
-  d.error = error;
+  d.error = std::move(error);
   return d;
 }
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "runtime/sampling/sampling_params.hpp"
+#include "runtime/sched/finish_reason.hpp"
+#include "troupe/status.hpp"
 
 namespace troupe::engine {
 
@@ -35,9 +37,9 @@ struct RequestOutput {
   std::string new_text;                   // text since the previous output
   std::vector<TokenLogprob> new_logprobs; // one per new token when logprobs were requested
   bool finished = false;
-  std::string finish_reason;              // "stop", "length", "abort" or "error" when finished
+  FinishReason finish_reason = FinishReason::stop;  // meaningful when finished
   std::string stop_reason;                // the stop string or token id that ended it, if any
-  std::string error;                      // message when finish_reason == "error"
+  Status error;                           // why, when finish_reason == error (its code travels to HTTP)
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;       // so far
 };
@@ -49,9 +51,10 @@ struct FinalOutput {
   std::vector<int32_t> token_ids;
   std::string text;
   std::vector<TokenLogprob> logprobs;
-  std::string finish_reason;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::stop;
   std::string stop_reason;
-  std::string error;
+  Status error;
 };
 
 /// Fold one delta into an accumulated final output.

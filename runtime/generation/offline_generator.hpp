@@ -1,18 +1,21 @@
-// A simple offline generator: loads a GGUF model and its tokenizer, builds the
-// platform's worker, sizes the KV cache, then runs one request at a time
-// (prefill in chunks of max_num_batched_tokens, then one token per step).
-// The actor engine replaces this loop for serving; `troupe generate` uses it.
+// The offline generator: EngineCore plus an in-process executor over one
+// WorkerRunner, with no actors. It loads a GGUF model and its tokenizer,
+// builds the platform's worker, sizes the KV cache and generates one request
+// at a time (benchmarks, golden tests). `troupe generate` and `troupe serve`
+// run the same core through the actor engine.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/sampling/sampler.hpp"
+#include "runtime/engine/engine_core.hpp"
+#include "runtime/engine/in_process_executor.hpp"
+#include "runtime/engine/model_artifacts.hpp"
+#include "runtime/engine/worker_runner.hpp"
 #include "runtime/sampling/sampling_params.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
 #include "troupe/config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"
@@ -23,7 +26,7 @@ struct GenerateOutput {
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> token_ids;  // generated ids (a final stop/EOG token included, as vLLM)
   std::string text;                // detokenized output, special tokens and stop strings removed
-  std::string finish_reason;       // "stop" or "length"
+  FinishReason finish_reason = FinishReason::stop;
 };
 
 class OfflineGenerator {
@@ -38,25 +41,24 @@ class OfflineGenerator {
   /// Tokenize `prompt` (add_special: BOS as llama.cpp; control-token text parsed) and generate.
   Result<GenerateOutput> generate_text(const std::string& prompt, const sampling::SamplingParams& params);
 
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  const gguf::GgufFile& file() const { return *file_; }
-  Worker& worker() { return *worker_; }
+  const tokenizer::Tokenizer& tokenizer() const { return *artifacts_.tokenizer; }
+  const gguf::GgufFile& file() const { return *artifacts_.file; }
+  Worker& worker() { return runner_->worker(); }
   const EngineConfig& config() const { return config_; }
-  const ModelInfo& model_info() const { return *worker_->model_info(); }
+  const ModelInfo& model_info() const { return runner_->init_reply().info; }
   int64_t max_model_len() const { return max_model_len_; }
 
  private:
   OfflineGenerator() = default;
 
   EngineConfig config_;
-  std::shared_ptr<const gguf::GgufFile> file_;
-  std::unique_ptr<gguf::GgufModelSource> source_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<Worker> worker_;
-  int64_t num_blocks_ = 0;
+  engine::ModelArtifacts artifacts_;
+  std::unique_ptr<engine::WorkerRunner> runner_;
+  std::unique_ptr<engine::InProcessExecutor> executor_;
+  std::unique_ptr<engine::EngineCore> core_;
+  std::vector<engine::RequestOutput> outputs_;  // the sink's deltas since the last generate() looked
   int64_t max_model_len_ = 0;
-  std::vector<int32_t> block_table_;  // blocks 0..n-1: one sequence at a time
-  ExecuteModelRequest request_;       // reused across steps
+  uint64_t next_request_ = 0;
 };
 
 }  // namespace troupe::generation

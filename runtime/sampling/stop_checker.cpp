@@ -15,7 +15,7 @@ StopDecision StopChecker::check(int32_t token, bool is_eog, const std::string& t
       std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(), token) != params_.stop_token_ids.end();
   if ((is_eog && !params_.ignore_eos) || stop_id) {
     d.finished = true;
-    d.finish_reason = "stop";
+    d.finish_reason = FinishReason::stop;
     d.stop_token = token;
     d.text_length = text.size();
     return d;
@@ -35,7 +35,7 @@ StopDecision StopChecker::check(int32_t token, bool is_eog, const std::string& t
     }
     if (best != std::string::npos) {
       d.finished = true;
-      d.finish_reason = "stop";
+      d.finish_reason = FinishReason::stop;
       d.stop_reason = best_str;
       d.text_length = best;
       return d;
@@ -43,7 +43,7 @@ StopDecision StopChecker::check(int32_t token, bool is_eog, const std::string& t
   }
   if (static_cast<int64_t>(num_output_tokens) >= params_.max_tokens) {
     d.finished = true;
-    d.finish_reason = "length";
+    d.finish_reason = FinishReason::length;
     d.text_length = text.size();
   }
   return d;

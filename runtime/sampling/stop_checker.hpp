@@ -6,12 +6,13 @@
 #include <string>
 
 #include "runtime/sampling/sampling_params.hpp"
+#include "runtime/sched/finish_reason.hpp"
 
 namespace troupe::sampling {
 
 struct StopDecision {
   bool finished = false;
-  std::string finish_reason;   // "stop" or "length" when finished
+  FinishReason finish_reason = FinishReason::stop;  // stop or length, when finished
   std::string stop_reason;     // the stop string matched, if any
   int32_t stop_token = -1;     // the stop/EOG token, if that ended it
   /// When finished by a stop string: the output text is cut to this length (the string excluded).

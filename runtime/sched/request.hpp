@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/sched/block_hash.hpp"
+#include "runtime/sched/finish_reason.hpp"
 
 namespace troupe::sched {
 
@@ -22,12 +23,7 @@ enum class RequestStatus {
   finished_error,     // the engine gave up on it (worker failure, ...)
 };
 
-/// Why a request ended, as the engine reports it.
-enum class FinishReason { stop, length, abort, error };
-
 const char* to_string(RequestStatus status);
-/// "stop", "length", "abort", "error" (the OpenAI/FinishedRequestStats words).
-const char* to_string(FinishReason reason);
 bool is_finished(RequestStatus status);
 RequestStatus finished_status(FinishReason reason);
 

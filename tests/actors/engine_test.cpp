@@ -129,7 +129,7 @@ TEST(ActorEngine, BatchOf32EqualsEachPromptAlone) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(batched[i].token_ids, alone[i].token_ids) << "prompt " << i << ": " << ps[i];
     EXPECT_EQ(batched[i].text, alone[i].text);
-    EXPECT_EQ(batched[i].finish_reason, "length");
+    EXPECT_EQ(batched[i].finish_reason, troupe::FinishReason::length);
   }
   EXPECT_GT(engine->max_running_requests(), 8) << "the requests did not run together";
 }
@@ -186,7 +186,7 @@ TEST(ActorEngine, AbortMidGenerationFreesEveryBlock) {
   engine->subscribe_stats(std::ref(sink));
   std::promise<void> got_tokens, finished;
   std::atomic<int> tokens{0};
-  std::string reason;
+  troupe::FinishReason reason = troupe::FinishReason::stop;
   auto id = engine->submit(greedy("Once upon a time", 1000), [&](RequestOutput o) {
     if (tokens.fetch_add(static_cast<int>(o.new_token_ids.size())) < 5 &&
         tokens.load() >= 5)
@@ -200,7 +200,7 @@ TEST(ActorEngine, AbortMidGenerationFreesEveryBlock) {
   ASSERT_EQ(got_tokens.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
   engine->abort(*id);
   ASSERT_EQ(finished.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  EXPECT_EQ(reason, "abort");
+  EXPECT_EQ(reason, troupe::FinishReason::abort);
   EXPECT_LT(tokens.load(), 1000);
   // The scheduler reports the freed blocks right after the abort.
   std::unique_lock lock(sink.mu);
@@ -219,7 +219,8 @@ TEST(ActorEngine, StatLoggerPluginAndSubscribersReceiveEvents) {
   engine->subscribe_stats(std::ref(sink));
   // ...and an actor subscriber.
   auto actor_events = std::make_shared<std::atomic<int>>(0);
-  auto subscriber = engine->system().spawn([actor_events](caf::event_based_actor*) -> caf::behavior {
+  auto subscriber = engine->system().spawn([actor_events](troupe::actors::stats_subscriber_actor::pointer)
+                                               -> troupe::actors::stats_subscriber_actor::behavior_type {
     return {[actor_events](troupe::actors::stats_atom, const troupe::actors::StatsEvent& ev) {
       if (ev.iteration.num_generation_tokens > 0) (*actor_events)++;
     }};
@@ -276,7 +277,7 @@ TEST(ActorEngine, DeadWorkerEndsRequestsWithErrorAndMarksUnhealthy) {
   auto id = engine->submit(greedy("Once upon a time", 1500), [&](RequestOutput o) {
     // Kill the worker once tokens flow: the request must end, not hang.
     if (!killed.exchange(true)) caf::anon_send_exit(workers[0], caf::exit_reason::kill);
-    if (o.finished) ended.set_value(o.finish_reason + ": " + o.error);
+    if (o.finished) ended.set_value(std::string(to_string(o.finish_reason)) + ": " + o.error.to_string());
   });
   ASSERT_TRUE(id.ok());
   auto f = ended.get_future();

@@ -154,7 +154,7 @@ TEST(StopCheckerTest, StopStringSpanningTokensTruncates) {
   EXPECT_FALSE(feed("N", 2).finished);
   auto d = feed("D more", 3);
   ASSERT_TRUE(d.finished);
-  EXPECT_EQ(d.finish_reason, "stop");
+  EXPECT_EQ(d.finish_reason, troupe::FinishReason::stop);
   EXPECT_EQ(d.stop_reason, "END");
   EXPECT_EQ(text.substr(0, d.text_length), "Hello ");
 }
@@ -167,14 +167,14 @@ TEST(StopCheckerTest, TokensAndLength) {
   EXPECT_FALSE(c.check(5, false, "a", 1, 1).finished);
   auto eog = c.check(2, true, "a", 0, 2);
   EXPECT_TRUE(eog.finished);
-  EXPECT_EQ(eog.finish_reason, "stop");
+  EXPECT_EQ(eog.finish_reason, troupe::FinishReason::stop);
   EXPECT_EQ(eog.stop_token, 2);
   auto id = c.check(42, false, "a", 0, 2);
   EXPECT_TRUE(id.finished);
-  EXPECT_EQ(id.finish_reason, "stop");
+  EXPECT_EQ(id.finish_reason, troupe::FinishReason::stop);
   auto len = c.check(5, false, "abc", 1, 3);
   EXPECT_TRUE(len.finished);
-  EXPECT_EQ(len.finish_reason, "length");
+  EXPECT_EQ(len.finish_reason, troupe::FinishReason::length);
   p.ignore_eos = true;
   StopChecker ignoring(p);
   EXPECT_FALSE(ignoring.check(2, true, "a", 1, 1).finished);

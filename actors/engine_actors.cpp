@@ -1,0 +1,38 @@
+#include "actors/engine_actors.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <climits>
+
+#include "actors/scheduler_actor.hpp"
+
+namespace troupe::actors {
+
+engine::EngineCoreConfig core_config(const EngineConfig& config, const engine::KvCachePlan& plan) {
+  engine::EngineCoreConfig core;
+  core.scheduler.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
+  core.scheduler.max_num_seqs = config.scheduler.max_num_seqs;
+  core.scheduler.max_model_len = plan.max_model_len;
+  core.kv.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan.num_blocks, INT32_MAX));
+  core.kv.block_size = plan.spec.block_size;
+  core.kv.enable_prefix_caching = config.cache.enable_prefix_caching;
+  return core;
+}
+
+EngineActors spawn_engine_actors(caf::actor_system& system, EngineActorsSetup setup) {
+  EngineActors a;
+  a.stat_logger = spawn_stat_logger_actor(system, std::move(setup.stat_loggers));
+  a.engine = spawn_engine_actor(system, {a.stat_logger, setup.counters});
+  SchedulerSetup sched;
+  sched.core = core_config(setup.config, setup.kv_plan);
+  sched.tokenizer = setup.tokenizer;
+  sched.workers = std::move(setup.workers);
+  sched.engine = a.engine;
+  sched.step_timeout = setup.step_timeout;
+  a.scheduler = spawn_scheduler_actor(system, std::move(sched));
+  caf::anon_send(a.engine, scheduler_atom_v, a.scheduler);
+  return a;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,209 @@
+#include "runtime/engine/engine_core.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "runtime/sched/forward_batch_builder.hpp"
+#include "troupe/check.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::engine {
+namespace {
+double seconds_since(EngineCore::Clock::time_point t) {
+  return std::chrono::duration<double>(EngineCore::Clock::now() - t).count();
+}
+
+/// The scheduler's state now, outside a step: the per-step counters stay zero
+/// so that nothing is counted twice.
+SchedulerStats between_steps(const sched::Scheduler& scheduler) {
+  SchedulerStats s = scheduler.stats();
+  s.prefix_cache_queries = s.prefix_cache_hits = 0;
+  s.num_preempted_reqs = s.num_scheduled_tokens = 0;
+  return s;
+}
+}  // namespace
+
+struct EngineCore::LiveRequest {
+  RequestTracker tracker;
+  SamplingState sampling;
+  bool started = false;
+};
+
+struct EngineCore::InFlight {
+  sched::SchedulerOutput output;
+  std::vector<std::string> sample_ids;
+  Clock::time_point started;
+};
+
+EngineCore::EngineCore(EngineCoreConfig config, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                       OutputSink sink)
+    : scheduler_(config.scheduler, config.kv), tokenizer_(std::move(tokenizer)), sink_(std::move(sink)) {
+  TROUPE_CHECK(tokenizer_ != nullptr, "EngineCore needs a tokenizer");
+  TROUPE_CHECK(static_cast<bool>(sink_), "EngineCore needs an output sink");
+}
+
+EngineCore::~EngineCore() = default;
+
+Status EngineCore::add_request(CoreRequest request, Clock::time_point arrival) {
+  if (!health_.ok()) return unavailable("the engine is unhealthy: " + health_.message());
+  sched::NewRequest nr;
+  nr.id = request.request_id;
+  nr.prompt_token_ids = request.prompt_token_ids;
+  nr.max_tokens = request.sampling.max_tokens;
+  if (!request.cache_salt.empty()) nr.cache_salt = request.cache_salt;
+  TROUPE_RETURN_IF_ERROR(scheduler_.add_request(std::move(nr)));
+  auto live = std::make_unique<LiveRequest>(LiveRequest{
+      RequestTracker(request.request_id, request.prompt_token_ids, request.sampling, *tokenizer_, arrival),
+      SamplingState{request.request_id, request.sampling, request.seed, std::move(request.prompt_token_ids), {}},
+      false});
+  requests_[request.request_id] = std::move(live);
+  return {};
+}
+
+void EngineCore::end_request(LiveRequest& request, FinishReason reason, Status error, EngineCoreOutputs& out) {
+  std::string id = request.tracker.id();
+  (void)scheduler_.finish_request(id, reason);  // frees its blocks now (a no-op when the scheduler ended it)
+  out.outputs.push_back(request.tracker.on_end(reason, std::move(error), Clock::now()));
+  pending_finished_.push_back(request.tracker.finished_stats());
+  requests_.erase(id);
+}
+
+bool EngineCore::abort_request(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  EngineCoreOutputs out;
+  end_request(*it->second, FinishReason::abort, {}, out);
+  if (!in_flight_) {
+    // No step will report soon: publish the freed blocks now.
+    out.has_stats = true;
+    out.stats.scheduler = between_steps(scheduler_);
+    out.stats.iteration.finished_requests = std::move(pending_finished_);
+    pending_finished_.clear();
+  }
+  out.health = health_;
+  sink_(std::move(out));
+  return true;
+}
+
+void EngineCore::fail_all(const Status& error) {
+  TROUPE_CHECK(!error.ok(), "fail_all needs an error");
+  if (health_.ok()) {
+    health_ = error;
+    TROUPE_LOG_ERROR("engine is unhealthy: {}", error.message());
+  }
+  EngineCoreOutputs out;
+  std::vector<LiveRequest*> live;
+  for (auto& [id, r] : requests_) live.push_back(r.get());
+  for (LiveRequest* r : live) end_request(*r, FinishReason::error, error, out);
+  out.has_stats = true;
+  out.stats.scheduler = between_steps(scheduler_);
+  out.stats.iteration.finished_requests = std::move(pending_finished_);
+  pending_finished_.clear();
+  out.health = health_;
+  sink_(std::move(out));
+}
+
+StepStatus EngineCore::step(Executor& executor) {
+  if (in_flight_ || !health_.ok() || !scheduler_.has_unfinished_requests()) return StepStatus::idle;
+  auto step = std::make_shared<InFlight>();
+  step->started = Clock::now();
+  step->output = scheduler_.schedule();
+  if (step->output.empty()) return StepStatus::blocked;
+
+  StepInput in;
+  in.step = step->output.step;
+  in.batch = sched::make_forward_batch(step->output);
+  for (const auto& sr : step->output.scheduled) {
+    auto it = requests_.find(sr.request_id);
+    TROUPE_CHECK(it != requests_.end(), "the scheduler scheduled a request the core does not know");
+    if (sr.is_new) {
+      SamplingState s = it->second->sampling;
+      if (const auto* r = scheduler_.find_request(sr.request_id)) s.output_token_ids = r->output_token_ids();
+      in.new_requests.push_back(std::move(s));
+    }
+    if (sr.needs_logits) in.sample_ids.push_back(sr.request_id);
+  }
+  in.finished_ids = step->output.finished_ids;
+  step->sample_ids = in.sample_ids;
+  in_flight_ = true;
+  executor.execute(std::move(in), [this, step](Result<StepOutput> result) { complete_step(*step, std::move(result)); });
+  return StepStatus::started;
+}
+
+void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) {
+  TROUPE_CHECK(in_flight_, "a step completed twice");
+  in_flight_ = false;
+  const auto& scheduled = step.output;
+  Status failure;
+  if (!result) {
+    failure = Status(result.status().code(), fmt::format("step {} failed: {}", scheduled.step, result.status().message()));
+  } else if (result->tokens.size() != step.sample_ids.size()) {
+    failure = internal_error(fmt::format("step {}: the driver rank returned {} tokens for {} rows", scheduled.step,
+                                         result->tokens.size(), step.sample_ids.size()));
+  }
+  if (!failure.ok()) {
+    fail_all(failure);
+    (void)scheduler_.update_from_output(scheduled, {});  // closes the step: every request has ended
+    return;
+  }
+  std::unordered_map<std::string, int32_t> sampled;
+  std::unordered_map<std::string, size_t> row_of;
+  for (size_t i = 0; i < step.sample_ids.size(); ++i) {
+    if (!requests_.contains(step.sample_ids[i])) continue;  // aborted while the step ran
+    sampled[step.sample_ids[i]] = result->tokens[i].token;
+    row_of[step.sample_ids[i]] = i;
+  }
+  auto updates = scheduler_.update_from_output(scheduled, sampled);
+  if (!updates) {
+    fail_all(internal_error("scheduler update failed: " + updates.status().message()));
+    (void)scheduler_.update_from_output(scheduled, {});
+    return;
+  }
+
+  EngineCoreOutputs out;
+  const auto now = Clock::now();
+  for (const auto& sr : scheduled.scheduled) {
+    auto it = requests_.find(sr.request_id);
+    if (it != requests_.end() && !it->second->started) {
+      it->second->started = true;
+      it->second->tracker.on_scheduled(step.started);
+    }
+  }
+  auto& iter = out.stats.iteration;
+  int64_t decode_tokens = 0;
+  for (auto& u : *updates) {
+    auto it = requests_.find(u.request_id);
+    if (it == requests_.end() || u.new_token_ids.empty()) continue;
+    auto& tracker = it->second->tracker;
+    const SampledToken& tok = result->tokens[row_of.at(u.request_id)];
+    TokenLogprob lp{tok.token, tok.logprob, tok.top_ids, tok.top_logprobs};
+    RequestOutput delta = tracker.on_token(tok.token, tracker.wants_logprobs() ? &lp : nullptr, u.finished, now);
+    ++iter.num_generation_tokens;
+    if (tracker.last_was_first_token()) {
+      iter.time_to_first_tokens_s.push_back(tracker.last_latency_s());
+    } else {
+      ++decode_tokens;
+      iter.inter_token_latencies_s.push_back(tracker.last_latency_s());
+    }
+    if (delta.finished) {
+      // A stop token, EOG or stop string ended it; the scheduler may still think it runs.
+      if (!u.finished) (void)scheduler_.finish_request(u.request_id, delta.finish_reason);
+      pending_finished_.push_back(tracker.finished_stats());
+      requests_.erase(it);
+    }
+    out.outputs.push_back(std::move(delta));
+  }
+  out.has_stats = true;
+  out.stats.scheduler = scheduler_.stats();
+  out.stats.scheduler.step_seconds = seconds_since(step.started);
+  out.stats.scheduler.model_seconds = result->model_seconds;
+  iter.num_prompt_tokens = std::max<int64_t>(0, scheduled.num_scheduled_tokens - decode_tokens);
+  iter.finished_requests = std::move(pending_finished_);
+  pending_finished_.clear();
+  out.num_scheduled_requests = static_cast<int64_t>(scheduled.scheduled.size());
+  out.health = health_;
+  sink_(std::move(out));
+}
+
+}  // namespace troupe::engine

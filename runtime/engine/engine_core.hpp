@@ -1,0 +1,120 @@
+// EngineCore: the engine without actors (vLLM's EngineCore). It owns the
+// scheduler and its KV block manager, output processing (one stop check,
+// incremental detokenization, finish reasons) and the per-step stats. Its one
+// entry point for running the model is step(Executor&); an Executor runs one
+// scheduled batch on every rank and returns the driver rank's sampled tokens.
+// The offline generator drives it with an in-process executor; the scheduler
+// actor is a mailbox around it with an executor that fans out to worker actors.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/engine/request_tracker.hpp"
+#include "runtime/engine/request_types.hpp"
+#include "runtime/engine/worker_protocol.hpp"
+#include "runtime/sched/scheduler.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+#include "troupe/stats.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::engine {
+
+/// Runs one step on every rank of the model.
+class Executor {
+ public:
+  using Done = std::function<void(Result<StepOutput>)>;
+  virtual ~Executor() = default;
+  /// Run `input` on every rank, then call `done` exactly once: with the driver
+  /// rank's output when every rank answered, or with the first failure. It may
+  /// be called before execute() returns (in process) or later (actors).
+  virtual void execute(StepInput input, Done done) = 0;
+};
+
+struct EngineCoreConfig {
+  sched::SchedulerConfig scheduler;
+  sched::KvCacheConfig kv;
+};
+
+/// A request as the core takes it: tokenized and validated by the caller.
+struct CoreRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  sampling::SamplingParams sampling;
+  uint64_t seed = 0;          // the request's seed (given or drawn)
+  std::string cache_salt;     // isolates its prefix-cache entries; empty: none
+};
+
+/// One step's stats, as stat loggers and subscribers receive them.
+struct StatsEvent {
+  SchedulerStats scheduler;
+  IterationStats iteration;
+};
+
+/// What a step, an abort or a failure produced: deltas for callers and, when
+/// has_stats, one step's stats for the stat loggers.
+struct EngineCoreOutputs {
+  std::vector<RequestOutput> outputs;
+  bool has_stats = false;
+  StatsEvent stats;
+  int64_t num_scheduled_requests = 0;  // requests that ran in this step
+  Status health;                       // not ok once the core gave up (a step failed)
+};
+
+enum class StepStatus {
+  idle,       // nothing to run, a step is in flight, or the core is unhealthy
+  blocked,    // requests wait, but none fits now: try again shortly
+  started,    // handed to the executor; its outputs reach the sink when it completes
+};
+
+class EngineCore {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using OutputSink = std::function<void(EngineCoreOutputs)>;
+
+  /// `sink` receives every output: on step completion, abort and failure.
+  EngineCore(EngineCoreConfig config, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, OutputSink sink);
+  ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  /// Queue a request. Errors: the core is unhealthy, a duplicate id, a request
+  /// that can never fit (the scheduler's checks).
+  Status add_request(CoreRequest request, Clock::time_point arrival = Clock::now());
+  /// End a live request now (finish reason abort) and free its blocks; its
+  /// final delta goes to the sink. False when it is not live.
+  bool abort_request(const std::string& request_id);
+  /// Schedule one step and run it on `executor`.
+  StepStatus step(Executor& executor);
+  /// End every live request with `error` and mark the core unhealthy.
+  void fail_all(const Status& error);
+
+  bool has_unfinished_requests() const { return scheduler_.has_unfinished_requests(); }
+  bool step_in_flight() const { return in_flight_; }
+  bool healthy() const { return health_.ok(); }
+  const Status& health() const { return health_; }
+  /// Running/waiting/KV usage now.
+  SchedulerStats stats() const { return scheduler_.stats(); }
+  const sched::Scheduler& scheduler() const { return scheduler_; }
+
+ private:
+  struct LiveRequest;
+  struct InFlight;
+  void complete_step(const InFlight& step, Result<StepOutput> result);
+  void end_request(LiveRequest& request, FinishReason reason, Status error, EngineCoreOutputs& out);
+
+  sched::Scheduler scheduler_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  OutputSink sink_;
+  std::unordered_map<std::string, std::unique_ptr<LiveRequest>> requests_;
+  std::vector<FinishedRequestStats> pending_finished_;  // ended between steps; reported with the next stats
+  bool in_flight_ = false;
+  Status health_;
+};
+
+}  // namespace troupe::engine

@@ -1,0 +1,38 @@
+// The first part of starting an engine: what the engine's own process reads
+// from the model file (tokenizer, chat template, limits), before any worker
+// loads weights.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/chat/chat_template.hpp"
+#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+#include "troupe/config.hpp"
+#include "troupe/platform.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::engine {
+
+struct ModelArtifacts {
+  std::shared_ptr<const gguf::GgufFile> file;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::optional<chat::ChatTemplate> chat_template;  // detected, or forced by config.extra["chat_template"]
+  std::string chat_template_error;                  // why there is none
+  std::vector<std::string> weight_types;            // distinct types of the matrices (2-D and up), sorted
+};
+
+/// Opens config.model.model_path and reads the tokenizer and chat template.
+/// Fills config.model.architecture, .served_model_name (the file name when
+/// empty) and .quantization (the type holding most weight bytes, when empty).
+/// Errors name the file and the problem (data_loss for a malformed file).
+Result<ModelArtifacts> load_model_artifacts(EngineConfig& config);
+
+/// ok when `platform` can compute every weight type of the model; else the
+/// platform's not_supported error for the first type it cannot.
+Status verify_weight_types(const Platform& platform, const ModelArtifacts& artifacts);
+
+}  // namespace troupe::engine

@@ -1,0 +1,66 @@
+// What travels between the engine core and the ranks of a model: the
+// replies of a worker's start-up, one step's input and its sampled output.
+// Plain data; actors/serialization.hpp says how each crosses a process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/sampling/sampling_params.hpp"
+#include "troupe/attention.hpp"
+#include "troupe/model.hpp"
+
+namespace troupe::engine {
+
+/// A worker's answer to init: what was loaded, in how long.
+struct WorkerInitReply {
+  ModelInfo info;
+  std::string platform;       // device_type of the active platform
+  std::string device_name;
+  double load_seconds = 0;
+};
+
+/// A rank's KV cache needs: geometry and the bytes it can give.
+struct KvSizing {
+  KvCacheSpec spec;
+  int64_t available_bytes = 0;
+};
+
+/// A request the driver rank has not sampled for yet (or again, after preemption).
+struct SamplingState {
+  std::string request_id;
+  sampling::SamplingParams params;
+  uint64_t seed = 0;                        // the request's seed (given or drawn)
+  std::vector<int32_t> prompt_token_ids;    // for penalties
+  std::vector<int32_t> output_token_ids;    // produced so far (non-empty after preemption)
+};
+
+/// One step for every rank: the batch, and who samples from which logits row.
+struct StepInput {
+  int64_t step = 0;
+  ForwardBatch batch;
+  std::vector<SamplingState> new_requests;  // first appearance (or re-admission) on the driver
+  std::vector<std::string> finished_ids;    // forget these
+  std::vector<std::string> sample_ids;      // request of each batch.logits_indices row
+};
+
+/// A sampled token and, when asked for, its logprobs.
+struct SampledToken {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
+};
+
+/// One rank's answer to a step. Only the driver rank samples: the others
+/// answer with no tokens.
+struct StepOutput {
+  int64_t step = 0;
+  int32_t rank = 0;
+  std::vector<SampledToken> tokens;         // driver: one per sample_ids entry
+  double model_seconds = 0;                 // inside execute_model
+  double sample_seconds = 0;
+};
+
+}  // namespace troupe::engine

@@ -1,0 +1,101 @@
+#include "runtime/engine/worker_runner.hpp"
+
+#include <chrono>
+
+#include "runtime/sampling/sampler.hpp"
+
+namespace troupe::engine {
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+WorkerRunner::~WorkerRunner() {
+  worker_.reset();  // the model points into the file: drop it first
+}
+
+Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platform, const EngineConfig& config,
+                                                           int32_t rank) {
+  auto start = Clock::now();
+  std::unique_ptr<WorkerRunner> r(new WorkerRunner());
+  r->rank_ = rank;
+  auto worker = platform.make_worker(config, rank);
+  if (!worker) return worker.status();
+  r->worker_ = std::move(worker).value();
+  TROUPE_RETURN_IF_ERROR(r->worker_->init_device());
+  auto file = gguf::GgufFile::open(config.model.model_path);
+  if (!file) return file.status();
+  r->file_ = std::shared_ptr<const gguf::GgufFile>(std::move(file).value());
+  r->source_ = std::make_unique<gguf::GgufModelSource>(r->file_);
+  TROUPE_RETURN_IF_ERROR(r->worker_->load_model(*r->source_));
+  const ModelInfo* info = r->worker_->model_info();
+  if (!info) return internal_error("platform " + platform.device_type() + ": load_model succeeded without model info");
+  r->init_reply_.info = *info;
+  r->init_reply_.platform = platform.device_type();
+  r->init_reply_.device_name = platform.device_name(rank);
+  r->init_reply_.load_seconds = since(start);
+  return r;
+}
+
+Result<KvSizing> WorkerRunner::kv_sizing() {
+  auto spec = worker_->get_kv_cache_spec();
+  if (!spec) return spec.status();
+  auto avail = worker_->determine_available_memory();
+  if (!avail) return avail.status();
+  return KvSizing{*spec, *avail};
+}
+
+Status WorkerRunner::initialize_cache(const KvCacheSpec& spec, int64_t num_blocks) {
+  return worker_->initialize_from_config(KvCacheConfig{spec, num_blocks});
+}
+
+Status WorkerRunner::warm_up() { return worker_->compile_or_warm_up_model(); }
+
+Result<StepOutput> WorkerRunner::execute(StepInput input) {
+  if (is_driver()) {
+    for (auto& id : input.finished_ids) requests_.erase(id);
+    for (auto& r : input.new_requests) requests_[r.request_id] = std::move(r);
+  }
+  StepOutput out;
+  out.step = input.step;
+  out.rank = rank_;
+  auto t0 = Clock::now();
+  request_.batch = std::move(input.batch);
+  auto result = worker_->execute_model(request_);
+  if (!result) return result.status();
+  out.model_seconds = since(t0);
+  if (!is_driver()) return out;
+  auto t1 = Clock::now();
+  TROUPE_RETURN_IF_ERROR(sample(input, *result, out));
+  out.sample_seconds = since(t1);
+  return out;
+}
+
+Status WorkerRunner::sample(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out) {
+  const auto& logits = result.logits;
+  const int64_t vocab = result.vocab_size;
+  const size_t rows = input.sample_ids.size();
+  if (vocab <= 0 || static_cast<int64_t>(logits.size()) != vocab * static_cast<int64_t>(rows))
+    return internal_error("rank " + std::to_string(rank_) + " returned " + std::to_string(logits.size()) +
+                          " logits for " + std::to_string(rows) + " rows of vocabulary " + std::to_string(vocab));
+  out.tokens.resize(rows);
+  for (size_t i = 0; i < rows; ++i) {
+    auto it = requests_.find(input.sample_ids[i]);
+    if (it == requests_.end()) return internal_error("no sampling state for request " + input.sample_ids[i]);
+    auto& req = it->second;
+    uint64_t step_seed = sampling::derive_step_seed(req.seed, req.output_token_ids.size());
+    auto s = sampling::sample(logits.data() + i * vocab, vocab, req.params, req.prompt_token_ids,
+                              req.output_token_ids, step_seed);
+    req.output_token_ids.push_back(s.token);
+    auto& tok = out.tokens[i];
+    tok.token = s.token;
+    tok.logprob = s.logprob;
+    for (auto& [id, lp] : s.top_logprobs) {
+      tok.top_ids.push_back(id);
+      tok.top_logprobs.push_back(lp);
+    }
+  }
+  return {};
+}
+
+}  // namespace troupe::engine

@@ -1,0 +1,58 @@
+// One rank of a model, without actors: the platform's Worker, the model file
+// it reads, and (on the driver rank only) the sampling state of each request.
+// The worker actor is a mailbox around it; the in-process executor calls it
+// directly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/engine/worker_protocol.hpp"
+#include "runtime/gguf/gguf_file.hpp"
+#include "troupe/config.hpp"
+#include "troupe/platform.hpp"
+#include "troupe/status.hpp"
+#include "troupe/worker.hpp"
+
+namespace troupe::engine {
+
+/// The rank that samples; every other rank only runs the model.
+inline constexpr int32_t kDriverRank = 0;
+
+class WorkerRunner {
+ public:
+  /// Make `platform`'s worker for `rank`, bind it to its device and load the
+  /// model file named by config.model.model_path.
+  static Result<std::unique_ptr<WorkerRunner>> create(const Platform& platform, const EngineConfig& config,
+                                                      int32_t rank);
+  ~WorkerRunner();
+
+  const WorkerInitReply& init_reply() const { return init_reply_; }
+  /// The KV geometry the model needs and the bytes this rank can give it.
+  Result<KvSizing> kv_sizing();
+  /// Allocate the KV cache the engine decided on.
+  Status initialize_cache(const KvCacheSpec& spec, int64_t num_blocks);
+  Status warm_up();
+  /// Run one step; the driver rank also samples a token for each sample_ids row.
+  Result<StepOutput> execute(StepInput input);
+
+  int32_t rank() const { return rank_; }
+  bool is_driver() const { return rank_ == kDriverRank; }
+  Worker& worker() { return *worker_; }
+
+ private:
+  WorkerRunner() = default;
+  Status sample(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
+
+  int32_t rank_ = 0;
+  std::shared_ptr<const gguf::GgufFile> file_;
+  std::unique_ptr<gguf::GgufModelSource> source_;
+  std::unique_ptr<Worker> worker_;
+  WorkerInitReply init_reply_;
+  std::unordered_map<std::string, SamplingState> requests_;  // driver only: request id → sampling state
+  ExecuteModelRequest request_;                               // reused across steps
+};
+
+}  // namespace troupe::engine
