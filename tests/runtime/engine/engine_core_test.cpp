@@ -1,0 +1,277 @@
+// EngineCore without actors or a model: a scripted executor answers each step
+// with the tokens a test chose, so stopping, aborts, failures and stats are
+// checked exactly.
+#include "runtime/engine/engine_core.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine_test_support.hpp"
+
+namespace troupe::engine {
+namespace {
+
+using testing::ids_of;
+using testing::stories_tokenizer;
+using testing::streamed_text;
+
+/// Answers each step with the next scripted token of every request that samples.
+class ScriptedExecutor final : public Executor {
+ public:
+  std::map<std::string, std::vector<int32_t>> script;
+  std::vector<StepInput> inputs;
+  Status fail;          // not ok: the next steps fail with it
+  bool defer = false;   // hold the answer until release()
+  int extra_tokens = 0; // answer with this many extra (wrong) tokens
+
+  void execute(StepInput in, Done done) override {
+    inputs.push_back(in);
+    if (!fail.ok()) return done(fail);
+    StepOutput out;
+    out.step = in.step;
+    for (const auto& id : in.sample_ids) {
+      auto& s = script[id];
+      size_t& p = pos_[id];
+      out.tokens.push_back(SampledToken{p < s.size() ? s[p] : filler(), 0.0f, {}, {}});
+      ++p;
+    }
+    for (int i = 0; i < extra_tokens; ++i) out.tokens.push_back(SampledToken{filler(), 0.0f, {}, {}});
+    if (defer) {
+      pending_ = std::move(done);
+      pending_out_ = std::move(out);
+      return;
+    }
+    done(std::move(out));
+  }
+  bool holding() const { return static_cast<bool>(pending_); }
+  void release() {
+    auto done = std::move(pending_);
+    pending_ = nullptr;
+    done(std::move(pending_out_));
+  }
+
+ private:
+  static int32_t filler() { return ids_of(" the").front(); }
+  std::map<std::string, size_t> pos_;
+  Done pending_;
+  StepOutput pending_out_;
+};
+
+class EngineCoreTest : public ::testing::Test {
+ protected:
+  EngineCoreTest() : core_(config(), stories_tokenizer(), [this](EngineCoreOutputs o) { events_.push_back(std::move(o)); }) {}
+
+  static EngineCoreConfig config() {
+    EngineCoreConfig c;
+    c.scheduler.max_num_batched_tokens = 256;
+    c.scheduler.max_num_seqs = 8;
+    c.scheduler.max_model_len = 1024;
+    c.kv.num_blocks = 64;
+    c.kv.block_size = 16;
+    return c;
+  }
+
+  static CoreRequest request(const std::string& id, int max_tokens, std::vector<std::string> stop = {}) {
+    CoreRequest r;
+    r.request_id = id;
+    r.prompt_token_ids = ids_of(" Lily went to the park");
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.stop = std::move(stop);
+    return r;
+  }
+
+  /// Steps until nothing is left (bounded).
+  void run_to_completion() {
+    for (int i = 0; i < 1000 && core_.has_unfinished_requests(); ++i)
+      ASSERT_EQ(core_.step(exec_), StepStatus::started);
+    ASSERT_FALSE(core_.has_unfinished_requests());
+  }
+
+  std::map<std::string, FinalOutput> finals() const {
+    std::map<std::string, FinalOutput> out;
+    for (const auto& e : events_)
+      for (const auto& o : e.outputs) accumulate(out[o.request_id], o);
+    return out;
+  }
+
+  int64_t total(int64_t IterationStats::*field) const {
+    int64_t s = 0;
+    for (const auto& e : events_) s += e.stats.iteration.*field;
+    return s;
+  }
+
+  ScriptedExecutor exec_;
+  std::vector<EngineCoreOutputs> events_;
+  EngineCore core_;
+};
+
+TEST_F(EngineCoreTest, TwoRequestsRunTogetherToTheirLength) {
+  exec_.script["a"] = ids_of(" Once upon a time there");
+  exec_.script["b"] = ids_of(" The dog ran home");
+  exec_.script["a"].resize(5);
+  exec_.script["b"].resize(4);
+  ASSERT_TRUE(core_.add_request(request("a", 5)).ok());
+  ASSERT_TRUE(core_.add_request(request("b", 4)).ok());
+  run_to_completion();
+  auto f = finals();
+  EXPECT_EQ(f["a"].token_ids, exec_.script["a"]);
+  EXPECT_EQ(f["a"].text, streamed_text(exec_.script["a"]));
+  EXPECT_EQ(f["a"].finish_reason, FinishReason::length);
+  EXPECT_EQ(f["b"].token_ids, exec_.script["b"]);
+  EXPECT_EQ(f["b"].finish_reason, FinishReason::length);
+  // The first step prefilled both prompts; one event per step, each with stats.
+  EXPECT_EQ(exec_.inputs.front().new_requests.size(), 2u);
+  EXPECT_EQ(events_.front().num_scheduled_requests, 2);
+  EXPECT_EQ(events_.size(), 5u);
+  for (const auto& e : events_) EXPECT_TRUE(e.has_stats);
+  EXPECT_EQ(total(&IterationStats::num_generation_tokens), 9);
+  EXPECT_EQ(total(&IterationStats::num_prompt_tokens), 2 * static_cast<int64_t>(ids_of(" Lily went to the park").size()));
+  size_t finished = 0, ttfts = 0;
+  for (const auto& e : events_) {
+    finished += e.stats.iteration.finished_requests.size();
+    ttfts += e.stats.iteration.time_to_first_tokens_s.size();
+  }
+  EXPECT_EQ(finished, 2u);
+  EXPECT_EQ(ttfts, 2u);
+  EXPECT_EQ(events_.back().stats.scheduler.kv_cache_usage, 0.0);
+  // The ranks were told to forget both requests.
+  std::vector<std::string> forgotten;
+  for (const auto& in : exec_.inputs) forgotten.insert(forgotten.end(), in.finished_ids.begin(), in.finished_ids.end());
+  EXPECT_NE(std::find(forgotten.begin(), forgotten.end(), "b"), forgotten.end());
+}
+
+TEST_F(EngineCoreTest, StopStringEndsTheRequestAndFreesItsBlocks) {
+  exec_.script["a"] = ids_of(" Once upon a time there was a dog");
+  exec_.script["b"] = ids_of(" The dog ran home and then the cat came");
+  ASSERT_TRUE(core_.add_request(request("a", 50, {"time there"})).ok());
+  ASSERT_TRUE(core_.add_request(request("b", 10)).ok());
+  run_to_completion();
+  auto f = finals();
+  const std::string full = streamed_text(exec_.script["a"]);
+  EXPECT_EQ(f["a"].finish_reason, FinishReason::stop);
+  EXPECT_EQ(f["a"].stop_reason, "time there");
+  EXPECT_EQ(f["a"].text, full.substr(0, full.find("time there")));
+  EXPECT_LT(f["a"].token_ids.size(), exec_.script["a"].size());
+  EXPECT_EQ(f["b"].finish_reason, FinishReason::length);
+  EXPECT_EQ(f["b"].token_ids.size(), 10u);
+  // "a" stopped sampling at once: later steps sample only "b".
+  const size_t a_tokens = f["a"].token_ids.size();
+  for (size_t s = a_tokens; s < exec_.inputs.size(); ++s)
+    EXPECT_EQ(exec_.inputs[s].sample_ids, std::vector<std::string>{"b"}) << "step " << s;
+}
+
+TEST_F(EngineCoreTest, EndOfGenerationStopsUnlessIgnored) {
+  auto eos = stories_tokenizer()->eos_id();
+  exec_.script["a"] = ids_of(" Once upon");
+  exec_.script["a"].push_back(eos);
+  exec_.script["b"] = exec_.script["a"];
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  auto ignoring = request("b", 4);
+  ignoring.sampling.ignore_eos = true;
+  ASSERT_TRUE(core_.add_request(ignoring).ok());
+  run_to_completion();
+  auto f = finals();
+  EXPECT_EQ(f["a"].finish_reason, FinishReason::stop);
+  EXPECT_EQ(f["a"].token_ids.back(), eos);
+  EXPECT_EQ(f["a"].text, streamed_text(ids_of(" Once upon")));
+  EXPECT_EQ(f["b"].finish_reason, FinishReason::length);
+  EXPECT_EQ(f["b"].token_ids.size(), 4u);
+}
+
+TEST_F(EngineCoreTest, AbortBetweenStepsPublishesTheFreedBlocksAtOnce) {
+  exec_.script["a"] = ids_of(" Once upon a time there was");
+  ASSERT_TRUE(core_.add_request(request("a", 100)).ok());
+  ASSERT_EQ(core_.step(exec_), StepStatus::started);
+  ASSERT_GT(events_.back().stats.scheduler.kv_cache_usage, 0.0);
+  ASSERT_TRUE(core_.abort_request("a"));
+  EXPECT_FALSE(core_.abort_request("a"));  // no longer live
+  const auto& e = events_.back();
+  ASSERT_EQ(e.outputs.size(), 1u);
+  EXPECT_TRUE(e.outputs[0].finished);
+  EXPECT_EQ(e.outputs[0].finish_reason, FinishReason::abort);
+  ASSERT_TRUE(e.has_stats);
+  EXPECT_EQ(e.stats.scheduler.kv_cache_usage, 0.0);
+  EXPECT_EQ(e.stats.scheduler.num_scheduled_tokens, 0);  // nothing counted twice
+  ASSERT_EQ(e.stats.iteration.finished_requests.size(), 1u);
+  EXPECT_EQ(e.stats.iteration.finished_requests[0].finish_reason, "abort");
+  EXPECT_FALSE(core_.has_unfinished_requests());
+  EXPECT_EQ(core_.step(exec_), StepStatus::idle);
+}
+
+TEST_F(EngineCoreTest, AbortDuringAStepIsReportedWithTheNextStats) {
+  exec_.script["a"] = ids_of(" Once upon a time");
+  exec_.script["b"] = ids_of(" The dog ran home and");
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  ASSERT_TRUE(core_.add_request(request("b", 3)).ok());
+  exec_.defer = true;
+  ASSERT_EQ(core_.step(exec_), StepStatus::started);
+  ASSERT_TRUE(exec_.holding());
+  EXPECT_EQ(core_.step(exec_), StepStatus::idle);  // one step at a time
+  ASSERT_TRUE(core_.abort_request("a"));
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_FALSE(events_[0].has_stats);  // the step in flight will report
+  EXPECT_EQ(events_[0].outputs[0].finish_reason, FinishReason::abort);
+  exec_.defer = false;
+  exec_.release();
+  ASSERT_EQ(events_.size(), 2u);
+  // The step's token for "a" is dropped; "b" got its first token.
+  ASSERT_EQ(events_[1].outputs.size(), 1u);
+  EXPECT_EQ(events_[1].outputs[0].request_id, "b");
+  ASSERT_EQ(events_[1].stats.iteration.finished_requests.size(), 1u);
+  EXPECT_EQ(events_[1].stats.iteration.finished_requests[0].request_id, "a");
+  run_to_completion();
+  EXPECT_EQ(finals()["b"].token_ids.size(), 3u);
+}
+
+TEST_F(EngineCoreTest, AFailedStepEndsEveryRequestWithItsStatusAndTheCoreRefusesMore) {
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  ASSERT_TRUE(core_.add_request(request("b", 10)).ok());
+  exec_.fail = data_loss("rank 1: model.gguf: truncated");
+  ASSERT_EQ(core_.step(exec_), StepStatus::started);
+  auto f = finals();
+  for (const char* id : {"a", "b"}) {
+    EXPECT_EQ(f[id].finish_reason, FinishReason::error) << id;
+    EXPECT_EQ(f[id].error.code(), StatusCode::data_loss) << id;
+    EXPECT_NE(f[id].error.message().find("rank 1"), std::string::npos) << f[id].error.message();
+  }
+  EXPECT_FALSE(core_.healthy());
+  EXPECT_EQ(events_.back().health.code(), StatusCode::data_loss);
+  EXPECT_FALSE(core_.has_unfinished_requests());
+  auto refused = core_.add_request(request("c", 2));
+  EXPECT_EQ(refused.code(), StatusCode::unavailable);
+  EXPECT_EQ(core_.step(exec_), StepStatus::idle);
+}
+
+TEST_F(EngineCoreTest, ADriverAnsweringTheWrongNumberOfTokensFailsTheStep) {
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  exec_.extra_tokens = 1;
+  ASSERT_EQ(core_.step(exec_), StepStatus::started);
+  auto f = finals();
+  EXPECT_EQ(f["a"].finish_reason, FinishReason::error);
+  EXPECT_EQ(f["a"].error.code(), StatusCode::internal);
+  EXPECT_FALSE(core_.healthy());
+}
+
+TEST_F(EngineCoreTest, BadRequestsAreRefusedWithTheSchedulersReason) {
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  EXPECT_EQ(core_.add_request(request("a", 10)).code(), StatusCode::invalid_argument);  // duplicate id
+  EXPECT_EQ(core_.add_request(request("big", 5000)).code(), StatusCode::out_of_range);
+  auto empty = request("e", 3);
+  empty.prompt_token_ids.clear();
+  EXPECT_EQ(core_.add_request(empty).code(), StatusCode::invalid_argument);
+}
+
+TEST_F(EngineCoreTest, FailAllEndsLiveRequestsOnce) {
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  core_.fail_all(unavailable("the worker actor of rank 0 died"));
+  auto f = finals();
+  EXPECT_EQ(f["a"].finish_reason, FinishReason::error);
+  EXPECT_EQ(f["a"].error.code(), StatusCode::unavailable);
+  core_.fail_all(internal_error("later"));
+  EXPECT_EQ(core_.health().message(), "the worker actor of rank 0 died");  // the first reason stays
+}
+
+}  // namespace
+}  // namespace troupe::engine
