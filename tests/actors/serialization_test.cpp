@@ -1,0 +1,308 @@
+// Every message that may cross a process goes through CAF's binary serializer
+// and comes back equal: step input and output, worker replies, stats events,
+// configs, and errors (each StatusCode keeps its code and message).
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "actors/engine.hpp"
+#include "actors/messages.hpp"
+#include "actors/status_error.hpp"
+
+namespace troupe::actors {
+namespace {
+
+/// One actor system for the whole test program, stopped before exit (not at static destruction).
+class SystemEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    config_ = std::make_unique<caf::actor_system_config>();
+    engine::configure_actor_system(*config_);
+    system_ = std::make_unique<caf::actor_system>(*config_);
+  }
+  void TearDown() override {
+    system_.reset();
+    config_.reset();
+  }
+  static caf::actor_system& system() { return *system_; }
+
+ private:
+  static inline std::unique_ptr<caf::actor_system_config> config_;
+  static inline std::unique_ptr<caf::actor_system> system_;
+};
+[[maybe_unused]] const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new SystemEnvironment);
+
+caf::actor_system& system() { return SystemEnvironment::system(); }
+
+/// Serialize `value` and read it back into a fresh T.
+template <class T>
+T round_trip(const T& value) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{system(), buf};
+  T copy = value;
+  if (auto err = sink(copy)) ADD_FAILURE() << "serialize: " << system().render(err);
+  EXPECT_FALSE(buf.empty());
+  T out{};
+  caf::binary_deserializer source{system(), buf};
+  if (auto err = source(out)) ADD_FAILURE() << "deserialize: " << system().render(err);
+  return out;
+}
+
+/// Through a whole caf::message, as the middleman sends it (needs the type IDs).
+template <class... Ts>
+caf::message message_round_trip(Ts... xs) {
+  caf::message msg = caf::make_message(std::move(xs)...);
+  std::vector<char> buf;
+  caf::binary_serializer sink{system(), buf};
+  if (auto err = sink(msg)) ADD_FAILURE() << "serialize message: " << system().render(err);
+  caf::message out;
+  caf::binary_deserializer source{system(), buf};
+  if (auto err = source(out)) ADD_FAILURE() << "deserialize message: " << system().render(err);
+  return out;
+}
+
+StepInput sample_step_input() {
+  StepInput in;
+  in.step = 42;
+  in.batch.token_ids = {5, 6, 7, 8};
+  in.batch.positions = {0, 1, 2, 9};
+  in.batch.query_start = {0, 3, 4};
+  in.batch.seq_lens = {3, 10};
+  in.batch.block_tables = {{0}, {1, 2}};
+  in.batch.slot_mapping = {0, 1, 2, 41};
+  in.batch.logits_indices = {2, 3};
+  SamplingState s;
+  s.request_id = "req-1";
+  s.params.temperature = 0.7f;
+  s.params.top_k = 40;
+  s.params.seed = 1234;
+  s.params.stop = {"\n\n", "END"};
+  s.params.stop_token_ids = {2};
+  s.params.logprobs = 3;
+  s.seed = 99;
+  s.prompt_token_ids = {1, 5, 6, 7};
+  s.output_token_ids = {11};
+  in.new_requests = {s};
+  in.finished_ids = {"req-0"};
+  in.sample_ids = {"req-1", "req-2"};
+  return in;
+}
+
+void expect_equal(const StepInput& a, const StepInput& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.batch.token_ids, b.batch.token_ids);
+  EXPECT_EQ(a.batch.positions, b.batch.positions);
+  EXPECT_EQ(a.batch.query_start, b.batch.query_start);
+  EXPECT_EQ(a.batch.seq_lens, b.batch.seq_lens);
+  EXPECT_EQ(a.batch.block_tables, b.batch.block_tables);
+  EXPECT_EQ(a.batch.slot_mapping, b.batch.slot_mapping);
+  EXPECT_EQ(a.batch.logits_indices, b.batch.logits_indices);
+  ASSERT_EQ(a.new_requests.size(), b.new_requests.size());
+  const auto& x = a.new_requests[0];
+  const auto& y = b.new_requests[0];
+  EXPECT_EQ(x.request_id, y.request_id);
+  EXPECT_EQ(x.params.temperature, y.params.temperature);
+  EXPECT_EQ(x.params.top_k, y.params.top_k);
+  EXPECT_EQ(x.params.seed, y.params.seed);
+  EXPECT_EQ(x.params.stop, y.params.stop);
+  EXPECT_EQ(x.params.stop_token_ids, y.params.stop_token_ids);
+  EXPECT_EQ(x.params.logprobs, y.params.logprobs);
+  EXPECT_EQ(x.seed, y.seed);
+  EXPECT_EQ(x.prompt_token_ids, y.prompt_token_ids);
+  EXPECT_EQ(x.output_token_ids, y.output_token_ids);
+  EXPECT_EQ(a.finished_ids, b.finished_ids);
+  EXPECT_EQ(a.sample_ids, b.sample_ids);
+}
+
+TEST(Serialization, StepInputRoundTrips) {
+  auto in = sample_step_input();
+  expect_equal(round_trip(in), in);
+  // A seedless request stays seedless.
+  in.new_requests[0].params.seed.reset();
+  EXPECT_FALSE(round_trip(in).new_requests[0].params.seed.has_value());
+}
+
+TEST(Serialization, StepInputRoundTripsInsideAMessage) {
+  auto in = sample_step_input();
+  auto msg = message_round_trip(execute_atom_v, in);
+  ASSERT_TRUE((msg.match_elements<execute_atom, StepInput>()));
+  expect_equal(msg.get_as<StepInput>(1), in);
+}
+
+TEST(Serialization, StepOutputRoundTrips) {
+  StepOutput out;
+  out.step = 7;
+  out.rank = 1;
+  out.tokens = {SampledToken{17, -0.25f, {17, 3}, {-0.25f, -1.5f}}, SampledToken{4, 0.0f, {}, {}}};
+  out.model_seconds = 0.125;
+  out.sample_seconds = 0.0625;
+  auto back = round_trip(out);
+  EXPECT_EQ(back.step, 7);
+  EXPECT_EQ(back.rank, 1);
+  ASSERT_EQ(back.tokens.size(), 2u);
+  EXPECT_EQ(back.tokens[0].token, 17);
+  EXPECT_EQ(back.tokens[0].logprob, -0.25f);
+  EXPECT_EQ(back.tokens[0].top_ids, (std::vector<int32_t>{17, 3}));
+  EXPECT_EQ(back.tokens[0].top_logprobs, (std::vector<float>{-0.25f, -1.5f}));
+  EXPECT_EQ(back.tokens[1].token, 4);
+  EXPECT_EQ(back.model_seconds, 0.125);
+  EXPECT_EQ(back.sample_seconds, 0.0625);
+  auto msg = message_round_trip(out);
+  ASSERT_TRUE(msg.match_elements<StepOutput>());
+  EXPECT_EQ(msg.get_as<StepOutput>(0).tokens.size(), 2u);
+}
+
+TEST(Serialization, WorkerRepliesAndKvPlanRoundTrip) {
+  WorkerInitReply init;
+  init.info = ModelInfo{"llama", 512, 2048, 5, 8, 4, 8, 64, 1u << 20};
+  init.platform = "cpu";
+  init.device_name = "AMD EPYC";
+  init.load_seconds = 0.5;
+  auto i = round_trip(init);
+  EXPECT_EQ(i.info.architecture, "llama");
+  EXPECT_EQ(i.info.vocab_size, 512);
+  EXPECT_EQ(i.info.num_kv_heads, 4);
+  EXPECT_EQ(i.info.weight_bytes, 1u << 20);
+  EXPECT_EQ(i.device_name, "AMD EPYC");
+
+  KvSizing sizing;
+  sizing.spec = KvCacheSpec{32, 5, 4, 8, DType::f16};
+  sizing.available_bytes = int64_t{3} << 30;
+  auto s = round_trip(sizing);
+  EXPECT_EQ(s.spec.block_size, 32);
+  EXPECT_EQ(s.spec.dtype, DType::f16);
+  EXPECT_EQ(s.available_bytes, int64_t{3} << 30);
+
+  KvCachePlan plan{sizing.spec, 1000, 4096};
+  auto p = round_trip(plan);
+  EXPECT_EQ(p.num_blocks, 1000);
+  EXPECT_EQ(p.max_model_len, 4096);
+  EXPECT_EQ(p.spec.num_layers, 5);
+}
+
+TEST(Serialization, EngineConfigRoundTrips) {
+  EngineConfig c;
+  c.model.model_path = "/models/x.gguf";
+  c.model.quantization = "q4_1";
+  c.cache.block_size = 32;
+  c.cache.num_gpu_blocks_override = 12;
+  c.scheduler.max_num_seqs = 7;
+  c.parallel.tensor_parallel_size = 4;
+  c.parallel.worker_cls = "troupe.cpu.CpuWorker";
+  c.compilation.graph_mode = "cuda_graph";
+  c.extra["chat_template"] = "chatml";
+  auto b = round_trip(c);
+  EXPECT_EQ(b.model.model_path, c.model.model_path);
+  EXPECT_EQ(b.model.quantization, "q4_1");
+  EXPECT_EQ(b.cache.block_size, 32);
+  EXPECT_EQ(b.cache.num_gpu_blocks_override, 12);
+  EXPECT_EQ(b.scheduler.max_num_seqs, 7);
+  EXPECT_EQ(b.parallel.tensor_parallel_size, 4);
+  EXPECT_EQ(b.parallel.worker_cls, c.parallel.worker_cls);
+  EXPECT_EQ(b.compilation.graph_mode, "cuda_graph");
+  EXPECT_EQ(b.extra, c.extra);
+}
+
+TEST(Serialization, StatsEventRoundTrips) {
+  StatsEvent ev;
+  ev.scheduler.step = 3;
+  ev.scheduler.num_running_reqs = 2;
+  ev.scheduler.num_waiting_reqs = 1;
+  ev.scheduler.kv_cache_usage = 0.5;
+  ev.scheduler.prefix_cache_queries = 64;
+  ev.scheduler.prefix_cache_hits = 32;
+  ev.scheduler.num_preempted_reqs = 1;
+  ev.scheduler.num_scheduled_tokens = 130;
+  ev.scheduler.step_seconds = 0.02;
+  ev.scheduler.model_seconds = 0.019;
+  ev.iteration.num_prompt_tokens = 128;
+  ev.iteration.num_generation_tokens = 2;
+  ev.iteration.time_to_first_tokens_s = {0.1};
+  ev.iteration.inter_token_latencies_s = {0.01, 0.02};
+  FinishedRequestStats f;
+  f.request_id = "r";
+  f.finish_reason = "stop";
+  f.num_prompt_tokens = 10;
+  f.num_generation_tokens = 5;
+  f.e2e_latency_s = 1.5;
+  ev.iteration.finished_requests = {f};
+  auto b = round_trip(ev);
+  EXPECT_EQ(b.scheduler.step, 3);
+  EXPECT_EQ(b.scheduler.kv_cache_usage, 0.5);
+  EXPECT_EQ(b.scheduler.prefix_cache_hits, 32);
+  EXPECT_EQ(b.scheduler.model_seconds, 0.019);
+  EXPECT_EQ(b.iteration.num_prompt_tokens, 128);
+  EXPECT_EQ(b.iteration.inter_token_latencies_s, ev.iteration.inter_token_latencies_s);
+  ASSERT_EQ(b.iteration.finished_requests.size(), 1u);
+  EXPECT_EQ(b.iteration.finished_requests[0].finish_reason, "stop");
+  EXPECT_EQ(b.iteration.finished_requests[0].e2e_latency_s, 1.5);
+  auto msg = message_round_trip(stats_atom_v, ev);
+  ASSERT_TRUE((msg.match_elements<stats_atom, StatsEvent>()));
+  EXPECT_EQ(msg.get_as<StatsEvent>(1).iteration.num_generation_tokens, 2);
+}
+
+TEST(Serialization, CoreOutputsKeepFinishReasonAndStatus) {
+  EngineCoreOutputs o;
+  engine::RequestOutput r;
+  r.request_id = "r";
+  r.new_token_ids = {3, 4};
+  r.new_text = "héllo";
+  r.finished = true;
+  r.finish_reason = FinishReason::error;
+  r.error = data_loss("model.gguf: truncated");
+  o.outputs = {r};
+  o.has_stats = true;
+  o.num_scheduled_requests = 3;
+  o.health = unavailable("rank 1 is gone");
+  auto b = round_trip(o);
+  ASSERT_EQ(b.outputs.size(), 1u);
+  EXPECT_EQ(b.outputs[0].new_text, "héllo");
+  EXPECT_EQ(b.outputs[0].finish_reason, FinishReason::error);
+  EXPECT_EQ(b.outputs[0].error.code(), StatusCode::data_loss);
+  EXPECT_EQ(b.outputs[0].error.message(), "model.gguf: truncated");
+  EXPECT_EQ(b.health.code(), StatusCode::unavailable);
+  EXPECT_EQ(b.num_scheduled_requests, 3);
+
+  CoreRequest req;
+  req.request_id = "x";
+  req.prompt_token_ids = {1, 2};
+  req.sampling.max_tokens = 9;
+  req.seed = 5;
+  req.cache_salt = "salt";
+  auto rb = round_trip(req);
+  EXPECT_EQ(rb.request_id, "x");
+  EXPECT_EQ(rb.sampling.max_tokens, 9);
+  EXPECT_EQ(rb.seed, 5u);
+  EXPECT_EQ(rb.cache_salt, "salt");
+}
+
+TEST(Serialization, EveryStatusCodeCrossesAsItsOwnError) {
+  for (auto code : {StatusCode::invalid_argument, StatusCode::not_found, StatusCode::not_supported,
+                    StatusCode::out_of_range, StatusCode::data_loss, StatusCode::resource_exhausted,
+                    StatusCode::unavailable, StatusCode::internal}) {
+    SCOPED_TRACE(to_string(code));
+    Status s(code, std::string("because ") + to_string(code));
+    caf::error err = to_error(s);
+    EXPECT_EQ(err.code(), static_cast<uint8_t>(code));  // one to one
+    auto back = round_trip(err);
+    EXPECT_EQ(back, err);
+    Status again = to_status(back);
+    EXPECT_EQ(again.code(), code);
+    EXPECT_EQ(again.message(), s.message());
+    EXPECT_EQ(to_status(back, "rank 3").message(), "rank 3: " + s.message());
+    // Rendered for people with the code's name.
+    EXPECT_NE(system().render(back).find(to_string(code)), std::string::npos) << system().render(back);
+  }
+}
+
+TEST(Serialization, CafsOwnErrorsReadAsUnavailable) {
+  Status s = to_status(caf::make_error(caf::sec::request_timeout), "rank 1");
+  EXPECT_EQ(s.code(), StatusCode::unavailable);
+  EXPECT_NE(s.message().find("rank 1: "), std::string::npos);
+  EXPECT_NE(s.message().find("timeout"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace troupe::actors
