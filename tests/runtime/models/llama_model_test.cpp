@@ -129,7 +129,12 @@ class NoAttention final : public AttentionBackend {
  public:
   std::string name() const override { return "none"; }
   Status allocate(const KvCacheSpec&, int64_t) override { return not_supported("no cache"); }
+  const KvCacheSpec& spec() const override { return spec_; }
+  int64_t num_blocks() const override { return 0; }
   void forward(int, const float*, const float*, const float*, float*, int, const ForwardBatch&, float) override {}
+
+ private:
+  KvCacheSpec spec_;
 };
 
 TEST(LlamaModelTest, WeightTypesTheOpsCannotComputeAreRefusedAtLoad) {
