@@ -13,6 +13,7 @@
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/runtime/gguf/gguf_writer.hpp"
 #include "troupe/worker.hpp"
 
 namespace troupe {
@@ -221,6 +222,100 @@ TEST(CpuPlatformTest, CommunicatorOfOneRank) {
   EXPECT_FALSE((*c)->send(in, 4, DType::f32, 1).ok());
   EXPECT_FALSE((*c)->broadcast(in, 4, DType::f32, 2).ok());
   EXPECT_FALSE(platform->make_device_communicator(0, 2).ok());
+}
+
+// The GGUF reader accepts every type whose layout it knows; the platform decides which it computes.
+TEST(CpuPlatformTest, VerifyQuantizationNamesTypePlatformAndSupportedList) {
+  Platform* platform = cpu_platform();
+  ASSERT_NE(platform, nullptr);
+  EXPECT_TRUE(platform->verify_quantization("q4_1").ok());
+  EXPECT_TRUE(platform->verify_quantization("").ok());  // nothing to verify
+  for (const char* refused : {"q8_k", "q8_1"}) {
+    Status s = platform->verify_quantization(refused);
+    ASSERT_FALSE(s.ok()) << refused;
+    EXPECT_EQ(s.code(), StatusCode::not_supported);
+    EXPECT_NE(s.message().find(refused), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("platform cpu"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("supported: f32, f16, q4_0, q4_1"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(platform->supported_quantizations(),
+            (std::vector<std::string>{"f32", "f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q6_k", "bf16"}));
+}
+
+// The platform's answer and its ops' answer agree on every type the reader accepts.
+TEST(CpuPlatformTest, SupportedQuantizationsMatchWhatItsOpsCompute) {
+  Platform* platform = cpu_platform();
+  ASSERT_NE(platform, nullptr);
+  EngineConfig config;
+  ASSERT_TRUE(platform->check_and_update_config(config).ok());
+  auto ops = platform->make_ops(config);
+  ASSERT_TRUE(ops.ok());
+  for (uint32_t id = 0; id < 256; ++id) {
+    auto tr = dtype_traits(id);
+    if (!tr) continue;
+    SCOPED_TRACE(std::string(tr->name));
+    const bool listed = platform->verify_quantization(tr->name).ok();
+    Status computed = (*ops)->check_weight_type(static_cast<DType>(id));
+    EXPECT_EQ(listed, computed.ok()) << computed.to_string();
+    if (!computed.ok()) {
+      EXPECT_EQ(computed.code(), StatusCode::not_supported);
+      EXPECT_NE(computed.message().find(std::string(tr->name)), std::string::npos) << computed.message();
+      EXPECT_NE(computed.message().find("platform cpu"), std::string::npos) << computed.message();
+    }
+  }
+}
+
+/// A one-layer llama (hidden 256, so q8_k's 256-element blocks fit) whose attn_q has type `q_type`.
+std::vector<uint8_t> tiny_llama(DType q_type) {
+  gguf::testing::GgufWriter w;
+  w.kv_str("general.architecture", "llama");
+  w.kv_u32("llama.embedding_length", 256);
+  w.kv_u32("llama.block_count", 1);
+  w.kv_u32("llama.attention.head_count", 2);
+  w.kv_u32("llama.attention.head_count_kv", 2);
+  w.kv_u32("llama.feed_forward_length", 256);
+  w.kv_u32("llama.context_length", 64);
+  const auto f32 = static_cast<uint32_t>(DType::f32);
+  w.tensor("token_embd.weight", f32, {256, 8});
+  w.tensor("output_norm.weight", f32, {256});
+  w.tensor("blk.0.attn_norm.weight", f32, {256});
+  w.tensor("blk.0.attn_q.weight", static_cast<uint32_t>(q_type), {256, 256});
+  for (const char* m : {"attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+    w.tensor(std::string("blk.0.") + m + ".weight", f32, {256, 256});
+  w.tensor("blk.0.ffn_norm.weight", f32, {256});
+  return w.build();
+}
+
+// Most of the file is f32 (so checking only its most common type passes), but one matrix
+// is q8_k: the model loader asks the platform's ops and refuses it instead of crashing.
+TEST(CpuPlatformTest, AWeightTheKernelsCannotComputeIsALoadErrorNotACrash) {
+  Platform* platform = cpu_platform();
+  ASSERT_NE(platform, nullptr);
+  runtime::register_builtin_models();
+  EngineConfig config;
+  config.parallel.num_threads = 2;
+  ASSERT_TRUE(platform->check_and_update_config(config).ok());
+  for (DType q : {DType::f32, DType::q8_k}) {
+    SCOPED_TRACE(std::string(to_string(q)));
+    std::vector<uint8_t> bytes = tiny_llama(q);
+    auto f = gguf::GgufFile::from_memory(bytes.data(), bytes.size());
+    ASSERT_TRUE(f.ok()) << f.status().to_string();  // the reader accepts q8_k
+    gguf::GgufModelSource source(std::shared_ptr<const gguf::GgufFile>(std::move(*f)));
+    auto w = platform->make_worker(config, 0);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->init_device().ok());
+    Status s = (*w)->load_model(source);
+    if (q == DType::f32) {
+      EXPECT_TRUE(s.ok()) << s.to_string();  // the same file with an f32 attn_q loads
+      continue;
+    }
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::not_supported);
+    EXPECT_NE(s.message().find("blk.0.attn_q.weight"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("q8_k"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("platform cpu"), std::string::npos) << s.message();
+    EXPECT_EQ((*w)->execute_dummy_batch().code(), StatusCode::unavailable);
+  }
 }
 
 // Ops and attention that count the calls the model makes through them, then do the CPU's work.
