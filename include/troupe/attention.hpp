@@ -32,6 +32,15 @@ class AttentionBackend {
   virtual std::string name() const = 0;
   /// Allocate `num_blocks` blocks of `spec`; previous contents are dropped.
   virtual Status allocate(const KvCacheSpec& spec, int64_t num_blocks) = 0;
+  /// The spec of the allocated cache (a default KvCacheSpec before allocate()).
+  virtual const KvCacheSpec& spec() const = 0;
+  /// Blocks of the allocated cache; 0 before allocate().
+  virtual int64_t num_blocks() const = 0;
+  /// ok when `batch` may run on the allocated cache: one slot per token, every slot and
+  /// block id inside the cache, each block table long enough for its seq_len. Workers call
+  /// it before each step. The default checks exactly that against spec() and num_blocks();
+  /// a backend with further limits overrides it and calls this one too.
+  virtual Status check_batch(const ForwardBatch& batch) const;
   /// Store this step's k/v ([num_tokens][num_kv_heads][head_dim]) at batch.slot_mapping,
   /// then attend q ([num_tokens][num_heads][head_dim]) causally over each sequence; out like q.
   virtual void forward(int layer, const float* q, const float* k, const float* v, float* out,

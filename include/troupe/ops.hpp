@@ -5,13 +5,19 @@
 
 #include <cstdint>
 
+#include "troupe/dtype.hpp"
 #include "troupe/model.hpp"
+#include "troupe/status.hpp"
 
 namespace troupe {
 
 class Ops {
  public:
   virtual ~Ops() = default;
+  /// ok when matmul() and embedding() can read weights of `type`; otherwise not_supported
+  /// naming the type and the platform. Models ask before they keep a weight, so a type the
+  /// kernels cannot run is an error at load time, never a crash in the first step.
+  virtual Status check_weight_type(DType type) const = 0;
   /// y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tokens; W is ne = {in, out} of any supported type.
   virtual void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) = 0;
   /// out[t] = row ids[t] of W (ne = {dim, rows}) converted to f32.

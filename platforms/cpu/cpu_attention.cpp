@@ -36,32 +36,6 @@ Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks
   return {};
 }
 
-Status CpuAttentionBackend::check_batch(const ForwardBatch& b) const {
-  if (num_blocks_ == 0) return unavailable("the KV cache is not allocated (initialize_cache first)");
-  const int64_t num_slots = num_blocks_ * spec_.block_size;
-  if (b.slot_mapping.size() != b.token_ids.size())
-    return invalid_argument("forward batch: slot_mapping needs one entry per token");
-  for (int64_t slot : b.slot_mapping)
-    if (slot < 0 || slot >= num_slots)
-      return out_of_range("KV slot " + std::to_string(slot) + " is outside the cache of " + std::to_string(num_slots) +
-                          " slots");
-  if (b.block_tables.size() != b.seq_lens.size())
-    return invalid_argument("forward batch: block_tables needs one entry per sequence");
-  for (size_t s = 0; s < b.seq_lens.size(); ++s) {
-    const auto& table = b.block_tables[s];
-    const int64_t need = (int64_t{b.seq_lens[s]} + spec_.block_size - 1) / spec_.block_size;
-    if (b.seq_lens[s] < 0 || static_cast<int64_t>(table.size()) < need)
-      return invalid_argument("forward batch: the block table of sequence " + std::to_string(s) + " has " +
-                              std::to_string(table.size()) + " blocks, seq_len " + std::to_string(b.seq_lens[s]) +
-                              " needs " + std::to_string(need));
-    for (int32_t blk : table)
-      if (blk < 0 || blk >= num_blocks_)
-        return out_of_range("KV block " + std::to_string(blk) + " is outside the cache of " +
-                            std::to_string(num_blocks_) + " blocks");
-  }
-  return {};
-}
-
 void CpuAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
                                   int num_heads, const ForwardBatch& b, float scale) {
   TROUPE_CHECK(layer >= 0 && layer < spec_.num_layers, "attention layer out of range (cache not allocated?)");

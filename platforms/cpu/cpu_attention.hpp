@@ -18,10 +18,8 @@ class CpuAttentionBackend final : public AttentionBackend {
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
                const ForwardBatch& batch, float scale) override;
 
-  const KvCacheSpec& spec() const { return spec_; }
-  int64_t num_blocks() const { return num_blocks_; }
-  /// ok when every slot and block table of `batch` lies inside the allocated cache.
-  Status check_batch(const ForwardBatch& batch) const;
+  const KvCacheSpec& spec() const override { return spec_; }
+  int64_t num_blocks() const override { return num_blocks_; }
 
  private:
   kernels::cpu::ThreadPool* pool_;

@@ -28,7 +28,7 @@ Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicato
 Result<std::unique_ptr<Worker>> CpuPlatform::make_worker(const EngineConfig& config, int rank) const {
   if (!config.parallel.worker_cls.empty() && config.parallel.worker_cls != "troupe.cpu.CpuWorker")
     return not_found("platform cpu has no worker class '" + config.parallel.worker_cls + "'");
-  return std::unique_ptr<Worker>(new CpuWorker(config, rank));
+  return std::unique_ptr<Worker>(new CpuWorker(config, rank, *this));
 }
 
 }  // namespace troupe::cpu

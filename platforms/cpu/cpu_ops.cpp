@@ -1,6 +1,7 @@
 #include "platforms/cpu/cpu_ops.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -29,6 +30,24 @@ void for_items(kernels::cpu::ThreadPool* pool, int64_t n, int64_t item_floats, F
 constexpr int64_t kChunk = 4096;  // floats per work item of the flat element-wise ops
 
 }  // namespace
+
+std::vector<std::string> weight_type_names() {
+  std::vector<std::string> names;
+  for (uint32_t id = 0; id < 256; ++id) {
+    auto tr = dtype_traits(id);
+    if (tr && kernels::cpu::supports_type(static_cast<DType>(id))) names.emplace_back(tr->name);
+  }
+  return names;
+}
+
+Status CpuOps::check_weight_type(DType type) const {
+  if (dtype_traits(static_cast<uint32_t>(type)) && kernels::cpu::supports_type(type)) return {};
+  std::string list;
+  for (const auto& n : weight_type_names()) list += (list.empty() ? "" : ", ") + n;
+  return not_supported("weights of type " + std::string(to_string(type)) + " (id " +
+                       std::to_string(static_cast<uint32_t>(type)) + ") cannot be computed by platform cpu (supported: " +
+                       list + ")");
+}
 
 void CpuOps::matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
   kernels::cpu::matmul(w.type, w.data, w.ne[0], w.rows(), x, n_tokens, y, pool_);

@@ -1,15 +1,22 @@
 // troupe::Ops on the CPU: the kernels of kernels/cpu over a shared thread pool.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "kernels/cpu/thread_pool.hpp"
 #include "troupe/ops.hpp"
 
 namespace troupe::cpu {
 
+/// Names of the weight types the CPU kernels compute (kernels::cpu::supports_type), in ggml id order.
+std::vector<std::string> weight_type_names();
+
 class CpuOps final : public Ops {
  public:
   /// `pool` must outlive this object; nullptr runs single-threaded.
   explicit CpuOps(kernels::cpu::ThreadPool* pool) : pool_(pool) {}
+  Status check_weight_type(DType type) const override;
   void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) override;
   void embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) override;
   void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) override;

@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "platforms/cpu/cpu_ops.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::cpu {
@@ -46,9 +47,9 @@ DeviceMemory CpuPlatform::memory_info(int) const {
 
 std::vector<std::string> CpuPlatform::supported_dtypes() const { return {"float32"}; }
 
-std::vector<std::string> CpuPlatform::supported_quantizations() const {
-  return {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q6_k"};
-}
+// Exactly the weight types the kernels compute. q8_1 and q8_k have a known layout (ggml
+// uses them for activations) but no CPU kernel reads them as weights.
+std::vector<std::string> CpuPlatform::supported_quantizations() const { return weight_type_names(); }
 
 bool CpuPlatform::supports(std::string_view capability) const {
   return capability == "prefix_caching" || capability == "chunked_prefill";

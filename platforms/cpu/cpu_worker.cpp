@@ -7,27 +7,41 @@
 #include <thread>
 
 #include "kernels/cpu/isa.hpp"
-#include "platforms/cpu/cpu_platform.hpp"
 #include "platforms/cpu/cpu_pool.hpp"
 #include "troupe/log.hpp"
 #include "troupe/model_registry.hpp"
 
 namespace troupe::cpu {
 
-CpuWorker::CpuWorker(const EngineConfig& config, int rank) : Worker("cpu"), config_(config), rank_(rank) {}
+CpuWorker::CpuWorker(const EngineConfig& config, int rank, const Platform& platform)
+    : Worker("cpu"), config_(config), rank_(rank), platform_(platform) {}
 CpuWorker::~CpuWorker() = default;
 
 Status CpuWorker::init_device() {
-  if (rank_ != 0) return not_supported("platform cpu runs one rank per process (rank " + std::to_string(rank_) + ")");
-  pool_ = process_pool(config_.parallel.num_threads);
-  ops_ = std::make_unique<CpuOps>(pool_);
-  attention_ = std::make_unique<CpuAttentionBackend>(pool_);
-  TROUPE_LOG_INFO("CPU worker: {} threads, kernels {}", pool_->size(), kernels::cpu::isa_name());
+  model_.reset();  // it would point at the ops and attention backend replaced below
+  const int world_size = config_.parallel.tensor_parallel_size;
+  if (rank_ < 0 || rank_ >= std::max(1, world_size))
+    return invalid_argument("rank " + std::to_string(rank_) + " is outside the world of " +
+                            std::to_string(world_size) + " ranks");
+  auto comm = platform_.make_device_communicator(rank_, world_size);
+  if (!comm.ok()) return comm.status();
+  auto ops = platform_.make_ops(config_);
+  if (!ops.ok()) return ops.status();
+  auto attention = platform_.make_attention_backend(config_);
+  if (!attention.ok()) return attention.status();
+  if (!*comm || !*ops || !*attention)
+    return internal_error("platform " + platform_.device_type() +
+                          " returned an empty communicator, ops or attention backend");
+  comm_ = std::move(*comm);
+  ops_ = std::move(*ops);
+  attention_ = std::move(*attention);
+  TROUPE_LOG_INFO("CPU worker: {} threads, kernels {}, attention {}", process_pool(config_.parallel.num_threads)->size(),
+                  kernels::cpu::isa_name(), attention_->name());
   return {};
 }
 
 Status CpuWorker::load_model(const ModelSource& source) {
-  if (!pool_) return unavailable("load_model before init_device");
+  if (!ops_ || !attention_) return unavailable("load_model before init_device");
   ModelContext ctx;
   ctx.ops = ops_.get();
   ctx.attention = attention_.get();
@@ -61,7 +75,7 @@ Result<int64_t> CpuWorker::determine_available_memory() {
     return static_cast<int64_t>(gib * static_cast<double>(kGiB));
   }
   if (config_.cache.kv_cache_memory_bytes > 0) return config_.cache.kv_cache_memory_bytes;
-  const int64_t free_bytes = CpuPlatform().memory_info().free_bytes;
+  const int64_t free_bytes = platform_.memory_info().free_bytes;
   const int64_t cap = free_bytes > 0 ? static_cast<int64_t>(static_cast<double>(free_bytes) * 0.5) : kGiB;
   return std::min(kGiB, cap);
 }

@@ -1,19 +1,23 @@
-// The CPU worker: a thread pool, the platform's ops and paged attention, the
-// model built through ModelRegistry, and one forward pass per step.
+// The CPU worker: the platform's ops, attention backend and communicator
+// (asked of its Platform, never built here), the model built through
+// ModelRegistry, and one forward pass per step.
 #pragma once
 
 #include <memory>
 
-#include "kernels/cpu/thread_pool.hpp"
-#include "platforms/cpu/cpu_attention.hpp"
-#include "platforms/cpu/cpu_ops.hpp"
+#include "troupe/attention.hpp"
+#include "troupe/communicator.hpp"
+#include "troupe/ops.hpp"
+#include "troupe/platform.hpp"
 #include "troupe/worker.hpp"
 
 namespace troupe::cpu {
 
 class CpuWorker final : public Worker {
  public:
-  CpuWorker(const EngineConfig& config, int rank);
+  /// `platform` makes this worker's ops, attention backend and communicator; it must
+  /// outlive the worker (the host keeps platforms for the life of the process).
+  CpuWorker(const EngineConfig& config, int rank, const Platform& platform);
   ~CpuWorker() override;
 
   Status init_device() override;
@@ -30,10 +34,11 @@ class CpuWorker final : public Worker {
  private:
   EngineConfig config_;
   int rank_;
-  kernels::cpu::ThreadPool* pool_ = nullptr;  // the process pool for this thread count (cpu_pool.hpp)
-  std::unique_ptr<CpuOps> ops_;
-  std::unique_ptr<CpuAttentionBackend> attention_;
-  std::unique_ptr<Model> model_;
+  const Platform& platform_;
+  std::unique_ptr<Ops> ops_;                    // from platform_.make_ops
+  std::unique_ptr<AttentionBackend> attention_; // from platform_.make_attention_backend
+  std::unique_ptr<DeviceCommunicator> comm_;    // from platform_.make_device_communicator
+  std::unique_ptr<Model> model_;                // points at ops_ and attention_: declared after them
 };
 
 }  // namespace troupe::cpu

@@ -106,21 +106,13 @@ const char* ggml_type_name(uint32_t id) {
   return id < std::size(kNames) ? kNames[id] : nullptr;
 }
 
-/// The weight types troupe's kernels handle.
-bool supported_tensor_type(uint32_t id) {
-  switch (static_cast<DType>(id)) {
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16:
-    case DType::q8_0:
-    case DType::q4_0:
-    case DType::q4_1:
-    case DType::q5_0:
-    case DType::q5_1:
-    case DType::q4_k:
-    case DType::q6_k: return dtype_traits(id).has_value();
-    default: return false;
-  }
+/// The types whose storage layout troupe knows (dtype_traits), for messages: "f32, f16, ...".
+/// Which of them a platform can compute is the platform's answer (Platform::verify_quantization).
+std::string known_layouts() {
+  std::string list;
+  for (uint32_t id = 0; id < 256; ++id)
+    if (auto tr = dtype_traits(id)) list += (list.empty() ? "" : ", ") + std::string(tr->name);
+  return list;
 }
 
 std::string quoted(std::string_view s) {
@@ -418,15 +410,14 @@ class Parser {
     pos = cur_.pos();
     uint32_t type_id = 0;
     if (!cur_.read(&type_id)) return truncated(pos, "the type of " + what);
-    if (!supported_tensor_type(type_id)) {
+    if (!dtype_traits(type_id)) {
       const char* known = ggml_type_name(type_id);
       if (known == nullptr) {
         return fail(pos, what + " has unknown ggml type id " + std::to_string(type_id));
       }
       return not_supported("GGUF byte " + std::to_string(pos) + ": " + what + " has type " + known +
-                           " (id " + std::to_string(type_id) +
-                           "), which troupe does not support (f32, f16, bf16, q8_0, q4_0, q4_1, "
-                           "q5_0, q5_1, q4_k, q6_k)");
+                           " (id " + std::to_string(type_id) + "), whose storage layout troupe does not know (known: " +
+                           known_layouts() + ")");
     }
     t.type = static_cast<DType>(type_id);
     const DTypeTraits tr = traits(t.type);

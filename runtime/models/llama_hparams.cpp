@@ -160,4 +160,16 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
   return w;
 }
 
+Status check_llama_weight_types(const LlamaWeights& w, const Ops& ops) {
+  std::vector<const WeightTensor*> matrices = {w.token_embd, w.output};
+  for (const auto& L : w.layers)
+    matrices.insert(matrices.end(), {L.wq, L.wk, L.wv, L.wo, L.ffn_gate, L.ffn_up, L.ffn_down});
+  for (const WeightTensor* t : matrices) {
+    if (t == nullptr) continue;  // bind_llama_weights has already refused missing tensors
+    if (Status s = ops.check_weight_type(t->type); !s.ok())
+      return Status(s.code(), "model tensor '" + t->name + "': " + s.message());
+  }
+  return {};
+}
+
 }  // namespace troupe::models

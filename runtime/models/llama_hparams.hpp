@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "troupe/model.hpp"
+#include "troupe/ops.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::models {
@@ -53,5 +54,8 @@ struct LlamaWeights {
 Result<LlamaHParams> read_llama_hparams(const ModelSource& source);
 /// Find and check every tensor: presence (not_found), type and shape (invalid_argument/data_loss).
 Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHParams& hp);
+/// Ask the platform's ops whether they compute every matrix of `w` (embedding, output, the
+/// blocks' projections); the first that they cannot is a not_supported naming the tensor.
+Status check_llama_weight_types(const LlamaWeights& w, const Ops& ops);
 
 }  // namespace troupe::models

@@ -20,6 +20,7 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
   if (!hp.ok()) return hp.status();
   auto w = bind_llama_weights(source, *hp);
   if (!w.ok()) return w.status();
+  TROUPE_RETURN_IF_ERROR(check_llama_weight_types(*w, *context.ops));
   return std::unique_ptr<Model>(new LlamaModel(std::move(*hp), std::move(*w), context));
 }
 

@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
   }
   {
     GgufWriter w = base(3);
-    const uint32_t types[] = {0, 1, 30, 8, 2, 3, 6, 7, 12, 14};
+    const uint32_t types[] = {0, 1, 30, 8, 9, 2, 3, 6, 7, 12, 14, 15};
     for (uint32_t ty : types) {
-      const uint64_t ne0 = (ty == 12 || ty == 14) ? 256 : 32;
+      const uint64_t ne0 = (ty == 12 || ty == 14 || ty == 15) ? 256 : 32;
       w.tensor("t" + std::to_string(ty), ty, {ne0, 1});
     }
     w.tensor("cube", 0, {1, 2, 1, 2});

@@ -79,6 +79,21 @@ TEST(PluginHost, GeneralPluginsRegisterOncePerProcess) {
   EXPECT_EQ(good_general_calls(), 1);
 }
 
+// ABI 2 added slots to the vtables of AttentionBackend and Ops: an out-of-tree platform
+// built against the previous version must be refused, never activated over the CPU.
+TEST(PluginHost, PlatformOfThePreviousAbiIsRefusedAndNeverActivated) {
+  ph::PluginHost host(opts({"previous_abi_platform", "fake_cpu"}));
+  host.load_all();
+  const auto& old = find(host, "previous_abi_platform");
+  EXPECT_EQ(old.status, PluginStatus::refused);
+  EXPECT_TRUE(contains(old.reason, "ABI version " + std::to_string(TROUPE_ABI_VERSION - 1) + ",")) << old.reason;
+  EXPECT_TRUE(contains(old.reason, "this troupe uses ABI version " + std::to_string(TROUPE_ABI_VERSION))) << old.reason;
+  EXPECT_EQ(candidate(host, "previous_abi_platform"), nullptr);
+  auto p = host.activate_platform();
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ((*p)->device_type(), "fake_cpu");
+}
+
 TEST(PluginHost, BrokenPluginsAreReportedAndOthersStillLoad) {
   ph::PluginHost host(opts({"missing_symbol", "abi_mismatch", "throws_register", "fails_register", "wrong_group",
                             "missing_library", "malformed", "missing_field", "unknown_group", "good_general"}));

@@ -1,5 +1,7 @@
 // One source for several test platform plugins, chosen by compile definitions:
-// TEST_PLUGIN_NAME, TEST_PLATFORM_ENUM, TEST_PROBE (available|declines|throws).
+// TEST_PLUGIN_NAME, TEST_PLATFORM_ENUM, TEST_PROBE (available|declines|throws),
+// and TEST_PREVIOUS_ABI (the descriptor claims the ABI version before ours, as a
+// platform built against the previous troupe release would).
 #include <stdexcept>
 
 #include "test_platform.hpp"
@@ -23,4 +25,14 @@ troupe::Platform* probe() {
 }
 }  // namespace
 
+#ifdef TEST_PREVIOUS_ABI
+static_assert(TROUPE_ABI_VERSION >= 2, "there is no ABI version before 1");
+constexpr troupe::PluginDescriptor previous_abi_descriptor() {
+  troupe::PluginDescriptor d = troupe::platform_plugin(TEST_PLUGIN_NAME, &probe);
+  d.abi_version = TROUPE_ABI_VERSION - 1;
+  return d;
+}
+TROUPE_PLUGIN(previous_abi_descriptor())
+#else
 TROUPE_PLUGIN(troupe::platform_plugin(TEST_PLUGIN_NAME, &probe))
+#endif

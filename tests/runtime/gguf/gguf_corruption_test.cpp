@@ -1,5 +1,7 @@
 // Every way a GGUF file can lie: each must give a clear error (data_loss, or
-// not_supported for a real but unsupported type) and never crash or over-read.
+// not_supported for a real ggml type whose layout troupe does not know) and
+// never crash or over-read. Whether a known type can be computed is not the
+// reader's question: Platform::verify_quantization answers it.
 // Run under ASan (the fuzzer does) to make "never over-read" hard evidence.
 #include <gtest/gtest.h>
 
@@ -253,19 +255,49 @@ TEST(GgufCorruption, UnknownAndUnsupportedTypes) {
   GgufWriter unknown = small_writer();
   unknown.tensor("u", 1000, {4}, std::nullopt, 16);
   expect_data_loss(unknown.build(), {"'u' has unknown ggml type id 1000"});
-  // Real ggml types troupe has no kernels for: not_supported, naming type and tensor.
-  for (uint32_t id : {10u, 13u, 9u, 15u, 28u}) {
+  // Real ggml types whose storage layout troupe does not know: not_supported, naming
+  // where, the type id and the tensor.
+  for (uint32_t id : {10u, 11u, 13u, 16u, 28u, 39u}) {
     GgufWriter w = small_writer();
     w.tensor("x", id, {256}, std::nullopt, 1024);
     Status st = parse(w.build());
     ASSERT_FALSE(st.ok()) << id;
     EXPECT_EQ(st.code(), StatusCode::not_supported) << st.to_string();
+    EXPECT_NE(st.message().find("GGUF byte "), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("'x'"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("id " + std::to_string(id)), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("storage layout"), std::string::npos) << st.message();
   }
   GgufWriter q2k = small_writer();
   q2k.tensor("x", 10, {256}, std::nullopt, 1024);
-  EXPECT_NE(parse(q2k.build()).message().find("q2_k"), std::string::npos);
+  const std::string msg = parse(q2k.build()).message();
+  EXPECT_NE(msg.find("q2_k"), std::string::npos) << msg;
+  // The list of known layouts is read from dtype_traits, q8_k included.
+  EXPECT_NE(msg.find("q8_k"), std::string::npos) << msg;
+}
+
+// q8_1 and q8_k have a known layout: the reader accepts them (no CPU kernel reads them
+// as weights, which is the platform's refusal, not the reader's) but checks their sizes
+// exactly as any other type's.
+TEST(GgufCorruption, LayoutKnownTypesAreReadAndStillValidated) {
+  for (DType t : {DType::q8_1, DType::q8_k}) {
+    SCOPED_TRACE(std::string(to_string(t)));
+    const auto id = static_cast<uint32_t>(t);
+    const uint64_t block = static_cast<uint64_t>(traits(t).block_elems);
+    GgufWriter ok = small_writer();
+    ok.tensor("w", id, {block * 2, 3});
+    Status st = parse(ok.build());
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    GgufWriter partial = small_writer();
+    partial.tensor("w", id, {block / 2, 3}, std::nullopt, 0);
+    expect_data_loss(partial.build(), {"'w' has ne[0] = " + std::to_string(block / 2),
+                                       std::to_string(block) + "-element blocks of " + std::string(to_string(t))});
+    GgufWriter past_end = small_writer();  // the data section is one block short
+    past_end.tensor("w", id, {block * 2, 3});
+    auto bytes = past_end.build();
+    bytes.resize(bytes.size() - static_cast<size_t>(traits(t).block_bytes));
+    EXPECT_EQ(parse(bytes).code(), StatusCode::data_loss) << parse(bytes).to_string();
+  }
 }
 
 TEST(GgufCorruption, BadAlignment) {

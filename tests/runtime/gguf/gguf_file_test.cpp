@@ -255,7 +255,7 @@ TEST(GgufFile, EveryTensorType) {
   struct Case { DType type; uint64_t ne0; };
   const Case cases[] = {{DType::f32, 8},   {DType::f16, 8},    {DType::bf16, 8},   {DType::q8_0, 64},
                         {DType::q4_0, 32}, {DType::q4_1, 96},  {DType::q5_0, 32},  {DType::q5_1, 64},
-                        {DType::q4_k, 256}, {DType::q6_k, 512}};
+                        {DType::q4_k, 256}, {DType::q6_k, 512}, {DType::q8_1, 64},  {DType::q8_k, 256}};
   GgufWriter w;
   w.kv_str("general.architecture", "llama");
   for (const Case& c : cases) {
@@ -292,6 +292,21 @@ TEST(GgufFile, EveryTensorType) {
   EXPECT_EQ(cube->nbytes, 240u);
   EXPECT_EQ(f.tensor("vec")->nbytes, 20u);
   EXPECT_EQ(f.tensor_data_bytes(), sum + 240 + 20);
+}
+
+// The reader accepts every type whose layout it knows, q8_k included: refusing what a
+// platform cannot compute is Platform::verify_quantization's job, not the reader's.
+TEST(GgufFile, AcceptsQ8KTensors) {
+  GgufWriter w;
+  w.kv_str("general.architecture", "llama");
+  w.tensor("blk.0.attn_q.weight", static_cast<uint32_t>(DType::q8_k), {512, 2});
+  auto bytes = w.build();
+  auto r = GgufFile::from_memory(bytes.data(), bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const WeightTensor* t = r.value()->tensor("blk.0.attn_q.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->type, DType::q8_k);
+  EXPECT_EQ(t->nbytes, 2u * 2u * 292u);  // 2 rows of 2 blocks of 292 bytes
 }
 
 TEST(GgufFile, CustomAlignment) {

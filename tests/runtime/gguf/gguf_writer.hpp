@@ -65,8 +65,10 @@ inline uint64_t test_type_bytes(uint32_t type, uint64_t n) {
     case 6: return n / 32 * 22;       // q5_0
     case 7: return n / 32 * 24;       // q5_1
     case 8: return n / 32 * 34;       // q8_0
+    case 9: return n / 32 * 36;       // q8_1
     case 12: return n / 256 * 144;    // q4_k
     case 14: return n / 256 * 210;    // q6_k
+    case 15: return n / 256 * 292;    // q8_k
     default: return 0;
   }
 }

@@ -12,7 +12,9 @@
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/models/llama_hparams.hpp"
 #include "runtime/models/llama_model.hpp"
+#include "troupe/attention.hpp"
 #include "troupe/model_registry.hpp"
+#include "troupe/ops.hpp"
 
 namespace troupe::models {
 namespace {
@@ -101,6 +103,59 @@ TEST(LlamaModelTest, RegistryAndMissingPlatformServices) {
   auto m = model_registry::create("llama", src, ModelContext{});
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::invalid_argument);
+}
+
+// Ops that compute nothing and refuse one weight type; the loader must ask them before
+// it keeps a weight, so a type the platform cannot run never reaches matmul().
+class RefusingOps final : public Ops {
+ public:
+  explicit RefusingOps(DType refused) : refused_(refused) {}
+  Status check_weight_type(DType type) const override {
+    if (type != refused_) return {};
+    return not_supported("weights of type " + std::string(to_string(type)) + " cannot be computed by platform fake");
+  }
+  void matmul(const WeightTensor&, const float*, int64_t, float*) override { ADD_FAILURE() << "matmul called"; }
+  void embedding(const WeightTensor&, const int32_t*, int64_t, float*) override { ADD_FAILURE() << "embedding"; }
+  void rms_norm(const float*, const float*, int64_t, int64_t, float, float*) override {}
+  void rope(float*, const int32_t*, int64_t, int, int, float, bool) override {}
+  void silu_mul(const float*, const float*, int64_t, float*) override {}
+  void add_inplace(float*, const float*, int64_t) override {}
+
+ private:
+  DType refused_;
+};
+
+class NoAttention final : public AttentionBackend {
+ public:
+  std::string name() const override { return "none"; }
+  Status allocate(const KvCacheSpec&, int64_t) override { return not_supported("no cache"); }
+  const KvCacheSpec& spec() const override { return spec_; }
+  int64_t num_blocks() const override { return 0; }
+  void forward(int, const float*, const float*, const float*, float*, int, const ForwardBatch&, float) override {}
+
+ private:
+  KvCacheSpec spec_;
+};
+
+TEST(LlamaModelTest, WeightTypesTheOpsCannotComputeAreRefusedAtLoad) {
+  auto f = gguf::GgufFile::open(kStories);
+  ASSERT_TRUE(f.ok());
+  gguf::GgufModelSource src(std::shared_ptr<const gguf::GgufFile>(std::move(*f)));
+  const DType stored = src.tensor("blk.0.attn_q.weight")->type;
+  NoAttention attention;
+  RefusingOps refuses_other(DType::q8_k);
+  ModelContext ok_ctx{&refuses_other, &attention, 16};
+  auto m = LlamaModel::create(src, ok_ctx);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+
+  RefusingOps refuses_stored(stored);
+  ModelContext ctx{&refuses_stored, &attention, 16};
+  m = LlamaModel::create(src, ctx);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::not_supported);
+  EXPECT_NE(m.status().message().find("model tensor '"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("platform fake"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find(std::string(to_string(stored))), std::string::npos) << m.status().message();
 }
 
 }  // namespace
