@@ -51,7 +51,7 @@ class FanOutExecutor final : public engine::Executor {
               [round, r, timeout](caf::error& err) {
                 if (round->finished) return;
                 round->finished = true;
-                const std::string who = "rank " + std::to_string(r);
+                const std::string who = "the worker of rank " + std::to_string(r);
                 if (err == caf::sec::request_timeout)
                   round->done(unavailable(who + " did not answer the step within " +
                                           std::to_string(timeout.count()) + " ms"));

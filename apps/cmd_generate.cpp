@@ -87,6 +87,7 @@ std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohma
 /// Totals over every step of the run, for --stats.
 struct RunStats {
   std::mutex mu;
+  std::condition_variable cv;
   int64_t steps = 0, prompt_tokens = 0, generation_tokens = 0, preemptions = 0;
   int64_t prefix_queries = 0, prefix_hits = 0, finished = 0;
   double max_kv_usage = 0, model_seconds = 0;
@@ -107,6 +108,7 @@ struct RunStats {
       ++finished;
       e2e.push_back(f.e2e_latency_s);
     }
+    cv.notify_all();
   }
 };
 
@@ -203,8 +205,13 @@ int run_generate(const Options& o) {
     for (const auto& out : outputs) std::cout << dump(output_json(out)) << "\n";
   }
   if (o.stats) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the last step's stats event
-    std::lock_guard lock(stats.mu);
+    // The stat logger may still be handling the last step's event: wait (bounded)
+    // until every request that ended in the engine is counted.
+    std::unique_lock lock(stats.mu);
+    size_t ended_in_engine = 0;
+    for (const auto& out : outputs) ended_in_engine += out.finish_reason != FinishReason::error || out.error.ok();
+    stats.cv.wait_for(lock, std::chrono::seconds(5),
+                      [&] { return stats.finished >= static_cast<int64_t>(ended_in_engine); });
     nlohmann::json j = {{"num_prompts", prompts.size()},
                         {"finished_requests", stats.finished},
                         {"steps", stats.steps},

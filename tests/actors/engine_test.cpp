@@ -225,17 +225,22 @@ TEST(ActorEngine, StatLoggerPluginAndSubscribersReceiveEvents) {
       if (ev.iteration.num_generation_tokens > 0) (*actor_events)++;
     }};
   });
+  // Enqueued before the request exists, so the stat logger handles it before any of its steps.
   caf::anon_send(engine->stat_logger(), troupe::actors::subscribe_atom_v, subscriber);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the subscription land first
   auto out = engine->generate(greedy("Once upon a time", 20));
   ASSERT_TRUE(out.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // at least two plugin log() intervals
-  EXPECT_GT(actor_events->load(), 0);
+  // Wait (bounded) for the events; none is missed or counted twice.
+  for (int i = 0; i < 500 && actor_events->load() < 20; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(actor_events->load(), 20) << "one event per generated token (each step generated one)";
   {
-    std::lock_guard lock(sink.mu);
-    int64_t generated = 0;
-    for (auto& e : sink.events) generated += e.iteration.num_generation_tokens;
-    EXPECT_EQ(generated, 20);
+    std::unique_lock lock(sink.mu);
+    auto generated = [&] {
+      int64_t n = 0;
+      for (auto& e : sink.events) n += e.iteration.num_generation_tokens;
+      return n;
+    };
+    EXPECT_TRUE(sink.cv.wait_for(lock, std::chrono::seconds(5), [&] { return generated() >= 20; }));
+    EXPECT_EQ(generated(), 20);
   }
   // The plugin writes one line per 0.2 s interval; wait (bounded) for the interval after the last step.
   int64_t generated = 0;
