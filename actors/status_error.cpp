@@ -33,7 +33,10 @@ Status to_status(const caf::error& error, const std::string& what) {
     return Status(static_cast<StatusCode>(error.code()), prefix + context_text(error.context()));
   std::string text;
   if (error.category() == caf::atom("system")) {
-    text = caf::to_string(static_cast<caf::sec>(error.code()));
+    const auto sec = static_cast<caf::sec>(error.code());
+    text = sec == caf::sec::request_receiver_down ? "its actor is gone (request_receiver_down)"
+           : sec == caf::sec::request_timeout     ? "no answer in time (request_timeout)"
+                                                  : caf::to_string(sec);
     if (auto ctx = context_text(error.context()); !ctx.empty()) text += " (" + ctx + ")";
   } else {
     text = caf::to_string(error);
