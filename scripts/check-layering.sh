@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The layering rules of docs/architecture.md, checked on the source tree
+# (a ctest runs this): dependencies point down (apps -> actors -> plugin_host
+# -> runtime -> SDK; platforms see only the SDK and kernels; kernels only the
+# SDK's dtype header), only actors/ and apps/ include CAF, only
+# platforms/cuda and kernels/cuda include CUDA/NCCL, only plugin_host/ calls
+# dlopen. Prints every violation and exits 1 if there is any.
+set -uo pipefail
+cd "${1:-$(dirname "$0")/..}"
+status=0
+
+# forbid FOLDERS... -- PATTERN MESSAGE: no file under FOLDERS may match PATTERN.
+forbid() {
+  local dirs=() pattern message hits
+  while [[ $1 != -- ]]; do dirs+=("$1"); shift; done
+  shift
+  pattern=$1 message=$2
+  hits=$(grep -rnE --include='*.cpp' --include='*.hpp' --include='*.h' --include='*.cu' --include='*.cuh' \
+         "$pattern" "${dirs[@]}" 2>/dev/null)
+  if [[ -n $hits ]]; then
+    echo "layering: $message"
+    echo "$hits" | sed 's/^/  /'
+    status=1
+  fi
+}
+
+inc='^\s*#\s*include\s*[<"]'
+forbid include sdk -- "$inc(runtime|actors|plugin_host|apps|platforms|kernels)/" "the SDK includes only itself"
+forbid kernels -- "$inc(runtime|actors|plugin_host|apps|platforms)/" "kernels know only raw pointers and the SDK's dtypes"
+forbid platforms -- "$inc(runtime|actors|plugin_host|apps)/" "platforms build on the SDK and kernels only"
+forbid runtime -- "$inc(actors|plugin_host|apps|platforms|kernels)/" "runtime depends on the SDK only"
+forbid plugin_host -- "$inc(actors|apps|platforms|kernels)/" "plugin_host depends on runtime and the SDK only"
+forbid actors -- "$inc(apps)/" "actors never include apps"
+forbid include sdk kernels platforms runtime plugin_host -- "${inc}caf/" "only actors/ and apps/ include CAF"
+forbid include sdk kernels/cpu platforms/cpu runtime plugin_host actors apps -- \
+  "${inc}(cuda|cuda_runtime|cuda_runtime_api|cublas|cublasLt|cuda_fp16|cuda_bf16|nccl)[._a-zA-Z]*\.h" \
+  "only platforms/cuda and kernels/cuda include CUDA or NCCL"
+forbid include sdk kernels platforms runtime actors apps -- '\bdlopen\s*\(' "only plugin_host/ calls dlopen"
+
+if ((status == 0)); then echo "layering: ok"; fi
+exit $status
