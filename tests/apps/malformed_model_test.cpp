@@ -40,7 +40,8 @@ struct Run {
 };
 
 Run run(const std::string& args) {
-  const std::string err_file = ::testing::TempDir() + "troupe_malformed_stderr.txt";
+  // Per process: ctest runs the generate and serve cases at the same time.
+  const std::string err_file = ::testing::TempDir() + "troupe_malformed_stderr." + std::to_string(::getpid()) + ".txt";
   const std::string cmd = "timeout -s KILL 120 " + std::string(TROUPE_EXE) + " " + args + " >/dev/null 2>" + err_file;
   Run r;
   const int status = std::system(cmd.c_str());
@@ -59,7 +60,7 @@ std::vector<std::string> error_lines(const std::string& err) {
 }
 
 std::string write_file(const std::string& name, const std::vector<char>& bytes) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = ::testing::TempDir() + std::to_string(::getpid()) + "." + name;
   std::ofstream o(path, std::ios::binary);
   o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;
