@@ -10,8 +10,12 @@
 #include <random>
 
 #include "actors/engine_actors.hpp"
+#include "actors/gate_actor.hpp"
 #include "actors/kv_cache_actor.hpp"
+#include "actors/local_nodes.hpp"
+#include "actors/node_supervisor.hpp"
 #include "actors/plugin_host_actor.hpp"
+#include "actors/ranks.hpp"
 #include "actors/status_error.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "runtime/engine/model_artifacts.hpp"
@@ -54,6 +58,7 @@ struct Engine::Impl {
   std::unique_ptr<caf::actor_system_config> caf_config;
   std::unique_ptr<caf::actor_system> owned_system;
   caf::actor_system* system = nullptr;
+  EngineOptions options;
   EngineConfig config;
   ModelInfo model_info;
   ModelArtifacts artifacts;
@@ -64,6 +69,12 @@ struct Engine::Impl {
   actors::plugin_host_actor plugin_host;
   actors::kv_cache_actor kv_cache;
   actors::EngineActors actors;
+  std::unique_ptr<actors::LocalNodes> local_nodes;
+  std::vector<std::string> node_addresses;  // "HOST:PORT" of the nodes in use
+  actors::RankLayout layout;
+  actors::node_supervisor_actor supervisor;
+  actors::stats_gate_actor stats_gate;
+  mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
   std::vector<actors::worker_actor> workers;
   std::mutex mu;
   std::mt19937_64 rng;
@@ -71,8 +82,9 @@ struct Engine::Impl {
   std::atomic<uint64_t> next_subscription{1};
 
   Status load_artifacts();
+  Status connect_nodes();
   Status start_ranks();
-  void spawn_actors(const EngineOptions& options);
+  void spawn_actors();
 
   ~Impl() {
     auto stop = [](auto& handle) {
@@ -81,6 +93,8 @@ struct Engine::Impl {
     };
     // Drop our handles: a detached actor's thread ends only when its last
     // reference is gone, and the system's destructor waits for those threads.
+    stop(supervisor);
+    stop(stats_gate);
     stop(actors.engine);
     stop(actors.scheduler);
     stop(actors.stat_logger);
@@ -88,12 +102,15 @@ struct Engine::Impl {
     stop(plugin_host);
     for (auto& w : workers) stop(w);
     workers.clear();
+    layout = {};
     owned_system.reset();
+    local_nodes.reset();  // after the system: the connections to the nodes are closed first
   }
 };
 
 // Part 1: plugins and the platform (through this node's plugin-host actor),
-// then what the engine reads from the model file itself.
+// then what the engine reads from the model file itself, and the checks that
+// need no rank.
 Status Engine::Impl::load_artifacts() {
   caf::scoped_actor self{*system};
   plugin_host = actors::spawn_plugin_host_actor(*system);
@@ -105,35 +122,78 @@ Status Engine::Impl::load_artifacts() {
   auto loaded = load_model_artifacts(config);
   if (!loaded) return loaded.status();
   artifacts = std::move(loaded).value();
+  TROUPE_RETURN_IF_ERROR(verify_parallel_config(config, artifacts));
   TROUPE_RETURN_IF_ERROR(platform->check_and_update_config(config));
   return verify_weight_types(*platform, artifacts);
 }
 
-// Part 2: one worker per rank loads the model; the kv_cache actor sizes the
-// cache over every rank (engine::plan_kv_cache) and has it allocated; warm-up.
+// The nodes that host the ranks: the ones given, or local node processes when
+// there are several ranks and none was given; none when one rank runs here.
+Status Engine::Impl::connect_nodes() {
+  const int world = config.parallel.tensor_parallel_size * config.parallel.pipeline_parallel_size;
+  std::string secret = options.node_secret;
+  node_addresses = options.nodes;
+  if (node_addresses.empty() && world > 1) {
+    auto exe = actors::LocalNodes::find_executable(options.node_executable);
+    if (!exe) return exe.status();
+    auto started = actors::LocalNodes::start(*exe, world, std::chrono::minutes(2));
+    if (!started) return started.status();
+    local_nodes = std::move(started).value();
+    node_addresses = local_nodes->addresses();
+    secret = local_nodes->secret();
+  }
+  if (node_addresses.empty()) {
+    layout.nodes = {plugin_host};
+    layout.node_names = {""};
+    layout.node_of_rank = actors::place_ranks(world, 1);
+    return {};
+  }
+  if (node_addresses.size() > static_cast<size_t>(world))
+    TROUPE_LOG_WARNING("{} nodes given for {} rank(s): the last {} stay idle", node_addresses.size(), world,
+                       node_addresses.size() - static_cast<size_t>(world));
+  node_addresses.resize(std::min(node_addresses.size(), static_cast<size_t>(world)));
+  for (const auto& address : node_addresses) {
+    std::string host;
+    uint16_t port = 0;
+    TROUPE_RETURN_IF_ERROR(actors::parse_host_port(address, "--nodes", &host, &port));
+    auto node = actors::connect_node(*system, host, port, secret, std::chrono::seconds(30));
+    if (!node) return node.status();
+    TROUPE_LOG_INFO("connected to node {}", address);
+    layout.nodes.push_back(*node);
+    layout.node_names.push_back("node " + address);
+  }
+  layout.node_of_rank = actors::place_ranks(world, layout.nodes.size());
+  options.node_secret = secret;
+  return {};
+}
+
+// Part 2: one worker per rank on its node loads the model; the kv_cache actor
+// sizes the cache over every rank (engine::plan_kv_cache) and has it
+// allocated; warm-up. Ranks of one model take each step together.
 Status Engine::Impl::start_ranks() {
-  caf::scoped_actor self{*system};
-  for (int32_t rank = 0; rank < config.parallel.tensor_parallel_size; ++rank) {
-    auto w = ask<actors::worker_actor>(self, plugin_host, "spawning the worker of rank " + std::to_string(rank),
-                                       actors::worker_atom_v, rank);
-    if (!w) return w.status();
-    workers.push_back(*w);
+  TROUPE_RETURN_IF_ERROR(connect_nodes());
+  const int world = config.parallel.tensor_parallel_size * config.parallel.pipeline_parallel_size;
+  if (world > 1 && config.parallel.communicator_id.empty()) {
+    auto id = platform->make_communicator_id(config.parallel);
+    if (!id) return id.status();
+    config.parallel.communicator_id = *id;
   }
-  for (size_t rank = 0; rank < workers.size(); ++rank) {
-    auto reply = ask<WorkerInitReply>(self, workers[rank], "loading the model on rank " + std::to_string(rank),
-                                      actors::init_atom_v, config, static_cast<int32_t>(rank));
-    if (!reply) return reply.status();
-    if (rank == 0) {
-      model_info = reply->info;
-      TROUPE_LOG_INFO("Model loading took {:.4f} GiB and {:.3f} seconds ({} on {})",
-                      static_cast<double>(reply->info.weight_bytes) / (1 << 30), reply->load_seconds, reply->platform,
-                      reply->device_name);
-    }
+  std::vector<WorkerInitReply> replies;
+  auto started = actors::start_workers(*system, layout, config, &replies, kStartTimeout);
+  if (!started) return started.status();
+  {
+    std::lock_guard lock(workers_mu);
+    workers = std::move(started).value();
   }
+  model_info = replies.front().info;
+  TROUPE_LOG_INFO("Model loading took {:.4f} GiB and {:.3f} seconds ({} on {})",
+                  static_cast<double>(model_info.weight_bytes) / (1 << 30), replies.front().load_seconds,
+                  replies.front().platform, replies.front().device_name);
   if (model_info.vocab_size < artifacts.tokenizer->vocab_size())
     return data_loss(config.model.model_path + ": the tokenizer has " +
                      std::to_string(artifacts.tokenizer->vocab_size()) + " tokens but the model only " +
                      std::to_string(model_info.vocab_size));
+  caf::scoped_actor self{*system};
   kv_cache = actors::spawn_kv_cache_actor(*system);
   auto plan = ask<KvCachePlan>(self, kv_cache, "KV cache", actors::size_kv_atom_v, workers, config,
                                model_info.context_length);
@@ -141,21 +201,20 @@ Status Engine::Impl::start_ranks() {
   kv_plan = *plan;
   config.cache.block_size = kv_plan.spec.block_size;
   config.model.max_model_len = kv_plan.max_model_len;
-  for (size_t rank = 0; rank < workers.size(); ++rank) {
-    auto ok = ask<bool>(self, workers[rank], "warming up rank " + std::to_string(rank), actors::warmup_atom_v);
-    if (!ok) return ok.status();
-  }
-  return {};
+  return actors::warm_up(*system, workers, layout, kStartTimeout);
 }
 
-// Part 3: stats (logging line, Prometheus, plugins), engine and scheduler actors.
-void Engine::Impl::spawn_actors(const EngineOptions& options) {
+// Part 3: stats (logging line, Prometheus, plugins), engine and scheduler
+// actors, and the supervisor of remote nodes.
+void Engine::Impl::spawn_actors() {
   actors::EngineActorsSetup setup;
   setup.config = config;
   setup.kv_plan = kv_plan;
   setup.tokenizer = artifacts.tokenizer;
   setup.workers = workers;
+  setup.rank_places = layout.places();
   setup.counters = counters;
+  setup.step_timeout = options.step_timeout;
   setup.stat_loggers.log_interval_s = options.stat_log_interval_s;
   if (options.stat_log_interval_s > 0)
     setup.stat_loggers.loggers.push_back(std::make_unique<stats::LoggingStatLogger>(0));
@@ -166,6 +225,19 @@ void Engine::Impl::spawn_actors(const EngineOptions& options) {
     for (auto& l : plugin_host::PluginHost::instance().make_stat_loggers(config, 0))
       setup.stat_loggers.loggers.push_back(std::move(l));
   actors = actors::spawn_engine_actors(*system, std::move(setup));
+  if (node_addresses.empty()) return;
+  actors::NodeSupervisorSetup sup;
+  sup.addresses = node_addresses;
+  sup.secret = options.node_secret;
+  sup.layout = layout;
+  sup.config = config;
+  sup.plan = kv_plan;
+  sup.scheduler = actors.scheduler;
+  sup.on_rebuilt = [this](const std::vector<actors::worker_actor>& rebuilt) {
+    std::lock_guard lock(workers_mu);
+    workers = rebuilt;
+  };
+  supervisor = actors::spawn_node_supervisor(*system, std::move(sup));
 }
 
 void configure_actor_system(caf::actor_system_config& config) {
@@ -177,6 +249,10 @@ void configure_actor_system(caf::actor_system_config& config) {
   config.add_message_types<caf::id_block::troupe_actors>();
   actors::add_status_error_category(config);
   config.load<caf::io::middleman>();
+  // A stopped peer (SIGSTOP, a hung host) is noticed only through heartbeats:
+  // without them its connection looks alive forever (STACK.md).
+  config.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(200)});
+  config.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(2)});
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -195,10 +271,11 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
     impl->system = impl->owned_system.get();
   }
   impl->config = std::move(options.config);
+  impl->options = std::move(options);
   runtime::register_builtin_models();
   TROUPE_RETURN_IF_ERROR(impl->load_artifacts());
   TROUPE_RETURN_IF_ERROR(impl->start_ranks());
-  impl->spawn_actors(options);
+  impl->spawn_actors();
   impl->rng.seed(impl->config.model.seed != 0 ? impl->config.model.seed : std::random_device{}());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -274,19 +351,28 @@ void Engine::unsubscribe_stats(uint64_t id) {
       .receive([](bool) {}, [](caf::error&) {});  // a stat logger that is gone calls nobody
 }
 actors::stat_logger_actor Engine::stat_logger() const { return impl_->actors.stat_logger; }
-Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& host) {
-  auto& sys = *impl_->system;
+Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& host, const std::string& secret) {
+  auto& im = *impl_;
+  auto& sys = *im.system;
   if (!sys.has_middleman())
     return not_supported("the actor system has no middleman; call configure_actor_system() on its config");
-  auto published =
-      sys.middleman().publish(impl_->actors.stat_logger, port, host.empty() ? nullptr : host.c_str(), /*reuse_addr=*/true);
+  if (secret.empty() && !actors::is_loopback_host(host))
+    return invalid_argument("publishing stat events on " + (host.empty() ? std::string("every interface") : host) +
+                            " needs a secret (--secret-file): anyone could subscribe otherwise");
+  if (im.stats_gate) caf::anon_send_exit(im.stats_gate, caf::exit_reason::user_shutdown);
+  im.stats_gate = actors::spawn_stats_gate(sys, im.actors.stat_logger, secret);
+  auto published = sys.middleman().publish(im.stats_gate, port, host.empty() ? nullptr : host.c_str(),
+                                           /*reuse_addr=*/true);
   if (!published) return unavailable("cannot publish the stat logger on " + host + ":" + std::to_string(port) + ": " +
                                      sys.render(published.error()));
   return *published;
 }
 
 actors::engine_actor Engine::engine_actor() const { return impl_->actors.engine; }
-std::vector<actors::worker_actor> Engine::worker_actors() const { return impl_->workers; }
+std::vector<actors::worker_actor> Engine::worker_actors() const {
+  std::lock_guard lock(impl_->workers_mu);
+  return impl_->workers;
+}
 caf::actor_system& Engine::system() { return *impl_->system; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 const ModelInfo& Engine::model_info() const { return impl_->model_info; }

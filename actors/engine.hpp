@@ -6,6 +6,7 @@
 
 #include <caf/fwd.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,6 +40,16 @@ struct EngineOptions {
   double stat_log_interval_s = 5.0;
   /// Load stat-logger plugins (troupe.stat_logger_plugins) into the stat logger.
   bool load_stat_logger_plugins = true;
+  /// Worker nodes (`troupe node`) as "HOST:PORT"; ranks are placed over them in
+  /// order (consecutive ranks share a node). Empty: one rank runs in this
+  /// process; several ranks run in local node processes the engine starts.
+  std::vector<std::string> nodes;
+  /// The secret the nodes ask for (their --secret-file); empty: none.
+  std::string node_secret;
+  /// The troupe CLI that local node processes run (default: LocalNodes::find_executable).
+  std::string node_executable;
+  /// A rank that does not answer a step within this fails it.
+  std::chrono::milliseconds step_timeout = std::chrono::minutes(10);
 };
 
 /// Called for every delta, on one of the actor system's threads: must not block.
@@ -74,9 +85,12 @@ class Engine {
   /// Actor subscribers: a stats_subscriber_actor (local or remote) receives every
   /// StatsEvent after `send(engine.stat_logger(), subscribe_atom_v, actor)` — see actors/messages.hpp.
   actors::stat_logger_actor stat_logger() const;
-  /// Publish the stat logger actor on host:port (CAF middleman; port 0 = any free
-  /// port) so other processes can subscribe (`troupe stats --connect`). Returns the port.
-  Result<uint16_t> publish_stat_logger(uint16_t port, const std::string& host = "127.0.0.1");
+  /// Publish the stat logger on host:port (CAF middleman; port 0 = any free
+  /// port) behind a gate, so other processes can subscribe (`troupe stats
+  /// --connect`, actors::connect_stats). A non-loopback host needs a secret.
+  /// Returns the port.
+  Result<uint16_t> publish_stat_logger(uint16_t port, const std::string& host = "127.0.0.1",
+                                       const std::string& secret = "");
   actors::engine_actor engine_actor() const;
   /// The worker actors, in rank order (for supervision tools and tests).
   std::vector<actors::worker_actor> worker_actors() const;

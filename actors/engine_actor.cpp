@@ -42,9 +42,9 @@ void deliver(Self self, engine::RequestOutput out) {
 void on_outputs(Self self, EngineCoreOutputs& batch) {
   auto& st = self->state;
   auto& c = *st.counters;
-  if (!batch.health.ok() && c.healthy.load()) {
+  if (batch.health.ok() != c.healthy.load()) {  // lost, or back after the ranks were rebuilt
     std::lock_guard lock(c.mu);
-    c.healthy = false;
+    c.healthy = batch.health.ok();
     c.unhealthy_reason = batch.health.message();
   }
   for (int64_t cur = c.max_running.load();

@@ -28,6 +28,7 @@ EngineActors spawn_engine_actors(caf::actor_system& system, EngineActorsSetup se
   sched.core = core_config(setup.config, setup.kv_plan);
   sched.tokenizer = setup.tokenizer;
   sched.workers = std::move(setup.workers);
+  sched.rank_places = std::move(setup.rank_places);
   sched.engine = a.engine;
   sched.step_timeout = setup.step_timeout;
   a.scheduler = spawn_scheduler_actor(system, std::move(sched));

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/engine_actor.hpp"
@@ -25,6 +26,7 @@ struct EngineActorsSetup {
   engine::KvCachePlan kv_plan;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::vector<worker_actor> workers;                    // rank order
+  std::vector<std::string> rank_places;                 // where each rank runs ("node H:P"), for errors
   StatLoggerSetup stat_loggers;
   std::shared_ptr<EngineCounters> counters = std::make_shared<EngineCounters>();
   std::chrono::milliseconds step_timeout = std::chrono::minutes(10);

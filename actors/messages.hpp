@@ -43,6 +43,10 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, tick_atom, "tick")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, subscribe_atom, "subscribe")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, unsub_atom, "unsub")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, scheduler_atom, "scheduler")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, report_atom, "report")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, challenge_atom, "challenge")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, hello_atom, "hello")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, reset_atom, "reset")
 
 namespace troupe::actors {
 
@@ -79,20 +83,25 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<warmup_atom>::with<bool>,
     caf::replies_to<execute_atom, StepInput>::with<StepOutput>>;
 
-/// One per node: loads its plugins, activates its platform, spawns workers.
+/// One per node: loads its plugins, activates its platform, spawns workers,
+/// and reports what it loaded (the JSON of `troupe plugins --json`).
 using plugin_host_actor = caf::typed_actor<
     caf::replies_to<load_atom>::with<std::string>,
-    caf::replies_to<worker_atom, int32_t>::with<worker_actor>>;
+    caf::replies_to<worker_atom, int32_t>::with<worker_actor>,
+    caf::replies_to<report_atom>::with<std::string>>;
 
 /// Sizes the KV cache across ranks and has every rank allocate it.
 using kv_cache_actor = caf::typed_actor<
     caf::replies_to<size_kv_atom, std::vector<worker_actor>, EngineConfig, int64_t>::with<KvCachePlan>>;
 
 /// Hosts the EngineCore: requests in, steps fanned out to the workers.
+/// (reset_atom, workers): after lost ranks were rebuilt, start over with a
+/// fresh core on these workers (their KV caches are empty).
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<submit_atom, CoreRequest>::with<bool>,
     caf::reacts_to<abort_atom, std::string>,
-    caf::reacts_to<step_atom>>;
+    caf::reacts_to<step_atom>,
+    caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>>;
 
 /// Request intake and output delivery to each caller's callback.
 using engine_actor = caf::typed_actor<
@@ -112,6 +121,19 @@ using stat_logger_actor = caf::typed_actor<
     caf::reacts_to<unsub_atom, stats_subscriber_actor>,
     caf::reacts_to<subscribe_atom, uint64_t, StatsCallback>,
     caf::replies_to<unsub_atom, uint64_t>::with<bool>>;
+
+/// What a process publishes on the network: a gate that hands `Handle` only
+/// to a peer that proves it knows the shared secret (actors/gate_actor.hpp).
+///   (challenge_atom) -> nonce;  (hello_atom, nonce, proof) -> Handle
+template <class Handle>
+using gate_actor = caf::typed_actor<
+    caf::replies_to<challenge_atom>::with<std::string>,
+    caf::replies_to<hello_atom, std::string, std::string>::with<Handle>>;
+
+/// `troupe node` publishes this: the node's plugin host behind a gate.
+using node_gate_actor = gate_actor<plugin_host_actor>;
+/// `troupe serve --stats-port` publishes this: the stat logger behind a gate.
+using stats_gate_actor = gate_actor<stat_logger_actor>;
 
 }  // namespace troupe::actors
 
@@ -136,6 +158,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::engine_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_subscriber_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stat_logger_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::node_gate_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_gate_actor))
 CAF_END_TYPE_ID_BLOCK(troupe_actors)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SubmitRequest)

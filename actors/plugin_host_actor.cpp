@@ -2,35 +2,66 @@
 
 #include <caf/all.hpp>
 
+#include <map>
+
+#include "actors/drop_unexpected.hpp"
 #include "actors/status_error.hpp"
 #include "actors/worker_actor.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "plugin_host/report.hpp"
+#include "troupe/log.hpp"
 
 namespace troupe::actors {
 namespace {
 
 struct PluginHostState {
   Platform* platform = nullptr;
-  std::vector<worker_actor> workers;  // kept so their lifetime follows the node's
+  std::map<int32_t, worker_actor> workers;  // rank → its worker; kept so their lifetime follows the node's
   static inline const char* name = "troupe.plugin_host";
 };
 
-plugin_host_actor::behavior_type plugin_host_behavior(plugin_host_actor::stateful_pointer<PluginHostState> self) {
+using Self = plugin_host_actor::stateful_pointer<PluginHostState>;
+
+Status activate(Self self) {
+  if (self->state.platform) return {};
+  auto& host = plugin_host::PluginHost::instance();
+  host.load_all();
+  auto platform = host.activate_platform();
+  if (!platform) return platform.status();
+  self->state.platform = *platform;
+  return {};
+}
+
+plugin_host_actor::behavior_type plugin_host_behavior(Self self) {
+  drop_unexpected_messages(self);
   return {
       [=](load_atom) -> caf::result<std::string> {
-        auto& host = plugin_host::PluginHost::instance();
-        host.load_all();
-        auto platform = host.activate_platform();
-        if (!platform) return to_error(platform.status());
-        self->state.platform = *platform;
+        if (auto s = activate(self); !s) return to_error(s);
         return self->state.platform->device_type();
       },
       [=](worker_atom, int32_t rank) -> caf::result<worker_actor> {
-        if (!self->state.platform) return to_error(unavailable("no platform is activated on this node"));
+        if (auto s = activate(self); !s) return to_error(s);
         if (rank < 0) return to_error(invalid_argument("rank " + std::to_string(rank) + " is negative"));
+        auto& workers = self->state.workers;
+        // A head that asks again (after a restart or a lost connection) replaces
+        // what an earlier head left here; a platform that runs one rank per
+        // process (its compute pool is per process) gets no second live rank.
+        const bool one_per_process = !self->state.platform->supports("multiple_ranks_per_process");
+        for (auto it = workers.begin(); it != workers.end();) {
+          if (it->first == rank || one_per_process) {
+            TROUPE_LOG_INFO("replacing the worker of rank {} with a new one for rank {}", it->first, rank);
+            self->send_exit(it->second, caf::exit_reason::user_shutdown);
+            it = workers.erase(it);
+          } else {
+            ++it;
+          }
+        }
         auto worker = spawn_worker_actor(self->system(), self->state.platform);
-        self->state.workers.push_back(worker);
+        workers[rank] = worker;
         return worker;
+      },
+      [=](report_atom) -> std::string {
+        return plugin_host::plugin_report_json(plugin_host::PluginHost::instance(), /*with_details=*/true);
       },
   };
 }

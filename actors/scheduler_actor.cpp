@@ -11,9 +11,14 @@ namespace troupe::actors {
 namespace {
 
 struct SchedulerState {
+  std::shared_ptr<SchedulerSetup> setup;
   std::unique_ptr<engine::EngineCore> core;
   std::unique_ptr<engine::Executor> executor;
   std::vector<worker_actor> workers;
+  // Cores replaced by a reset while a step was in flight: kept until that
+  // step's answer (or its timeout) has come back, since it calls into them.
+  std::vector<std::pair<std::unique_ptr<engine::EngineCore>, std::unique_ptr<engine::Executor>>> retired;
+  uint64_t generation = 0;  // of the current core; a retired core's late outputs are dropped
   static inline const char* name = "troupe.scheduler";
 };
 
@@ -24,8 +29,9 @@ using Self = scheduler_actor::stateful_pointer<SchedulerState>;
 /// answered, or with the first failure (naming the rank).
 class FanOutExecutor final : public engine::Executor {
  public:
-  FanOutExecutor(Self self, std::vector<worker_actor> workers, std::chrono::milliseconds timeout)
-      : self_(self), workers_(std::move(workers)), timeout_(timeout) {}
+  FanOutExecutor(Self self, std::vector<worker_actor> workers, std::vector<std::string> names,
+                 std::chrono::milliseconds timeout)
+      : self_(self), workers_(std::move(workers)), names_(std::move(names)), timeout_(timeout) {}
 
   void execute(StepInput input, Done done) override {
     struct Round {
@@ -39,6 +45,7 @@ class FanOutExecutor final : public engine::Executor {
     round->pending = workers_.size();
     const auto timeout = timeout_;
     for (size_t r = 0; r < workers_.size(); ++r) {
+      const std::string who = names_[r];
       self_->request(workers_[r], timeout, execute_atom_v, input)
           .then(
               [round, r](StepOutput& out) {
@@ -48,10 +55,9 @@ class FanOutExecutor final : public engine::Executor {
                 round->finished = true;
                 round->done(std::move(*round->driver));
               },
-              [round, r, timeout](caf::error& err) {
+              [round, who, timeout](caf::error& err) {
                 if (round->finished) return;
                 round->finished = true;
-                const std::string who = "the worker of rank " + std::to_string(r);
                 if (err == caf::sec::request_timeout)
                   round->done(unavailable(who + " did not answer the step within " +
                                           std::to_string(timeout.count()) + " ms"));
@@ -64,31 +70,57 @@ class FanOutExecutor final : public engine::Executor {
  private:
   Self self_;
   std::vector<worker_actor> workers_;
+  std::vector<std::string> names_;  // "the worker of rank 1 (node 10.0.0.2:7000)"
   std::chrono::milliseconds timeout_;
 };
 
+std::string worker_name(const SchedulerSetup& setup, size_t rank) {
+  std::string name = "the worker of rank " + std::to_string(rank);
+  if (rank < setup.rank_places.size() && !setup.rank_places[rank].empty())
+    name += " (" + setup.rank_places[rank] + ")";
+  return name;
+}
+
 void run_step(Self self) {
   auto& st = self->state;
+  std::erase_if(st.retired, [](const auto& r) { return !r.first->step_in_flight(); });
   if (st.core->step(*st.executor) == engine::StepStatus::blocked)
     self->delayed_send(self, std::chrono::milliseconds(5), step_atom_v);  // nothing fits now; try again shortly
 }
 
-scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<SchedulerSetup> setup) {
+/// A core over `workers` (a fresh one: no requests, empty KV bookkeeping).
+void install_core(Self self, std::vector<worker_actor> workers) {
   auto& st = self->state;
-  engine_actor engine = setup->engine;
-  st.workers = setup->workers;
-  st.executor = std::make_unique<FanOutExecutor>(self, setup->workers, setup->step_timeout);
-  st.core = std::make_unique<engine::EngineCore>(setup->core, setup->tokenizer, [self, engine](EngineCoreOutputs out) {
+  const auto& setup = *st.setup;
+  for (auto& w : st.workers) self->demonitor(w.address());
+  st.workers = std::move(workers);
+  std::vector<std::string> names;
+  for (size_t r = 0; r < st.workers.size(); ++r) names.push_back(worker_name(setup, r));
+  if (st.core && st.core->step_in_flight()) st.retired.emplace_back(std::move(st.core), std::move(st.executor));
+  st.executor = std::make_unique<FanOutExecutor>(self, st.workers, std::move(names), setup.step_timeout);
+  engine_actor engine = setup.engine;
+  const uint64_t generation = ++st.generation;
+  st.core = std::make_unique<engine::EngineCore>(setup.core, setup.tokenizer, [self, engine, generation](
+                                                                                  EngineCoreOutputs out) {
+    if (generation != self->state.generation) return;  // a retired core: its requests have ended already
     self->send(engine, outputs_atom_v, std::move(out));
     self->send(self, step_atom_v);  // the next step, if there is work (a no-op otherwise)
   });
   for (auto& w : st.workers) self->monitor(w);
+}
+
+scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<SchedulerSetup> setup) {
+  self->state.setup = setup;
+  install_core(self, setup->workers);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     for (size_t r = 0; r < st.workers.size(); ++r)
       if (st.workers[r].address() == dm.source)
-        st.core->fail_all(unavailable("the worker actor of rank " + std::to_string(r) +
-                                      " died: " + self->system().render(dm.reason)));
+        st.core->fail_all(unavailable(
+            worker_name(*st.setup, r) +
+            (dm.reason == caf::exit_reason::remote_link_unreachable
+                 ? " is unreachable: the connection to its node was lost (killed, or its heartbeats stopped)"
+                 : " died: " + self->system().render(dm.reason))));
   });
   return {
       [=](submit_atom, CoreRequest& request) -> caf::result<bool> {
@@ -98,6 +130,16 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
       },
       [=](abort_atom, const std::string& id) { (void)self->state.core->abort_request(id); },
       [=](step_atom) { run_step(self); },
+      [=](reset_atom, std::vector<worker_actor>& workers) -> bool {
+        auto& st = self->state;
+        if (st.core->healthy() && st.core->has_unfinished_requests())
+          st.core->fail_all(unavailable("the engine restarted its ranks"));
+        install_core(self, std::move(workers));
+        EngineCoreOutputs healthy;  // tells the engine actor (and /health) it serves again
+        self->send(st.setup->engine, outputs_atom_v, std::move(healthy));
+        TROUPE_LOG_INFO("the engine serves again on {} rank(s)", st.workers.size());
+        return true;
+      },
   };
 }
 

@@ -2,6 +2,7 @@
 // aborts arrive as messages and take effect between steps; each step goes to
 // every rank's worker actor (a fan-out of requests with a finite timeout) and
 // completes when every rank has answered. Outputs go to the engine actor.
+// After lost ranks were rebuilt, (reset_atom, workers) starts a fresh core.
 // Interface: actors/messages.hpp, scheduler_actor.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -21,6 +23,8 @@ struct SchedulerSetup {
   engine::EngineCoreConfig core;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::vector<worker_actor> workers;   // rank order; rank 0 is the driver and samples
+  /// Where each rank runs, for error messages ("node 10.0.0.2:7000"); empty: this process.
+  std::vector<std::string> rank_places;
   engine_actor engine;                 // receives (outputs_atom, EngineCoreOutputs)
   /// A rank that has not answered a step by then fails it (a long prefill on a
   /// small CPU can take seconds, so the default is generous).

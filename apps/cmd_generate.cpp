@@ -21,6 +21,7 @@
 #include "apps/default_model.hpp"
 #include "runtime/chat/chat_template.hpp"
 #include "actors/engine.hpp"
+#include "apps/node_options.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
@@ -44,6 +45,10 @@ struct Options {
   std::string prompts_file;
   bool stats = false;
   int max_num_seqs = 256;
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  std::string nodes;
+  std::string secret_file;
 };
 
 int fail(const std::string& message) {
@@ -156,6 +161,10 @@ int run_generate(const Options& o) {
   if (o.seed) eo.config.model.seed = *o.seed;
   if (!o.chat_template.empty()) eo.config.extra["chat_template"] = o.chat_template;
   eo.stat_log_interval_s = 0;  // one-shot runs report through --stats instead
+  eo.config.parallel.tensor_parallel_size = o.tensor_parallel_size;
+  eo.config.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
+  if (Status s = parse_nodes(o.nodes, &eo.nodes); !s.ok()) return fail(s.message());
+  if (Status s = read_optional_secret(o.secret_file, &eo.node_secret); !s.ok()) return fail(s.message());
   auto started = engine::Engine::start(std::move(eo));
   if (!started.ok()) return fail(started.status().to_string());
   auto& eng = **started;
@@ -254,6 +263,7 @@ const CommandRegistration kRegistration(
                      "One prompt per line; all run through the engine concurrently, one JSON line each");
       sub.add_flag("--stats", o->stats, "Print the run's final stats as one JSON object at the end");
       sub.add_option("--max-num-seqs", o->max_num_seqs, "Requests that may run in one step (default 256)");
+      add_parallel_options(sub, &o->tensor_parallel_size, &o->pipeline_parallel_size, &o->nodes, &o->secret_file);
       return [o]() {
         if (!o->chat_template.empty()) o->chat = true;
         return run_generate(*o);

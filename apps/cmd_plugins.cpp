@@ -8,61 +8,19 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
-#include "plugin_host/plugin_host.hpp"
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/engine.hpp"
+#include "actors/gate_actor.hpp"
+#include "actors/status_error.hpp"
+#include "plugin_host/report.hpp"
 #include "troupe/plugin.hpp"
 
 namespace troupe::apps {
 namespace {
 
 namespace ph = troupe::plugin_host;
-
-constexpr const char* kGroups[] = {kGroupGeneral, kGroupPlatform, kGroupIOProcessor, kGroupStatLogger};
-
-
-// with_details adds manifest paths and built-in flags for the text view; the
-// JSON keeps each plugin entry to exactly {name, library, status, reason}.
-nlohmann::json build_report(ph::PluginHost& host, bool with_details) {
-  host.load_all();
-  Result<Platform*> platform = host.activate_platform();
-
-  nlohmann::json groups = nlohmann::json::object();
-  for (const char* g : kGroups) groups[g] = nlohmann::json::array();
-  for (const auto& r : host.records()) {
-    // A manifest too broken to name its group is listed under "unknown".
-    const std::string group = r.group.empty() ? "unknown" : r.group;
-    if (!groups.contains(group)) groups[group] = nlohmann::json::array();
-    groups[group].push_back({{"name", r.name},
-                             {"library", r.library},
-                             {"status", ph::to_string(r.status)},
-                             {"reason", r.reason}});
-    if (with_details) {
-      groups[group].back()["manifest"] = r.manifest;
-      groups[group].back()["builtin"] = r.builtin;
-    }
-  }
-
-  nlohmann::json candidates = nlohmann::json::array();
-  for (const auto& c : host.platform_candidates()) {
-    candidates.push_back({{"name", c.name},
-                          {"available", c.available},
-                          {"out_of_tree", c.out_of_tree},
-                          {"device_type", c.device_type},
-                          {"reason", c.reason}});
-  }
-  nlohmann::json plat = {{"activated", nullptr}, {"candidates", candidates}, {"reason", ""}};
-  if (platform.ok()) {
-    plat["activated"] = *host.activated_platform_name();
-    plat["device_type"] = (*platform)->device_type();
-    plat["device_name"] = (*platform)->device_name(0);
-  } else {
-    plat["reason"] = platform.status().message();
-  }
-
-  const auto& opts = host.options();
-  nlohmann::json filter = nullptr;
-  if (opts.allowed) filter = *opts.allowed;
-  return {{"groups", groups}, {"platform", plat}, {"plugin_dirs", opts.plugin_dirs}, {"allowed", filter}};
-}
 
 void print_text(const nlohmann::json& j) {
   std::cout << "Plugin directories:\n";
@@ -100,13 +58,63 @@ void print_text(const nlohmann::json& j) {
   }
 }
 
+/// The report of the node at `address` (its own plugins and platform).
+int node_report(const std::string& address, const std::string& secret_file, bool json) {
+  auto fail = [](const std::string& m) {
+    std::fprintf(stderr, "troupe plugins: error: %s\n", m.c_str());
+    return 1;
+  };
+  std::string host;
+  uint16_t port = 0;
+  if (Status st = actors::parse_host_port(address, "--node", &host, &port); !st.ok()) return fail(st.message());
+  std::string secret;
+  if (!secret_file.empty()) {
+    auto s = actors::read_secret_file(secret_file);
+    if (!s) return fail(s.status().message());
+    secret = *s;
+  }
+  caf::actor_system_config cfg;
+  engine::configure_actor_system(cfg);
+  caf::actor_system system{cfg};
+  auto node = actors::connect_node(system, host, port, secret, std::chrono::seconds(10));
+  if (!node) return fail(node.status().message());
+  std::string text;
+  Status status;
+  caf::scoped_actor self{system};
+  self->request(*node, std::chrono::seconds(30), actors::report_atom_v)
+      .receive([&](std::string& r) { text = std::move(r); },
+               [&](caf::error& e) { status = actors::to_status(e, "node " + address); });
+  if (!status.ok()) return fail(status.message());
+  nlohmann::json report = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (report.is_discarded()) return fail("node " + address + " sent a report that is not JSON");
+  report["node"] = address;
+  if (json) {
+    // The same keys as a local report: each plugin entry is {name, library, status, reason}.
+    for (auto& [group, list] : report["groups"].items())
+      for (auto& p : list) {
+        p.erase("manifest");
+        p.erase("builtin");
+      }
+    std::cout << report.dump(2) << std::endl;
+  } else {
+    std::cout << "Node " << address << "\n";
+    print_text(report);
+  }
+  return 0;
+}
+
 CommandRegistration plugins_command(
     "plugins", "List discovered plugins, their status, and the activated platform",
     [](CLI::App& sub) -> std::function<int()> {
       auto json = std::make_shared<bool>(false);
+      auto node = std::make_shared<std::string>();
+      auto secret_file = std::make_shared<std::string>();
       sub.add_flag("--json", *json, "Print the report as JSON");
-      return [json]() {
-        nlohmann::json report = build_report(ph::PluginHost::instance(), !*json);
+      sub.add_option("--node", *node, "Report what the node at HOST:PORT (troupe node) loaded and activated");
+      sub.add_option("--secret-file", *secret_file, "The node's secret (with --node)");
+      return [json, node, secret_file]() {
+        if (!node->empty()) return node_report(*node, *secret_file, *json);
+        nlohmann::json report = nlohmann::json::parse(ph::plugin_report_json(ph::PluginHost::instance(), !*json));
         if (*json) {
           std::cout << report.dump(2) << std::endl;
         } else {

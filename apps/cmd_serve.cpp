@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/engine.hpp"
+#include "apps/node_options.hpp"
 #include "apps/command.hpp"
 #include "apps/default_model.hpp"
 #include "apps/serve/api_server.hpp"
@@ -39,7 +40,12 @@ struct Options {
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
   int stats_port = 0;  // 0: stat events are not published
+  std::string stats_host = "127.0.0.1";
   bool log_requests = false;
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  std::string nodes;         // HOST:PORT[,HOST:PORT...]
+  std::string secret_file;   // the nodes' (and the stats port's) secret
 };
 
 int fail(const std::string& message) {
@@ -58,6 +64,8 @@ int run_serve(Options o) {
   if (o.max_body_bytes < 1024) return fail("--max-body-bytes must be at least 1024");
   if (o.api_key.empty())
     if (const char* k = std::getenv("TROUPE_API_KEY"); k && *k) o.api_key = k;
+  std::string secret;
+  if (Status st = read_optional_secret(o.secret_file, &secret); !st.ok()) return fail(st.message());
 
   std::mutex mu;
   std::condition_variable cv;
@@ -94,8 +102,15 @@ int run_serve(Options o) {
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   c.scheduler.max_num_queued_requests = o.max_num_queued_requests;
   c.parallel.num_threads = o.threads;
+  c.parallel.tensor_parallel_size = o.tensor_parallel_size;
+  c.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
   if (!o.chat_template.empty()) c.extra["chat_template"] = o.chat_template;
   eo.stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
+  if (Status st = parse_nodes(o.nodes, &eo.nodes); !st.ok()) {
+    server.stop();
+    return fail(st.message());
+  }
+  eo.node_secret = secret;
 
   const auto t0 = std::chrono::steady_clock::now();
   auto engine = engine::Engine::start(eo);
@@ -110,13 +125,14 @@ int run_serve(Options o) {
                   cfg.cache.block_size, (*engine)->num_kv_blocks() * cfg.cache.block_size);
   if (!o.api_key.empty()) TROUPE_LOG_INFO("API key authentication is on for /v1/*, /tokenize and /detokenize");
   if (o.stats_port > 0) {
-    auto port = (*engine)->publish_stat_logger(static_cast<uint16_t>(o.stats_port), o.host == "0.0.0.0" ? "" : o.host);
+    auto port = (*engine)->publish_stat_logger(static_cast<uint16_t>(o.stats_port),
+                                               o.stats_host == "0.0.0.0" ? "" : o.stats_host, secret);
     if (!port.ok()) {
       server.stop();
       return fail(port.status().message());
     }
-    TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{})", o.host, *port,
-                    *port);
+    TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{}{})", o.stats_host,
+                    *port, *port, secret.empty() ? "" : " --secret-file FILE");
   }
   server.set_engine(engine->get());
   TROUPE_LOG_INFO("Starting API server on http://{}:{}", o.host, o.port);
@@ -173,6 +189,9 @@ const CommandRegistration kRegistration(
       sub.add_option("--seed", o->seed, "Engine random seed");
       sub.add_option("--stats-port", o->stats_port,
                      "Publish the stat logger on this port so other processes can subscribe (troupe stats)");
+      sub.add_option("--stats-host", o->stats_host,
+                     "Address for --stats-port (default 127.0.0.1; others need --secret-file)");
+      add_parallel_options(sub, &o->tensor_parallel_size, &o->pipeline_parallel_size, &o->nodes, &o->secret_file);
       sub.add_flag("--log-requests", o->log_requests, "Log one line per HTTP request");
       return [o]() { return run_serve(*o); };
     });

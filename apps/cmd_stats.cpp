@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/engine.hpp"
+#include "actors/gate_actor.hpp"
 #include "actors/messages.hpp"
 #include "apps/command.hpp"
 
@@ -22,6 +23,7 @@ namespace {
 
 struct Options {
   std::string connect;
+  std::string secret_file;
   int64_t count = 0;      // 0: until the engine goes away
   double timeout_s = 0;   // 0: no limit
 };
@@ -44,28 +46,27 @@ nlohmann::json to_json(const actors::StatsEvent& ev) {
           {"finished_requests", it.finished_requests.size()}};
 }
 
+int fail(const std::string& message) {
+  std::fprintf(stderr, "troupe stats: error: %s\n", message.c_str());
+  return 1;
+}
+
 int run_stats(const Options& o) {
-  auto colon = o.connect.rfind(':');
-  if (colon == std::string::npos) {
-    std::fprintf(stderr, "troupe stats: error: --connect wants HOST:PORT, got '%s'\n", o.connect.c_str());
-    return 1;
-  }
-  std::string host = o.connect.substr(0, colon);
-  int port = std::atoi(o.connect.c_str() + colon + 1);
-  if (port <= 0 || port > 65535) {
-    std::fprintf(stderr, "troupe stats: error: bad port in '%s'\n", o.connect.c_str());
-    return 1;
+  std::string host;
+  uint16_t port = 0;
+  if (Status st = actors::parse_host_port(o.connect, "--connect", &host, &port); !st.ok()) return fail(st.message());
+  std::string secret;
+  if (!o.secret_file.empty()) {
+    auto s = actors::read_secret_file(o.secret_file);
+    if (!s) return fail(s.status().message());
+    secret = *s;
   }
   caf::actor_system_config cfg;
   engine::configure_actor_system(cfg);
   cfg.set("scheduler.max-threads", size_t{2});
   caf::actor_system system{cfg};
-  auto remote = system.middleman().remote_actor<actors::stat_logger_actor>(host, static_cast<uint16_t>(port));
-  if (!remote) {
-    std::fprintf(stderr, "troupe stats: error: cannot reach a stat logger at %s: %s\n", o.connect.c_str(),
-                 system.render(remote.error()).c_str());
-    return 1;
-  }
+  auto remote = actors::connect_stats(system, host, port, secret, std::chrono::seconds(10));
+  if (!remote) return fail("cannot subscribe at " + o.connect + ": " + remote.status().message());
   std::mutex mu;
   std::condition_variable cv;
   int64_t seen = 0;
@@ -110,6 +111,7 @@ const CommandRegistration kRegistration(
       auto o = std::make_shared<Options>();
       sub.add_option("--connect", o->connect, "HOST:PORT of a published stat logger (troupe serve --stats-port)")
           ->required();
+      sub.add_option("--secret-file", o->secret_file, "File whose first line is the engine's secret (if it has one)");
       sub.add_option("--count", o->count, "Stop after this many events (default: until the engine stops)");
       sub.add_option("--timeout", o->timeout_s, "Give up after this many seconds (default: no limit)");
       return [o]() { return run_stats(*o); };

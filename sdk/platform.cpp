@@ -17,6 +17,12 @@ const char* to_string(PlatformEnum e) {
   return "unknown";
 }
 
+Result<std::string> Platform::make_communicator_id(const ParallelConfig& parallel) const {
+  const int world = parallel.tensor_parallel_size * parallel.pipeline_parallel_size;
+  if (world <= 1) return std::string();
+  return not_supported("platform " + device_type() + " has no communicator for " + std::to_string(world) + " ranks");
+}
+
 Status Platform::verify_quantization(std::string_view quant) const {
   if (quant.empty()) return {};
   auto supported = supported_quantizations();

@@ -35,6 +35,8 @@ struct SchedulerConfig {
 
 struct ParallelConfig {
   int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;        // stages; world size = tensor x pipeline
+  std::string communicator_id;           // rendezvous of the ranks' communicator (Platform); empty: one rank
   int num_threads = 0;                   // CPU compute threads; 0 = all cores
   std::string worker_cls;                // set by the platform
 };

@@ -47,6 +47,10 @@ class Platform {
   virtual Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const = 0;
   /// Compute kernels for model definitions.
   virtual Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const = 0;
+  /// The rendezvous id of a new group of ranks (config.parallel.communicator_id),
+  /// made once by the head before any rank starts. Default: "" for one rank,
+  /// not_supported for more.
+  virtual Result<std::string> make_communicator_id(const ParallelConfig& parallel) const;
   /// Collectives for rank `rank` of `world_size`.
   virtual Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int rank, int world_size) const = 0;
   /// The worker named by config.parallel.worker_cls for `rank`.

@@ -43,6 +43,27 @@ Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
   return a;
 }
 
+Status verify_parallel_config(const EngineConfig& config, const ModelArtifacts& artifacts) {
+  const int tp = config.parallel.tensor_parallel_size;
+  const int pp = config.parallel.pipeline_parallel_size;
+  if (tp < 1) return invalid_argument("tensor parallel size must be at least 1, got " + std::to_string(tp));
+  if (pp < 1) return invalid_argument("pipeline parallel size must be at least 1, got " + std::to_string(pp));
+  const std::string arch = artifacts.file->architecture();
+  const auto heads = artifacts.file->get_int(arch + ".attention.head_count");
+  const auto kv_heads = artifacts.file->get_int(arch + ".attention.head_count_kv");
+  const auto layers = artifacts.file->get_int(arch + ".block_count");
+  if (heads && *heads % tp != 0)
+    return invalid_argument("Total number of attention heads (" + std::to_string(*heads) +
+                            ") must be divisible by tensor parallel size (" + std::to_string(tp) + ").");
+  if (kv_heads && *kv_heads % tp != 0)
+    return invalid_argument("Total number of key-value heads (" + std::to_string(*kv_heads) +
+                            ") must be divisible by tensor parallel size (" + std::to_string(tp) + ").");
+  if (layers && *layers < pp)
+    return invalid_argument("Number of layers (" + std::to_string(*layers) +
+                            ") must be at least the pipeline parallel size (" + std::to_string(pp) + ").");
+  return {};
+}
+
 Status verify_weight_types(const Platform& platform, const ModelArtifacts& artifacts) {
   for (const auto& type : artifacts.weight_types) TROUPE_RETURN_IF_ERROR(platform.verify_quantization(type));
   return {};

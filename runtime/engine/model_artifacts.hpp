@@ -31,6 +31,11 @@ struct ModelArtifacts {
 /// Errors name the file and the problem (data_loss for a malformed file).
 Result<ModelArtifacts> load_model_artifacts(EngineConfig& config);
 
+/// vLLM's checks of tensor and pipeline parallel sizes against the model's
+/// heads and layers, before any rank starts: e.g. "Total number of attention
+/// heads (9) must be divisible by tensor parallel size (2)." (invalid_argument).
+Status verify_parallel_config(const EngineConfig& config, const ModelArtifacts& artifacts);
+
 /// ok when `platform` can compute every weight type of the model; else the
 /// platform's not_supported error for the first type it cannot.
 Status verify_weight_types(const Platform& platform, const ModelArtifacts& artifacts);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "runtime/models/builtin_models.hpp"
 #include "runtime/sampling/sampler.hpp"
 
 namespace troupe::engine {
@@ -17,6 +18,7 @@ WorkerRunner::~WorkerRunner() {
 Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platform, const EngineConfig& config,
                                                            int32_t rank) {
   auto start = Clock::now();
+  runtime::register_builtin_models();  // idempotent; a node process registers them here
   std::unique_ptr<WorkerRunner> r(new WorkerRunner());
   r->rank_ = rank;
   auto worker = platform.make_worker(config, rank);

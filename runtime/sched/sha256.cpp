@@ -127,4 +127,27 @@ std::string to_hex(const Sha256Digest& digest) {
   return s;
 }
 
+Sha256Digest hmac_sha256(std::string_view key, std::string_view message) {
+  std::array<uint8_t, 64> block{};
+  if (key.size() > block.size()) {
+    const Sha256Digest k = Sha256::digest(key);
+    std::copy(k.begin(), k.end(), block.begin());
+  } else {
+    std::copy(key.begin(), key.end(), block.begin());
+  }
+  std::array<uint8_t, 64> ipad{}, opad{};
+  for (size_t i = 0; i < block.size(); ++i) {
+    ipad[i] = block[i] ^ 0x36;
+    opad[i] = block[i] ^ 0x5c;
+  }
+  Sha256 inner;
+  inner.update(ipad.data(), ipad.size());
+  inner.update(message);
+  const Sha256Digest inner_digest = inner.finish();
+  Sha256 outer;
+  outer.update(opad.data(), opad.size());
+  outer.update(inner_digest.data(), inner_digest.size());
+  return outer.finish();
+}
+
 }  // namespace troupe::sched

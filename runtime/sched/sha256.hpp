@@ -39,4 +39,8 @@ class Sha256 {
 /// Lower-case hex of a digest (logs, tests).
 std::string to_hex(const Sha256Digest& digest);
 
+/// HMAC-SHA256 (RFC 2104) of `message` under `key`: the proof a peer gives
+/// that it knows a shared secret without sending it (actors/gate_actor).
+Sha256Digest hmac_sha256(std::string_view key, std::string_view message);
+
 }  // namespace troupe::sched

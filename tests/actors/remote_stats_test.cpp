@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
+#include <thread>
 #include <future>
 #include <sstream>
 #include <string>
@@ -54,6 +56,56 @@ TEST(RemoteStats, AnotherProcessReceivesStatEvents) {
     ++events;
   }
   EXPECT_EQ(events, 3);
+}
+
+}  // namespace
+
+namespace {
+
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, out};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  return {pclose(p), out};
+}
+
+TEST(RemoteStats, APublishedStatLoggerWithASecretAdmitsOnlyPeersThatProveIt) {
+  troupe::engine::EngineOptions opts;
+  opts.config.model.model_path = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
+  opts.stat_log_interval_s = 0;
+  auto engine = troupe::engine::Engine::start(std::move(opts));
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  // Every interface without a secret is refused outright.
+  auto open_to_all = (*engine)->publish_stat_logger(0, "0.0.0.0");
+  ASSERT_FALSE(open_to_all.ok());
+  EXPECT_NE(open_to_all.status().message().find("needs a secret"), std::string::npos);
+  auto port = (*engine)->publish_stat_logger(0, "127.0.0.1", "stats secret");
+  ASSERT_TRUE(port.ok()) << port.status().to_string();
+  const std::string right = "/tmp/troupe_remote_stats_right_" + std::to_string(getpid());
+  const std::string wrong = "/tmp/troupe_remote_stats_wrong_" + std::to_string(getpid());
+  std::ofstream(right) << "stats secret\n";
+  std::ofstream(wrong) << "not it\n";
+  const std::string base = std::string(TROUPE_EXE) + " stats --connect 127.0.0.1:" + std::to_string(*port);
+  auto [refused_rc, refused_out] = run(base + " --secret-file " + wrong + " --count 1 --timeout 30");
+  EXPECT_NE(refused_rc, 0);
+  EXPECT_NE(refused_out.find("wrong secret"), std::string::npos) << refused_out;
+  auto child = std::async(std::launch::async, [&] { return run(base + " --secret-file " + right + " --count 1 --timeout 60"); });
+  for (int i = 0; i < 200 && child.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready; ++i) {
+    troupe::engine::GenerateRequest req;
+    req.prompt = "Once upon a time";
+    req.sampling.temperature = 0;
+    req.sampling.max_tokens = 4;
+    ASSERT_TRUE((*engine)->generate(req).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto [rc, out] = child.get();
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"generation_tokens\""), std::string::npos) << out;
+  std::remove(right.c_str());
+  std::remove(wrong.c_str());
 }
 
 }  // namespace

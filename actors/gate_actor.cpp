@@ -1,0 +1,159 @@
+#include "actors/gate_actor.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+
+#include <deque>
+#include <fstream>
+#include <random>
+
+#include "actors/status_error.hpp"
+#include "runtime/sched/sha256.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::actors {
+namespace {
+
+constexpr size_t kMaxOutstandingNonces = 64;
+
+struct GateState {
+  std::string secret;
+  std::string what;                  // "node", "stat logger": for log lines
+  std::deque<std::string> nonces;    // issued and not yet used, oldest first
+  std::mt19937_64 rng{std::random_device{}()};
+  static inline const char* name = "troupe.gate";
+};
+
+std::string random_nonce(std::mt19937_64& rng) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 4; ++i) {
+    uint64_t v = rng();
+    for (int b = 0; b < 16; ++b, v >>= 4) s += hex[v & 15];
+  }
+  return s;
+}
+
+/// Compares without an early exit, so the time taken says nothing about the proof.
+bool same(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+template <class Handle>
+typename gate_actor<Handle>::behavior_type gate_behavior(
+    typename gate_actor<Handle>::template stateful_pointer<GateState> self, Handle guarded, std::string secret,
+    std::string what) {
+  self->state.secret = std::move(secret);
+  self->state.what = std::move(what);
+  return {
+      [=](challenge_atom) -> std::string {
+        auto& st = self->state;
+        st.nonces.push_back(random_nonce(st.rng));
+        if (st.nonces.size() > kMaxOutstandingNonces) st.nonces.pop_front();
+        return st.nonces.back();
+      },
+      [=](hello_atom, const std::string& nonce, const std::string& proof) -> caf::result<Handle> {
+        auto& st = self->state;
+        const auto sender = self->current_sender();
+        const std::string peer = sender ? caf::to_string(sender->node()) : std::string("an anonymous peer");
+        auto it = std::find(st.nonces.begin(), st.nonces.end(), nonce);
+        if (it == st.nonces.end()) {
+          TROUPE_LOG_WARNING("{} refused a peer ({}): unknown or already used challenge", st.what, peer);
+          return to_error(invalid_argument("the " + st.what + " refused the connection: unknown or used challenge"));
+        }
+        st.nonces.erase(it);
+        if (!st.secret.empty() && !same(proof, gate_proof(st.secret, nonce))) {
+          TROUPE_LOG_WARNING("{} refused a peer ({}): wrong secret", st.what, peer);
+          return to_error(invalid_argument("the " + st.what + " refused the connection: wrong secret"));
+        }
+        TROUPE_LOG_INFO("{} accepted a peer ({})", st.what, peer);
+        return guarded;
+      },
+  };
+}
+
+template <class Handle>
+Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, uint16_t port,
+                            const std::string& secret, std::chrono::milliseconds timeout, const std::string& what) {
+  const std::string where = what + " " + host + ":" + std::to_string(port);
+  if (!system.has_middleman()) return not_supported("the actor system has no middleman (configure_actor_system)");
+  caf::scoped_actor self{system};
+  Result<Handle> out = unavailable("cannot reach the " + where + ": no answer");
+  caf::strong_actor_ptr remote;
+  self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+      .receive(
+          [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) { remote = std::move(ptr); },
+          [&](caf::error& err) { out = to_status(err, "cannot reach the " + where); });
+  if (!remote) return out;
+  auto gate = caf::actor_cast<gate_actor<Handle>>(remote);
+  std::string nonce;
+  self->request(gate, timeout, challenge_atom_v)
+      .receive([&](std::string& n) { nonce = std::move(n); },
+               [&](caf::error& err) { out = to_status(err, "the " + where + " did not answer its challenge"); });
+  if (nonce.empty()) return out;
+  self->request(gate, timeout, hello_atom_v, nonce, gate_proof(secret, nonce))
+      .receive([&](Handle& h) { out = std::move(h); },
+               [&](caf::error& err) { out = to_status(err, where); });
+  if (!out) TROUPE_LOG_ERROR("{}", out.status().message());
+  return out;
+}
+
+}  // namespace
+
+std::string gate_proof(const std::string& secret, const std::string& nonce) {
+  return sched::to_hex(sched::hmac_sha256(secret, nonce));
+}
+
+node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor guarded, std::string secret) {
+  return system.spawn(gate_behavior<plugin_host_actor>, std::move(guarded), std::move(secret), std::string("node"));
+}
+
+stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor guarded, std::string secret) {
+  return system.spawn(gate_behavior<stat_logger_actor>, std::move(guarded), std::move(secret),
+                      std::string("stat logger"));
+}
+
+Result<plugin_host_actor> connect_node(caf::actor_system& system, const std::string& host, uint16_t port,
+                                       const std::string& secret, std::chrono::milliseconds timeout) {
+  return connect_gate<plugin_host_actor>(system, host, port, secret, timeout, "node");
+}
+
+Result<stat_logger_actor> connect_stats(caf::actor_system& system, const std::string& host, uint16_t port,
+                                        const std::string& secret, std::chrono::milliseconds timeout) {
+  return connect_gate<stat_logger_actor>(system, host, port, secret, timeout, "stat logger");
+}
+
+Status parse_host_port(const std::string& text, const std::string& what, std::string* host, uint16_t* port) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    return invalid_argument(what + " wants HOST:PORT, got '" + text + "'");
+  const std::string digits = text.substr(colon + 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 5)
+    return invalid_argument(what + ": bad port in '" + text + "'");
+  const long p = std::stol(digits);
+  if (p <= 0 || p > 65535) return invalid_argument(what + ": port out of range in '" + text + "'");
+  *host = text.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  *port = static_cast<uint16_t>(p);
+  return {};
+}
+
+Result<std::string> read_secret_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found("cannot read the secret file " + path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+  if (line.empty()) return invalid_argument("the secret file " + path + " is empty");
+  return line;
+}
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace troupe::actors

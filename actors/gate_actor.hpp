@@ -1,0 +1,41 @@
+// Gates: what a process publishes on the network instead of its real actors.
+// A peer asks for a challenge (a one-time nonce) and answers it with
+// HMAC-SHA256(secret, nonce); only then does the gate hand out the guarded
+// actor (a node's plugin host, an engine's stat logger). The secret never
+// crosses the wire. A refusal is logged on both sides. With an empty secret
+// (loopback only; the CLI enforces that) any answer is accepted.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "actors/messages.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::actors {
+
+node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor guarded, std::string secret);
+stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor guarded, std::string secret);
+
+/// The proof for `nonce`: lower-case hex of HMAC-SHA256(secret, nonce).
+std::string gate_proof(const std::string& secret, const std::string& nonce);
+
+/// Connect to the gate published at host:port and pass it. Errors:
+/// unavailable (unreachable, no answer within `timeout`), invalid_argument
+/// (the gate refused our proof: wrong secret).
+Result<plugin_host_actor> connect_node(caf::actor_system& system, const std::string& host, uint16_t port,
+                                       const std::string& secret, std::chrono::milliseconds timeout);
+Result<stat_logger_actor> connect_stats(caf::actor_system& system, const std::string& host, uint16_t port,
+                                        const std::string& secret, std::chrono::milliseconds timeout);
+
+/// "HOST:PORT" → host and port; invalid_argument naming `what` otherwise.
+Status parse_host_port(const std::string& text, const std::string& what, std::string* host, uint16_t* port);
+/// The first line of a secret file (trailing whitespace dropped); errors name the file.
+Result<std::string> read_secret_file(const std::string& path);
+/// Whether `host` is a loopback address or name (127.0.0.0/8, ::1, localhost).
+bool is_loopback_host(const std::string& host);
+
+}  // namespace troupe::actors

@@ -1,0 +1,47 @@
+// Starting the ranks of a model on their nodes: placement, and the
+// concurrent (fan-out) start-up steps every rank takes together — ranks of one
+// model meet in their communicator, so none may wait for another's reply.
+// Used by Engine::start and by the node supervisor when it rebuilds lost ranks.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "troupe/config.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::actors {
+
+/// Where the ranks of a model run.
+struct RankLayout {
+  std::vector<plugin_host_actor> nodes;      // one plugin host per node
+  std::vector<std::string> node_names;       // "node 127.0.0.1:7001"; empty for this process
+  std::vector<size_t> node_of_rank;          // rank → index into nodes
+
+  /// "node 127.0.0.1:7001" of `rank`, or "" when it runs in this process.
+  std::string place(size_t rank) const { return node_names[node_of_rank[rank]]; }
+  std::vector<std::string> places() const;
+};
+
+/// Rank-major placement of `world` ranks over `num_nodes` nodes: consecutive
+/// ranks share a node (rank r on node r * num_nodes / world).
+std::vector<size_t> place_ranks(int world, size_t num_nodes);
+
+/// A new worker actor per rank from its node's plugin host, each loading the
+/// model. `replies` (optional) gets each rank's answer. The first failure is
+/// returned, prefixed with the rank and its node.
+Result<std::vector<worker_actor>> start_workers(caf::actor_system& system, const RankLayout& layout,
+                                                const EngineConfig& config, std::vector<WorkerInitReply>* replies,
+                                                std::chrono::milliseconds timeout);
+/// Allocate the planned KV cache on every rank.
+Status allocate_kv_cache(caf::actor_system& system, const std::vector<worker_actor>& workers,
+                         const RankLayout& layout, const KvCachePlan& plan, std::chrono::milliseconds timeout);
+/// Warm every rank up.
+Status warm_up(caf::actor_system& system, const std::vector<worker_actor>& workers, const RankLayout& layout,
+               std::chrono::milliseconds timeout);
+
+}  // namespace troupe::actors

@@ -1,0 +1,112 @@
+// `troupe node --host H --port P [--secret-file F] [--port-file F]`: a worker
+// node. Its actor system loads this process's plugins through its plugin-host
+// actor, activates its platform, and publishes the plugin host behind a gate
+// (actors/gate_actor.hpp) through CAF's middleman; a head (`troupe serve
+// --nodes`, or one that starts local nodes itself) asks it for worker actors.
+// Runs until SIGINT/SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/engine.hpp"
+#include "actors/gate_actor.hpp"
+#include "actors/plugin_host_actor.hpp"
+#include "actors/status_error.hpp"
+#include "apps/command.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::apps {
+namespace {
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string secret_file;
+  std::string port_file;
+};
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "troupe node: error: %s\n", message.c_str());
+  return 1;
+}
+
+int run_node(const Options& o) {
+  if (o.port < 0 || o.port > 65535) return fail("--port must be in 0..65535 (0: any free port)");
+  std::string secret;
+  if (!o.secret_file.empty()) {
+    auto s = actors::read_secret_file(o.secret_file);
+    if (!s) return fail(s.status().message());
+    secret = *s;
+  }
+  if (secret.empty() && !actors::is_loopback_host(o.host))
+    return fail("a node listening on " + o.host +
+                " (not loopback) needs --secret-file: without it any peer could run models here");
+
+  // Signals are taken by sigwait below; block them before CAF starts its threads.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  caf::actor_system_config cfg;
+  engine::configure_actor_system(cfg);
+  auto system = std::make_unique<caf::actor_system>(cfg);
+  auto host = actors::spawn_plugin_host_actor(*system);
+  std::string platform;
+  {
+    caf::scoped_actor self{*system};
+    Status status;
+    self->request(host, std::chrono::minutes(2), actors::load_atom_v)
+        .receive([&](std::string& p) { platform = p; },
+                 [&](caf::error& e) { status = actors::to_status(e, "loading plugins"); });
+    if (!status.ok()) return fail(status.to_string());
+  }
+  auto gate = actors::spawn_node_gate(*system, host, secret);
+  auto port = system->middleman().publish(gate, static_cast<uint16_t>(o.port), o.host.c_str(), /*reuse_addr=*/true);
+  if (!port) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + system->render(port.error()));
+  TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{})", o.host, *port, platform,
+                  secret.empty() ? ", no secret: loopback only" : ", peers must prove the secret");
+  if (!o.port_file.empty()) {
+    // Written whole, then renamed, so a reader never sees half a number.
+    const std::string tmp = o.port_file + ".tmp";
+    { std::ofstream(tmp) << *port << "\n"; }
+    if (std::rename(tmp.c_str(), o.port_file.c_str()) != 0) return fail("cannot write the port file " + o.port_file);
+  }
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  TROUPE_LOG_INFO("Node stopping ({})", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  // A worker busy in a long step must not keep a stopping node alive forever.
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    std::_Exit(0);
+  }).detach();
+  caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  gate = nullptr;
+  host = nullptr;
+  system.reset();
+  return 0;
+}
+
+const CommandRegistration kRegistration(
+    "node", "Run a worker node: publish this process's plugin host for a head (troupe serve --nodes)",
+    [](CLI::App& sub) {
+      auto o = std::make_shared<Options>();
+      sub.add_option("--host", o->host, "Address to listen on (default 127.0.0.1; others need --secret-file)");
+      sub.add_option("--port", o->port, "Port to listen on (0: any free port, see --port-file)");
+      sub.add_option("--secret-file", o->secret_file,
+                     "File whose first line is the secret a head must prove it knows (HMAC challenge)");
+      sub.add_option("--port-file", o->port_file, "Write the port listened on to this file once listening");
+      return [o]() { return run_node(*o); };
+    });
+
+}  // namespace
+}  // namespace troupe::apps

@@ -1,0 +1,51 @@
+// The flags `troupe serve` and `troupe generate` share for ranks on other
+// processes and nodes: --tensor-parallel-size, --pipeline-parallel-size,
+// --nodes and --secret-file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "actors/gate_actor.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::apps {
+
+inline void add_parallel_options(CLI::App& sub, int* tensor_parallel_size, int* pipeline_parallel_size,
+                                 std::string* nodes, std::string* secret_file) {
+  sub.add_option("--tensor-parallel-size", *tensor_parallel_size,
+                 "Ranks that split each layer (attention heads, MLP) (default 1)");
+  sub.add_option("--pipeline-parallel-size", *pipeline_parallel_size,
+                 "Pipeline stages that split the layers (default 1)");
+  sub.add_option("--nodes", *nodes,
+                 "Worker nodes (troupe node) HOST:PORT[,HOST:PORT...]; default: local node processes when "
+                 "there are several ranks");
+  sub.add_option("--secret-file", *secret_file, "File whose first line is the secret the nodes ask for");
+}
+
+/// "a:1,b:2" → {"a:1", "b:2"}, each checked as HOST:PORT.
+inline Status parse_nodes(const std::string& text, std::vector<std::string>* out) {
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    std::string host;
+    uint16_t port = 0;
+    TROUPE_RETURN_IF_ERROR(actors::parse_host_port(item, "--nodes", &host, &port));
+    out->push_back(item);
+  }
+  return {};
+}
+
+/// The secret of `path`, or none when no file is given.
+inline Status read_optional_secret(const std::string& path, std::string* out) {
+  if (path.empty()) return {};
+  auto secret = actors::read_secret_file(path);
+  if (!secret) return secret.status();
+  *out = *secret;
+  return {};
+}
+
+}  // namespace troupe::apps

@@ -1,0 +1,224 @@
+// Worker nodes as real processes on loopback: a rank on a `troupe node` gives
+// the same output as in process; secrets are checked on both sides; a node
+// reports its own plugins; a node killed (SIGKILL) or stopped (SIGSTOP)
+// during a streaming request of `troupe serve` ends that request with an
+// error within 10 s, /health names the lost node, the head stays up, and once
+// the node is back at the same address the head serves again.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "node_process.hpp"
+#include "serve_process.hpp"
+
+namespace troupe::tests {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const std::string kModel = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = fmt::format("/tmp/troupe_node_test_{}_{}", ::getpid(), name);
+  std::ofstream(path) << text << "\n";
+  return path;
+}
+
+struct CmdResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+CmdResult run_troupe(const std::string& args, const std::string& env = "") {
+  const std::string err_file = fmt::format("/tmp/troupe_node_test_{}_stderr", ::getpid());
+  const std::string cmd = env + " timeout -s KILL 120 " + std::string(TROUPE_EXE) + " " + args + " 2>" + err_file;
+  CmdResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  std::remove(err_file.c_str());
+  return r;
+}
+
+/// Polls `log()` (bounded) until it contains `text`.
+template <class Process>
+bool log_shows(const Process& p, const std::string& text, std::chrono::seconds timeout = std::chrono::seconds(10)) {
+  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+    if (p.log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(Node, ARankOnANodeGivesTheSameOutputAsInProcess) {
+  const std::string secret = write_file("secret_a", "correct horse battery staple");
+  NodeProcess node(secret);
+  ASSERT_TRUE(node.wait_listening()) << node.log();
+  EXPECT_NE(node.log().find("Node listening on " + node.address()), std::string::npos) << node.log();
+  const std::string gen = "generate " + kModel + " -p 'Once upon a time' -n 32 --json --threads 1";
+  auto local = run_troupe(gen);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  auto remote = run_troupe(gen + " --nodes " + node.address() + " --secret-file " + secret);
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_EQ(json::parse(remote.out)["token_ids"], json::parse(local.out)["token_ids"]);
+  EXPECT_EQ(json::parse(remote.out)["text"], json::parse(local.out)["text"]);
+  EXPECT_NE(remote.err.find("connected to node " + node.address()), std::string::npos) << remote.err;
+  EXPECT_TRUE(log_shows(node, "node accepted a peer")) << node.log();
+  EXPECT_TRUE(log_shows(node, "llama model: 5 layers")) << "the model did not load in the node process";
+}
+
+TEST(Node, AWrongSecretIsRefusedAndLoggedOnBothSides) {
+  const std::string secret = write_file("secret_b", "the right one");
+  const std::string wrong = write_file("wrong_b", "a wrong one");
+  NodeProcess node(secret);
+  ASSERT_TRUE(node.wait_listening()) << node.log();
+  auto r = run_troupe("generate " + kModel + " -p hi -n 4 --nodes " + node.address() + " --secret-file " + wrong);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("refused the connection: wrong secret"), std::string::npos) << r.err;
+  EXPECT_TRUE(log_shows(node, "refused a peer")) << node.log();
+  EXPECT_NE(node.log().find("wrong secret"), std::string::npos) << node.log();
+  EXPECT_EQ(node.log().find("CPU worker"), std::string::npos) << "a refused peer got a worker";
+  auto none = run_troupe("plugins --node " + node.address());  // no secret at all
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("wrong secret"), std::string::npos) << none.err;
+}
+
+TEST(Node, ANonLoopbackNodeNeedsASecret) {
+  auto r = run_troupe("node --host 0.0.0.0 --port 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("needs --secret-file"), std::string::npos) << r.err;
+}
+
+TEST(Node, ItLoadsItsOwnPluginsAndReportsThem) {
+  const std::string secret = write_file("secret_c", "plugins");
+  NodeProcess node(secret, 0,
+                   {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_BINARY_DIR + "/examples/plugins",
+                    "TROUPE_PLUGINS=dummy_model"});
+  ASSERT_TRUE(node.wait_listening()) << node.log();
+  EXPECT_TRUE(log_shows(node, "plugin dummy_model loaded.")) << node.log();
+  auto r = run_troupe("plugins --json --node " + node.address() + " --secret-file " + secret,
+                      "env -u TROUPE_PLUGIN_PATH -u TROUPE_PLUGINS");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = json::parse(r.out);
+  EXPECT_EQ(report["node"], node.address());
+  bool loaded = false;
+  for (const auto& p : report["groups"]["troupe.general_plugins"])
+    loaded |= p["name"] == "dummy_model" && p["status"] == "loaded";
+  EXPECT_TRUE(loaded) << report.dump(2);
+  EXPECT_EQ(report["platform"]["activated"], "cpu");
+  // This process (no TROUPE_PLUGIN_PATH) never saw that plugin: the report is the node's.
+  auto local = run_troupe("plugins --json", "env -u TROUPE_PLUGIN_PATH -u TROUPE_PLUGINS");
+  ASSERT_EQ(local.exit_code, 0);
+  EXPECT_EQ(local.out.find("dummy_model"), std::string::npos);
+}
+
+/// `troupe serve` with its one rank on `node`, and what a streaming request sees.
+class NodeFailure : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    secret_ = write_file("secret_fail", "failures");
+    node_ = std::make_unique<NodeProcess>(secret_);
+    ASSERT_TRUE(node_->wait_listening()) << node_->log();
+    serve_ = std::make_unique<ServeProcess>(std::vector<std::string>{
+        "--nodes", node_->address(), "--secret-file", secret_, "--disable-log-stats"});
+    ASSERT_TRUE(serve_->wait_healthy()) << serve_->log();
+    greedy_ = complete();
+    ASSERT_FALSE(greedy_.empty());
+  }
+
+  /// A short greedy completion's text ("" on failure).
+  std::string complete() {
+    json body = {{"model", "stories260K.gguf"}, {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    auto r = apps::http::request("127.0.0.1", serve_->port(), "POST", "/v1/completions", body.dump(),
+                                 {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(60));
+    if (!r.ok() || r->status != 200) return "";
+    return json::parse(r->body)["choices"][0]["text"].get<std::string>();
+  }
+
+  /// Streams a long request; `on_first_event` runs once the first token arrived.
+  /// Returns the stream's last data event and how long after the hook it came.
+  std::pair<std::string, double> stream_and(const std::function<void()>& on_first_event) {
+    json body = {{"model", "stories260K.gguf"}, {"prompt", "Once upon a time"}, {"max_tokens", 1800},
+                 {"ignore_eos", true},          {"temperature", 0},                {"stream", true}};
+    apps::http::SseParser parser;
+    std::string last;
+    bool hooked = false;
+    Clock::time_point hooked_at;
+    auto r = apps::http::request(
+        "127.0.0.1", serve_->port(), "POST", "/v1/completions", body.dump(), {{"Content-Type", "application/json"}},
+        [&](std::string_view bytes) {
+          parser.feed(bytes, [&](std::string_view data) {
+            if (data != "[DONE]") last = std::string(data);
+            if (!hooked) {
+              hooked = true;
+              on_first_event();
+              hooked_at = Clock::now();
+            }
+          });
+          return true;
+        },
+        std::chrono::seconds(60));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (r.ok()) {
+      EXPECT_EQ(r->status, 200) << r->body;
+    }
+    EXPECT_TRUE(hooked) << "no event arrived";
+    if (!hooked) return {last, 0.0};
+    return {last, std::chrono::duration<double>(Clock::now() - hooked_at).count()};
+  }
+
+  void expect_unhealthy_naming_the_node() {
+    auto h = apps::http::request("127.0.0.1", serve_->port(), "GET", "/health", "", {}, {}, std::chrono::seconds(10));
+    ASSERT_TRUE(h.ok()) << "the head went down";
+    EXPECT_EQ(h->status, 503);
+    EXPECT_NE(h->body.find("node " + node_->address()), std::string::npos) << h->body;
+  }
+
+  void expect_serving_again() {
+    EXPECT_TRUE(serve_->wait_healthy(std::chrono::seconds(30))) << serve_->log();
+    EXPECT_EQ(complete(), greedy_);
+    EXPECT_NE(serve_->log().find("reconnected to node " + node_->address()), std::string::npos) << serve_->log();
+  }
+
+  std::string secret_;
+  std::unique_ptr<NodeProcess> node_;
+  std::unique_ptr<ServeProcess> serve_;
+  std::string greedy_;
+};
+
+TEST_F(NodeFailure, AKilledNodeEndsTheStreamThenTheHeadReconnects) {
+  auto [last, seconds] = stream_and([&] { node_->kill_now(SIGKILL); });
+  EXPECT_NE(last.find("\"error\""), std::string::npos) << "the stream did not end with an error: " << last;
+  EXPECT_NE(last.find("node " + node_->address()), std::string::npos) << last;
+  EXPECT_LT(seconds, 10.0);
+  expect_unhealthy_naming_the_node();
+  node_->restart();
+  ASSERT_TRUE(node_->wait_listening()) << node_->log();
+  expect_serving_again();
+}
+
+TEST_F(NodeFailure, AStoppedNodeIsNoticedThroughHeartbeatsThenServesAgain) {
+  auto [last, seconds] = stream_and([&] { node_->kill_now(SIGSTOP); });
+  EXPECT_NE(last.find("\"error\""), std::string::npos) << "the stream did not end with an error: " << last;
+  EXPECT_LT(seconds, 10.0);
+  expect_unhealthy_naming_the_node();
+  node_->kill_now(SIGCONT);
+  expect_serving_again();
+}
+
+}  // namespace
+}  // namespace troupe::tests
