@@ -16,7 +16,7 @@ namespace troupe {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelConfig& x) {
   return f(caf::meta::type_name("ModelConfig"), x.model_path, x.served_model_name, x.architecture,
-           x.max_model_len, x.dtype, x.quantization, x.seed);
+           x.max_model_len, x.dtype, x.quantization, x.seed, x.runner, x.pooling_type, x.pooling_normalize);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CacheConfig& x) {
@@ -128,9 +128,23 @@ typename Inspector::result_type inspect(Inspector& f, KvCachePlan& x) {
   return f(caf::meta::type_name("KvCachePlan"), x.spec, x.num_blocks, x.max_model_len);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PoolingParams& x) {
+  uint8_t type = x.type ? static_cast<uint8_t>(*x.type) + 1 : 0;  // 0: unset
+  uint8_t normalize = x.normalize ? (*x.normalize ? 2 : 1) : 0;
+  int32_t dimensions = x.dimensions.value_or(0);
+  return f(caf::meta::type_name("PoolingParams"), type, normalize, dimensions,
+           caf::meta::load_callback([&]() -> caf::error {
+             if (type > static_cast<uint8_t>(PoolingType::last) + 1) return caf::make_error(caf::sec::invalid_argument);
+             x.type = type ? std::optional<PoolingType>(static_cast<PoolingType>(type - 1)) : std::nullopt;
+             x.normalize = normalize ? std::optional<bool>(normalize == 2) : std::nullopt;
+             x.dimensions = dimensions > 0 ? std::optional<int32_t>(dimensions) : std::nullopt;
+             return caf::none;
+           }));
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingState& x) {
-  return f(caf::meta::type_name("SamplingState"), x.request_id, x.params, x.seed, x.prompt_token_ids,
-           x.output_token_ids);
+  return f(caf::meta::type_name("SamplingState"), x.request_id, x.params, x.pooling, x.pooling_params, x.seed,
+           x.prompt_token_ids, x.output_token_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepInput& x) {
@@ -138,7 +152,7 @@ typename Inspector::result_type inspect(Inspector& f, StepInput& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
-  return f(caf::meta::type_name("SampledToken"), x.token, x.logprob, x.top_ids, x.top_logprobs);
+  return f(caf::meta::type_name("SampledToken"), x.token, x.logprob, x.top_ids, x.top_logprobs, x.embedding);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepOutput& x) {
@@ -146,7 +160,13 @@ typename Inspector::result_type inspect(Inspector& f, StepOutput& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {
-  return f(caf::meta::type_name("CoreRequest"), x.request_id, x.prompt_token_ids, x.sampling, x.seed, x.cache_salt);
+  bool pooling = x.pooling.has_value();
+  PoolingParams params = x.pooling.value_or(PoolingParams{});
+  return f(caf::meta::type_name("CoreRequest"), x.request_id, x.prompt_token_ids, x.sampling, x.seed, x.cache_salt,
+           pooling, params, caf::meta::load_callback([&]() -> caf::error {
+             x.pooling = pooling ? std::optional<PoolingParams>(params) : std::nullopt;
+             return caf::none;
+           }));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenLogprob& x) {
@@ -156,7 +176,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestOutput& x) {
   uint8_t reason = static_cast<uint8_t>(x.finish_reason);
   return f(caf::meta::type_name("RequestOutput"), x.request_id, x.prompt_token_ids, x.new_token_ids, x.new_text,
-           x.new_logprobs, x.finished, reason, x.stop_reason, x.error, x.num_prompt_tokens, x.num_generated_tokens,
+           x.new_logprobs, x.embedding, x.finished, reason, x.stop_reason, x.error, x.num_prompt_tokens, x.num_generated_tokens,
            caf::meta::load_callback([&]() -> caf::error {
              if (reason > static_cast<uint8_t>(FinishReason::error)) return caf::make_error(caf::sec::invalid_argument);
              x.finish_reason = static_cast<FinishReason>(reason);

@@ -9,13 +9,18 @@
 namespace troupe {
 
 struct ModelConfig {
-  std::string model_path;          // a GGUF file
+  std::string model_path;          // a GGUF file, or a Hugging Face model folder
   std::string served_model_name;   // name in the API; default: file stem
   std::string architecture;        // filled at load ("llama"), used by ModelRegistry
   int64_t max_model_len = 0;       // 0: the model's context length
   std::string dtype = "auto";      // activation/compute dtype request
   std::string quantization;        // weight quantization found in the file ("q4_1", ...)
   uint64_t seed = 0;
+  /// "generate" or "pooling" (vLLM's --runner); "auto": from the model. Set by the engine.
+  std::string runner = "auto";
+  /// Pooling runner: the model's default pooling ("mean", "cls", "last") and normalization.
+  std::string pooling_type = "last";
+  bool pooling_normalize = false;
 };
 
 struct CacheConfig {

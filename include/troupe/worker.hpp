@@ -17,12 +17,17 @@ namespace troupe {
 /// One step for the worker: the batch the scheduler chose.
 struct ExecuteModelRequest {
   ForwardBatch batch;
+  /// The pooling runner: the final hidden states of every token row, instead of logits.
+  bool return_hidden_states = false;
 };
 
-/// What one step produced: logits of the rows the batch asked for.
+/// What one step produced: logits of the rows the batch asked for, or (when
+/// asked for) the hidden states of every row.
 struct ModelRunnerOutput {
   int64_t vocab_size = 0;
-  std::vector<float> logits;  // [batch.logits_indices.size()][vocab_size]
+  std::vector<float> logits;         // [batch.logits_indices.size()][vocab_size]
+  int64_t hidden_size = 0;
+  std::vector<float> hidden_states;  // [batch.num_tokens()][hidden_size], with return_hidden_states
 };
 
 /// KV cache geometry decided by the engine from the spec and available memory.

@@ -50,13 +50,20 @@ Status EngineCore::add_request(CoreRequest request, Clock::time_point arrival) {
   sched::NewRequest nr;
   nr.id = request.request_id;
   nr.prompt_token_ids = request.prompt_token_ids;
-  nr.max_tokens = request.sampling.max_tokens;
+  const bool pooling = request.pooling.has_value();
+  nr.max_tokens = pooling ? 1 : request.sampling.max_tokens;  // a pooling request takes its prompt's one step
   if (!request.cache_salt.empty()) nr.cache_salt = request.cache_salt;
   TROUPE_RETURN_IF_ERROR(scheduler_.add_request(std::move(nr)));
+  SamplingState sampling;
+  sampling.request_id = request.request_id;
+  sampling.params = request.sampling;
+  sampling.pooling = pooling;
+  if (pooling) sampling.pooling_params = *request.pooling;
+  sampling.seed = request.seed;
+  sampling.prompt_token_ids = request.prompt_token_ids;
   auto live = std::make_unique<LiveRequest>(LiveRequest{
-      RequestTracker(request.request_id, request.prompt_token_ids, request.sampling, *tokenizer_, arrival),
-      SamplingState{request.request_id, request.sampling, request.seed, std::move(request.prompt_token_ids), {}},
-      false});
+      RequestTracker(request.request_id, std::move(request.prompt_token_ids), request.sampling, *tokenizer_, arrival),
+      std::move(sampling), false});
   requests_[request.request_id] = std::move(live);
   return {};
 }
@@ -176,7 +183,19 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
     auto it = requests_.find(u.request_id);
     if (it == requests_.end() || u.new_token_ids.empty()) continue;
     auto& tracker = it->second->tracker;
-    const SampledToken& tok = result->tokens[row_of.at(u.request_id)];
+    SampledToken& tok = result->tokens[row_of.at(u.request_id)];
+    if (it->second->sampling.pooling) {
+      if (tok.embedding.empty()) {
+        failure = internal_error(fmt::format("step {}: no pooled output for pooling request '{}'", scheduled.step,
+                                             u.request_id));
+        break;
+      }
+      out.outputs.push_back(tracker.on_pooled(std::move(tok.embedding), now));
+      if (!u.finished) (void)scheduler_.finish_request(u.request_id, FinishReason::stop);
+      pending_finished_.push_back(tracker.finished_stats());
+      requests_.erase(it);
+      continue;
+    }
     TokenLogprob lp{tok.token, tok.logprob, tok.top_ids, tok.top_logprobs};
     RequestOutput delta = tracker.on_token(tok.token, tracker.wants_logprobs() ? &lp : nullptr, u.finished, now);
     ++iter.num_generation_tokens;
@@ -193,6 +212,10 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
       requests_.erase(it);
     }
     out.outputs.push_back(std::move(delta));
+  }
+  if (!failure.ok()) {
+    if (!out.outputs.empty()) sink_(std::move(out));  // what ended before the failure still reaches its callers
+    return fail_all(failure);
   }
   out.has_stats = true;
   out.stats.scheduler = scheduler_.stats();

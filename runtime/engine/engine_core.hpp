@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,6 +49,8 @@ struct CoreRequest {
   sampling::SamplingParams sampling;
   uint64_t seed = 0;          // the request's seed (given or drawn)
   std::string cache_salt;     // isolates its prefix-cache entries; empty: none
+  /// Set: a pooling request (the prompt only, one pooled vector back).
+  std::optional<PoolingParams> pooling;
 };
 
 /// One step's stats, as stat loggers and subscribers receive them.

@@ -13,6 +13,7 @@ void accumulate(FinalOutput& f, const RequestOutput& d) {
   f.token_ids.insert(f.token_ids.end(), d.new_token_ids.begin(), d.new_token_ids.end());
   f.text += d.new_text;
   f.logprobs.insert(f.logprobs.end(), d.new_logprobs.begin(), d.new_logprobs.end());
+  if (!d.embedding.empty()) f.embedding = d.embedding;
   if (d.finished) {
     f.finished = true;
     f.finish_reason = d.finish_reason;
@@ -125,6 +126,15 @@ RequestOutput RequestTracker::on_token(int32_t token, const TokenLogprob* logpro
     finish(decision.finish_reason, now);
   }
   return make_delta();
+}
+
+RequestOutput RequestTracker::on_pooled(std::vector<float> embedding, Clock::time_point now) {
+  first_token_ = now;  // the pooled output is its first and last result
+  last_token_ = now;
+  finish(FinishReason::stop, now);
+  RequestOutput d = make_delta();
+  d.embedding = std::move(embedding);
+  return d;
 }
 
 RequestOutput RequestTracker::on_end(FinishReason reason, Status error, Clock::time_point now) {

@@ -32,6 +32,9 @@ class RequestTracker {
   /// (a stop token, EOG, a stop string or the length).
   RequestOutput on_token(int32_t token, const TokenLogprob* logprob, bool length_capped, Clock::time_point now);
 
+  /// A pooling request's result: its only, final delta (finish reason stop).
+  RequestOutput on_pooled(std::vector<float> embedding, Clock::time_point now);
+
   /// A final delta for an abort or an error.
   RequestOutput on_end(FinishReason reason, Status error, Clock::time_point now);
 

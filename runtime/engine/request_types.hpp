@@ -36,6 +36,7 @@ struct RequestOutput {
   std::vector<int32_t> new_token_ids;     // tokens since the previous output
   std::string new_text;                   // text since the previous output
   std::vector<TokenLogprob> new_logprobs; // one per new token when logprobs were requested
+  std::vector<float> embedding;           // a pooling request's pooled vector (in its only, final output)
   bool finished = false;
   FinishReason finish_reason = FinishReason::stop;  // meaningful when finished
   std::string stop_reason;                // the stop string or token id that ended it, if any
@@ -51,6 +52,7 @@ struct FinalOutput {
   std::vector<int32_t> token_ids;
   std::string text;
   std::vector<TokenLogprob> logprobs;
+  std::vector<float> embedding;
   bool finished = false;
   FinishReason finish_reason = FinishReason::stop;
   std::string stop_reason;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine/pooling.hpp"
 #include "runtime/sampling/sampling_params.hpp"
 #include "troupe/attention.hpp"
 #include "troupe/model.hpp"
@@ -28,9 +29,12 @@ struct KvSizing {
 };
 
 /// A request the driver rank has not sampled for yet (or again, after preemption).
+/// A pooling request is pooled instead of sampled.
 struct SamplingState {
   std::string request_id;
   sampling::SamplingParams params;
+  bool pooling = false;
+  PoolingParams pooling_params;
   uint64_t seed = 0;                        // the request's seed (given or drawn)
   std::vector<int32_t> prompt_token_ids;    // for penalties
   std::vector<int32_t> output_token_ids;    // produced so far (non-empty after preemption)
@@ -45,12 +49,14 @@ struct StepInput {
   std::vector<std::string> sample_ids;      // request of each batch.logits_indices row
 };
 
-/// A sampled token and, when asked for, its logprobs.
+/// A sampled token and, when asked for, its logprobs; for a pooling request,
+/// its pooled vector instead.
 struct SampledToken {
   int32_t token = -1;
   float logprob = 0;
   std::vector<int32_t> top_ids;
   std::vector<float> top_logprobs;
+  std::vector<float> embedding;
 };
 
 /// One rank's answer to a step. Only the driver rank samples: the others

@@ -21,6 +21,13 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
   runtime::register_builtin_models();  // idempotent; a node process registers them here
   std::unique_ptr<WorkerRunner> r(new WorkerRunner());
   r->rank_ = rank;
+  r->pooling_runner_ = config.model.runner == "pooling";
+  if (r->pooling_runner_) {
+    auto type = parse_pooling_type(config.model.pooling_type);
+    if (!type) return type.status();
+    r->pooling_defaults_.type = *type;
+    r->pooling_defaults_.normalize = config.model.pooling_normalize;
+  }
   auto worker = platform.make_worker(config, rank);
   if (!worker) return worker.status();
   r->worker_ = std::move(worker).value();
@@ -63,14 +70,42 @@ Result<StepOutput> WorkerRunner::execute(StepInput input) {
   out.rank = rank_;
   auto t0 = Clock::now();
   request_.batch = std::move(input.batch);
+  request_.return_hidden_states = pooling_runner_;
   auto result = worker_->execute_model(request_);
   if (!result) return result.status();
   out.model_seconds = since(t0);
   if (!is_driver()) return out;
   auto t1 = Clock::now();
-  TROUPE_RETURN_IF_ERROR(sample(input, *result, out));
+  TROUPE_RETURN_IF_ERROR(pooling_runner_ ? pool_rows(input, *result, out) : sample(input, *result, out));
   out.sample_seconds = since(t1);
   return out;
+}
+
+Status WorkerRunner::pool_rows(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out) {
+  const ForwardBatch& b = request_.batch;
+  const int64_t hidden = result.hidden_size;
+  if (hidden <= 0 || static_cast<int64_t>(result.hidden_states.size()) != hidden * b.num_tokens())
+    return internal_error("rank " + std::to_string(rank_) + " returned " + std::to_string(result.hidden_states.size()) +
+                          " hidden-state values for " + std::to_string(b.num_tokens()) + " rows");
+  out.tokens.resize(input.sample_ids.size());
+  for (size_t i = 0; i < input.sample_ids.size(); ++i) {
+    auto it = requests_.find(input.sample_ids[i]);
+    if (it == requests_.end()) return internal_error("no state for pooling request " + input.sample_ids[i]);
+    if (!it->second.pooling)
+      return invalid_argument("request " + input.sample_ids[i] + " asks for generation, but this model runs as a pooling model");
+    // The sequence whose last row is this logits row; its prompt is all in this step.
+    const int32_t row = b.logits_indices[i];
+    int32_t seq = 0;
+    while (seq + 1 < static_cast<int32_t>(b.query_start.size()) && b.query_start[seq + 1] <= row) ++seq;
+    const int32_t begin = b.query_start[seq];
+    const int32_t count = b.query_start[seq + 1] - begin;
+    if (b.seq_lens[seq] != count)
+      return internal_error("pooling request " + input.sample_ids[i] + " was split over steps (chunked prefill)");
+    TROUPE_RETURN_IF_ERROR(pool(result.hidden_states.data() + static_cast<int64_t>(begin) * hidden, count, hidden,
+                                it->second.pooling_params, pooling_defaults_, &out.tokens[i].embedding));
+    out.tokens[i].token = 0;
+  }
+  return {};
 }
 
 Status WorkerRunner::sample(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out) {

@@ -45,8 +45,11 @@ class WorkerRunner {
  private:
   WorkerRunner() = default;
   Status sample(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
+  Status pool_rows(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
 
   int32_t rank_ = 0;
+  bool pooling_runner_ = false;
+  PoolingDefaults pooling_defaults_;
   std::shared_ptr<const gguf::GgufFile> file_;
   std::unique_ptr<gguf::GgufModelSource> source_;
   std::unique_ptr<Worker> worker_;

@@ -135,7 +135,7 @@ TEST(Serialization, StepOutputRoundTrips) {
   StepOutput out;
   out.step = 7;
   out.rank = 1;
-  out.tokens = {SampledToken{17, -0.25f, {17, 3}, {-0.25f, -1.5f}}, SampledToken{4, 0.0f, {}, {}}};
+  out.tokens = {SampledToken{17, -0.25f, {17, 3}, {-0.25f, -1.5f}, {}}, SampledToken{-1, 0.0f, {}, {}, {0.5f, -0.25f}}};
   out.model_seconds = 0.125;
   out.sample_seconds = 0.0625;
   auto back = round_trip(out);
@@ -146,7 +146,8 @@ TEST(Serialization, StepOutputRoundTrips) {
   EXPECT_EQ(back.tokens[0].logprob, -0.25f);
   EXPECT_EQ(back.tokens[0].top_ids, (std::vector<int32_t>{17, 3}));
   EXPECT_EQ(back.tokens[0].top_logprobs, (std::vector<float>{-0.25f, -1.5f}));
-  EXPECT_EQ(back.tokens[1].token, 4);
+  EXPECT_EQ(back.tokens[1].token, -1);
+  EXPECT_EQ(back.tokens[1].embedding, (std::vector<float>{0.5f, -0.25f}));
   EXPECT_EQ(back.model_seconds, 0.125);
   EXPECT_EQ(back.sample_seconds, 0.0625);
   auto msg = message_round_trip(out);
@@ -271,7 +272,14 @@ TEST(Serialization, CoreOutputsKeepFinishReasonAndStatus) {
   req.sampling.max_tokens = 9;
   req.seed = 5;
   req.cache_salt = "salt";
+  req.pooling = engine::PoolingParams{engine::PoolingType::cls, false, std::nullopt};
   auto rb = round_trip(req);
+  ASSERT_TRUE(rb.pooling.has_value());
+  EXPECT_EQ(rb.pooling->type, engine::PoolingType::cls);
+  EXPECT_EQ(rb.pooling->normalize, false);
+  EXPECT_FALSE(rb.pooling->dimensions.has_value());
+  req.pooling.reset();
+  EXPECT_FALSE(round_trip(req).pooling.has_value());
   EXPECT_EQ(rb.request_id, "x");
   EXPECT_EQ(rb.sampling.max_tokens, 9);
   EXPECT_EQ(rb.seed, 5u);

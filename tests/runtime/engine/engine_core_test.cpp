@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "engine_test_support.hpp"
 
@@ -27,16 +28,20 @@ class ScriptedExecutor final : public Executor {
 
   void execute(StepInput in, Done done) override {
     inputs.push_back(in);
+    for (const auto& r : in.new_requests)
+      if (r.pooling) pooling_.insert(r.request_id);
     if (!fail.ok()) return done(fail);
     StepOutput out;
     out.step = in.step;
     for (const auto& id : in.sample_ids) {
       auto& s = script[id];
       size_t& p = pos_[id];
-      out.tokens.push_back(SampledToken{p < s.size() ? s[p] : filler(), 0.0f, {}, {}});
+      SampledToken t{p < s.size() ? s[p] : filler(), 0.0f, {}, {}, {}};
+      if (pooling_.count(id)) t.embedding = {static_cast<float>(in.step), 1.0f, 2.0f};
+      out.tokens.push_back(std::move(t));
       ++p;
     }
-    for (int i = 0; i < extra_tokens; ++i) out.tokens.push_back(SampledToken{filler(), 0.0f, {}, {}});
+    for (int i = 0; i < extra_tokens; ++i) out.tokens.push_back(SampledToken{filler(), 0.0f, {}, {}, {}});
     if (defer) {
       pending_ = std::move(done);
       pending_out_ = std::move(out);
@@ -54,6 +59,7 @@ class ScriptedExecutor final : public Executor {
  private:
   static int32_t filler() { return ids_of(" the").front(); }
   std::map<std::string, size_t> pos_;
+  std::set<std::string> pooling_;  // requests the driver pools instead of sampling
   Done pending_;
   StepOutput pending_out_;
 };
@@ -261,6 +267,31 @@ TEST_F(EngineCoreTest, BadRequestsAreRefusedWithTheSchedulersReason) {
   auto empty = request("e", 3);
   empty.prompt_token_ids.clear();
   EXPECT_EQ(core_.add_request(empty).code(), StatusCode::invalid_argument);
+}
+
+TEST_F(EngineCoreTest, PoolingRequestsEndAfterTheirPromptWithTheirVector) {
+  auto a = request("a", 16);
+  a.pooling = PoolingParams{};
+  auto b = request("b", 16);
+  b.pooling = PoolingParams{PoolingType::cls, true, std::nullopt};
+  ASSERT_TRUE(core_.add_request(a).ok());
+  ASSERT_TRUE(core_.add_request(b).ok());
+  ASSERT_EQ(core_.step(exec_), StepStatus::started);
+  EXPECT_FALSE(core_.has_unfinished_requests()) << "a pooling request takes one step";
+  ASSERT_EQ(exec_.inputs.size(), 1u);
+  ASSERT_EQ(exec_.inputs[0].new_requests.size(), 2u);
+  EXPECT_TRUE(exec_.inputs[0].new_requests[1].pooling);
+  EXPECT_EQ(exec_.inputs[0].new_requests[1].pooling_params.type, PoolingType::cls);
+  auto f = finals();
+  for (const char* id : {"a", "b"}) {
+    EXPECT_TRUE(f[id].finished);
+    EXPECT_EQ(f[id].finish_reason, FinishReason::stop);
+    EXPECT_EQ(f[id].embedding, (std::vector<float>{1.0f, 1.0f, 2.0f}));
+    EXPECT_TRUE(f[id].token_ids.empty());
+  }
+  EXPECT_EQ(total(&IterationStats::num_generation_tokens), 0);
+  EXPECT_EQ(events_.back().stats.iteration.finished_requests.size(), 2u);
+  EXPECT_EQ(events_.back().stats.scheduler.kv_cache_usage, 0.0);
 }
 
 TEST_F(EngineCoreTest, FailAllEndsLiveRequestsOnce) {
