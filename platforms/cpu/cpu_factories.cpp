@@ -1,4 +1,6 @@
 // The CPU platform's factories: worker, ops, attention backend, communicator.
+#include <string>
+
 #include "platforms/cpu/cpu_attention.hpp"
 #include "platforms/cpu/cpu_communicator.hpp"
 #include "platforms/cpu/cpu_ops.hpp"
@@ -18,11 +20,21 @@ Result<std::unique_ptr<Ops>> CpuPlatform::make_ops(const EngineConfig& config) c
   return std::unique_ptr<Ops>(new CpuOps(process_pool(config.parallel.num_threads)));
 }
 
-Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(int rank, int world_size) const {
-  if (world_size != 1 || rank != 0)
-    return not_supported("platform cpu has a communicator for one rank only (rank " + std::to_string(rank) +
-                         " of " + std::to_string(world_size) + ")");
-  return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(const ParallelConfig& parallel,
+                                                                                  int rank) const {
+  const int world = parallel.world_size();
+  if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1 || rank < 0 || rank >= world)
+    return invalid_argument("platform cpu: rank " + std::to_string(rank) + " is outside the world of " +
+                            std::to_string(world) + " ranks (tensor_parallel_size " +
+                            std::to_string(parallel.tensor_parallel_size) + " x pipeline_parallel_size " +
+                            std::to_string(parallel.pipeline_parallel_size) + ")");
+  if (world == 1) return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+  if (parallel.communicator_id.empty())
+    return invalid_argument("platform cpu needs a communicator id for a world of " + std::to_string(world) +
+                            " ranks: the head makes one with Platform::make_communicator_id and sends it to every "
+                            "rank in config.parallel.communicator_id");
+  return not_supported("platform cpu has a communicator for one rank only (rank " + std::to_string(rank) + " of " +
+                       std::to_string(world) + ")");
 }
 
 Result<std::unique_ptr<Worker>> CpuPlatform::make_worker(const EngineConfig& config, int rank) const {
