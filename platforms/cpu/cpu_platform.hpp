@@ -18,7 +18,10 @@ class CpuPlatform final : public Platform {
   Status check_and_update_config(EngineConfig& config) const override;
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
   Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
-  /// World of 1: a local communicator (more ranks: not_supported yet).
+  /// "cpu-shm:<host>:troupe-<pid>-<random>": names a shared memory segment on <host>.
+  Result<std::string> make_communicator_id(const ParallelConfig& parallel) const override;
+  /// World of 1: a local communicator. Otherwise a ShmCommunicator at parallel.communicator_id,
+  /// which must name this host (across hosts: not_supported).
   Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
                                                                        int rank) const override;
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
