@@ -1,6 +1,7 @@
 #include "troupe/platform.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace troupe {
 
@@ -17,12 +18,6 @@ const char* to_string(PlatformEnum e) {
   return "unknown";
 }
 
-Result<std::string> Platform::make_communicator_id(const ParallelConfig& parallel) const {
-  const int world = parallel.tensor_parallel_size * parallel.pipeline_parallel_size;
-  if (world <= 1) return std::string();
-  return not_supported("platform " + device_type() + " has no communicator for " + std::to_string(world) + " ranks");
-}
-
 Status Platform::verify_quantization(std::string_view quant) const {
   if (quant.empty()) return {};
   auto supported = supported_quantizations();
@@ -31,6 +26,14 @@ Status Platform::verify_quantization(std::string_view quant) const {
   for (const auto& q : supported) list += (list.empty() ? "" : ", ") + q;
   return not_supported("quantization " + std::string(quant) + " is not supported by platform " + device_type() +
                        " (supported: " + list + ")");
+}
+
+Result<std::string> Platform::make_communicator_id(const ParallelConfig& parallel) const {
+  const int world = parallel.world_size();
+  if (parallel.tensor_parallel_size >= 1 && parallel.pipeline_parallel_size >= 1 && world == 1) return std::string();
+  return not_supported("platform " + device_type() + " has no communicator for " + std::to_string(world) +
+                       " ranks (tensor_parallel_size " + std::to_string(parallel.tensor_parallel_size) +
+                       ", pipeline_parallel_size " + std::to_string(parallel.pipeline_parallel_size) + ")");
 }
 
 }  // namespace troupe

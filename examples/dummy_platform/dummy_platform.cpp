@@ -22,7 +22,7 @@ troupe::Result<std::unique_ptr<troupe::Ops>> DummyPlatform::make_ops(const troup
   return troupe::not_supported("compute ops are not implemented by the example platform dummy");
 }
 troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> DummyPlatform::make_device_communicator(
-    int /*rank*/, int /*world_size*/) const {
+    const troupe::ParallelConfig& /*parallel*/, int /*rank*/) const {
   return troupe::not_supported("a device communicator is not implemented by the example platform dummy");
 }
 troupe::Result<std::unique_ptr<troupe::Worker>> DummyPlatform::make_worker(const troupe::EngineConfig& config,

@@ -20,8 +20,8 @@ class DummyPlatform final : public troupe::Platform {
   troupe::Result<std::unique_ptr<troupe::AttentionBackend>> make_attention_backend(
       const troupe::EngineConfig& config) const override;
   troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::EngineConfig& config) const override;
-  troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(int rank,
-                                                                                       int world_size) const override;
+  troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(
+      const troupe::ParallelConfig& parallel, int rank) const override;
   troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::EngineConfig& config,
                                                               int rank) const override;
 

@@ -1,8 +1,13 @@
-// DeviceCommunicator: collectives between the ranks of one model
-// (tensor parallelism). NCCL on CUDA; the CPU platform has its own.
+// DeviceCommunicator: collectives between the ranks of one model (tensor and
+// pipeline parallelism). NCCL on CUDA; the CPU platform has its own (shared
+// memory between the processes of one host). Every rank of a communicator
+// makes the same collective calls in the same order; ranks are its own
+// (0 .. world_size-1). Errors: unavailable when a peer does not arrive in time.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "troupe/dtype.hpp"
 #include "troupe/status.hpp"
@@ -28,6 +33,11 @@ class DeviceCommunicator {
   virtual Status send(const void* buf, int64_t count, DType dtype, int peer) = 0;
   /// Point-to-point: receive from rank `peer`.
   virtual Status recv(void* buf, int64_t count, DType dtype, int peer) = 0;
+  /// A communicator over `ranks` (ranks of this communicator, in the order that gives the
+  /// new ranks, containing this rank), as torch.distributed.new_group / ncclCommSplit.
+  /// Every rank listed calls it with the same list, and every rank of this communicator
+  /// makes its new_group calls in the same order. The default answers not_supported.
+  virtual Result<std::unique_ptr<DeviceCommunicator>> new_group(const std::vector<int>& ranks);
 };
 
 }  // namespace troupe

@@ -40,10 +40,14 @@ struct SchedulerConfig {
 
 struct ParallelConfig {
   int tensor_parallel_size = 1;
-  int pipeline_parallel_size = 1;        // stages; world size = tensor x pipeline
-  std::string communicator_id;           // rendezvous of the ranks' communicator (Platform); empty: one rank
+  int pipeline_parallel_size = 1;        // world size = tensor_parallel_size * pipeline_parallel_size
+  /// Rendezvous id of the ranks' communicator, made once by the head with
+  /// Platform::make_communicator_id and sent to every rank; empty for a world of 1.
+  /// Global rank r is pipeline stage r / tensor_parallel_size, tensor rank r % tensor_parallel_size.
+  std::string communicator_id;
   int num_threads = 0;                   // CPU compute threads; 0 = all cores
   std::string worker_cls;                // set by the platform
+  int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
 };
 
 struct CompilationConfig {

@@ -17,6 +17,7 @@ namespace troupe {
 
 class Ops;
 class AttentionBackend;
+class DeviceCommunicator;
 
 /// One weight tensor, memory-mapped from the model file.
 /// ne[0] is the fastest-moving dimension (GGUF order): a matrix that maps
@@ -28,6 +29,9 @@ struct WeightTensor {
   int64_t ne[4] = {1, 1, 1, 1};
   const void* data = nullptr;
   uint64_t nbytes = 0;
+  /// Bytes from one row (ne[0] elements) to the next; 0: rows are contiguous. A view of a
+  /// column slice of a matrix (tensor parallelism) keeps the matrix's full row as its stride.
+  int64_t row_stride = 0;
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
 };
 
@@ -72,11 +76,27 @@ struct ForwardBatch {
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
 };
 
-/// The platform's services handed to a model at construction.
+/// The platform's services handed to a model at construction, and this rank's place in
+/// the world: global rank = pp_rank * tp_size + tp_rank (vLLM's layout).
 struct ModelContext {
   Ops* ops = nullptr;                    // compute kernels of the active platform
   AttentionBackend* attention = nullptr; // paged attention of the active platform
   int64_t max_num_batched_tokens = 2048; // largest ForwardBatch the model will see
+  /// Every rank of the world (send/recv between pipeline stages use global ranks);
+  /// nullptr for a world of one rank.
+  DeviceCommunicator* communicator = nullptr;
+  /// The tp_size ranks of this pipeline stage (its rank() is tp_rank); the same object as
+  /// `communicator` when pp_size is 1. Unused (may be nullptr) when tp_size is 1.
+  DeviceCommunicator* tp_communicator = nullptr;
+  int tp_rank = 0, tp_size = 1;
+  int pp_rank = 0, pp_size = 1;
+};
+
+/// What this rank's share of a model keeps in the KV cache.
+struct KvCacheShape {
+  int num_layers = 0;    // layers of this pipeline stage
+  int num_kv_heads = 0;  // key-value heads of this tensor-parallel rank
+  int head_dim = 0;
 };
 
 class Model {
@@ -84,8 +104,15 @@ class Model {
   virtual ~Model() = default;
   /// Shapes of this model.
   virtual const ModelInfo& info() const = 0;
+  /// The KV cache of this rank: its stage's layers and its kv heads. The default is the
+  /// whole model (info()), right for a model that is not split over ranks.
+  virtual KvCacheShape kv_cache_shape() const {
+    return {info().num_layers, info().num_kv_heads, info().head_dim};
+  }
   /// Run one step; writes logits for batch.logits_indices to `logits`
-  /// ([logits_indices.size(), vocab_size], row-major).
+  /// ([logits_indices.size(), vocab_size], row-major). Only the driver rank (global rank 0)
+  /// gets logits; other ranks may pass nullptr. Every rank of the world runs the same batch
+  /// in lock step (the collectives are inside).
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
 };
 

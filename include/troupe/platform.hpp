@@ -47,12 +47,15 @@ class Platform {
   virtual Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const = 0;
   /// Compute kernels for model definitions.
   virtual Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const = 0;
-  /// The rendezvous id of a new group of ranks (config.parallel.communicator_id),
-  /// made once by the head before any rank starts. Default: "" for one rank,
-  /// not_supported for more.
+  /// A fresh rendezvous id for the communicator of the ranks of `parallel` (world size
+  /// tensor_parallel_size * pipeline_parallel_size). The head calls it once, in its own
+  /// process, and sends the id to every rank in config.parallel.communicator_id. The SDK
+  /// default answers "" for a world of 1 and not_supported otherwise.
   virtual Result<std::string> make_communicator_id(const ParallelConfig& parallel) const;
-  /// Collectives for rank `rank` of `world_size`.
-  virtual Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int rank, int world_size) const = 0;
+  /// Collectives for global rank `rank` of the world of `parallel`, meeting the other ranks
+  /// at parallel.communicator_id. Every rank of the world calls it (in its own process).
+  virtual Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
+                                                                               int rank) const = 0;
   /// The worker named by config.parallel.worker_cls for `rank`.
   virtual Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const = 0;
 

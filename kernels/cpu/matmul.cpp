@@ -55,7 +55,7 @@ ActFormat act_format(DType type) {
 }
 
 void matmul_with_isa(Isa isa, DType type, const void* w, int64_t in, int64_t out, const float* x,
-                     int64_t n_tokens, float* y, ThreadPool* pool) {
+                     int64_t n_tokens, float* y, ThreadPool* pool, int64_t w_row_stride) {
   TROUPE_CHECK(supports_type(type), "matmul: unsupported weight type");
   TROUPE_CHECK(isa_available(isa), "matmul: ISA not available on this CPU/build");
   TROUPE_CHECK(in > 0 && out > 0 && n_tokens >= 1, "matmul: empty shape");
@@ -64,7 +64,9 @@ void matmul_with_isa(Isa isa, DType type, const void* w, int64_t in, int64_t out
   MatmulRangeFn kernel = kernel_for(isa, type);
   TROUPE_CHECK(kernel != nullptr, "matmul: no kernel for this type");
 
-  MatmulArgs args{type, static_cast<const uint8_t*>(w), w_row_bytes, in, out, n_tokens,
+  if (w_row_stride == 0) w_row_stride = w_row_bytes;
+  TROUPE_CHECK(w_row_stride >= w_row_bytes, "matmul: the row stride is shorter than a row");
+  MatmulArgs args{type, static_cast<const uint8_t*>(w), w_row_bytes, w_row_stride, in, out, n_tokens,
                   x, nullptr, 0, nullptr, y};
   switch (act_format(type)) {
     case ActFormat::f32:
@@ -117,8 +119,8 @@ void matmul_with_isa(Isa isa, DType type, const void* w, int64_t in, int64_t out
 }
 
 void matmul(DType type, const void* w, int64_t in, int64_t out, const float* x, int64_t n_tokens, float* y,
-            ThreadPool* pool) {
-  matmul_with_isa(active_isa(), type, w, in, out, x, n_tokens, y, pool);
+            ThreadPool* pool, int64_t w_row_stride) {
+  matmul_with_isa(active_isa(), type, w, in, out, x, n_tokens, y, pool, w_row_stride);
 }
 
 }  // namespace troupe::kernels::cpu

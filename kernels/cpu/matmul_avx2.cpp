@@ -146,7 +146,7 @@ inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
   using Block = typename W::Block;
   const int64_t nb = a.in / kQK;
   const Block* wr[R];
-  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_bytes);
+  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
   const ActQ16* xr[T];
   for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ16*>(a.xq + (t0 + t) * a.xq_row_bytes);
   __m256 acc[R][T];
@@ -218,7 +218,7 @@ inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
 template <int T>
 inline void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0) {
   const int64_t nb = a.in / kQKK;
-  const auto* w = reinterpret_cast<const BlockQ4_K*>(a.w + o * a.w_row_bytes);
+  const auto* w = reinterpret_cast<const BlockQ4_K*>(a.w + o * a.w_row_stride);
   const ActQ8K* xr[T];
   for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + t) * a.xq_row_bytes);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -266,7 +266,7 @@ inline void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0) {
 template <int T>
 inline void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0) {
   const int64_t nb = a.in / kQKK;
-  const auto* w = reinterpret_cast<const BlockQ6_K*>(a.w + o * a.w_row_bytes);
+  const auto* w = reinterpret_cast<const BlockQ6_K*>(a.w + o * a.w_row_stride);
   const ActQ8K* xr[T];
   for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + t) * a.xq_row_bytes);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -338,7 +338,7 @@ inline float load1(const uint8_t* row, int64_t i) {
 template <DType K, int R, int T>
 inline void tile_f(const MatmulArgs& a, int64_t o, int64_t t0) {
   const uint8_t* wr[R];
-  for (int r = 0; r < R; ++r) wr[r] = a.w + (o + r) * a.w_row_bytes;
+  for (int r = 0; r < R; ++r) wr[r] = a.w + (o + r) * a.w_row_stride;
   const float* xr[T];
   for (int t = 0; t < T; ++t) xr[t] = a.xf + (t0 + t) * a.in;
   __m256 acc[R][T];

@@ -13,8 +13,9 @@ namespace troupe::kernels::cpu {
 /// converted to what the weight type's dot product consumes.
 struct MatmulArgs {
   DType type;
-  const uint8_t* w;        // out rows of w_row_bytes
+  const uint8_t* w;        // out rows of w_row_bytes, w_row_stride bytes apart
   int64_t w_row_bytes;
+  int64_t w_row_stride;    // >= w_row_bytes: a column slice of a wider matrix keeps its row stride
   int64_t in;
   int64_t out;
   int64_t n_tokens;

@@ -151,7 +151,7 @@ void range_quant(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenChunk) {
     const int64_t t1 = std::min(a.n_tokens, t0 + kTokenChunk);
     for (int64_t o = o0; o < o1; ++o) {
-      unpack_row(a.type, a.w + o * a.w_row_bytes, a.in, &row);
+      unpack_row(a.type, a.w + o * a.w_row_stride, a.in, &row);
       for (int64_t t = t0; t < t1; ++t) {
         const uint8_t* xr = a.xq + t * a.xq_row_bytes;
         a.y[t * a.out + o] = k ? dot_q8k(a.type, row, reinterpret_cast<const ActQ8K*>(xr), nb)
@@ -177,7 +177,7 @@ float load_w(const uint8_t* w, int64_t i) {
 template <DType kType>
 void range_float(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (int64_t o = o0; o < o1; ++o) {
-    const uint8_t* w = a.w + o * a.w_row_bytes;
+    const uint8_t* w = a.w + o * a.w_row_stride;
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       const float* x = a.xf + t * a.in;
       float acc = 0.0f;

@@ -49,5 +49,9 @@ Status CpuCommunicator::send(const void*, int64_t, DType, int peer) {
 Status CpuCommunicator::recv(void*, int64_t, DType, int peer) {
   return invalid_argument("recv: peer " + std::to_string(peer) + " does not exist in a world of 1 rank");
 }
+Result<std::unique_ptr<DeviceCommunicator>> CpuCommunicator::new_group(const std::vector<int>& ranks) {
+  if (ranks != std::vector<int>{0}) return invalid_argument("new_group: a world of 1 rank has only the group {0}");
+  return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+}
 
 }  // namespace troupe::cpu

@@ -1,5 +1,5 @@
 // The CPU device communicator for a world of one rank: every collective is a
-// copy or a no-op. Multi-rank CPU collectives arrive with tensor parallelism.
+// copy or a no-op. Several ranks (processes of one host) use ShmCommunicator.
 #pragma once
 
 #include "troupe/communicator.hpp"
@@ -17,6 +17,8 @@ class CpuCommunicator final : public DeviceCommunicator {
   Status broadcast(void* buf, int64_t count, DType dtype, int root) override;
   Status send(const void* buf, int64_t count, DType dtype, int peer) override;
   Status recv(void* buf, int64_t count, DType dtype, int peer) override;
+  /// {0}: another communicator of one rank.
+  Result<std::unique_ptr<DeviceCommunicator>> new_group(const std::vector<int>& ranks) override;
 };
 
 }  // namespace troupe::cpu

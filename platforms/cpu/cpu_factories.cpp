@@ -1,10 +1,20 @@
 // The CPU platform's factories: worker, ops, attention backend, communicator.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
 #include "platforms/cpu/cpu_attention.hpp"
 #include "platforms/cpu/cpu_communicator.hpp"
 #include "platforms/cpu/cpu_ops.hpp"
 #include "platforms/cpu/cpu_platform.hpp"
 #include "platforms/cpu/cpu_pool.hpp"
 #include "platforms/cpu/cpu_worker.hpp"
+#include "platforms/cpu/shm_communicator.hpp"
 
 namespace troupe::cpu {
 
@@ -18,11 +28,69 @@ Result<std::unique_ptr<Ops>> CpuPlatform::make_ops(const EngineConfig& config) c
   return std::unique_ptr<Ops>(new CpuOps(process_pool(config.parallel.num_threads)));
 }
 
-Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(int rank, int world_size) const {
-  if (world_size != 1 || rank != 0)
-    return not_supported("platform cpu has a communicator for one rank only (rank " + std::to_string(rank) +
-                         " of " + std::to_string(world_size) + ")");
-  return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+namespace {
+
+constexpr const char* kIdPrefix = "cpu-shm:";
+
+std::string this_host() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+Result<std::string> CpuPlatform::make_communicator_id(const ParallelConfig& parallel) const {
+  if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1)
+    return invalid_argument("a communicator needs tensor_parallel_size and pipeline_parallel_size of at least 1");
+  if (parallel.world_size() == 1) return std::string();
+  static std::atomic<uint64_t> counter{0};
+  std::random_device rd;
+  const uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                     static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                     (counter.fetch_add(1) << 48);
+  char token[64];
+  std::snprintf(token, sizeof token, "troupe-%d-%016llx", static_cast<int>(getpid()),
+                static_cast<unsigned long long>(r));
+  return std::string(kIdPrefix) + this_host() + ":" + token;
+}
+
+Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(const ParallelConfig& parallel,
+                                                                                  int rank) const {
+  const int world = parallel.world_size();
+  if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1 || rank < 0 || rank >= world)
+    return invalid_argument("platform cpu: rank " + std::to_string(rank) + " is outside the world of " +
+                            std::to_string(world) + " ranks (tensor_parallel_size " +
+                            std::to_string(parallel.tensor_parallel_size) + " x pipeline_parallel_size " +
+                            std::to_string(parallel.pipeline_parallel_size) + ")");
+  if (world == 1) return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+  const std::string& id = parallel.communicator_id;
+  if (id.empty())
+    return invalid_argument("platform cpu needs a communicator id for a world of " + std::to_string(world) +
+                            " ranks: the head makes one with Platform::make_communicator_id and sends it to every "
+                            "rank in config.parallel.communicator_id");
+  const size_t last = id.rfind(':');
+  if (id.rfind(kIdPrefix, 0) != 0 || last == std::string::npos || last < std::strlen(kIdPrefix))
+    return invalid_argument("platform cpu: '" + id + "' is not a cpu communicator id (cpu-shm:<host>:<name>)");
+  const std::string host = id.substr(std::strlen(kIdPrefix), last - std::strlen(kIdPrefix));
+  const std::string token = id.substr(last + 1);
+  if (host != this_host())
+    return not_supported("the cpu communicator across hosts is not implemented yet: communicator " + id +
+                         " was made on host '" + host + "', rank " + std::to_string(rank) + " runs on host '" +
+                         this_host() + "'");
+  if (token.empty() || token.size() > 200 ||
+      token.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != std::string::npos)
+    return invalid_argument("platform cpu: communicator id '" + id + "' has an invalid name");
+  auto timeout = comm_timeout_from_env();
+  if (!timeout.ok()) return timeout.status();
+  ShmOptions o;
+  o.name = "/" + token;
+  o.world_size = world;
+  o.rank = rank;
+  o.timeout = *timeout;
+  auto comm = ShmCommunicator::create(o);
+  if (!comm.ok()) return comm.status();
+  return std::unique_ptr<DeviceCommunicator>(std::move(*comm));
 }
 
 Result<std::unique_ptr<Worker>> CpuPlatform::make_worker(const EngineConfig& config, int rank) const {

@@ -50,12 +50,12 @@ Status CpuOps::check_weight_type(DType type) const {
 }
 
 void CpuOps::matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
-  kernels::cpu::matmul(w.type, w.data, w.ne[0], w.rows(), x, n_tokens, y, pool_);
+  kernels::cpu::matmul(w.type, w.data, w.ne[0], w.rows(), x, n_tokens, y, pool_, w.row_stride);
 }
 
 void CpuOps::embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) {
   const int64_t dim = w.ne[0];
-  const int64_t rb = row_bytes(w.type, dim);
+  const int64_t rb = w.row_stride > 0 ? w.row_stride : row_bytes(w.type, dim);
   const auto* base = static_cast<const uint8_t*>(w.data);
   for (int64_t t = 0; t < n; ++t) kernels::cpu::dequantize_row(w.type, base + ids[t] * rb, out + t * dim, dim);
 }

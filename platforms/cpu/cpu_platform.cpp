@@ -24,12 +24,23 @@ std::string CpuPlatform::device_name(int) const {
 }
 
 Status CpuPlatform::check_and_update_config(EngineConfig& config) const {
-  if (config.parallel.tensor_parallel_size != 1)
-    return not_supported("tensor parallelism is not supported by platform cpu yet (tensor_parallel_size=" +
-                         std::to_string(config.parallel.tensor_parallel_size) + ")");
-  if (config.parallel.worker_cls.empty()) config.parallel.worker_cls = "troupe.cpu.CpuWorker";
-  if (config.parallel.num_threads <= 0)
-    config.parallel.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ParallelConfig& parallel = config.parallel;
+  if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1)
+    return invalid_argument("tensor_parallel_size (" + std::to_string(parallel.tensor_parallel_size) +
+                            ") and pipeline_parallel_size (" + std::to_string(parallel.pipeline_parallel_size) +
+                            ") must be at least 1");
+  const int world = parallel.world_size();
+  if (world > kMaxCpuRanks)
+    return invalid_argument("platform cpu runs at most " + std::to_string(kMaxCpuRanks) + " ranks, not " +
+                            std::to_string(world) + " (tensor_parallel_size x pipeline_parallel_size)");
+  // Whether the model's heads and layers divide is checked where the model is loaded (its
+  // head counts are not in the config): LlamaModel::create answers with vLLM's wording.
+  if (parallel.worker_cls.empty()) parallel.worker_cls = "troupe.cpu.CpuWorker";
+  if (parallel.num_threads <= 0) {
+    // One rank per process, all on this host: the ranks share its cores.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    parallel.num_threads = std::max(1, cores / world);
+  }
   if (config.cache.block_size <= 0) config.cache.block_size = 16;
   if (config.cache.cache_dtype == "auto") config.cache.cache_dtype = "float32";
   // No graph capture on CPUs: every step runs eagerly.

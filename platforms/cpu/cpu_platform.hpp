@@ -8,6 +8,9 @@ namespace troupe::cpu {
 
 class CpuPlatform final : public Platform {
  public:
+  /// The largest world (tensor_parallel_size x pipeline_parallel_size) of CPU ranks.
+  static constexpr int kMaxCpuRanks = 64;
+
   PlatformEnum platform_enum() const override { return PlatformEnum::cpu; }
   std::string device_type() const override { return "cpu"; }
   std::string device_name(int device_id = 0) const override;
@@ -15,7 +18,12 @@ class CpuPlatform final : public Platform {
   Status check_and_update_config(EngineConfig& config) const override;
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
   Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int rank, int world_size) const override;
+  /// "cpu-shm:<host>:troupe-<pid>-<random>": names a shared memory segment on <host>.
+  Result<std::string> make_communicator_id(const ParallelConfig& parallel) const override;
+  /// World of 1: a local communicator. Otherwise a ShmCommunicator at parallel.communicator_id,
+  /// which must name this host (across hosts: not_supported).
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
+                                                                       int rank) const override;
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
   DeviceMemory memory_info(int device_id = 0) const override;
   std::vector<std::string> supported_dtypes() const override;

@@ -18,25 +18,48 @@ CpuWorker::CpuWorker(const EngineConfig& config, int rank, const Platform& platf
 CpuWorker::~CpuWorker() = default;
 
 Status CpuWorker::init_device() {
-  model_.reset();  // it would point at the ops and attention backend replaced below
-  const int world_size = config_.parallel.tensor_parallel_size;
-  if (rank_ < 0 || rank_ >= std::max(1, world_size))
+  model_.reset();  // it would point at the ops, attention backend and communicators replaced below
+  tp_comm_.reset();  // a communicator id serves one world: leave the old one before meeting again
+  comm_.reset();
+  const ParallelConfig& parallel = config_.parallel;
+  const int tp = parallel.tensor_parallel_size, pp = parallel.pipeline_parallel_size;
+  if (tp < 1 || pp < 1 || rank_ < 0 || rank_ >= parallel.world_size())
     return invalid_argument("rank " + std::to_string(rank_) + " is outside the world of " +
-                            std::to_string(world_size) + " ranks");
-  auto comm = platform_.make_device_communicator(rank_, world_size);
+                            std::to_string(std::max(0, parallel.world_size())) + " ranks (tensor_parallel_size " +
+                            std::to_string(tp) + " x pipeline_parallel_size " + std::to_string(pp) + ")");
+  // One rank per process: this process's compute pool serves this rank only.
+  auto comm = platform_.make_device_communicator(parallel, rank_);
   if (!comm.ok()) return comm.status();
+  if (!*comm) return internal_error("platform " + platform_.device_type() + " returned an empty communicator");
+  if ((*comm)->world_size() != parallel.world_size() || (*comm)->rank() != rank_)
+    return internal_error("platform " + platform_.device_type() + " returned a communicator for rank " +
+                          std::to_string((*comm)->rank()) + " of " + std::to_string((*comm)->world_size()) +
+                          ", not rank " + std::to_string(rank_) + " of " + std::to_string(parallel.world_size()));
+  tp_rank_ = rank_ % tp;
+  pp_rank_ = rank_ / tp;
+  std::unique_ptr<DeviceCommunicator> tp_comm;
+  if (pp > 1) {
+    // The tensor-parallel group of this pipeline stage: global ranks pp_rank * tp + [0, tp).
+    std::vector<int> stage;
+    for (int t = 0; t < tp; ++t) stage.push_back(pp_rank_ * tp + t);
+    auto group = (*comm)->new_group(stage);
+    if (!group.ok()) return group.status();
+    tp_comm = std::move(*group);
+  }
   auto ops = platform_.make_ops(config_);
   if (!ops.ok()) return ops.status();
   auto attention = platform_.make_attention_backend(config_);
   if (!attention.ok()) return attention.status();
-  if (!*comm || !*ops || !*attention)
-    return internal_error("platform " + platform_.device_type() +
-                          " returned an empty communicator, ops or attention backend");
+  if (!*ops || !*attention)
+    return internal_error("platform " + platform_.device_type() + " returned empty ops or attention backend");
+  tp_comm_ = std::move(tp_comm);
   comm_ = std::move(*comm);
   ops_ = std::move(*ops);
   attention_ = std::move(*attention);
-  TROUPE_LOG_INFO("CPU worker: {} threads, kernels {}, attention {}", process_pool(config_.parallel.num_threads)->size(),
-                  kernels::cpu::isa_name(), attention_->name());
+  TROUPE_LOG_INFO("CPU worker rank {} of {} (tensor rank {}/{}, pipeline stage {}/{}): {} threads, kernels {}, "
+                  "attention {}",
+                  rank_, parallel.world_size(), tp_rank_, tp, pp_rank_, pp,
+                  process_pool(parallel.num_threads)->size(), kernels::cpu::isa_name(), attention_->name());
   return {};
 }
 
@@ -46,6 +69,12 @@ Status CpuWorker::load_model(const ModelSource& source) {
   ctx.ops = ops_.get();
   ctx.attention = attention_.get();
   ctx.max_num_batched_tokens = std::max<int64_t>(1, config_.scheduler.max_num_batched_tokens);
+  ctx.communicator = comm_.get();
+  ctx.tp_communicator = tp_comm_ ? tp_comm_.get() : comm_.get();
+  ctx.tp_rank = tp_rank_;
+  ctx.tp_size = config_.parallel.tensor_parallel_size;
+  ctx.pp_rank = pp_rank_;
+  ctx.pp_size = config_.parallel.pipeline_parallel_size;
   auto model = model_registry::create(source.architecture(), source, ctx);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
@@ -56,9 +85,11 @@ Result<KvCacheSpec> CpuWorker::get_kv_cache_spec() const {
   if (!model_) return unavailable("get_kv_cache_spec before load_model");
   KvCacheSpec spec;
   spec.block_size = config_.cache.block_size > 0 ? config_.cache.block_size : 16;
-  spec.num_layers = model_->info().num_layers;
-  spec.num_kv_heads = model_->info().num_kv_heads;
-  spec.head_dim = model_->info().head_dim;
+  // This rank's share: its pipeline stage's layers, its tensor-parallel slice of the kv heads.
+  const KvCacheShape shape = model_->kv_cache_shape();
+  spec.num_layers = shape.num_layers;
+  spec.num_kv_heads = shape.num_kv_heads;
+  spec.head_dim = shape.head_dim;
   spec.dtype = DType::f32;
   return spec;
 }
@@ -85,9 +116,15 @@ Status CpuWorker::initialize_from_config(const KvCacheConfig& config) {
   auto want = get_kv_cache_spec();
   if (!want.ok()) return want.status();
   const KvCacheSpec& s = config.spec;
-  if (s.num_layers != want->num_layers || s.num_kv_heads != want->num_kv_heads || s.head_dim != want->head_dim)
+  // Pipeline stages hold different numbers of layers, while the engine sizes one cache for
+  // every rank (the block count is shared: block ids are the scheduler's): a stage keeps its
+  // own layer count and takes the block size and dtype of the plan.
+  const bool layers_ok = s.num_layers == want->num_layers || config_.parallel.pipeline_parallel_size > 1;
+  if (!layers_ok || s.num_kv_heads != want->num_kv_heads || s.head_dim != want->head_dim)
     return invalid_argument("KV cache config does not match the loaded model (layers, kv heads or head dim differ)");
-  return attention_->allocate(s, config.num_blocks);
+  KvCacheSpec mine = s;
+  mine.num_layers = want->num_layers;
+  return attention_->allocate(mine, config.num_blocks);
 }
 
 Status CpuWorker::initialize_cache(int64_t num_blocks) {
@@ -126,8 +163,9 @@ Result<ModelRunnerOutput> CpuWorker::execute_model(const ExecuteModelRequest& re
   TROUPE_RETURN_IF_ERROR(attention_->check_batch(request.batch));
   ModelRunnerOutput out;
   out.vocab_size = model_->info().vocab_size;
-  out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
-  TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, out.logits.data()));
+  // Only the driver (rank 0) samples: the other ranks run their share and return no logits.
+  if (rank_ == 0) out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
+  TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, rank_ == 0 ? out.logits.data() : nullptr));
   return out;
 }
 

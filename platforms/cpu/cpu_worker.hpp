@@ -1,9 +1,12 @@
 // The CPU worker: the platform's ops, attention backend and communicator
 // (asked of its Platform, never built here), the model built through
-// ModelRegistry, and one forward pass per step.
+// ModelRegistry, and one forward pass per step. One rank per process: rank r
+// of tensor_parallel_size x pipeline_parallel_size is tensor rank r % tp of
+// pipeline stage r / tp; every rank runs every step in lock step.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "troupe/attention.hpp"
 #include "troupe/communicator.hpp"
@@ -37,8 +40,10 @@ class CpuWorker final : public Worker {
   const Platform& platform_;
   std::unique_ptr<Ops> ops_;                    // from platform_.make_ops
   std::unique_ptr<AttentionBackend> attention_; // from platform_.make_attention_backend
-  std::unique_ptr<DeviceCommunicator> comm_;    // from platform_.make_device_communicator
-  std::unique_ptr<Model> model_;                // points at ops_ and attention_: declared after them
+  int tp_rank_ = 0, pp_rank_ = 0;               // rank_ = pp_rank_ * tensor_parallel_size + tp_rank_
+  std::unique_ptr<DeviceCommunicator> comm_;    // every rank; from platform_.make_device_communicator
+  std::unique_ptr<DeviceCommunicator> tp_comm_; // this pipeline stage's ranks (pp > 1): comm_->new_group
+  std::unique_ptr<Model> model_;                // points at the members above: declared after them
 };
 
 }  // namespace troupe::cpu

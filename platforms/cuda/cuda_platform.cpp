@@ -38,7 +38,7 @@ Result<std::unique_ptr<AttentionBackend>> CudaPlatform::make_attention_backend(c
   return not_yet("paged attention");
 }
 Result<std::unique_ptr<Ops>> CudaPlatform::make_ops(const EngineConfig&) const { return not_yet("compute ops"); }
-Result<std::unique_ptr<DeviceCommunicator>> CudaPlatform::make_device_communicator(int, int) const {
+Result<std::unique_ptr<DeviceCommunicator>> CudaPlatform::make_device_communicator(const ParallelConfig&, int) const {
   return not_yet("the NCCL device communicator");
 }
 Result<std::unique_ptr<Worker>> CudaPlatform::make_worker(const EngineConfig& config, int) const {

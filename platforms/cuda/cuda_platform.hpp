@@ -19,7 +19,8 @@ class CudaPlatform final : public Platform {
   Status check_and_update_config(EngineConfig& config) const override;
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
   Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int rank, int world_size) const override;
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
+                                                                       int rank) const override;
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
   /// cudaMemGetInfo on `device_id`.
   DeviceMemory memory_info(int device_id = 0) const override;

@@ -8,9 +8,10 @@
 
 namespace troupe::engine {
 namespace {
-bool same_geometry(const KvCacheSpec& a, const KvCacheSpec& b) {
-  return a.block_size == b.block_size && a.num_layers == b.num_layers && a.num_kv_heads == b.num_kv_heads &&
-         a.head_dim == b.head_dim && a.dtype == b.dtype;
+// Pipeline stages hold different numbers of layers; everything else must agree.
+bool same_geometry(const KvCacheSpec& a, const KvCacheSpec& b, bool stages) {
+  return a.block_size == b.block_size && (stages || a.num_layers == b.num_layers) &&
+         a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim && a.dtype == b.dtype;
 }
 }  // namespace
 
@@ -19,20 +20,29 @@ Result<KvCachePlan> plan_kv_cache(const std::vector<KvSizing>& ranks, const Engi
   if (ranks.empty()) return invalid_argument("no ranks to size a KV cache for");
   KvCachePlan plan;
   plan.spec = ranks.front().spec;
-  int64_t available = ranks.front().available_bytes;
-  for (size_t r = 1; r < ranks.size(); ++r) {
-    if (!same_geometry(ranks[r].spec, plan.spec))
+  const bool stages = config.parallel.pipeline_parallel_size > 1;
+  // Block ids are shared by every rank, so the rank that holds the fewest blocks decides;
+  // with pipeline stages a rank's block is the size of its own layers.
+  int64_t blocks = -1, available = 0, per_block = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const KvCacheSpec& spec = ranks[r].spec;
+    if (!same_geometry(spec, plan.spec, stages))
       return internal_error(fmt::format("rank {} reports another KV cache geometry than rank 0", r));
-    available = std::min(available, ranks[r].available_bytes);
+    const int64_t bytes = spec.bytes_per_block();
+    if (spec.block_size <= 0 || bytes <= 0)
+      return internal_error(fmt::format("invalid KV cache spec of rank {} (block size {}, {} bytes per block)", r,
+                                        spec.block_size, bytes));
+    const int64_t fits = ranks[r].available_bytes > 0 ? ranks[r].available_bytes / bytes : 0;
+    if (blocks < 0 || fits < blocks) {
+      blocks = fits;
+      available = ranks[r].available_bytes;
+      per_block = bytes;
+    }
   }
-  const int64_t per_block = plan.spec.bytes_per_block();
-  if (plan.spec.block_size <= 0 || per_block <= 0)
-    return internal_error(fmt::format("invalid KV cache spec (block size {}, {} bytes per block)",
-                                      plan.spec.block_size, per_block));
   if (config.cache.num_gpu_blocks_override > 0) {
     plan.num_blocks = config.cache.num_gpu_blocks_override;
   } else {
-    plan.num_blocks = available > 0 ? available / per_block : 0;
+    plan.num_blocks = blocks;
     if (plan.num_blocks < 1)
       return resource_exhausted(fmt::format(
           "not enough memory for the KV cache: {} bytes available, one block needs {} bytes "

@@ -22,7 +22,9 @@ struct KvCachePlan {
 /// num_gpu_blocks_override wins over all), and the maximum model length:
 /// config.model.max_model_len, else the model's context length (else 2048),
 /// capped by the context length and by what the cache holds.
-/// Errors: no ranks, ranks that disagree on the geometry, no room for a block.
+/// Errors: no ranks, ranks that disagree on the geometry, no room for a block. With
+/// pipeline_parallel_size > 1 the ranks may hold different numbers of layers (their stages);
+/// the plan's spec is rank 0's, and each rank keeps its own layer count.
 Result<KvCachePlan> plan_kv_cache(const std::vector<KvSizing>& ranks, const EngineConfig& config,
                                   int64_t model_context_length);
 

@@ -1,10 +1,12 @@
 #include "runtime/models/llama_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "troupe/attention.hpp"
+#include "troupe/communicator.hpp"
 #include "troupe/log.hpp"
 #include "troupe/ops.hpp"
 
@@ -18,14 +20,35 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
                             " is out of range");
   auto hp = read_llama_hparams(source);
   if (!hp.ok()) return hp.status();
+  // The split is checked before any weight is looked at, with vLLM's wording.
+  const int tp = context.tp_size, pp = context.pp_size;
+  TROUPE_RETURN_IF_ERROR(check_llama_parallel(*hp, tp, pp));
+  if (context.tp_rank < 0 || context.tp_rank >= tp || context.pp_rank < 0 || context.pp_rank >= pp)
+    return invalid_argument("tensor rank " + std::to_string(context.tp_rank) + " / pipeline rank " +
+                            std::to_string(context.pp_rank) + " are outside tensor parallel size " +
+                            std::to_string(tp) + " x pipeline parallel size " + std::to_string(pp));
+  if (tp * pp > 1) {
+    const DeviceCommunicator* world = context.communicator;
+    const int rank = context.pp_rank * tp + context.tp_rank;
+    if (world == nullptr || world->world_size() != tp * pp || world->rank() != rank)
+      return invalid_argument("the llama model split over " + std::to_string(tp * pp) +
+                              " ranks needs a communicator of every rank in which it is rank " + std::to_string(rank));
+    const DeviceCommunicator* group = context.tp_communicator;
+    if (tp > 1 && (group == nullptr || group->world_size() != tp || group->rank() != context.tp_rank))
+      return invalid_argument("the llama model split over tensor parallel size " + std::to_string(tp) +
+                              " needs the communicator of its pipeline stage's ranks, in which it is rank " +
+                              std::to_string(context.tp_rank));
+  }
   auto w = bind_llama_weights(source, *hp);
   if (!w.ok()) return w.status();
   TROUPE_RETURN_IF_ERROR(check_llama_weight_types(*w, *context.ops));
-  return std::unique_ptr<Model>(new LlamaModel(std::move(*hp), std::move(*w), context));
+  auto shard = shard_llama_weights(*hp, *w, context.tp_rank, tp, context.pp_rank, pp);
+  if (!shard.ok()) return shard.status();
+  return std::unique_ptr<Model>(new LlamaModel(std::move(*hp), std::move(*w), std::move(*shard), context));
 }
 
-LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, const ModelContext& ctx)
-    : hp_(std::move(hp)), w_(std::move(w)), ctx_(ctx) {
+LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const ModelContext& ctx)
+    : hp_(std::move(hp)), w_(std::move(w)), shard_(std::move(shard)), ctx_(ctx) {
   info_.architecture = hp_.arch;
   info_.vocab_size = hp_.n_vocab;
   info_.context_length = hp_.n_ctx_train;
@@ -36,8 +59,9 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, const ModelContext& ctx)
   info_.hidden_size = hp_.n_embd;
   info_.weight_bytes = w_.bytes_per_token;
   const size_t T = static_cast<size_t>(ctx_.max_num_batched_tokens);
-  const size_t q_dim = static_cast<size_t>(hp_.n_head) * hp_.head_dim;
-  const size_t kv_dim = static_cast<size_t>(hp_.n_head_kv) * hp_.head_dim;
+  const size_t q_dim = static_cast<size_t>(shard_.n_head_local) * hp_.head_dim;
+  const size_t kv_dim = static_cast<size_t>(shard_.n_head_kv_local) * hp_.head_dim;
+  const size_t ff = static_cast<size_t>(shard_.ff_end - shard_.ff_begin);
   x_.resize(T * hp_.n_embd);
   xn_.resize(T * hp_.n_embd);
   tmp_.resize(T * hp_.n_embd);
@@ -45,12 +69,22 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, const ModelContext& ctx)
   k_.resize(T * kv_dim);
   v_.resize(T * kv_dim);
   attn_.resize(T * q_dim);
-  gate_.resize(T * hp_.n_ff);
-  up_.resize(T * hp_.n_ff);
+  gate_.resize(T * ff);
+  up_.resize(T * ff);
   TROUPE_LOG_INFO("llama model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}, "
                   "{} output",
                   hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
                   hp_.rope_neox ? "neox" : "normal", hp_.rope_theta, w_.tied_output ? "tied" : "separate");
+  if (shard_.tp_size * shard_.pp_size > 1)
+    TROUPE_LOG_INFO("llama model share of tensor rank {}/{}, pipeline stage {}/{}: layers [{}, {}), heads {}/{} (kv), "
+                    "ffn rows [{}, {}), vocab rows [{}, {})",
+                    shard_.tp_rank, shard_.tp_size, shard_.pp_rank, shard_.pp_size, shard_.layer_begin,
+                    shard_.layer_end, shard_.n_head_local, shard_.n_head_kv_local, shard_.ff_begin, shard_.ff_end,
+                    shard_.vocab_begin, shard_.vocab_end);
+}
+
+KvCacheShape LlamaModel::kv_cache_shape() const {
+  return {shard_.layer_end - shard_.layer_begin, shard_.n_head_kv_local, hp_.head_dim};
 }
 
 Status LlamaModel::validate(const ForwardBatch& b) const {
@@ -84,41 +118,127 @@ Status LlamaModel::validate(const ForwardBatch& b) const {
   return {};
 }
 
+// Stage 0's input: the token embeddings. Vocab-parallel: a rank fills the rows of the tokens
+// in its vocabulary slice and zeros the others; the all_reduce adds exactly one non-zero
+// row per token, so every rank ends with the exact embeddings.
+Status LlamaModel::embed(const ForwardBatch& b) {
+  Ops& ops = *ctx_.ops;
+  const int64_t T = b.num_tokens();
+  const int64_t E = hp_.n_embd;
+  if (shard_.tp_size == 1) {
+    ops.embedding(shard_.token_embd, b.token_ids.data(), T, x_.data());
+    return {};
+  }
+  std::fill(x_.begin(), x_.begin() + T * E, 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = b.token_ids[static_cast<size_t>(t)];
+    if (id < shard_.vocab_begin || id >= shard_.vocab_end) continue;
+    const auto local = static_cast<int32_t>(id - shard_.vocab_begin);
+    ops.embedding(shard_.token_embd, &local, 1, x_.data() + t * E);
+  }
+  return ctx_.tp_communicator->all_reduce(x_.data(), T * E, DType::f32);
+}
+
+// The last stage's output head on the rows whose logits are wanted. Vocab-parallel: each
+// tensor rank computes its slice of the vocabulary, tensor rank 0 gathers the slices into
+// whole rows. With pipeline stages, the last stage's tensor rank 0 sends the rows to rank 0.
+Status LlamaModel::output(const ForwardBatch& b, float* logits) {
+  Ops& ops = *ctx_.ops;
+  const int64_t E = hp_.n_embd;
+  const int64_t V = hp_.n_vocab;
+  const int64_t R = static_cast<int64_t>(b.logits_indices.size());
+  const bool is_rank0 = shard_.pp_rank == 0 && shard_.tp_rank == 0;
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(tmp_.data() + r * E, x_.data() + static_cast<int64_t>(b.logits_indices[r]) * E, E * sizeof(float));
+  ops.rms_norm(tmp_.data(), static_cast<const float*>(shard_.output_norm->data), R, E, hp_.rms_eps, xn_.data());
+  float* rows = nullptr;  // where tensor rank 0 of the last stage puts the whole rows
+  if (shard_.tp_rank == 0) {
+    if (is_rank0) {
+      if (logits == nullptr) return internal_error("the llama model on rank 0 was given no logits buffer");
+      rows = logits;
+    } else {
+      logits_buf_.resize(static_cast<size_t>(R * V));
+      rows = logits_buf_.data();
+    }
+  }
+  if (shard_.tp_size == 1) {
+    ops.matmul(shard_.output, xn_.data(), R, rows);
+  } else {
+    const int64_t vmax = shard_.vocab_max;
+    vocab_part_.resize(static_cast<size_t>(R * vmax));
+    if (shard_.tp_rank == 0) gathered_.resize(static_cast<size_t>(shard_.tp_size * R * vmax));
+    ops.matmul(shard_.output, xn_.data(), R, vocab_part_.data());  // [R][own slice], packed
+    TROUPE_RETURN_IF_ERROR(
+        ctx_.tp_communicator->gather(vocab_part_.data(), gathered_.data(), R * vmax, DType::f32, 0));
+    if (shard_.tp_rank == 0) {
+      for (int q = 0; q < shard_.tp_size; ++q) {
+        const auto [v0, v1] = even_split(V, q, shard_.tp_size);
+        const float* part = gathered_.data() + q * R * vmax;
+        for (int64_t r = 0; r < R; ++r)
+          std::memcpy(rows + r * V + v0, part + r * (v1 - v0), static_cast<size_t>(v1 - v0) * sizeof(float));
+      }
+    }
+  }
+  if (shard_.pp_size > 1 && shard_.tp_rank == 0)
+    return ctx_.communicator->send(rows, R * V, DType::f32, 0);
+  return {};
+}
+
 Status LlamaModel::forward(const ForwardBatch& b, float* logits) {
   TROUPE_RETURN_IF_ERROR(validate(b));
   Ops& ops = *ctx_.ops;
   AttentionBackend& attn = *ctx_.attention;
   const int64_t T = b.num_tokens();
   const int64_t E = hp_.n_embd;
+  const int64_t R = static_cast<int64_t>(b.logits_indices.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  const int tp = shard_.tp_size, pp = shard_.pp_size;
+  const int64_t ff = shard_.ff_end - shard_.ff_begin;
+  // Every rank of a stage holds the same residual stream; the partial sums of the
+  // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.
+  DeviceCommunicator* group = ctx_.tp_communicator;
 
-  ops.embedding(*w_.token_embd, b.token_ids.data(), T, x_.data());
-  for (int l = 0; l < hp_.n_layer; ++l) {
-    const LlamaLayerWeights& L = w_.layers[l];
+  if (shard_.first_stage()) {
+    TROUPE_RETURN_IF_ERROR(embed(b));
+  } else {
+    // The previous stage's tensor rank of the same index sends its residual stream.
+    TROUPE_RETURN_IF_ERROR(ctx_.communicator->recv(x_.data(), T * E, DType::f32,
+                                                   global_rank(shard_.pp_rank - 1, shard_.tp_rank)));
+  }
+  for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) {
+    const int local = l - shard_.layer_begin;  // the KV cache holds this stage's layers only
+    const LlamaShardLayer& L = shard_.layers[static_cast<size_t>(local)];
     ops.rms_norm(x_.data(), static_cast<const float*>(L.attn_norm->data), T, E, hp_.rms_eps, xn_.data());
-    ops.matmul(*L.wq, xn_.data(), T, q_.data());
-    ops.matmul(*L.wk, xn_.data(), T, k_.data());
-    ops.matmul(*L.wv, xn_.data(), T, v_.data());
-    ops.rope(q_.data(), b.positions.data(), T, hp_.n_head, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
-    ops.rope(k_.data(), b.positions.data(), T, hp_.n_head_kv, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
-    attn.forward(l, q_.data(), k_.data(), v_.data(), attn_.data(), hp_.n_head, b, scale);
-    ops.matmul(*L.wo, attn_.data(), T, tmp_.data());
+    ops.matmul(L.wq, xn_.data(), T, q_.data());
+    ops.matmul(L.wk, xn_.data(), T, k_.data());
+    ops.matmul(L.wv, xn_.data(), T, v_.data());
+    ops.rope(q_.data(), b.positions.data(), T, shard_.n_head_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
+    ops.rope(k_.data(), b.positions.data(), T, shard_.n_head_kv_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
+    attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, scale);
+    ops.matmul(L.wo, attn_.data(), T, tmp_.data());
+    if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
 
     ops.rms_norm(x_.data(), static_cast<const float*>(L.ffn_norm->data), T, E, hp_.rms_eps, xn_.data());
-    ops.matmul(*L.ffn_gate, xn_.data(), T, gate_.data());
-    ops.matmul(*L.ffn_up, xn_.data(), T, up_.data());
-    ops.silu_mul(gate_.data(), up_.data(), T * hp_.n_ff, gate_.data());
-    ops.matmul(*L.ffn_down, gate_.data(), T, tmp_.data());
+    ops.matmul(L.ffn_gate, xn_.data(), T, gate_.data());
+    ops.matmul(L.ffn_up, xn_.data(), T, up_.data());
+    ops.silu_mul(gate_.data(), up_.data(), T * ff, gate_.data());
+    ops.matmul(L.ffn_down, gate_.data(), T, tmp_.data());
+    if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
   }
-  // Only the rows whose logits are wanted go through the output head.
-  const int64_t R = static_cast<int64_t>(b.logits_indices.size());
-  if (R == 0) return {};
-  for (int64_t r = 0; r < R; ++r)
-    std::memcpy(tmp_.data() + r * E, x_.data() + static_cast<int64_t>(b.logits_indices[r]) * E, E * sizeof(float));
-  ops.rms_norm(tmp_.data(), static_cast<const float*>(w_.output_norm->data), R, E, hp_.rms_eps, xn_.data());
-  ops.matmul(*w_.output, xn_.data(), R, logits);
+  if (!shard_.last_stage()) {
+    TROUPE_RETURN_IF_ERROR(ctx_.communicator->send(x_.data(), T * E, DType::f32,
+                                                   global_rank(shard_.pp_rank + 1, shard_.tp_rank)));
+  } else if (R > 0) {
+    // Only the rows whose logits are wanted go through the output head.
+    TROUPE_RETURN_IF_ERROR(output(b, logits));
+  }
+  // Rank 0 (stage 0) receives the rows from the last stage's tensor rank 0.
+  if (pp > 1 && shard_.pp_rank == 0 && shard_.tp_rank == 0 && R > 0) {
+    if (logits == nullptr) return internal_error("the llama model on rank 0 was given no logits buffer");
+    return ctx_.communicator->recv(logits, R * hp_.n_vocab, DType::f32, global_rank(pp - 1, 0));
+  }
   return {};
 }
 

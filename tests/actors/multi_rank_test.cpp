@@ -116,7 +116,7 @@ class FakePlatform final : public Platform {
     return not_supported("fake");
   }
   Result<std::unique_ptr<Ops>> make_ops(const EngineConfig&) const override { return not_supported("fake"); }
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int, int) const override {
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig&, int) const override {
     return not_supported("fake");
   }
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig&, int rank) const override {

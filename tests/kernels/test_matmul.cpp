@@ -3,6 +3,7 @@
 // weights, within a bound derived from the 8-bit activation rounding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -142,12 +143,45 @@ TEST(Matmul, PoolSizesGiveTheSameResult) {
   }
 }
 
+// Tensor parallelism reads a column slice of a weight in place: rows keep the full matrix's
+// stride. Same blocks, same kernel: bit-identical to the slice copied out contiguously.
+TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
+  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                     DType::q8_0, DType::q4_k, DType::q6_k}) {
+    const DTypeTraits tr = traits(type);
+    const int64_t block = quantized_acts(type) ? act_block(type) : 32;
+    const Shape full{4 * block, 37, 5};
+    const Problem p = make_problem(type, full, 3);
+    const int64_t c0 = block, c1 = 3 * block;  // the middle two blocks of each row
+    const int64_t stride = row_bytes(type, full.in), slice_bytes = row_bytes(type, c1 - c0);
+    const uint8_t* first = p.w.data() + c0 / tr.block_elems * tr.block_bytes;
+    std::vector<uint8_t> copy(static_cast<size_t>(slice_bytes * full.out));
+    for (int64_t o = 0; o < full.out; ++o)
+      std::copy_n(first + o * stride, slice_bytes, copy.data() + o * slice_bytes);
+    for (int64_t n_tokens : {int64_t{1}, full.n_tokens}) {
+      for (Isa isa : {Isa::scalar, Isa::avx2}) {
+        if (!isa_available(isa)) continue;
+        SCOPED_TRACE(std::string(tr.name) + " " + std::to_string(n_tokens) + " tokens, isa " +
+                     std::to_string(static_cast<int>(isa)));
+        std::vector<float> x(static_cast<size_t>((c1 - c0) * n_tokens));
+        for (int64_t t = 0; t < n_tokens; ++t)
+          std::copy_n(p.x.data() + t * full.in + c0, c1 - c0, x.data() + t * (c1 - c0));
+        std::vector<float> in_place(static_cast<size_t>(full.out * n_tokens)), copied(in_place.size());
+        matmul_with_isa(isa, type, first, c1 - c0, full.out, x.data(), n_tokens, in_place.data(), nullptr, stride);
+        matmul_with_isa(isa, type, copy.data(), c1 - c0, full.out, x.data(), n_tokens, copied.data(), nullptr);
+        EXPECT_EQ(in_place, copied);
+      }
+    }
+  }
+}
+
 TEST(MatmulDeathTest, BadShapesAreInvariantViolations) {
   std::vector<uint8_t> w(4096);
   std::vector<float> x(100), y(100);
   EXPECT_DEATH(matmul(DType::q4_1, w.data(), 40, 2, x.data(), 1, y.data(), nullptr), "whole number of blocks");
   EXPECT_DEATH(matmul(DType::q4_1, w.data(), 32, 2, x.data(), 0, y.data(), nullptr), "empty shape");
   EXPECT_DEATH(matmul(DType::q8_1, w.data(), 32, 2, x.data(), 1, y.data(), nullptr), "unsupported");
+  EXPECT_DEATH(matmul(DType::f32, w.data(), 32, 2, x.data(), 1, y.data(), nullptr, 64), "row stride");
 }
 
 // Both ISAs must see the same integers: the vectorized activation quantizer is

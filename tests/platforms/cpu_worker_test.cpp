@@ -212,7 +212,7 @@ TEST(CpuPlatformTest, ModelWithWrongHyperparametersIsRefused) {
 TEST(CpuPlatformTest, CommunicatorOfOneRank) {
   Platform* platform = cpu_platform();
   ASSERT_NE(platform, nullptr);
-  auto c = platform->make_device_communicator(0, 1);
+  auto c = platform->make_device_communicator(ParallelConfig{}, 0);
   ASSERT_TRUE(c.ok());
   float in[4] = {1, 2, 3, 4}, out[4] = {};
   EXPECT_TRUE((*c)->all_reduce(in, 4, DType::f32).ok());
@@ -221,7 +221,13 @@ TEST(CpuPlatformTest, CommunicatorOfOneRank) {
   EXPECT_EQ(out[3], 4.0f);
   EXPECT_FALSE((*c)->send(in, 4, DType::f32, 1).ok());
   EXPECT_FALSE((*c)->broadcast(in, 4, DType::f32, 2).ok());
-  EXPECT_FALSE(platform->make_device_communicator(0, 2).ok());
+  ParallelConfig two;
+  two.tensor_parallel_size = 2;  // and no communicator id
+  auto refused = platform->make_device_communicator(two, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::invalid_argument);
+  EXPECT_NE(refused.status().message().find("make_communicator_id"), std::string::npos) << refused.status().message();
+  EXPECT_FALSE(platform->make_device_communicator(ParallelConfig{}, 1).ok());
 }
 
 // The GGUF reader accepts every type whose layout it knows; the platform decides which it computes.
@@ -397,11 +403,12 @@ class CountingPlatform final : public Platform {
     ops = o.get();
     return std::unique_ptr<Ops>(std::move(o));
   }
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(int rank, int world_size) const override {
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
+                                                                       int rank) const override {
     ++communicators_made;
-    last_world_size = world_size;
+    last_world_size = parallel.world_size();
     if (refuse == "communicator") return not_supported("counting refuses the communicator");
-    return cpu_.make_device_communicator(rank, world_size);
+    return cpu_.make_device_communicator(parallel, rank);
   }
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override {
     return std::unique_ptr<Worker>(new cpu::CpuWorker(config, rank, *this));
@@ -438,7 +445,7 @@ TEST(CpuWorkerPlatformTest, OpsAttentionAndCommunicatorComeFromThePlatform) {
   EXPECT_EQ(platform.ops_made, 1);
   EXPECT_EQ(platform.attention_made, 1);
   EXPECT_EQ(platform.communicators_made, 1);
-  EXPECT_EQ(platform.last_world_size, config.parallel.tensor_parallel_size);
+  EXPECT_EQ(platform.last_world_size, config.parallel.world_size());
   ASSERT_NE(platform.ops, nullptr);
   ASSERT_NE(platform.attention, nullptr);
 

@@ -24,7 +24,8 @@ class TestPlatform final : public troupe::Platform {
   troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::EngineConfig&) const override {
     return troupe::not_supported("test platform");
   }
-  troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(int, int) const override {
+  troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(
+      const troupe::ParallelConfig&, int) const override {
     return troupe::not_supported("test platform");
   }
   troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::EngineConfig&, int) const override {

@@ -61,5 +61,23 @@ TEST(KvCachePlan, ErrorsSayWhy) {
   EXPECT_NE(mismatch.status().message().find("rank 1"), std::string::npos);
 }
 
+// Pipeline stages hold different numbers of layers: each rank's blocks are its own size,
+// and the rank that fits the fewest blocks decides.
+TEST(KvCachePlan, PipelineStagesMayHoldDifferentLayers) {
+  EngineConfig config;
+  config.parallel.pipeline_parallel_size = 2;
+  const int64_t per3 = rank(0, 3).spec.bytes_per_block(), per2 = rank(0, 2).spec.bytes_per_block();
+  auto plan = plan_kv_cache({rank(30 * per3, 3), rank(40 * per2, 2)}, config, 1 << 20);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->num_blocks, 30);
+  EXPECT_EQ(plan->spec.num_layers, 3);  // rank 0's spec
+  auto fewer = plan_kv_cache({rank(30 * per3, 3), rank(20 * per2, 2)}, config, 1 << 20);
+  ASSERT_TRUE(fewer.ok());
+  EXPECT_EQ(fewer->num_blocks, 20);
+  KvSizing other_heads = rank(1 << 20, 2);
+  other_heads.spec.num_kv_heads = 1;
+  EXPECT_EQ(plan_kv_cache({rank(1 << 20, 3), other_heads}, config, 128).status().code(), StatusCode::internal);
+}
+
 }  // namespace
 }  // namespace troupe::engine

@@ -12,6 +12,7 @@
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/models/llama_hparams.hpp"
 #include "runtime/models/llama_model.hpp"
+#include "runtime/models/llama_shard.hpp"
 #include "troupe/attention.hpp"
 #include "troupe/model_registry.hpp"
 #include "troupe/ops.hpp"
@@ -156,6 +157,123 @@ TEST(LlamaModelTest, WeightTypesTheOpsCannotComputeAreRefusedAtLoad) {
   EXPECT_NE(m.status().message().find("model tensor '"), std::string::npos) << m.status().message();
   EXPECT_NE(m.status().message().find("platform fake"), std::string::npos) << m.status().message();
   EXPECT_NE(m.status().message().find(std::string(to_string(stored))), std::string::npos) << m.status().message();
+}
+
+}  // namespace
+}  // namespace troupe::models
+
+// ---------------------------------------------------------------------------------------
+// Tensor and pipeline parallel shares
+
+namespace troupe::models {
+namespace {
+
+TEST(LlamaShardTest, EvenSplitGivesTheRemainderToTheFirstParts) {
+  EXPECT_EQ(even_split(172, 0, 4), (std::pair<int64_t, int64_t>{0, 43}));
+  EXPECT_EQ(even_split(172, 3, 4), (std::pair<int64_t, int64_t>{129, 172}));
+  EXPECT_EQ(even_split(5, 0, 2), (std::pair<int64_t, int64_t>{0, 3}));
+  EXPECT_EQ(even_split(5, 1, 2), (std::pair<int64_t, int64_t>{3, 5}));
+  EXPECT_EQ(even_split(512, 2, 3), (std::pair<int64_t, int64_t>{342, 512}));
+}
+
+TEST(LlamaShardTest, SplitsThatDoNotDivideAreRefusedWithVllmsWording) {
+  LlamaHParams hp;
+  hp.n_head = 9;
+  hp.n_head_kv = 3;
+  hp.n_layer = 5;
+  hp.n_vocab = 100;
+  EXPECT_TRUE(check_llama_parallel(hp, 3, 5).ok());
+  EXPECT_EQ(check_llama_parallel(hp, 2, 1).message(),
+            "Total number of attention heads (9) must be divisible by tensor parallel size (2).");
+  EXPECT_EQ(check_llama_parallel(hp, 9, 1).message(),
+            "Total number of key-value heads (3) must be divisible by tensor parallel size (9).");
+  EXPECT_EQ(check_llama_parallel(hp, 1, 8).message(),
+            "Number of layers (5) must be at least the pipeline parallel size (8).");
+  EXPECT_EQ(check_llama_parallel(hp, 1, 8).code(), StatusCode::invalid_argument);
+}
+
+TEST(LlamaShardTest, StoriesSplitOverTwoByTwoRanksIsViewsIntoTheFile) {
+  auto f = gguf::GgufFile::open(kStories);
+  ASSERT_TRUE(f.ok());
+  gguf::GgufModelSource src(std::shared_ptr<const gguf::GgufFile>(std::move(*f)));
+  auto hp = read_llama_hparams(src);
+  ASSERT_TRUE(hp.ok());
+  auto w = bind_llama_weights(src, *hp);
+  ASSERT_TRUE(w.ok());
+  // The whole model when there is one rank: the tensors themselves.
+  auto one = shard_llama_weights(*hp, *w, 0, 1, 0, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->layers.size(), 5u);
+  EXPECT_EQ(one->layers[0].wo.data, w->layers[0].wo->data);
+  EXPECT_EQ(one->layers[0].wo.row_stride, 0);
+  EXPECT_EQ(one->token_embd.nbytes, w->token_embd->nbytes);
+  // Tensor rank 1 of stage 1 (global rank 3).
+  auto s = shard_llama_weights(*hp, *w, 1, 2, 1, 2);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->layer_begin, 3);  // stage 0 holds layers 0-2
+  EXPECT_EQ(s->layer_end, 5);
+  EXPECT_EQ(s->n_head_local, 4);
+  EXPECT_EQ(s->n_head_kv_local, 2);
+  EXPECT_EQ(s->ff_begin, 86);
+  EXPECT_EQ(s->ff_end, 172);
+  EXPECT_EQ(s->vocab_begin, 256);
+  EXPECT_EQ(s->vocab_end, 512);
+  EXPECT_EQ(s->token_embd.data, nullptr);  // only stage 0 embeds
+  const auto base = [](const WeightTensor* t) { return static_cast<const uint8_t*>(t->data); };
+  const LlamaShardLayer& L = s->layers[0];
+  const LlamaLayerWeights& W3 = w->layers[3];
+  EXPECT_EQ(static_cast<const uint8_t*>(L.wq.data), base(W3.wq) + 32 * 64 * 4);  // rows of heads 4-7
+  EXPECT_EQ(L.wq.ne[1], 32);
+  EXPECT_EQ(static_cast<const uint8_t*>(L.wk.data), base(W3.wk) + 16 * 64 * 4);
+  EXPECT_EQ(static_cast<const uint8_t*>(L.wo.data), base(W3.wo) + 32 * 4);        // columns 32-63
+  EXPECT_EQ(L.wo.ne[0], 32);
+  EXPECT_EQ(L.wo.row_stride, 64 * 4);
+  EXPECT_EQ(static_cast<const uint8_t*>(L.ffn_down.data), base(W3.ffn_down) + 86 * 4);
+  EXPECT_EQ(L.ffn_down.row_stride, 172 * 4);
+  EXPECT_EQ(static_cast<const uint8_t*>(s->output.data), base(w->output) + 256 * 64 * 4);
+  EXPECT_EQ(s->output.ne[1], 256);
+}
+
+// A column slice must be whole blocks: 3 heads of 64 are 192 columns, not a multiple of
+// q4_k's 256-element blocks.
+TEST(LlamaShardTest, AColumnSliceInsideAQuantBlockNamesTheTensorAndTheBlock) {
+  static uint8_t bytes[1 << 16] = {};
+  auto tensor = [](const char* name, DType type, int64_t in, int64_t out) {
+    WeightTensor t;
+    t.name = name;
+    t.type = type;
+    t.n_dims = 2;
+    t.ne[0] = in;
+    t.ne[1] = out;
+    t.data = bytes;
+    t.nbytes = static_cast<uint64_t>(row_bytes(type, in) * out);
+    return t;
+  };
+  LlamaHParams hp;
+  hp.n_embd = 256;
+  hp.n_layer = 1;
+  hp.n_head = 6;
+  hp.n_head_kv = 2;
+  hp.head_dim = 64;
+  hp.n_ff = 512;
+  hp.n_vocab = 8;
+  const WeightTensor emb = tensor("token_embd.weight", DType::f32, 256, 8), norm = tensor("n", DType::f32, 256, 1);
+  const WeightTensor q = tensor("blk.0.attn_q.weight", DType::q4_k, 256, 384);
+  const WeightTensor kv = tensor("blk.0.attn_k.weight", DType::q4_k, 256, 128);
+  const WeightTensor o = tensor("blk.0.attn_output.weight", DType::q4_k, 384, 256);
+  const WeightTensor up = tensor("blk.0.ffn_up.weight", DType::q4_k, 256, 512);
+  const WeightTensor down = tensor("blk.0.ffn_down.weight", DType::q4_k, 512, 256);
+  LlamaWeights w;
+  w.token_embd = w.output = &emb;
+  w.output_norm = &norm;
+  w.layers.push_back({&norm, &q, &kv, &kv, &o, &norm, &up, &up, &down});
+  EXPECT_TRUE(shard_llama_weights(hp, w, 0, 1, 0, 1).ok());
+  auto s = shard_llama_weights(hp, w, 1, 2, 0, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::invalid_argument);
+  EXPECT_EQ(s.status().message(),
+            "model tensor 'blk.0.attn_output.weight' cannot be split over tensor parallel size 2: rank 1 would read "
+            "columns [192, 384) of its q4_k rows, which are blocks of 256 elements");
 }
 
 }  // namespace
