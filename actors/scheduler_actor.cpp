@@ -39,6 +39,8 @@ class FanOutExecutor final : public engine::Executor {
       size_t pending = 0;
       bool finished = false;
       std::optional<StepOutput> driver;
+      int64_t bytes = 0;       // every rank's communication
+      double seconds = 0;
     };
     auto round = std::make_shared<Round>();
     round->done = std::move(done);
@@ -50,9 +52,13 @@ class FanOutExecutor final : public engine::Executor {
           .then(
               [round, r](StepOutput& out) {
                 if (round->finished) return;
+                round->bytes += out.communicator_bytes;
+                round->seconds = std::max(round->seconds, out.communicator_seconds);
                 if (r == 0) round->driver = std::move(out);
                 if (--round->pending > 0) return;
                 round->finished = true;
+                round->driver->communicator_bytes = round->bytes;
+                round->driver->communicator_seconds = round->seconds;
                 round->done(std::move(*round->driver));
               },
               [round, who, timeout](caf::error& err) {

@@ -64,7 +64,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerStats& x) {
   return f(caf::meta::type_name("SchedulerStats"), x.step, x.num_running_reqs, x.num_waiting_reqs,
            x.kv_cache_usage, x.prefix_cache_queries, x.prefix_cache_hits, x.num_preempted_reqs,
-           x.num_scheduled_tokens, x.step_seconds, x.model_seconds);
+           x.num_scheduled_tokens, x.step_seconds, x.model_seconds, x.communicator_bytes, x.communicator_seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinishedRequestStats& x) {
@@ -156,7 +156,8 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepOutput& x) {
-  return f(caf::meta::type_name("StepOutput"), x.step, x.rank, x.tokens, x.model_seconds, x.sample_seconds);
+  return f(caf::meta::type_name("StepOutput"), x.step, x.rank, x.tokens, x.model_seconds, x.sample_seconds,
+           x.communicator_bytes, x.communicator_seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {

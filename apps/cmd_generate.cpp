@@ -95,7 +95,8 @@ struct RunStats {
   std::condition_variable cv;
   int64_t steps = 0, prompt_tokens = 0, generation_tokens = 0, preemptions = 0;
   int64_t prefix_queries = 0, prefix_hits = 0, finished = 0;
-  double max_kv_usage = 0, model_seconds = 0;
+  double max_kv_usage = 0, model_seconds = 0, communicator_seconds = 0;
+  int64_t communicator_bytes = 0;
   std::vector<double> ttft, itl, e2e;
   void add(const engine::StatsEvent& ev) {
     std::lock_guard lock(mu);
@@ -107,6 +108,8 @@ struct RunStats {
     prefix_hits += ev.scheduler.prefix_cache_hits;
     max_kv_usage = std::max(max_kv_usage, ev.scheduler.kv_cache_usage);
     model_seconds += ev.scheduler.model_seconds;
+    communicator_seconds += ev.scheduler.communicator_seconds;
+    communicator_bytes += ev.scheduler.communicator_bytes;
     ttft.insert(ttft.end(), ev.iteration.time_to_first_tokens_s.begin(), ev.iteration.time_to_first_tokens_s.end());
     itl.insert(itl.end(), ev.iteration.inter_token_latencies_s.begin(), ev.iteration.inter_token_latencies_s.end());
     for (const auto& f : ev.iteration.finished_requests) {
@@ -233,6 +236,8 @@ int run_generate(const Options& o) {
                         {"max_kv_cache_usage", stats.max_kv_usage},
                         {"wall_seconds", wall},
                         {"model_seconds", stats.model_seconds},
+                        {"communicator_seconds", stats.communicator_seconds},
+                        {"communicator_bytes", stats.communicator_bytes},
                         {"generation_throughput", wall > 0 ? static_cast<double>(stats.generation_tokens) / wall : 0.0},
                         {"mean_ttft_ms", 1000 * mean(stats.ttft)},
                         {"mean_itl_ms", 1000 * mean(stats.itl)},

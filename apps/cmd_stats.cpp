@@ -41,6 +41,8 @@ nlohmann::json to_json(const actors::StatsEvent& ev) {
           {"scheduled_tokens", s.num_scheduled_tokens},
           {"step_seconds", s.step_seconds},
           {"model_seconds", s.model_seconds},
+          {"communicator_seconds", s.communicator_seconds},
+          {"communicator_bytes", s.communicator_bytes},
           {"prompt_tokens", it.num_prompt_tokens},
           {"generation_tokens", it.num_generation_tokens},
           {"finished_requests", it.finished_requests.size()}};

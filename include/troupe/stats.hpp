@@ -20,6 +20,8 @@ struct SchedulerStats {
   int64_t num_scheduled_tokens = 0;
   double step_seconds = 0.0;             // wall time of the whole step
   double model_seconds = 0.0;            // of which inside execute_model
+  int64_t communicator_bytes = 0;        // payload through the ranks' communicators, all ranks
+  double communicator_seconds = 0.0;     // the longest any rank spent communicating
 };
 
 /// One finished request.

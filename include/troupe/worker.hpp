@@ -28,6 +28,9 @@ struct ModelRunnerOutput {
   std::vector<float> logits;         // [batch.logits_indices.size()][vocab_size]
   int64_t hidden_size = 0;
   std::vector<float> hidden_states;  // [batch.num_tokens()][hidden_size], with return_hidden_states
+  /// This rank's communication in the step: payload bytes through its communicators, time inside them.
+  int64_t communicator_bytes = 0;
+  double communicator_seconds = 0;
 };
 
 /// KV cache geometry decided by the engine from the spec and available memory.

@@ -1,5 +1,7 @@
 #include "platforms/cpu/cpu_worker.hpp"
 
+#include "troupe/metered_communicator.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -28,12 +30,15 @@ Status CpuWorker::init_device() {
                             std::to_string(std::max(0, parallel.world_size())) + " ranks (tensor_parallel_size " +
                             std::to_string(tp) + " x pipeline_parallel_size " + std::to_string(pp) + ")");
   // One rank per process: this process's compute pool serves this rank only.
-  auto comm = platform_.make_device_communicator(parallel, rank_);
-  if (!comm.ok()) return comm.status();
-  if (!*comm) return internal_error("platform " + platform_.device_type() + " returned an empty communicator");
-  if ((*comm)->world_size() != parallel.world_size() || (*comm)->rank() != rank_)
+  auto made = platform_.make_device_communicator(parallel, rank_);
+  if (!made.ok()) return made.status();
+  if (!*made) return internal_error("platform " + platform_.device_type() + " returned an empty communicator");
+  // Metered, so every step reports its communication (groups made from it share the meter).
+  meter_ = std::make_shared<CommunicatorMeter>();
+  std::unique_ptr<DeviceCommunicator> comm(new MeteredCommunicator(std::move(*made), meter_));
+  if (comm->world_size() != parallel.world_size() || comm->rank() != rank_)
     return internal_error("platform " + platform_.device_type() + " returned a communicator for rank " +
-                          std::to_string((*comm)->rank()) + " of " + std::to_string((*comm)->world_size()) +
+                          std::to_string(comm->rank()) + " of " + std::to_string(comm->world_size()) +
                           ", not rank " + std::to_string(rank_) + " of " + std::to_string(parallel.world_size()));
   tp_rank_ = rank_ % tp;
   pp_rank_ = rank_ / tp;
@@ -42,7 +47,7 @@ Status CpuWorker::init_device() {
     // The tensor-parallel group of this pipeline stage: global ranks pp_rank * tp + [0, tp).
     std::vector<int> stage;
     for (int t = 0; t < tp; ++t) stage.push_back(pp_rank_ * tp + t);
-    auto group = (*comm)->new_group(stage);
+    auto group = comm->new_group(stage);
     if (!group.ok()) return group.status();
     tp_comm = std::move(*group);
   }
@@ -53,7 +58,7 @@ Status CpuWorker::init_device() {
   if (!*ops || !*attention)
     return internal_error("platform " + platform_.device_type() + " returned empty ops or attention backend");
   tp_comm_ = std::move(tp_comm);
-  comm_ = std::move(*comm);
+  comm_ = std::move(comm);
   ops_ = std::move(*ops);
   attention_ = std::move(*attention);
   TROUPE_LOG_INFO("CPU worker rank {} of {} (tensor rank {}/{}, pipeline stage {}/{}): {} threads, kernels {}, "
@@ -163,9 +168,12 @@ Result<ModelRunnerOutput> CpuWorker::execute_model(const ExecuteModelRequest& re
   TROUPE_RETURN_IF_ERROR(attention_->check_batch(request.batch));
   ModelRunnerOutput out;
   out.vocab_size = model_->info().vocab_size;
+  meter_->reset();
   // Only the driver (rank 0) samples: the other ranks run their share and return no logits.
   if (rank_ == 0) out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
   TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, rank_ == 0 ? out.logits.data() : nullptr));
+  out.communicator_bytes = meter_->bytes.load();
+  out.communicator_seconds = static_cast<double>(meter_->nanoseconds.load()) * 1e-9;
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "troupe/attention.hpp"
 #include "troupe/communicator.hpp"
+#include "troupe/metered_communicator.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"
@@ -41,6 +42,7 @@ class CpuWorker final : public Worker {
   std::unique_ptr<Ops> ops_;                    // from platform_.make_ops
   std::unique_ptr<AttentionBackend> attention_; // from platform_.make_attention_backend
   int tp_rank_ = 0, pp_rank_ = 0;               // rank_ = pp_rank_ * tensor_parallel_size + tp_rank_
+  std::shared_ptr<CommunicatorMeter> meter_;     // what comm_ and tp_comm_ moved in the current step
   std::unique_ptr<DeviceCommunicator> comm_;    // every rank; from platform_.make_device_communicator
   std::unique_ptr<DeviceCommunicator> tp_comm_; // this pipeline stage's ranks (pp > 1): comm_->new_group
   std::unique_ptr<Model> model_;                // points at the members above: declared after them

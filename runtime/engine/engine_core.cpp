@@ -221,6 +221,8 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
   out.stats.scheduler = scheduler_.stats();
   out.stats.scheduler.step_seconds = seconds_since(step.started);
   out.stats.scheduler.model_seconds = result->model_seconds;
+  out.stats.scheduler.communicator_bytes = result->communicator_bytes;
+  out.stats.scheduler.communicator_seconds = result->communicator_seconds;
   iter.num_prompt_tokens = std::max<int64_t>(0, scheduled.num_scheduled_tokens - decode_tokens);
   iter.finished_requests = std::move(pending_finished_);
   pending_finished_.clear();

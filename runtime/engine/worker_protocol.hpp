@@ -67,6 +67,10 @@ struct StepOutput {
   std::vector<SampledToken> tokens;         // driver: one per sample_ids entry
   double model_seconds = 0;                 // inside execute_model
   double sample_seconds = 0;
+  /// Communication inside execute_model: this rank's, or (from the executor)
+  /// all ranks' bytes and the longest time any rank spent.
+  int64_t communicator_bytes = 0;
+  double communicator_seconds = 0;
 };
 
 }  // namespace troupe::engine

@@ -74,6 +74,8 @@ Result<StepOutput> WorkerRunner::execute(StepInput input) {
   auto result = worker_->execute_model(request_);
   if (!result) return result.status();
   out.model_seconds = since(t0);
+  out.communicator_bytes = result->communicator_bytes;
+  out.communicator_seconds = result->communicator_seconds;
   if (!is_driver()) return out;
   auto t1 = Clock::now();
   TROUPE_RETURN_IF_ERROR(pooling_runner_ ? pool_rows(input, *result, out) : sample(input, *result, out));
