@@ -233,6 +233,11 @@ void Engine::Impl::spawn_actors() {
   sup.config = config;
   sup.plan = kv_plan;
   sup.scheduler = actors.scheduler;
+  if (config.parallel.world_size() > 1) {
+    Platform* head_platform = platform;
+    ParallelConfig parallel = config.parallel;
+    sup.new_communicator_id = [head_platform, parallel] { return head_platform->make_communicator_id(parallel); };
+  }
   sup.on_rebuilt = [this](const std::vector<actors::worker_actor>& rebuilt) {
     std::lock_guard lock(workers_mu);
     workers = rebuilt;

@@ -55,6 +55,14 @@ void retry(Self self) {
   if (!st.lost.empty()) return schedule_tick(self);
   if (!st.rebuild) return;
   TROUPE_LOG_INFO("rebuilding {} rank(s) on their nodes", setup.layout.node_of_rank.size());
+  if (setup.new_communicator_id) {
+    auto id = setup.new_communicator_id();
+    if (!id) {
+      TROUPE_LOG_ERROR("rebuilding the ranks failed, retrying: {}", id.status().message());
+      return schedule_tick(self);
+    }
+    setup.config.parallel.communicator_id = *id;
+  }
   auto workers = start_workers(self->system(), setup.layout, setup.config, nullptr, setup.rank_timeout);
   Status status = workers.status();
   if (workers) status = allocate_kv_cache(self->system(), *workers, setup.layout, setup.plan, setup.rank_timeout);

@@ -220,5 +220,39 @@ TEST_F(NodeFailure, AStoppedNodeIsNoticedThroughHeartbeatsThenServesAgain) {
   expect_serving_again();
 }
 
+// Tensor parallel 2 over two nodes: losing either node fails the requests in
+// flight; once it is back, every rank is rebuilt (with a fresh communicator).
+TEST(NodeFailureSplit, ATensorParallelEngineRebuildsBothRanksAfterLosingOne) {
+  const std::string secret = write_file("secret_split", "split");
+  NodeProcess first(secret), second(secret);
+  ASSERT_TRUE(first.wait_listening()) << first.log();
+  ASSERT_TRUE(second.wait_listening()) << second.log();
+  ServeProcess serve({"--nodes", first.address() + "," + second.address(), "--secret-file", secret,
+                      "--tensor-parallel-size", "2", "--disable-log-stats"});
+  ASSERT_TRUE(serve.wait_healthy()) << serve.log();
+  auto complete = [&] {
+    json body = {{"model", "stories260K.gguf"}, {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    auto r = apps::http::request("127.0.0.1", serve.port(), "POST", "/v1/completions", body.dump(),
+                                 {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(60));
+    return r.ok() && r->status == 200 ? json::parse(r->body)["choices"][0]["text"].get<std::string>() : "";
+  };
+  const std::string before = complete();
+  ASSERT_FALSE(before.empty());
+  second.kill_now(SIGKILL);
+  bool named = false;
+  for (auto deadline = Clock::now() + std::chrono::seconds(10); !named && Clock::now() < deadline;) {
+    auto h = apps::http::request("127.0.0.1", serve.port(), "GET", "/health", "", {}, {}, std::chrono::seconds(5));
+    ASSERT_TRUE(h.ok()) << "the head went down";
+    named = h->status == 503 && h->body.find("rank 1 (node " + second.address() + ")") != std::string::npos;
+    if (!named) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(named) << serve.log();
+  second.restart();
+  ASSERT_TRUE(second.wait_listening()) << second.log();
+  EXPECT_TRUE(serve.wait_healthy(std::chrono::seconds(30))) << serve.log();
+  EXPECT_EQ(complete(), before);
+  EXPECT_NE(serve.log().find("rebuilding 2 rank(s)"), std::string::npos) << serve.log();
+}
+
 }  // namespace
 }  // namespace troupe::tests

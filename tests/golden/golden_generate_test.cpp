@@ -140,6 +140,42 @@ TEST(GoldenStories260K, PromptsFileRunsConcurrentlyThroughTheEngine) {
   EXPECT_EQ(stats["generation_tokens"].get<int64_t>(), 64 * static_cast<int64_t>(g["cases"].size()));
 }
 
+// The same prompts with the model split over separate node processes (local
+// nodes the engine starts): tensor parallel 2 and 4, pipeline parallel 2.
+// Greedy output equals one process's token for token, and the goldens hold up
+// to each case's fragile step. (The logits themselves are compared in
+// tests/platforms: largest difference ~1e-5 for TP, exactly 0 for PP.)
+TEST(GoldenStories260K, SplitOverNodeProcessesMatchesOneProcess) {
+  const auto g = golden();
+  const std::string file = ::testing::TempDir() + "golden_prompts_split.txt";
+  {
+    std::ofstream out(file);
+    for (const auto& c : g["cases"]) out << c["prompt"].get<std::string>() << "\n";
+  }
+  const std::string base = "generate " + testing::stories_path() + " --prompts-file " + quote(file) + " -n 64 --threads 1";
+  auto one = run_troupe(base);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (auto [tp, pp] : {std::pair{2, 1}, std::pair{4, 1}, std::pair{1, 2}}) {
+    SCOPED_TRACE("tp " + std::to_string(tp) + " pp " + std::to_string(pp));
+    auto split = run_troupe(base + " --tensor-parallel-size " + std::to_string(tp) + " --pipeline-parallel-size " +
+                            std::to_string(pp));
+    ASSERT_EQ(split.exit_code, 0) << split.err;
+    EXPECT_NE(split.err.find("started " + std::to_string(tp * pp) + " local node process(es)"), std::string::npos)
+        << split.err;
+    EXPECT_EQ(split.out, one.out);
+    std::istringstream lines(split.out);
+    std::string line;
+    for (size_t i = 0; i < g["cases"].size() && std::getline(lines, line); ++i)
+      expect_matches_case(g["cases"][i], nlohmann::json::parse(line)["token_ids"].get<std::vector<int32_t>>());
+  }
+  auto refused = run_troupe(base + " --tensor-parallel-size 3");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("Total number of attention heads (8) must be divisible by tensor parallel size (3)."),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(refused.err.find("local node"), std::string::npos) << "nodes started before the check";
+}
+
 TEST(GenerateCli, ErrorsAreMessagesNotCrashes) {
   auto missing = run_troupe("generate /nonexistent/model.gguf -p hi");
   EXPECT_EQ(missing.exit_code, 1);
@@ -171,6 +207,19 @@ TEST(GenerateCli, ErrorsAreMessagesNotCrashes) {
   auto bad = run_troupe("generate " + testing::stories_path() + " -p hi --top-p 1.5");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("top_p"), std::string::npos) << bad.err;
+}
+
+TEST(GoldenSmolLM2, TensorParallel3AnswersLikeOneRank) {
+  const char* model = std::getenv("TROUPE_TEST_MODEL");
+  if (!model || !*model) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)";
+  const std::string base = std::string("generate ") + quote(model) +
+                           " --chat -p 'What is the capital of France?' -n 24 --json --threads 1";
+  auto one = run_troupe(base);
+  auto three = run_troupe(base + " --tensor-parallel-size 3");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_EQ(nlohmann::json::parse(three.out)["text"], nlohmann::json::parse(one.out)["text"]);
+  EXPECT_NE(nlohmann::json::parse(three.out)["text"].get<std::string>().find("Paris"), std::string::npos) << three.out;
 }
 
 TEST(GoldenSmolLM2, ChatAnswersParis) {
