@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "actors/drop_unexpected.hpp"
 #include "actors/status_error.hpp"
 #include "runtime/sched/sha256.hpp"
 #include "troupe/log.hpp"
@@ -47,6 +48,7 @@ template <class Handle>
 typename gate_actor<Handle>::behavior_type gate_behavior(
     typename gate_actor<Handle>::template stateful_pointer<GateState> self, Handle guarded, std::string secret,
     std::string what) {
+  drop_unexpected_messages(self);
   self->state.secret = std::move(secret);
   self->state.what = std::move(what);
   return {

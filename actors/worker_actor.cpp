@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "actors/drop_unexpected.hpp"
 #include "actors/status_error.hpp"
 #include "runtime/engine/worker_runner.hpp"
 
@@ -36,6 +37,7 @@ caf::result<bool> reply(const Status& s) {
 }
 
 worker_actor::behavior_type worker_behavior(Self self, const Platform* platform) {
+  drop_unexpected_messages(self);
   self->state.platform = platform;
   return {
       [=](init_atom, EngineConfig& config, int32_t rank) -> caf::result<WorkerInitReply> {
