@@ -114,6 +114,11 @@ class Model {
   /// gets logits; other ranks may pass nullptr. Every rank of the world runs the same batch
   /// in lock step (the collectives are inside).
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
+  /// The pooling runner: the last hidden states of every token of the batch
+  /// ([num_tokens][info().hidden_size]). Default: not_supported.
+  virtual Status forward_hidden(const ForwardBatch& /*batch*/, float* /*hidden*/) {
+    return not_supported("model " + info().architecture + " cannot return hidden states (pooling)");
+  }
 };
 
 }  // namespace troupe

@@ -32,6 +32,20 @@ class Ops {
   virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
   /// y[i] += x[i].
   virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
+
+  // Encoder models (BERT).
+  /// out = (x - mean) / sqrt(var + eps) * weight + bias, per row of `dim` (bias may be null).
+  virtual void layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim,
+                          float eps, float* out) = 0;
+  /// out[i] = gelu(x[i]) with the exact erf form (Hugging Face's "gelu").
+  virtual void gelu(const float* x, int64_t n, float* out) = 0;
+  /// y[t][i] += bias[i] for t < n_tokens.
+  virtual void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) = 0;
+  /// Attention within each sequence of a batch without a KV cache: q, k, v, out are
+  /// [num_tokens][n_heads][head_dim]; sequence s owns rows [seq_starts[s], seq_starts[s+1]).
+  /// Every row attends to every row of its sequence, or only to earlier ones when causal.
+  virtual void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
+                               int num_seqs, int n_heads, int head_dim, float scale, bool causal) = 0;
 };
 
 }  // namespace troupe

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/encoder.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -88,6 +89,48 @@ void CpuOps::add_inplace(float* y, const float* x, int64_t n) {
     const int64_t lo = b * kChunk, hi = std::min(n, e * kChunk);
     kernels::cpu::add_inplace(y + lo, x + lo, hi - lo);
   });
+}
+
+void CpuOps::layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim,
+                        float eps, float* out) {
+  for_items(pool_, n_tokens, dim, [&](int64_t b, int64_t e) {
+    kernels::cpu::layer_norm(x + b * dim, weight, bias, e - b, dim, eps, out + b * dim);
+  });
+}
+
+void CpuOps::gelu(const float* x, int64_t n, float* out) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  for_items(pool_, chunks, kChunk, [&](int64_t b, int64_t e) {
+    const int64_t lo = b * kChunk, hi = std::min(n, e * kChunk);
+    kernels::cpu::gelu_erf(x + lo, hi - lo, out + lo);
+  });
+}
+
+void CpuOps::add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) {
+  for_items(pool_, n_tokens, dim, [&](int64_t b, int64_t e) { kernels::cpu::add_bias(y + b * dim, bias, e - b, dim); });
+}
+
+void CpuOps::dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
+                             int num_seqs, int n_heads, int head_dim, float scale, bool causal) {
+  // One work item per (sequence, head): independent, so the split never changes a bit.
+  const int64_t items = static_cast<int64_t>(num_seqs) * n_heads;
+  int64_t work = 0;
+  for (int s = 0; s < num_seqs; ++s) {
+    const int64_t len = seq_starts[s + 1] - seq_starts[s];
+    work += len * len;
+  }
+  auto run = [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      const int s = static_cast<int>(it / n_heads), h = static_cast<int>(it % n_heads);
+      kernels::cpu::dense_attention(q, k, v, out, seq_starts[s], seq_starts[s + 1], n_heads, head_dim, h, h + 1,
+                                    scale, causal);
+    }
+  };
+  if (pool_ == nullptr || pool_->size() < 2 || items < 2 || work * head_dim * n_heads < kMinParallelFloats) {
+    run(0, items);
+    return;
+  }
+  pool_->parallel_for(items, run);
 }
 
 }  // namespace troupe::cpu

@@ -24,6 +24,12 @@ class CpuOps final : public Ops {
             bool neox) override;
   void silu_mul(const float* gate, const float* up, int64_t n, float* out) override;
   void add_inplace(float* y, const float* x, int64_t n) override;
+  void layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim, float eps,
+                  float* out) override;
+  void gelu(const float* x, int64_t n, float* out) override;
+  void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) override;
+  void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
+                       int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
 
  private:
   kernels::cpu::ThreadPool* pool_;

@@ -127,6 +127,7 @@ Status CpuWorker::initialize_from_config(const KvCacheConfig& config) {
   const bool layers_ok = s.num_layers == want->num_layers || config_.parallel.pipeline_parallel_size > 1;
   if (!layers_ok || s.num_kv_heads != want->num_kv_heads || s.head_dim != want->head_dim)
     return invalid_argument("KV cache config does not match the loaded model (layers, kv heads or head dim differ)");
+  if (want->num_layers == 0) return {};  // an encoder keeps no KV cache: the blocks are bookkeeping only
   KvCacheSpec mine = s;
   mine.num_layers = want->num_layers;
   return attention_->allocate(mine, config.num_blocks);
@@ -165,13 +166,19 @@ Status CpuWorker::compile_or_warm_up_model() {
 
 Result<ModelRunnerOutput> CpuWorker::execute_model(const ExecuteModelRequest& request) {
   if (!model_) return unavailable("execute_model before load_model");
-  TROUPE_RETURN_IF_ERROR(attention_->check_batch(request.batch));
+  if (model_->kv_cache_shape().num_layers > 0) TROUPE_RETURN_IF_ERROR(attention_->check_batch(request.batch));
   ModelRunnerOutput out;
   out.vocab_size = model_->info().vocab_size;
   meter_->reset();
   // Only the driver (rank 0) samples: the other ranks run their share and return no logits.
-  if (rank_ == 0) out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
-  TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, rank_ == 0 ? out.logits.data() : nullptr));
+  if (request.return_hidden_states) {
+    out.hidden_size = model_->info().hidden_size;
+    out.hidden_states.resize(static_cast<size_t>(request.batch.num_tokens() * out.hidden_size));
+    TROUPE_RETURN_IF_ERROR(model_->forward_hidden(request.batch, out.hidden_states.data()));
+  } else {
+    if (rank_ == 0) out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
+    TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, rank_ == 0 ? out.logits.data() : nullptr));
+  }
   out.communicator_bytes = meter_->bytes.load();
   out.communicator_seconds = static_cast<double>(meter_->nanoseconds.load()) * 1e-9;
   return out;

@@ -24,6 +24,22 @@ Result<KvCachePlan> plan_kv_cache(const std::vector<KvSizing>& ranks, const Engi
   // Block ids are shared by every rank, so the rank that holds the fewest blocks decides;
   // with pipeline stages a rank's block is the size of its own layers.
   int64_t blocks = -1, available = 0, per_block = 0;
+  // An encoder (no layer keeps keys and values) needs no cache: its blocks are
+  // the scheduler's bookkeeping only, enough for max_num_seqs sequences of the model length.
+  const bool no_cache = std::all_of(ranks.begin(), ranks.end(), [](const KvSizing& k) {
+    return k.spec.num_layers == 0 && k.spec.block_size > 0;
+  });
+  if (no_cache) {
+    int64_t max_len = config.model.max_model_len;
+    if (max_len <= 0 || (model_context_length > 0 && max_len > model_context_length))
+      max_len = model_context_length > 0 ? model_context_length : 2048;
+    const int64_t bs = plan.spec.block_size;
+    plan.num_blocks = config.cache.num_gpu_blocks_override > 0
+                          ? config.cache.num_gpu_blocks_override
+                          : std::max<int64_t>(1, config.scheduler.max_num_seqs) * ((max_len + bs - 1) / bs);
+    plan.max_model_len = std::min(max_len, plan.capacity_tokens());
+    return plan;
+  }
   for (size_t r = 0; r < ranks.size(); ++r) {
     const KvCacheSpec& spec = ranks[r].spec;
     if (!same_geometry(spec, plan.spec, stages))

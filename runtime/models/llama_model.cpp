@@ -184,15 +184,14 @@ Status LlamaModel::output(const ForwardBatch& b, float* logits) {
   return {};
 }
 
-Status LlamaModel::forward(const ForwardBatch& b, float* logits) {
-  TROUPE_RETURN_IF_ERROR(validate(b));
+// Stage 0 embeds, later stages receive the residual stream; then this stage's layers.
+Status LlamaModel::run_layers(const ForwardBatch& b) {
   Ops& ops = *ctx_.ops;
   AttentionBackend& attn = *ctx_.attention;
   const int64_t T = b.num_tokens();
   const int64_t E = hp_.n_embd;
-  const int64_t R = static_cast<int64_t>(b.logits_indices.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  const int tp = shard_.tp_size, pp = shard_.pp_size;
+  const int tp = shard_.tp_size;
   const int64_t ff = shard_.ff_end - shard_.ff_begin;
   // Every rank of a stage holds the same residual stream; the partial sums of the
   // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.
@@ -227,6 +226,16 @@ Status LlamaModel::forward(const ForwardBatch& b, float* logits) {
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
   }
+  return {};
+}
+
+Status LlamaModel::forward(const ForwardBatch& b, float* logits) {
+  TROUPE_RETURN_IF_ERROR(validate(b));
+  TROUPE_RETURN_IF_ERROR(run_layers(b));
+  const int64_t T = b.num_tokens();
+  const int64_t E = hp_.n_embd;
+  const int64_t R = static_cast<int64_t>(b.logits_indices.size());
+  const int pp = shard_.pp_size;
   if (!shard_.last_stage()) {
     TROUPE_RETURN_IF_ERROR(ctx_.communicator->send(x_.data(), T * E, DType::f32,
                                                    global_rank(shard_.pp_rank + 1, shard_.tp_rank)));
@@ -239,6 +248,17 @@ Status LlamaModel::forward(const ForwardBatch& b, float* logits) {
     if (logits == nullptr) return internal_error("the llama model on rank 0 was given no logits buffer");
     return ctx_.communicator->recv(logits, R * hp_.n_vocab, DType::f32, global_rank(pp - 1, 0));
   }
+  return {};
+}
+
+Status LlamaModel::forward_hidden(const ForwardBatch& b, float* hidden) {
+  TROUPE_RETURN_IF_ERROR(validate(b));
+  if (shard_.tp_size * shard_.pp_size > 1)
+    return not_supported("pooling over a llama model split over ranks is not implemented yet");
+  TROUPE_RETURN_IF_ERROR(run_layers(b));
+  // The last hidden states are the final norm's output, as the output head sees them.
+  ctx_.ops->rms_norm(x_.data(), static_cast<const float*>(shard_.output_norm->data), b.num_tokens(), hp_.n_embd,
+                     hp_.rms_eps, hidden);
   return {};
 }
 

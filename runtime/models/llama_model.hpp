@@ -24,12 +24,15 @@ class LlamaModel final : public Model {
   /// This rank's stage's layers and its kv heads.
   KvCacheShape kv_cache_shape() const override;
   Status forward(const ForwardBatch& batch, float* logits) override;
+  /// The final norm's output of every token (last-token pooling over a decoder).
+  Status forward_hidden(const ForwardBatch& batch, float* hidden) override;
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaShard& shard() const { return shard_; }
 
  private:
   LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const ModelContext& ctx);
   Status validate(const ForwardBatch& batch) const;
+  Status run_layers(const ForwardBatch& batch);
   Status embed(const ForwardBatch& batch);
   Status output(const ForwardBatch& batch, float* logits);
   int global_rank(int pp_rank, int tp_rank) const { return pp_rank * shard_.tp_size + tp_rank; }

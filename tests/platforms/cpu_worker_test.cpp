@@ -344,6 +344,16 @@ class CountingOps final : public Ops {
   }
   void silu_mul(const float* g, const float* u, int64_t n, float* out) override { inner_->silu_mul(g, u, n, out); }
   void add_inplace(float* y, const float* x, int64_t n) override { inner_->add_inplace(y, x, n); }
+  void layer_norm(const float* x, const float* w, const float* b, int64_t n, int64_t dim, float eps,
+                  float* out) override {
+    inner_->layer_norm(x, w, b, n, dim, eps, out);
+  }
+  void gelu(const float* x, int64_t n, float* out) override { inner_->gelu(x, n, out); }
+  void add_bias(float* y, const float* b, int64_t n, int64_t dim) override { inner_->add_bias(y, b, n, dim); }
+  void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* starts, int seqs,
+                       int heads, int head_dim, float scale, bool causal) override {
+    inner_->dense_attention(q, k, v, out, starts, seqs, heads, head_dim, scale, causal);
+  }
   int matmuls = 0;
 
  private:

@@ -121,6 +121,11 @@ class RefusingOps final : public Ops {
   void rope(float*, const int32_t*, int64_t, int, int, float, bool) override {}
   void silu_mul(const float*, const float*, int64_t, float*) override {}
   void add_inplace(float*, const float*, int64_t) override {}
+  void layer_norm(const float*, const float*, const float*, int64_t, int64_t, float, float*) override {}
+  void gelu(const float*, int64_t, float*) override {}
+  void add_bias(float*, const float*, int64_t, int64_t) override {}
+  void dense_attention(const float*, const float*, const float*, float*, const int32_t*, int, int, int, float,
+                       bool) override {}
 
  private:
   DType refused_;
