@@ -433,4 +433,93 @@ sampling::SamplingParams choice_sampling(const sampling::SamplingParams& base, i
   return s;
 }
 
+std::optional<ApiError> parse_embedding_request(std::string_view body, const Limits& limits, EmbeddingRequest* out) {
+  json j;
+  if (auto e = parse_object(body, limits, &j)) return e;
+  log_unknown_fields(j, {"model", "input", "encoding_format", "dimensions", "user", "truncate_prompt_tokens",
+                         "normalize"},
+                     "embeddings");
+  if (auto e = get_string(j, "model", &out->model)) return e;
+  if (auto e = get_string(j, "user", &out->user)) return e;
+  std::string format = "float";
+  if (auto e = get_string(j, "encoding_format", &format)) return e;
+  if (format != "float" && format != "base64") return invalid_param("encoding_format", "must be 'float' or 'base64'");
+  out->base64 = format == "base64";
+  if (auto e = get_int(j, "dimensions", &out->dimensions)) return e;
+  if (out->dimensions && *out->dimensions < 1) return invalid_param("dimensions", "must be at least 1");
+  if (auto e = get_int(j, "truncate_prompt_tokens", &out->truncate_prompt_tokens)) return e;
+  if (out->truncate_prompt_tokens && *out->truncate_prompt_tokens < 1)
+    return invalid_param("truncate_prompt_tokens", "must be at least 1");
+  if (const json* n = field(j, "normalize")) {
+    if (!n->is_boolean()) return invalid_param("normalize", "must be a boolean");
+    out->normalize = n->get<bool>();
+  }
+  const json* in = field(j, "input");
+  if (!in) return invalid_param("input", "is required");
+  const char* shape = "must be a string, a list of strings, token ids, or a list of token-id lists";
+  if (in->is_string()) {
+    out->inputs.push_back(Prompt{false, in->get<std::string>(), {}});
+  } else if (in->is_array()) {
+    if (in->empty()) return invalid_param("input", "must not be empty");
+    if ((*in)[0].is_number()) {
+      Prompt p{true, "", {}};
+      if (auto e = parse_token_list(*in, "input", &p.token_ids)) return e;
+      out->inputs.push_back(std::move(p));
+    } else {
+      if (in->size() > limits.max_prompts)
+        return invalid_param("input", fmt::format("at most {} inputs per request", limits.max_prompts));
+      for (const auto& x : *in) {
+        if (x.is_string()) {
+          out->inputs.push_back(Prompt{false, x.get<std::string>(), {}});
+        } else if (x.is_array()) {
+          Prompt p{true, "", {}};
+          if (auto e = parse_token_list(x, "input", &p.token_ids)) return e;
+          out->inputs.push_back(std::move(p));
+        } else {
+          return invalid_param("input", shape);
+        }
+      }
+    }
+  } else {
+    return invalid_param("input", shape);
+  }
+  for (const auto& p : out->inputs)
+    if (p.is_tokens ? p.token_ids.empty() : p.text.empty()) return invalid_param("input", "must not be empty");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_score_request(std::string_view body, const Limits& limits, ScoreRequest* out) {
+  json j;
+  if (auto e = parse_object(body, limits, &j)) return e;
+  log_unknown_fields(j, {"model", "text_1", "text_2", "truncate_prompt_tokens"}, "score");
+  if (auto e = get_string(j, "model", &out->model)) return e;
+  if (auto e = get_int(j, "truncate_prompt_tokens", &out->truncate_prompt_tokens)) return e;
+  if (out->truncate_prompt_tokens && *out->truncate_prompt_tokens < 1)
+    return invalid_param("truncate_prompt_tokens", "must be at least 1");
+  auto texts = [&](const char* key, std::vector<std::string>* v) -> Error {
+    const json* t = field(j, key);
+    if (!t) return invalid_param(key, "is required");
+    if (t->is_string()) {
+      v->push_back(t->get<std::string>());
+    } else if (t->is_array()) {
+      if (t->size() > limits.max_prompts) return invalid_param(key, fmt::format("at most {} texts", limits.max_prompts));
+      for (const auto& x : *t) {
+        if (!x.is_string()) return invalid_param(key, "must be a string or a list of strings");
+        v->push_back(x.get<std::string>());
+      }
+    } else {
+      return invalid_param(key, "must be a string or a list of strings");
+    }
+    if (v->empty()) return invalid_param(key, "must not be empty");
+    for (const auto& s : *v)
+      if (s.empty()) return invalid_param(key, "must not contain empty texts");
+    return std::nullopt;
+  };
+  if (auto e = texts("text_1", &out->text_1)) return e;
+  if (auto e = texts("text_2", &out->text_2)) return e;
+  if (out->text_1.size() != 1 && out->text_1.size() != out->text_2.size())
+    return invalid_param("text_1", "must be one text, or as many texts as text_2");
+  return std::nullopt;
+}
+
 }  // namespace troupe::openai

@@ -75,6 +75,25 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
+/// POST /v1/embeddings (OpenAI) and /pooling (vLLM): inputs to pool.
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<Prompt> inputs;              // "input": a string, strings, token ids or token-id lists
+  bool base64 = false;                     // encoding_format "base64" (little-endian float32), else "float"
+  std::optional<int64_t> dimensions;       // matryoshka truncation
+  std::optional<int64_t> truncate_prompt_tokens;  // keep the last N tokens of a longer input (vLLM)
+  std::optional<bool> normalize;           // vLLM's override of the model's normalization
+  std::string user;
+};
+
+/// POST /score (vLLM): text_1 against each of text_2 (or pairwise for equal lists).
+struct ScoreRequest {
+  std::string model;
+  std::vector<std::string> text_1;
+  std::vector<std::string> text_2;
+  std::optional<int64_t> truncate_prompt_tokens;
+};
+
 /// Parse + validate. On failure the ApiError is returned and `out` is unspecified.
 std::optional<ApiError> parse_completion_request(std::string_view body, const Limits& limits,
                                                  CompletionRequest* out);
@@ -82,6 +101,8 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                                            ChatCompletionRequest* out);
 std::optional<ApiError> parse_tokenize_request(std::string_view body, const Limits& limits,
                                                TokenizeRequest* out);
+std::optional<ApiError> parse_embedding_request(std::string_view body, const Limits& limits, EmbeddingRequest* out);
+std::optional<ApiError> parse_score_request(std::string_view body, const Limits& limits, ScoreRequest* out);
 std::optional<ApiError> parse_detokenize_request(std::string_view body, const Limits& limits,
                                                  DetokenizeRequest* out);
 

@@ -176,4 +176,43 @@ std::string render_detokenize(const std::string& text) { return dump({{"prompt",
 
 std::string render_version(const std::string& version) { return dump({{"version", version}}); }
 
+std::string base64_encode(const void* data, size_t size) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::string out;
+  out.reserve((size + 2) / 3 * 4);
+  for (size_t i = 0; i < size; i += 3) {
+    const uint32_t n = (uint32_t{p[i]} << 16) | (i + 1 < size ? uint32_t{p[i + 1]} << 8 : 0) |
+                       (i + 2 < size ? uint32_t{p[i + 2]} : 0);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < size ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < size ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+std::string render_embeddings(const std::string& id, int64_t created, const std::string& model, const char* object,
+                              const std::vector<std::vector<float>>& vectors, bool base64, int64_t prompt_tokens) {
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    json v = base64 ? json(base64_encode(vectors[i].data(), vectors[i].size() * sizeof(float))) : json(vectors[i]);
+    data.push_back({{"index", i}, {"object", object}, {object == std::string("pooling") ? "data" : "embedding", v}});
+  }
+  json j = {{"id", id},       {"object", "list"},
+            {"created", created}, {"model", model},
+            {"data", data},   {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string render_scores(const std::string& id, int64_t created, const std::string& model,
+                          const std::vector<double>& scores, int64_t prompt_tokens) {
+  json data = json::array();
+  for (size_t i = 0; i < scores.size(); ++i) data.push_back({{"index", i}, {"object", "score"}, {"score", scores[i]}});
+  json j = {{"id", id},       {"object", "list"},
+            {"created", created}, {"model", model},
+            {"data", data},   {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace troupe::openai

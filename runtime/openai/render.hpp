@@ -63,4 +63,14 @@ std::string render_tokenize(const std::vector<int32_t>& tokens, int64_t max_mode
 std::string render_detokenize(const std::string& text);
 std::string render_version(const std::string& version);
 
+/// /v1/embeddings ("embedding" objects) and /pooling ("pooling" objects): one vector per
+/// input, as floats or as base64 of little-endian float32; usage counts prompt tokens.
+std::string render_embeddings(const std::string& id, int64_t created, const std::string& model, const char* object,
+                              const std::vector<std::vector<float>>& vectors, bool base64, int64_t prompt_tokens);
+/// /score: one {"index", "object": "score", "score"} per pair.
+std::string render_scores(const std::string& id, int64_t created, const std::string& model,
+                          const std::vector<double>& scores, int64_t prompt_tokens);
+/// Standard base64 (with padding) of `size` bytes.
+std::string base64_encode(const void* data, size_t size);
+
 }  // namespace troupe::openai
