@@ -4,8 +4,6 @@
 // and each byte range against the data section and the other tensors.
 #include "runtime/safetensors/safetensors_file.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include <utility>
 
 #include "runtime/gguf/mapped_file.hpp"
+#include "runtime/json/json_io.hpp"
 
 namespace troupe::safetensors {
 
@@ -48,28 +47,10 @@ const DtypeInfo* find_dtype(std::string_view name) {
   return nullptr;
 }
 
-/// `s` with non-printable bytes escaped, cut after `limit` bytes.
-std::string printable(std::string_view s, size_t limit) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < limit; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  if (s.size() > limit) out += "...";
-  return out;
-}
-
 // Names come from untrusted bytes: keep messages printable and short.
 std::string quote_name(std::string_view s) {
   std::string out = "'";  // built in steps: g++ 12 warns (-Wrestrict) on "'" + std::string
-  out += printable(s, 96);
+  out += json_io::printable(s, 96);
   out += '\'';
   return out;
 }
@@ -86,38 +67,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   }
   return s + "]";
 }
-
-/// Finds where the JSON header stops being valid: a SAX pass that only records the error.
-class JsonErrorFinder final : public nlohmann::json_sax<json> {
- public:
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
-    position_ = position;
-    // "[json.exception.parse_error.101] parse error at line 1, column 6: ...": keep what follows the tag.
-    std::string_view what = ex.what();
-    const size_t tag = what.find("] ");
-    if (what.rfind("[json.exception.", 0) == 0 && tag != std::string_view::npos) what.remove_prefix(tag + 2);
-    message_ = printable(what, 240);
-    return false;
-  }
-  size_t position() const { return position_; }
-  const std::string& message() const { return message_; }
-
- private:
-  size_t position_ = 0;
-  std::string message_ = "invalid JSON";
-};
 
 struct StringHash {
   using is_transparent = void;
@@ -174,17 +123,10 @@ class Parser {
   static Status bad_header(const std::string& what) { return data_loss("safetensors header: " + what); }
 
   Status parse_header() {
-    const uint8_t* first = f_.data + 8;
-    const uint8_t* last = first + f_.header_bytes;
-    json header = json::parse(first, last, nullptr, /*allow_exceptions=*/false);
-    if (header.is_discarded()) {
-      JsonErrorFinder finder;
-      (void)json::sax_parse(first, last, &finder);
-      // The parser counts from 1 the character it failed on.
-      const uint64_t pos = finder.position() > 0 ? finder.position() - 1 : 0;
-      return fail(8 + std::min<uint64_t>(pos, f_.header_bytes),
-                  "the header is not valid JSON: " + finder.message());
-    }
+    const std::string_view text(reinterpret_cast<const char*>(f_.data + 8), static_cast<size_t>(f_.header_bytes));
+    json_io::ParseError error;
+    json header = json_io::parse(text, &error);
+    if (header.is_discarded()) return fail(8 + error.offset, "the header is not valid JSON: " + error.message);
     if (!header.is_object()) {
       return fail(8, std::string("the header is a JSON ") + header.type_name() + ", expected an object");
     }

@@ -37,10 +37,11 @@ sources=(
   "$src/tests/fuzz/safetensors_fuzz.cpp"
   "$src/runtime/safetensors/safetensors_file.cpp"
   "$src/runtime/gguf/mapped_file.cpp"
+  "$src/runtime/json/json_io.cpp"
   "$src/sdk/status.cpp"
   "$src/sdk/dtype.cpp"
 )
-deps=("${sources[@]}" "$src"/runtime/safetensors/*.hpp "$src/runtime/gguf/mapped_file.hpp"
+deps=("${sources[@]}" "$src"/runtime/safetensors/*.hpp "$src/runtime/gguf/mapped_file.hpp" "$src/runtime/json/json_io.hpp"
       "$src/include/troupe/status.hpp" "$src/include/troupe/dtype.hpp" "$src/include/troupe/model.hpp" "$0")
 flags=(-std=c++20 -g -O1 -I"$src/include" -I"$src")
 
