@@ -61,6 +61,12 @@ std::string printable(std::string_view s, size_t limit) {
   return out;
 }
 
+std::optional<uint64_t> non_negative_integer(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  return std::nullopt;
+}
+
 json parse(std::string_view text, ParseError* error) {
   json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded() && error != nullptr) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,10 @@ nlohmann::json parse(std::string_view text, ParseError* error);
 /// ("<path>: no such file"), invalid_argument (unreadable, not a regular file,
 /// larger than max_bytes), data_loss ("<path>: not valid JSON at byte N: ...").
 Result<nlohmann::json> read_file(const std::string& path, uint64_t max_bytes = uint64_t{1} << 30);
+
+/// A JSON integer >= 0 (parsed as unsigned, or built in code as a signed
+/// integer), else nullopt: negative numbers, floats, anything else.
+std::optional<uint64_t> non_negative_integer(const nlohmann::json& v);
 
 /// Printable, shortened text for messages about untrusted strings.
 std::string printable(std::string_view s, size_t limit = 96);

@@ -153,10 +153,9 @@ class Parser {
 
   /// A non-negative JSON integer that fits in int64, else nullopt.
   static std::optional<int64_t> non_negative(const json& v) {
-    if (!v.is_number_unsigned()) return std::nullopt;
-    const auto u = v.get<json::number_unsigned_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
-    return static_cast<int64_t>(u);
+    const std::optional<uint64_t> u = json_io::non_negative_integer(v);
+    if (!u || *u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(*u);
   }
 
   static std::string describe(const json& v) {
