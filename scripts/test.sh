@@ -21,6 +21,17 @@ if [[ -z ${TROUPE_TEST_MODEL:-} ]]; then
 fi
 export TROUPE_TEST_MODEL
 
+# all-MiniLM-L6-v2 (a BERT encoder folder) for the safetensors, tokenizer.json and HF folder tests.
+if [[ -z ${TROUPE_MINILM_DIR:-} ]]; then
+  for attempt in 1 2 3; do
+    TROUPE_MINILM_DIR=$(scripts/fetch-model.sh all-MiniLM-L6-v2) && break
+    echo "test.sh: fetching all-MiniLM-L6-v2 failed (attempt $attempt)" >&2
+    sleep 5
+  done
+  [[ -n ${TROUPE_MINILM_DIR:-} ]] || { echo "test.sh: could not fetch all-MiniLM-L6-v2" >&2; exit 1; }
+fi
+export TROUPE_MINILM_DIR
+
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null

@@ -39,7 +39,7 @@ Status Tokenizer::init() {
 
   // Out-of-range special ids are dropped (llama.cpp warns and keeps its default).
   for (int32_t* id : {&vocab_.bos_id, &vocab_.eos_id, &vocab_.eot_id, &vocab_.eom_id, &vocab_.unk_id,
-                      &vocab_.pad_id}) {
+                      &vocab_.pad_id, &vocab_.sep_id, &vocab_.cls_id, &vocab_.mask_id}) {
     if (*id < -1 || *id >= static_cast<int32_t>(n)) {
       TROUPE_LOG_WARNING("tokenizer: special token id {} is out of range (vocab size {}); ignored", *id, n);
       *id = -1;
@@ -47,6 +47,10 @@ Status Tokenizer::init() {
   }
   if (vocab_.add_bos && vocab_.bos_id < 0) vocab_.add_bos = false;
   if (vocab_.add_eos && vocab_.eos_id < 0) vocab_.add_eos = false;
+  if (vocab_.add_sep && vocab_.sep_id < 0) vocab_.add_sep = false;
+  if (vocab_.kind == VocabKind::wpm && vocab_.unk_id < 0) {
+    return data_loss("WordPiece tokenizer: the vocabulary has no unknown token ([UNK]), which WordPiece needs");
+  }
 
   token_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -56,7 +60,9 @@ Status Tokenizer::init() {
     token_to_id_[text] = static_cast<int32_t>(i);  // last duplicate wins, as llama.cpp's map
   }
 
-  if (vocab_.kind == VocabKind::bpe) {
+  if (vocab_.kind == VocabKind::wpm) {
+    for (const std::string& t : vocab_.tokens) max_piece_bytes_ = std::max(max_piece_bytes_, t.size());
+  } else if (vocab_.kind == VocabKind::bpe) {
     merge_rank_.reserve(vocab_.merges.size());
     for (size_t r = 0; r < vocab_.merges.size(); ++r) {
       const std::string& m = vocab_.merges[r];
@@ -118,6 +124,15 @@ bool Tokenizer::is_eog(int32_t id) const {
 }
 
 bool Tokenizer::is_special(int32_t id) const { return is_control_like(type_of(id)); }
+
+std::string Tokenizer::model_type() const {
+  switch (vocab_.kind) {
+    case VocabKind::spm: return "spm";
+    case VocabKind::bpe: return "bpe";
+    case VocabKind::wpm: return "wpm";
+  }
+  return "?";
+}
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
   auto it = token_to_id_.find(text);
@@ -181,6 +196,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
   }
   if (add_special && vocab_.add_eos) out.push_back(vocab_.eos_id);
+  if (add_special && vocab_.add_sep) out.push_back(vocab_.sep_id);
   return out;
 }
 
@@ -198,6 +214,8 @@ void Tokenizer::encode_text(std::string_view text, bool space_prefix, std::vecto
       }
     }
     encode_spm(escaped, out);
+  } else if (vocab_.kind == VocabKind::wpm) {
+    encode_wpm(text, out);
   } else {
     encode_bpe(text, out);
   }
@@ -209,6 +227,18 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   if (is_control_like(t)) return special ? vocab_.tokens[id] : std::string();
   const std::string& text = vocab_.tokens[id];
   if (t == TokenType::user_defined) return text;
+  if (vocab_.kind == VocabKind::wpm) {
+    const WordPieceConfig& c = vocab_.wpm;
+    const std::string_view v = text;
+    if (!c.continuing_prefix.empty() && v.substr(0, c.continuing_prefix.size()) == c.continuing_prefix)
+      return text.substr(c.continuing_prefix.size());
+    // A word-initial piece: tokenizer.json's "x", GGUF's "▁x". Otherwise a GGUF continuation.
+    const bool word_start = c.word_prefix.empty() || v.substr(0, c.word_prefix.size()) == c.word_prefix;
+    if (!word_start) return text;
+    std::string piece = " ";
+    piece += v.substr(c.word_prefix.size());
+    return piece;
+  }
   if (vocab_.kind == VocabKind::spm) {
     if (t == TokenType::normal) {
       std::string r;
@@ -244,8 +274,38 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  if (vocab_.kind == VocabKind::wpm) return decode_wpm(ids, skip_special);
   std::string out;
   for (int32_t id : ids) out += token_to_piece(id, !skip_special);
+  return out;
+}
+
+std::string Tokenizer::decode_wpm(const std::vector<int32_t>& ids, bool skip_special) const {
+  // As the Hugging Face WordPiece decoder: every piece but the first gets a
+  // space unless it continues a word, then each piece on its own is cleaned up.
+  static const std::pair<std::string_view, std::string_view> kCleanup[] = {
+      {" .", "."},   {" ?", "?"},           {" !", "!"},     {" ,", ","},      {" ' ", "'"},     {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"},   {" 've", "'ve"},  {" 're", "'re"}};
+  std::string out, piece;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size()) continue;
+    if (is_control_like(type_of(id))) {
+      if (skip_special) continue;
+      piece.assign(1, ' ');  // special tokens are words of their own
+      piece += vocab_.tokens[id];
+    } else {
+      piece = token_to_piece(id, true);
+    }
+    if (out.empty() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    if (vocab_.wpm.decode_cleanup) {
+      for (const auto& [from, to] : kCleanup) {
+        for (size_t pos = piece.find(from); pos != std::string::npos; pos = piece.find(from, pos + to.size())) {
+          piece.replace(pos, from.size(), to);
+        }
+      }
+    }
+    out += piece;
+  }
   return out;
 }
 

@@ -1,6 +1,8 @@
 // Text <-> token ids for GGUF vocabularies, with llama.cpp's semantics:
-// SentencePiece-style BPE ("llama" in GGUF) and byte-level BPE ("gpt2") with
-// the GPT-2, SmolLM, Llama-3 and Qwen2 pre-tokenizers.
+// SentencePiece-style BPE ("llama" in GGUF), byte-level BPE ("gpt2") with
+// the GPT-2, SmolLM, Llama-3 and Qwen2 pre-tokenizers, and WordPiece ("bert").
+// WordPiece also loads from a Hugging Face tokenizer.json with that library's
+// semantics (BertNormalizer, BertPreTokenizer, WordPiece, TemplateProcessing).
 #pragma once
 
 #include <cstdint>
@@ -32,23 +34,40 @@ using StringMap = std::unordered_map<std::string, V, StringViewHash, std::equal_
 class Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const gguf::GgufFile& file);
+  /// A Hugging Face tokenizer.json with a WordPiece model (BERT and its
+  /// descendants): normalizer BertNormalizer (or null), pre_tokenizer
+  /// BertPreTokenizer, post_processor TemplateProcessing "[CLS] $A [SEP]" /
+  /// BertProcessing (or null: no special tokens), decoder WordPiece (or null).
+  /// Added tokens marked special become control tokens. "truncation" and
+  /// "padding" are ignored: callers cut to the model's limit themselves.
+  /// Errors name the file: not_found, data_loss (bad JSON, missing or mistyped
+  /// fields, holes in the ids), not_supported (another model or component type).
+  static Result<std::unique_ptr<Tokenizer>> from_tokenizer_json(const std::string& path);
   /// Validates the vocab (sizes, special ids, merges) and builds the lookup tables.
   static Result<std::unique_ptr<Tokenizer>> from_vocab(Vocab vocab);
 
-  /// add_special: BOS (and EOS where the vocab says add_eos) as llama_tokenize(add_special).
+  /// add_special: BOS (and EOS where the vocab says add_eos) as llama_tokenize(add_special);
+  /// WordPiece: [CLS] ... [SEP] (its template's tokens).
   /// parse_special: text of control tokens (e.g. "<|im_start|>") maps to their ids;
   /// user-defined tokens are always matched, as in llama.cpp.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
-  /// Bytes of one token (SPM: '▁' -> ' ', <0xNN> -> the byte; BPE: byte-level decoded).
+  /// Bytes of one token (SPM: '▁' -> ' ', <0xNN> -> the byte; BPE: byte-level decoded;
+  /// WordPiece: a word-initial piece gets a leading ' ', "##" is dropped from a continuation).
   /// Control/unknown tokens give their text when `special`, "" otherwise. Out-of-range ids give "".
   std::string token_to_piece(int32_t id, bool special = true) const;
   /// Concatenation of the pieces (no space stripping); special tokens dropped when skip_special.
+  /// WordPiece: as Hugging Face decodes: pieces joined with spaces, "##" continuations glued,
+  /// the leading space dropped and, when the vocab says decode_cleanup, " ." " ," " n't"... cleaned up.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = true) const;
 
   int32_t vocab_size() const { return static_cast<int32_t>(vocab_.tokens.size()); }
   int32_t bos_id() const { return vocab_.bos_id; }
   int32_t eos_id() const { return vocab_.eos_id; }
   bool add_bos() const { return vocab_.add_bos; }
+  int32_t unk_id() const { return vocab_.unk_id; }
+  int32_t pad_id() const { return vocab_.pad_id; }
+  int32_t cls_id() const { return vocab_.cls_id; }  // WordPiece
+  int32_t sep_id() const { return vocab_.sep_id; }  // WordPiece
   /// End of generation: eos, eot, eom and tokens such as <|im_end|>, <|eot_id|>, <end_of_turn>.
   bool is_eog(int32_t id) const;
   std::vector<int32_t> eog_ids() const { return eog_ids_; }
@@ -57,7 +76,8 @@ class Tokenizer {
   std::optional<int32_t> token_id(std::string_view text) const;
   /// Raw vocabulary text of a token ("" when out of range).
   const std::string& token_text(int32_t id) const;
-  std::string model_type() const { return vocab_.kind == VocabKind::spm ? "spm" : "bpe"; }
+  /// "spm", "bpe" or "wpm".
+  std::string model_type() const;
   const Vocab& vocab() const { return vocab_; }
 
  private:
@@ -67,6 +87,8 @@ class Tokenizer {
   void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>* out) const;
   void encode_spm(std::string_view text, std::vector<int32_t>* out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>* out) const;
+  void encode_wpm(std::string_view text, std::vector<int32_t>* out) const;
+  std::string decode_wpm(const std::vector<int32_t>& ids, bool skip_special) const;
   void bpe_word(const std::string& word, std::vector<int32_t>* out) const;
   int32_t byte_token(uint8_t byte) const;
   int find_merge_rank(std::string_view left, std::string_view right) const;
@@ -77,6 +99,7 @@ class Tokenizer {
   std::vector<int32_t> special_tokens_;               // matched in raw text, longest first
   std::vector<int32_t> eog_ids_;
   std::vector<int32_t> byte_tokens_;                  // SPM <0xNN> ids, -1 when absent
+  size_t max_piece_bytes_ = 0;                        // WordPiece: longest token text
 };
 
 }  // namespace troupe::tokenizer

@@ -39,11 +39,27 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
       v.ignore_merges = true;
       v.add_bos = true;
     }
+  } else if (model == "bert") {
+    // llama.cpp's WPM: its defaults, and its conversion of the vocabulary
+    // ("x" -> "▁x" for word starts, "##x" -> "x" for continuations).
+    v.kind = VocabKind::wpm;
+    v.cls_id = 101;
+    v.sep_id = 102;
+    v.unk_id = 100;
+    v.pad_id = 0;
+    v.mask_id = 103;
+    v.add_bos = true;  // [CLS]
+    v.add_sep = true;
+    v.wpm.normalizer = WordPieceConfig::Normalizer::llama_cpp;
+    v.wpm.word_prefix = "\xE2\x96\x81";
+    v.wpm.continuing_prefix.clear();
+    v.wpm.max_input_chars_per_word = 0;
   } else if (model.empty()) {
     return not_found("GGUF file has no tokenizer (tokenizer.ggml.model is missing)");
   } else {
     return not_supported(fmt::format(
-        "tokenizer model '{}' is not supported (supported: 'llama' (SentencePiece), 'gpt2' (byte-level BPE))", model));
+        "tokenizer model '{}' is not supported (supported: 'llama' (SentencePiece), 'gpt2' (byte-level BPE), "
+        "'bert' (WordPiece))", model));
   }
 
   auto tokens = file.get_string_array("tokenizer.ggml.tokens");
@@ -84,9 +100,14 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
   special("tokenizer.ggml.eom_token_id", &v.eom_id);
   special("tokenizer.ggml.unknown_token_id", &v.unk_id);
   special("tokenizer.ggml.padding_token_id", &v.pad_id);
+  special("tokenizer.ggml.cls_token_id", &v.cls_id);
+  special("tokenizer.ggml.seperator_token_id", &v.sep_id);  // sic: llama.cpp's key
+  special("tokenizer.ggml.mask_token_id", &v.mask_id);
+  if (v.kind == VocabKind::wpm && !file.has("tokenizer.ggml.bos_token_id")) v.bos_id = v.cls_id;
   if (auto b = file.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = *b;
+  if (auto b = file.get_bool("tokenizer.ggml.add_sep_token")) v.add_sep = *b;
   return v;
 }
 

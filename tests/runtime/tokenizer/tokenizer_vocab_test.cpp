@@ -34,7 +34,9 @@ std::string show(const std::vector<int32_t>& ids) {
   return s;
 }
 
-void check_vocab(const std::string& name, bool lossless_roundtrip) {
+enum class Roundtrip { lossless, spm_prefix, none };
+
+void check_vocab(const std::string& name, Roundtrip roundtrip) {
   const std::string base = kData + "/vocab/ggml-vocab-" + name + ".gguf";
   auto tok = load(base);
   ASSERT_NE(tok, nullptr);
@@ -46,17 +48,19 @@ void check_vocab(const std::string& name, bool lossless_roundtrip) {
     const auto ids = tok->encode(c.text, false, false);
     EXPECT_EQ(ids, c.ids) << "text: '" << c.text << "'\n got:" << show(ids) << "\nwant:" << show(c.ids);
     failures += ids != c.ids;
-    if (lossless_roundtrip) {
+    if (roundtrip == Roundtrip::lossless) {
       EXPECT_EQ(tok->decode(ids), c.text);
-    } else if (!c.text.empty()) {
+    } else if (roundtrip == Roundtrip::spm_prefix && !c.text.empty()) {
       EXPECT_EQ(tok->decode(ids), " " + c.text);  // SPM dummy prefix
     }
   }
   EXPECT_EQ(failures, 0) << "of " << cases.size() << " cases";
 }
 
-TEST(TokenizerVocab, LlamaSpmMatchesLlamaCpp) { check_vocab("llama-spm", false); }
-TEST(TokenizerVocab, Gpt2MatchesLlamaCpp) { check_vocab("gpt-2", true); }
+TEST(TokenizerVocab, LlamaSpmMatchesLlamaCpp) { check_vocab("llama-spm", Roundtrip::spm_prefix); }
+TEST(TokenizerVocab, Gpt2MatchesLlamaCpp) { check_vocab("gpt-2", Roundtrip::lossless); }
+// WordPiece lowercases and drops accents: no round trip.
+TEST(TokenizerVocab, BertBgeMatchesLlamaCpp) { check_vocab("bert-bge", Roundtrip::none); }
 
 TEST(TokenizerVocab, LlamaSpmProperties) {
   auto tok = load(kData + "/vocab/ggml-vocab-llama-spm.gguf");
@@ -116,13 +120,31 @@ TEST(TokenizerVocab, Stories260kGoldenPrompts) {
   }
 }
 
-TEST(TokenizerVocab, BertIsRejectedByName) {
-  auto file = gguf::GgufFile::open(kData + "/vocab/ggml-vocab-bert-bge.gguf");
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
-  auto tok = Tokenizer::from_gguf(**file);
-  ASSERT_FALSE(tok.ok());
-  EXPECT_EQ(tok.status().code(), StatusCode::not_supported);
-  EXPECT_NE(tok.status().message().find("'bert'"), std::string::npos) << tok.status().message();
+TEST(TokenizerVocab, BertBgeProperties) {
+  auto tok = load(kData + "/vocab/ggml-vocab-bert-bge.gguf");
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->model_type(), "wpm");
+  EXPECT_EQ(tok->vocab_size(), 30522);
+  EXPECT_EQ(tok->cls_id(), 101);
+  EXPECT_EQ(tok->bos_id(), 101);
+  EXPECT_EQ(tok->sep_id(), 102);
+  EXPECT_EQ(tok->unk_id(), 100);
+  EXPECT_EQ(tok->pad_id(), 0);
+  EXPECT_TRUE(tok->is_special(101));
+  EXPECT_FALSE(tok->is_special(7592));
+  // add_special: [CLS] ... [SEP], as llama_tokenize for WPM.
+  EXPECT_EQ(tok->encode("Hello, world!", true, false), (std::vector<int32_t>{101, 7592, 1010, 2088, 999, 102}));
+  EXPECT_EQ(tok->encode("", true, false), (std::vector<int32_t>{101, 102}));
+  // parse_special: "[SEP]" in the text is the token, else it is punctuation and a word.
+  EXPECT_EQ(tok->encode("hello [SEP]", false, true), (std::vector<int32_t>{7592, 102}));
+  EXPECT_EQ(tok->encode("hello [SEP]", false, false).size(), 4u);
+  // Pieces: "▁hello" -> " hello", the continuation "hrer" as it is; decode joins them.
+  EXPECT_EQ(tok->token_to_piece(7592), " hello");
+  EXPECT_EQ(tok->token_to_piece(17875), "hrer");
+  EXPECT_EQ(tok->token_to_piece(101, true), "[CLS]");
+  EXPECT_EQ(tok->token_to_piece(101, false), "");
+  EXPECT_EQ(tok->decode(tok->encode("Führer said: Hello, world!", true, false)), "fuhrer said : hello, world!");  // as Hugging Face: no cleanup before ":"
+  EXPECT_EQ(tok->decode({101, 7592, 102}, false), "[CLS] hello [SEP]");
 }
 
 }  // namespace
