@@ -288,11 +288,26 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
 Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_output) {
   auto& im = *impl_;
   if (!healthy()) return unavailable("the engine is unhealthy: " + unhealthy_reason());
-  if (auto s = request.sampling.validate(); !s) return s;
+  const bool pooling_runner = im.config.model.runner == "pooling";
+  if (request.pooling && !pooling_runner)
+    return invalid_argument("model " + im.config.model.served_model_name +
+                            " runs as a generate model (--runner generate): it does not answer pooling requests "
+                            "(start it with --runner pooling)");
+  if (!request.pooling && pooling_runner)
+    return invalid_argument("model " + im.config.model.served_model_name +
+                            " runs as a pooling model (--runner pooling): it answers embedding, pooling and score "
+                            "requests, not generation");
+  if (!request.pooling)
+    if (auto s = request.sampling.validate(); !s) return s;
   std::vector<int32_t> ids = std::move(request.prompt_token_ids);
   if (ids.empty() && !request.prompt.empty())
     ids = im.artifacts.tokenizer->encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
-  if (ids.empty()) return invalid_argument("The decoder prompt cannot be empty");
+  if (ids.empty()) return invalid_argument(request.pooling ? "The input cannot be empty" : "The decoder prompt cannot be empty");
+  if (request.truncate_prompt_tokens) {
+    if (*request.truncate_prompt_tokens < 1) return invalid_argument("truncate_prompt_tokens must be at least 1");
+    const auto keep = static_cast<size_t>(*request.truncate_prompt_tokens);
+    if (ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+  }
   int64_t vocab = im.artifacts.tokenizer->vocab_size();
   if (im.model_info.vocab_size > 0) vocab = std::min<int64_t>(vocab, im.model_info.vocab_size);
   for (int32_t id : ids)
@@ -300,12 +315,24 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
       return out_of_range("token id " + std::to_string(id) + " is out of vocabulary (size " + std::to_string(vocab) + ")");
   int64_t max_len = im.config.model.max_model_len;
   int64_t prompt_len = static_cast<int64_t>(ids.size());
-  if (prompt_len + request.sampling.max_tokens > max_len)
+  if (request.pooling) {
+    if (prompt_len > max_len)
+      return out_of_range("This model's maximum context length is " + std::to_string(max_len) +
+                          " tokens. However, you requested " + std::to_string(prompt_len) +
+                          " tokens in the input. Please reduce the length of the input, or set "
+                          "truncate_prompt_tokens.");
+    if (prompt_len > im.config.scheduler.max_num_batched_tokens)
+      return out_of_range("the input has " + std::to_string(prompt_len) +
+                          " tokens, more than max_num_batched_tokens " +
+                          std::to_string(im.config.scheduler.max_num_batched_tokens) +
+                          " (a pooling input runs in one step)");
+  } else if (prompt_len + request.sampling.max_tokens > max_len) {
     return out_of_range("This model's maximum context length is " + std::to_string(max_len) +
                         " tokens. However, you requested " + std::to_string(prompt_len + request.sampling.max_tokens) +
                         " tokens (" + std::to_string(prompt_len) + " in the messages, " +
                         std::to_string(request.sampling.max_tokens) +
                         " in the completion). Please reduce the length of the messages or completion.");
+  }
   int64_t queued_cap = im.config.scheduler.max_num_queued_requests;
   if (queued_cap > 0 && im.counters->in_flight.load() >= im.config.scheduler.max_num_seqs + queued_cap)
     return resource_exhausted("the engine's waiting queue is full (" + std::to_string(queued_cap) +
@@ -320,6 +347,7 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
   core.prompt_token_ids = std::move(ids);
   core.sampling = std::move(request.sampling);
   core.cache_salt = std::move(request.cache_salt);
+  core.pooling = std::move(request.pooling);
   sr.on_output = std::move(on_output);
   std::string id = core.request_id;
   im.counters->in_flight++;

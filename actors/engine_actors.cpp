@@ -17,6 +17,8 @@ engine::EngineCoreConfig core_config(const EngineConfig& config, const engine::K
   core.kv.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan.num_blocks, INT32_MAX));
   core.kv.block_size = plan.spec.block_size;
   core.kv.enable_prefix_caching = config.cache.enable_prefix_caching;
+  // A pooling input runs whole in one step: its hidden states are pooled at once.
+  if (config.model.runner == "pooling") core.scheduler.enable_chunked_prefill = false;
   return core;
 }
 

@@ -155,6 +155,7 @@ Status CpuWorker::execute_dummy_batch() {
   b.seq_lens = {n};
   b.block_tables = {{0}};
   b.logits_indices = {n - 1};
+  req.return_hidden_states = config_.model.runner == "pooling";  // what this engine's steps will ask for
   auto out = execute_model(req);
   return out.status();
 }

@@ -52,6 +52,7 @@ Status EngineCore::add_request(CoreRequest request, Clock::time_point arrival) {
   nr.prompt_token_ids = request.prompt_token_ids;
   const bool pooling = request.pooling.has_value();
   nr.max_tokens = pooling ? 1 : request.sampling.max_tokens;  // a pooling request takes its prompt's one step
+  nr.prompt_only = pooling;
   if (!request.cache_salt.empty()) nr.cache_salt = request.cache_salt;
   TROUPE_RETURN_IF_ERROR(scheduler_.add_request(std::move(nr)));
   SamplingState sampling;

@@ -1,6 +1,6 @@
 // The first part of starting an engine: what the engine's own process reads
-// from the model file (tokenizer, chat template, limits), before any worker
-// loads weights.
+// from the model (tokenizer, chat template, limits, runner), before any worker
+// loads weights. The model is a GGUF file or a Hugging Face folder.
 #pragma once
 
 #include <memory>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/chat/chat_template.hpp"
-#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/engine/model_source.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 #include "troupe/config.hpp"
 #include "troupe/platform.hpp"
@@ -18,16 +18,22 @@
 namespace troupe::engine {
 
 struct ModelArtifacts {
-  std::shared_ptr<const gguf::GgufFile> file;
+  OpenedModel model;                                // metadata and tensors (the workers open their own)
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::optional<chat::ChatTemplate> chat_template;  // detected, or forced by config.extra["chat_template"]
   std::string chat_template_error;                  // why there is none
   std::vector<std::string> weight_types;            // distinct types of the matrices (2-D and up), sorted
+  bool encoder = false;                             // an encoder (BERT): pooling only
 };
 
 /// Opens config.model.model_path and reads the tokenizer and chat template.
-/// Fills config.model.architecture, .served_model_name (the file name when
-/// empty) and .quantization (the type holding most weight bytes, when empty).
+/// Fills config.model.architecture, .served_model_name (the file or folder
+/// name when empty), .quantization (the type holding most weight bytes, when
+/// empty), .runner ("auto" becomes "pooling" for encoders, else "generate";
+/// an explicit runner the model cannot run is invalid_argument) and, for the
+/// pooling runner, .pooling_type / .pooling_normalize from the model's pooling
+/// config (sentence-transformers), else last-token and normalized as vLLM
+/// does for decoders; a folder's max_seq_length caps .max_model_len.
 /// Errors name the file and the problem (data_loss for a malformed file).
 Result<ModelArtifacts> load_model_artifacts(EngineConfig& config);
 

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/engine/pooling.hpp"
 #include "runtime/sampling/sampling_params.hpp"
 #include "runtime/sched/finish_reason.hpp"
 #include "troupe/status.hpp"
@@ -20,6 +22,10 @@ struct GenerateRequest {
   bool add_special_tokens = true;         // BOS etc. when tokenizing `prompt`
   sampling::SamplingParams sampling;
   std::string cache_salt;                 // isolates this request's prefix-cache entries
+  /// Set: a pooling request (the pooling runner): one vector back, no text.
+  std::optional<PoolingParams> pooling;
+  /// Keep only the last N prompt tokens of a longer prompt (vLLM); unset: too long is an error.
+  std::optional<int64_t> truncate_prompt_tokens;
 };
 
 struct TokenLogprob {

@@ -32,11 +32,10 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
   if (!worker) return worker.status();
   r->worker_ = std::move(worker).value();
   TROUPE_RETURN_IF_ERROR(r->worker_->init_device());
-  auto file = gguf::GgufFile::open(config.model.model_path);
-  if (!file) return file.status();
-  r->file_ = std::shared_ptr<const gguf::GgufFile>(std::move(file).value());
-  r->source_ = std::make_unique<gguf::GgufModelSource>(r->file_);
-  TROUPE_RETURN_IF_ERROR(r->worker_->load_model(*r->source_));
+  auto model = open_model(config.model.model_path);
+  if (!model) return model.status();
+  r->model_ = std::move(model).value();
+  TROUPE_RETURN_IF_ERROR(r->worker_->load_model(*r->model_.source));
   const ModelInfo* info = r->worker_->model_info();
   if (!info) return internal_error("platform " + platform.device_type() + ": load_model succeeded without model info");
   r->init_reply_.info = *info;

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "runtime/engine/worker_protocol.hpp"
-#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/engine/model_source.hpp"
 #include "troupe/config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/status.hpp"
@@ -50,8 +50,7 @@ class WorkerRunner {
   int32_t rank_ = 0;
   bool pooling_runner_ = false;
   PoolingDefaults pooling_defaults_;
-  std::shared_ptr<const gguf::GgufFile> file_;
-  std::unique_ptr<gguf::GgufModelSource> source_;
+  OpenedModel model_;  // the model file or folder the worker reads
   std::unique_ptr<Worker> worker_;
   WorkerInitReply init_reply_;
   std::unordered_map<std::string, SamplingState> requests_;  // driver only: request id → sampling state

@@ -42,7 +42,6 @@ class OfflineGenerator {
   Result<GenerateOutput> generate_text(const std::string& prompt, const sampling::SamplingParams& params);
 
   const tokenizer::Tokenizer& tokenizer() const { return *artifacts_.tokenizer; }
-  const gguf::GgufFile& file() const { return *artifacts_.file; }
   Worker& worker() { return runner_->worker(); }
   const EngineConfig& config() const { return config_; }
   const ModelInfo& model_info() const { return runner_->init_reply().info; }

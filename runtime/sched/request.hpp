@@ -33,6 +33,9 @@ struct NewRequest {
   std::vector<int32_t> prompt_token_ids;
   int64_t max_tokens = 16;               // tokens to generate at most (>= 1)
   std::optional<std::string> cache_salt; // isolates this request's prefix cache entries
+  /// A pooling request: its prompt is all it computes (max_tokens is 1 for the
+  /// bookkeeping), so only the prompt counts against the model length.
+  bool prompt_only = false;
 };
 
 class Request {

@@ -30,7 +30,7 @@ Status Scheduler::add_request(NewRequest request) {
   for (int32_t t : request.prompt_token_ids)
     if (t < 0) return invalid_argument(fmt::format("request '{}' has a negative token id {}", request.id, t));
   const auto prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
-  const int64_t total = prompt_len + request.max_tokens;
+  const int64_t total = prompt_len + (request.prompt_only ? 0 : request.max_tokens);
   // A request that cannot fit even alone would preempt itself forever.
   if (total > kv_.capacity_tokens())
     return out_of_range(fmt::format(

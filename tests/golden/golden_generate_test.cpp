@@ -3,6 +3,7 @@
 // a flip is accepted only from a step whose recorded top-1/top-2 margin is
 // below 0.03 (llama.cpp keeps an F16 KV cache). Also `troupe generate` itself.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,7 +33,8 @@ struct CmdResult {
 };
 
 CmdResult run_troupe(const std::string& args) {
-  const std::string err_file = ::testing::TempDir() + "troupe_generate_stderr.txt";
+  // Per process: ctest runs this binary's tests in parallel processes.
+  const std::string err_file = ::testing::TempDir() + "troupe_generate_stderr." + std::to_string(::getpid()) + ".txt";
   const std::string cmd = std::string(TROUPE_EXE) + " " + args + " 2>" + err_file;
   CmdResult r;
   FILE* p = ::popen(cmd.c_str(), "r");

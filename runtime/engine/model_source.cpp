@@ -1,0 +1,30 @@
+#include "runtime/engine/model_source.hpp"
+
+#include <filesystem>
+
+#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/hf/hf_model_folder.hpp"
+
+namespace troupe::engine {
+
+Result<OpenedModel> open_model(const std::string& path) {
+  OpenedModel m;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    auto folder = hf::HfModelFolder::open(path);
+    if (!folder) return folder.status();
+    std::shared_ptr<const hf::HfModelFolder> f(std::move(folder).value());
+    m.source = std::make_unique<hf::HfModelSource>(f);
+    m.owner = f;
+    m.folder = true;
+    return m;
+  }
+  auto file = gguf::GgufFile::open(path);
+  if (!file) return file.status();
+  std::shared_ptr<const gguf::GgufFile> g(std::move(file).value());
+  m.source = std::make_unique<gguf::GgufModelSource>(g);
+  m.owner = g;
+  return m;
+}
+
+}  // namespace troupe::engine
