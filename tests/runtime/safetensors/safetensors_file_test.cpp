@@ -105,7 +105,8 @@ TEST(SafetensorsFile, ReadsTensorsShapesAndData) {
 }
 
 TEST(SafetensorsFile, UnsupportedDtypeIsRefusedByName) {
-  auto r = parse(sample().build());
+  const auto bytes = sample().build();
+  auto r = parse(bytes);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ((*r)->tensor("ids"), nullptr);
   const TensorEntry* e = (*r)->entry("ids");
@@ -136,7 +137,8 @@ TEST(SafetensorsFile, ShapesTroupeCannotUseAreListedNotFatal) {
   w.tensors.back().bytes.assign(2, 0x11);
   w.add_filled("future", "Q9_Z", {3}, 1);  // unknown dtype: size cannot be checked
   w.add_filled("ok", "F32", {2}, 4);
-  auto r = parse(w.build());
+  const auto bytes = w.build();
+  auto r = parse(bytes);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ((*r)->entries().size(), 6u);
   ASSERT_EQ((*r)->tensors().size(), 1u);
@@ -162,7 +164,8 @@ TEST(SafetensorsFile, EmptyHeaderAndUnpaddedHeaderAreValid) {
   SafetensorsWriter w;
   w.header_align = 1;
   w.add_f32("x", {1}, {2.0f});
-  auto r2 = parse(w.build());
+  const auto unpadded = w.build();  // from_memory: the buffer must outlive the file
+  auto r2 = parse(unpadded);
   ASSERT_TRUE(r2.ok()) << r2.status().to_string();
   ASSERT_NE((*r2)->tensor("x"), nullptr);
   float x = 0;
