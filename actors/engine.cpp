@@ -299,6 +299,15 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
                             "requests, not generation");
   if (!request.pooling)
     if (auto s = request.sampling.validate(); !s) return s;
+  // Checked here, not on the worker: a step that fails there fails every request in it.
+  if (request.pooling && request.pooling->dimensions) {
+    if (!im.config.model.pooling_matryoshka)
+      return invalid_argument("dimensions: model " + im.config.model.served_model_name +
+                              " does not support matryoshka representation (it keeps all " +
+                              std::to_string(im.model_info.hidden_size) + " dimensions)");
+    if (*request.pooling->dimensions < 1 || *request.pooling->dimensions > im.model_info.hidden_size)
+      return invalid_argument("dimensions must be in 1.." + std::to_string(im.model_info.hidden_size));
+  }
   std::vector<int32_t> ids = std::move(request.prompt_token_ids);
   if (ids.empty() && !request.prompt.empty())
     ids = im.artifacts.tokenizer->encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);

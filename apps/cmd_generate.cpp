@@ -49,6 +49,7 @@ struct Options {
   int pipeline_parallel_size = 1;
   std::string nodes;
   std::string secret_file;
+  std::string runner = "auto";
 };
 
 int fail(const std::string& message) {
@@ -62,6 +63,11 @@ Result<engine::GenerateRequest> make_request(const engine::Engine& eng, const Op
                                              const sampling::SamplingParams& params) {
   engine::GenerateRequest req;
   req.sampling = params;
+  if (eng.config().model.runner == "pooling") {
+    req.prompt = prompt;
+    req.pooling = engine::PoolingParams{};
+    return req;
+  }
   if (!o.chat) {
     req.prompt = prompt;
     return req;
@@ -81,6 +87,7 @@ Result<engine::GenerateRequest> make_request(const engine::Engine& eng, const Op
 
 nlohmann::json output_json(const engine::FinalOutput& out) {
   if (out.finish_reason == FinishReason::error) return {{"error", out.error.to_string()}};
+  if (!out.embedding.empty()) return {{"prompt_token_ids", out.prompt_token_ids}, {"embedding", out.embedding}};
   return {{"prompt_token_ids", out.prompt_token_ids},
           {"token_ids", out.token_ids},
           {"text", out.text},
@@ -164,6 +171,7 @@ int run_generate(const Options& o) {
   if (o.seed) eo.config.model.seed = *o.seed;
   if (!o.chat_template.empty()) eo.config.extra["chat_template"] = o.chat_template;
   eo.stat_log_interval_s = 0;  // one-shot runs report through --stats instead
+  eo.config.model.runner = o.runner;
   eo.config.parallel.tensor_parallel_size = o.tensor_parallel_size;
   eo.config.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
   if (Status s = parse_nodes(o.nodes, &eo.nodes); !s.ok()) return fail(s.message());
@@ -212,7 +220,7 @@ int run_generate(const Options& o) {
   if (o.prompts_file.empty()) {
     const auto& out = outputs.front();
     if (out.finish_reason == FinishReason::error) return fail(out.error.to_string());
-    std::cout << (o.json ? dump(output_json(out)) : out.text) << std::endl;
+    std::cout << (o.json || !out.embedding.empty() ? dump(output_json(out)) : out.text) << std::endl;
   } else {
     for (const auto& out : outputs) std::cout << dump(output_json(out)) << "\n";
   }
@@ -250,8 +258,11 @@ int run_generate(const Options& o) {
 const CommandRegistration kRegistration(
     "generate", "Generate text from a prompt with a local model (greedy by default)", [](CLI::App& sub) {
       auto o = std::make_shared<Options>();
-      sub.add_option("model", o->model, std::string("GGUF model file (default: $TROUPE_MODEL_CACHE/") +
-                                            kDefaultModelName + ")");
+      sub.add_option("model", o->model,
+                     std::string("GGUF model file or Hugging Face model folder (default: $TROUPE_MODEL_CACHE/") +
+                         kDefaultModelName + ")");
+      sub.add_option("--runner", o->runner,
+                     "generate or pooling (prints each prompt's embedding as JSON); default: from the model");
       sub.add_option("-p,--prompt", o->prompt, "Prompt text");
       sub.add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate at most (default 128)");
       sub.add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (default)");

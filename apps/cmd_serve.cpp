@@ -46,6 +46,7 @@ struct Options {
   int pipeline_parallel_size = 1;
   std::string nodes;         // HOST:PORT[,HOST:PORT...]
   std::string secret_file;   // the nodes' (and the stats port's) secret
+  std::string runner = "auto";
 };
 
 int fail(const std::string& message) {
@@ -95,6 +96,7 @@ int run_serve(Options o) {
   c.model.served_model_name = o.served_model_name;
   c.model.max_model_len = o.max_model_len;
   c.model.seed = o.seed;
+  c.model.runner = o.runner;
   c.cache.block_size = o.block_size;
   c.cache.enable_prefix_caching = o.enable_prefix_caching;
   c.cache.num_gpu_blocks_override = o.num_gpu_blocks_override;
@@ -167,8 +169,11 @@ int run_serve(Options o) {
 const CommandRegistration kRegistration(
     "serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App& sub) {
       auto o = std::make_shared<Options>();
-      sub.add_option("model", o->model, std::string("GGUF model file (default: $TROUPE_MODEL_CACHE/") +
-                                            kDefaultModelName + ")");
+      sub.add_option("model", o->model,
+                     std::string("GGUF model file or Hugging Face model folder (default: $TROUPE_MODEL_CACHE/") +
+                         kDefaultModelName + ")");
+      sub.add_option("--runner", o->runner,
+                     "generate or pooling (embeddings: /v1/embeddings, /pooling, /score); default: from the model");
       sub.add_option("--host", o->host, "Address to listen on (default 0.0.0.0)");
       sub.add_option("--port", o->port, "Port to listen on (default 8000)");
       sub.add_option("--served-model-name", o->served_model_name, "Model name in the API (default: file stem)");

@@ -116,6 +116,8 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
       {"/version", false, true},        {"/v1/models", false, false},
       {"/v1/completions", true, false}, {"/v1/chat/completions", true, false},
       {"/tokenize", true, false},       {"/detokenize", true, false},
+      {"/v1/embeddings", true, false},  {"/pooling", true, false},
+      {"/score", true, false},
   };
   const Route* found = nullptr;
   for (const auto& r : routes)
@@ -146,6 +148,9 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   if (path == "/v1/chat/completions") return handle_completions(ctx, req, /*chat=*/true);
   if (path == "/tokenize") return handle_tokenize(ctx, req);
   if (path == "/detokenize") return handle_detokenize(ctx, req);
+  if (path == "/v1/embeddings") return handle_embeddings(ctx, req, /*vllm_pooling=*/false);
+  if (path == "/pooling") return handle_embeddings(ctx, req, /*vllm_pooling=*/true);
+  if (path == "/score") return handle_score(ctx, req);
 }
 
 }  // namespace

@@ -44,5 +44,9 @@ void respond_error(const restinio::request_handle_t& req, const openai::ApiError
 
 /// POST /v1/completions and /v1/chat/completions (streamed or whole).
 void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat);
+/// POST /v1/embeddings (vllm_pooling false) and /pooling (true): a pooling model's vectors.
+void handle_embeddings(ServerContext& ctx, const restinio::request_handle_t& req, bool vllm_pooling);
+/// POST /score: cosine similarity of text_1 to each text_2 under a pooling model.
+void handle_score(ServerContext& ctx, const restinio::request_handle_t& req);
 
 }  // namespace troupe::apps::serve

@@ -21,6 +21,7 @@ struct ModelConfig {
   /// Pooling runner: the model's default pooling ("mean", "cls", "last") and normalization.
   std::string pooling_type = "last";
   bool pooling_normalize = false;
+  bool pooling_matryoshka = false;   // whether a request may keep fewer dimensions
 };
 
 struct CacheConfig {

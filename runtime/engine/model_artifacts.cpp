@@ -79,6 +79,11 @@ Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
     }
   }
   if (st) config.model.pooling_normalize = st->normalize;
+  // Matryoshka models say so in config.json (sentence-transformers' "matryoshka_dimensions").
+  const auto& cj = folder.config_json();
+  const auto flag = cj.find("is_matryoshka");
+  config.model.pooling_matryoshka =
+      cj.contains("matryoshka_dimensions") || (flag != cj.end() && flag->is_boolean() && flag->get<bool>());
   const int64_t limit = folder.max_seq_length();
   if (limit > 0 && (config.model.max_model_len <= 0 || config.model.max_model_len > limit))
     config.model.max_model_len = limit;

@@ -27,6 +27,7 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
     if (!type) return type.status();
     r->pooling_defaults_.type = *type;
     r->pooling_defaults_.normalize = config.model.pooling_normalize;
+    r->pooling_defaults_.matryoshka = config.model.pooling_matryoshka;
   }
   auto worker = platform.make_worker(config, rank);
   if (!worker) return worker.status();

@@ -34,11 +34,12 @@ inline int free_port() {
 
 class ServeProcess {
  public:
-  /// Starts `troupe serve MODEL --host 127.0.0.1 --port P extra...`.
-  explicit ServeProcess(std::vector<std::string> extra) {
+  /// Starts `troupe serve MODEL --host 127.0.0.1 --port P extra...` (MODEL: stories260K by default).
+  explicit ServeProcess(std::vector<std::string> extra, std::string model = "") {
     port_ = free_port();
     log_path_ = fmt::format("/tmp/troupe_serve_test_{}_{}.log", ::getpid(), port_);
-    std::vector<std::string> args = {TROUPE_EXE, "serve", std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf",
+    if (model.empty()) model = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
+    std::vector<std::string> args = {TROUPE_EXE, "serve", model,
                                      "--host", "127.0.0.1", "--port", std::to_string(port_), "--threads", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;

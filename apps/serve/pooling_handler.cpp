@@ -1,0 +1,137 @@
+// POST /v1/embeddings (OpenAI), /pooling and /score (vLLM): every input is one
+// pooling request to the engine, submitted together (they batch); the answer
+// is written once all have finished, on the HTTP thread.
+#include <asio.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/engine.hpp"
+#include "apps/serve/server_context.hpp"
+#include "runtime/openai/render.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+
+namespace troupe::apps::serve {
+namespace {
+
+/// One request's inputs in flight; answered when the last one ends.
+struct Pooling {
+  restinio::request_handle_t req;
+  engine::Engine* engine = nullptr;
+  std::vector<std::vector<float>> vectors;
+  std::vector<std::string> engine_ids;
+  int64_t prompt_tokens = 0;
+  size_t remaining = 0;
+  bool failed = false;
+  std::function<void(Pooling&)> on_done;  // renders the answer from `vectors`
+
+  void on_output(size_t i, engine::RequestOutput o) {
+    if (failed || !o.finished) return;
+    if (o.finish_reason == FinishReason::error || o.embedding.empty()) {
+      failed = true;
+      for (size_t k = 0; k < engine_ids.size(); ++k)
+        if (k != i && !engine_ids[k].empty()) engine->abort(engine_ids[k]);
+      return respond_error(req, openai::from_status(o.error.ok() ? internal_error("pooling failed") : o.error));
+    }
+    vectors[i] = std::move(o.embedding);
+    prompt_tokens += o.num_prompt_tokens;
+    if (--remaining == 0) on_done(*this);
+  }
+};
+
+/// Submits `inputs` (text or token ids) as pooling requests of `params`.
+void submit_all(ServerContext& ctx, std::shared_ptr<Pooling> job, const std::vector<openai::Prompt>& inputs,
+                const engine::PoolingParams& params, std::optional<int64_t> truncate) {
+  auto* e = job->engine;
+  job->vectors.resize(inputs.size());
+  job->engine_ids.resize(inputs.size());
+  job->remaining = inputs.size();
+  const std::string id = openai::make_request_id("embd");
+  asio::io_context* io = ctx.io;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    engine::GenerateRequest g;
+    g.request_id = fmt::format("{}-{}", id, i);
+    if (inputs[i].is_tokens) g.prompt_token_ids = inputs[i].token_ids;
+    else g.prompt = inputs[i].text;
+    g.pooling = params;
+    g.truncate_prompt_tokens = truncate;
+    auto submitted = e->submit(std::move(g), [io, job, i](engine::RequestOutput o) {
+      asio::post(*io, [job, i, o = std::move(o)]() mutable { job->on_output(i, std::move(o)); });
+    });
+    if (!submitted.ok()) {
+      job->failed = true;
+      for (size_t k = 0; k < i; ++k) e->abort(job->engine_ids[k]);
+      return respond_error(job->req, openai::from_status(submitted.status(), "input"));
+    }
+    job->engine_ids[i] = *submitted;
+  }
+}
+
+bool check_model(const engine::Engine& e, const restinio::request_handle_t& req, const std::string& model) {
+  if (model.empty() || model == e.served_model_name()) return true;
+  respond_error(req, openai::model_not_found(model));
+  return false;
+}
+
+}  // namespace
+
+void handle_embeddings(ServerContext& ctx, const restinio::request_handle_t& req, bool vllm_pooling) {
+  engine::Engine* e = ctx.engine.load();
+  openai::EmbeddingRequest r;
+  if (auto err = openai::parse_embedding_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
+  if (!check_model(*e, req, r.model)) return;
+  engine::PoolingParams params;
+  if (r.dimensions) params.dimensions = static_cast<int32_t>(std::min<int64_t>(*r.dimensions, 1 << 20));
+  params.normalize = r.normalize;
+  auto job = std::make_shared<Pooling>();
+  job->req = req;
+  job->engine = e;
+  const std::string model = e->served_model_name();
+  const bool base64 = r.base64;
+  job->on_done = [model, base64, vllm_pooling](Pooling& p) {
+    respond(p.req, 200, "application/json",
+            openai::render_embeddings(openai::make_request_id(vllm_pooling ? "pool" : "embd"), openai::unix_time_now(),
+                                      model, vllm_pooling ? "pooling" : "embedding", p.vectors, base64,
+                                      p.prompt_tokens));
+  };
+  submit_all(ctx, job, r.inputs, params, r.truncate_prompt_tokens);
+}
+
+void handle_score(ServerContext& ctx, const restinio::request_handle_t& req) {
+  engine::Engine* e = ctx.engine.load();
+  openai::ScoreRequest r;
+  if (auto err = openai::parse_score_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
+  if (!check_model(*e, req, r.model)) return;
+  // Embed text_1 then text_2 in one batch; score = cosine of each pair.
+  std::vector<openai::Prompt> inputs;
+  for (const auto& t : r.text_1) inputs.push_back(openai::Prompt{false, t, {}});
+  for (const auto& t : r.text_2) inputs.push_back(openai::Prompt{false, t, {}});
+  const size_t n1 = r.text_1.size(), n2 = r.text_2.size();
+  auto job = std::make_shared<Pooling>();
+  job->req = req;
+  job->engine = e;
+  const std::string model = e->served_model_name();
+  job->on_done = [model, n1, n2](Pooling& p) {
+    std::vector<double> scores;
+    for (size_t j = 0; j < n2; ++j) {
+      const auto& a = p.vectors[n1 == 1 ? 0 : j];
+      const auto& b = p.vectors[n1 + j];
+      double ab = 0, aa = 0, bb = 0;
+      for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+        ab += double(a[i]) * b[i];
+        aa += double(a[i]) * a[i];
+        bb += double(b[i]) * b[i];
+      }
+      scores.push_back(aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0);
+    }
+    respond(p.req, 200, "application/json",
+            openai::render_scores(openai::make_request_id("score"), openai::unix_time_now(), model, scores,
+                                  p.prompt_tokens));
+  };
+  submit_all(ctx, job, inputs, engine::PoolingParams{}, r.truncate_prompt_tokens);
+}
+
+}  // namespace troupe::apps::serve
