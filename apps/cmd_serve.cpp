@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/engine.hpp"
+#include "plugin_host/plugin_host.hpp"
 #include "apps/node_options.hpp"
 #include "apps/command.hpp"
 #include "apps/default_model.hpp"
@@ -47,6 +48,7 @@ struct Options {
   std::string nodes;         // HOST:PORT[,HOST:PORT...]
   std::string secret_file;   // the nodes' (and the stats port's) secret
   std::string runner = "auto";
+  std::string io_processor_plugin;
 };
 
 int fail(const std::string& message) {
@@ -136,6 +138,20 @@ int run_serve(Options o) {
     TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{}{})", o.stats_host,
                     *port, *port, secret.empty() ? "" : " --secret-file FILE");
   }
+  if (!o.io_processor_plugin.empty()) {
+    auto io = plugin_host::PluginHost::instance().make_io_processor(o.io_processor_plugin, cfg);
+    if (!io.ok()) {
+      server.stop();
+      return fail(io.status().message());
+    }
+    if (cfg.model.runner != "pooling") {
+      server.stop();
+      return fail("--io-processor-plugin needs a pooling model (--runner pooling); this one runs as " +
+                  cfg.model.runner);
+    }
+    TROUPE_LOG_INFO("POST /pooling goes through the IO processor plugin {}", o.io_processor_plugin);
+    server.set_io_processor(o.io_processor_plugin, std::shared_ptr<IOProcessor>(std::move(*io)));
+  }
   server.set_engine(engine->get());
   TROUPE_LOG_INFO("Starting API server on http://{}:{}", o.host, o.port);
 
@@ -172,6 +188,8 @@ const CommandRegistration kRegistration(
       sub.add_option("model", o->model,
                      std::string("GGUF model file or Hugging Face model folder (default: $TROUPE_MODEL_CACHE/") +
                          kDefaultModelName + ")");
+      sub.add_option("--io-processor-plugin", o->io_processor_plugin,
+                     "IO processor plugin (troupe.io_processor_plugins) that POST /pooling goes through");
       sub.add_option("--runner", o->runner,
                      "generate or pooling (embeddings: /v1/embeddings, /pooling, /score); default: from the model");
       sub.add_option("--host", o->host, "Address to listen on (default 0.0.0.0)");

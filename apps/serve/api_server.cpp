@@ -263,6 +263,10 @@ Status ApiServer::start(std::function<void()> on_signal) {
 }
 
 void ApiServer::set_engine(engine::Engine* engine) { impl_->ctx.engine.store(engine); }
+void ApiServer::set_io_processor(std::string name, std::shared_ptr<IOProcessor> processor) {
+  impl_->ctx.io_processor_name = std::move(name);
+  impl_->ctx.io_processor = std::move(processor);
+}
 
 void ApiServer::stop() {
   auto& im = *impl_;

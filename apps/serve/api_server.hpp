@@ -3,6 +3,8 @@
 // loads), then routes the OpenAI endpoints to the engine.
 #pragma once
 
+#include "troupe/io_processor.hpp"
+
 #include <functional>
 #include <memory>
 #include <thread>
@@ -24,6 +26,8 @@ class ApiServer {
   Status start(std::function<void()> on_signal);
   /// The engine is ready (or null again before it is destroyed).
   void set_engine(engine::Engine* engine);
+  /// /pooling goes through this IO processor plugin (set before the engine).
+  void set_io_processor(std::string name, std::shared_ptr<IOProcessor> processor);
   /// Stop listening, end open streams, join the HTTP thread. Idempotent.
   void stop();
 

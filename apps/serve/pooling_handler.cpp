@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
+#include "actors/io_processing.hpp"
 #include "apps/serve/server_context.hpp"
 #include "runtime/openai/render.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -80,6 +81,18 @@ bool check_model(const engine::Engine& e, const restinio::request_handle_t& req,
 
 void handle_embeddings(ServerContext& ctx, const restinio::request_handle_t& req, bool vllm_pooling) {
   engine::Engine* e = ctx.engine.load();
+  if (vllm_pooling && ctx.io_processor) {
+    // The plugin owns the request's shape; its answer is written on the HTTP thread.
+    asio::io_context* io = ctx.io;
+    engine::run_io_processor_async(*e, *ctx.io_processor, ctx.io_processor_name, std::string(req->body()),
+                                   [io, req](Result<std::string> out) {
+                                     asio::post(*io, [req, out = std::move(out)] {
+                                       if (!out) return respond_error(req, openai::from_status(out.status()));
+                                       respond(req, 200, "application/json", *out);
+                                     });
+                                   });
+    return;
+  }
   openai::EmbeddingRequest r;
   if (auto err = openai::parse_embedding_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
   if (!check_model(*e, req, r.model)) return;

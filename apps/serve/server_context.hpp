@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "runtime/openai/errors.hpp"
 #include "runtime/openai/protocol.hpp"
+#include "troupe/io_processor.hpp"
 
 namespace troupe::engine {
 class Engine;
@@ -34,6 +36,8 @@ struct ServerContext {
   std::atomic<engine::Engine*> engine{nullptr};
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_request{0};
+  std::string io_processor_name;              // --io-processor-plugin
+  std::shared_ptr<IOProcessor> io_processor;  // /pooling goes through it when set
 };
 
 /// Writes a complete (non-streamed) response.
