@@ -138,6 +138,9 @@ int run_serve(Options o) {
     TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{}{})", o.stats_host,
                     *port, *port, secret.empty() ? "" : " --secret-file FILE");
   }
+  // The flag wins; else the model folder's config may name one.
+  if (o.io_processor_plugin.empty() && cfg.extra.count("io_processor_plugin"))
+    o.io_processor_plugin = cfg.extra.at("io_processor_plugin");
   if (!o.io_processor_plugin.empty()) {
     auto io = plugin_host::PluginHost::instance().make_io_processor(o.io_processor_plugin, cfg);
     if (!io.ok()) {

@@ -81,6 +81,9 @@ Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
   if (st) config.model.pooling_normalize = st->normalize;
   // Matryoshka models say so in config.json (sentence-transformers' "matryoshka_dimensions").
   const auto& cj = folder.config_json();
+  // The folder may name its IO processor plugin (as vLLM reads "io_processor_plugin" from the model config).
+  if (auto io = cj.find("io_processor_plugin"); io != cj.end() && io->is_string() && !config.extra.count("io_processor_plugin"))
+    config.extra["io_processor_plugin"] = io->get<std::string>();
   const auto flag = cj.find("is_matryoshka");
   config.model.pooling_matryoshka =
       cj.contains("matryoshka_dimensions") || (flag != cj.end() && flag->is_boolean() && flag->get<bool>());
