@@ -82,8 +82,13 @@ bool EngineCore::abort_request(const std::string& request_id) {
   if (it == requests_.end()) return false;
   EngineCoreOutputs out;
   end_request(*it->second, FinishReason::abort, {}, out);
-  if (!in_flight_) {
-    // No step will report soon: publish the freed blocks now.
+  // No step will report soon: publish the freed blocks now (else the step in flight will).
+  emit(std::move(out), /*with_stats=*/!in_flight_);
+  return true;
+}
+
+void EngineCore::emit(EngineCoreOutputs out, bool with_stats) {
+  if (with_stats) {
     out.has_stats = true;
     out.stats.scheduler = between_steps(scheduler_);
     out.stats.iteration.finished_requests = std::move(pending_finished_);
@@ -91,7 +96,6 @@ bool EngineCore::abort_request(const std::string& request_id) {
   }
   out.health = health_;
   sink_(std::move(out));
-  return true;
 }
 
 void EngineCore::fail_all(const Status& error) {
@@ -104,12 +108,7 @@ void EngineCore::fail_all(const Status& error) {
   std::vector<LiveRequest*> live;
   for (auto& [id, r] : requests_) live.push_back(r.get());
   for (LiveRequest* r : live) end_request(*r, FinishReason::error, error, out);
-  out.has_stats = true;
-  out.stats.scheduler = between_steps(scheduler_);
-  out.stats.iteration.finished_requests = std::move(pending_finished_);
-  pending_finished_.clear();
-  out.health = health_;
-  sink_(std::move(out));
+  emit(std::move(out), /*with_stats=*/true);
 }
 
 StepStatus EngineCore::step(Executor& executor) {

@@ -110,6 +110,8 @@ class EngineCore {
   struct InFlight;
   void complete_step(const InFlight& step, Result<StepOutput> result);
   void end_request(LiveRequest& request, FinishReason reason, Status error, EngineCoreOutputs& out);
+  /// Hands `out` to the sink; with_stats adds the scheduler's state between steps and the requests ended since.
+  void emit(EngineCoreOutputs out, bool with_stats);
 
   sched::Scheduler scheduler_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
