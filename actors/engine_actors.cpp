@@ -17,8 +17,12 @@ engine::EngineCoreConfig core_config(const EngineConfig& config, const engine::K
   core.kv.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan.num_blocks, INT32_MAX));
   core.kv.block_size = plan.spec.block_size;
   core.kv.enable_prefix_caching = config.cache.enable_prefix_caching;
-  // A pooling input runs whole in one step: its hidden states are pooled at once.
-  if (config.model.runner == "pooling") core.scheduler.enable_chunked_prefill = false;
+  // A pooling input runs whole in one step: its hidden states are pooled at once,
+  // so neither chunks nor prefix-cache hits (an encoder keeps no KV to reuse).
+  if (config.model.runner == "pooling") {
+    core.scheduler.enable_chunked_prefill = false;
+    core.kv.enable_prefix_caching = false;
+  }
   return core;
 }
 

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <fstream>
 
@@ -119,6 +121,42 @@ TEST(Embeddings, ADecoderCanPoolItsLastToken) {
   auto b = (*engine)->generate(req);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(a->embedding, b->embedding);
+}
+
+}  // namespace
+
+namespace {
+
+// The same sentence many times at once: a pooling model must not reuse cached
+// prefixes (an encoder keeps no KV cache), and every copy gets the same vector.
+TEST(Embeddings, RepeatedInputsAtOnceNeverHitAPrefixCache) {
+  if (!minilm_dir()) GTEST_SKIP() << "TROUPE_MINILM_DIR is not set";
+  auto engine = start();
+  ASSERT_TRUE(engine);
+  std::vector<std::vector<float>> out(64);
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  for (int i = 0; i < 64; ++i) {
+    GenerateRequest req;
+    // Longer than two KV blocks, so copies would share full blocks if prefix caching were on.
+    req.prompt = i % 2 ? "The quick brown fox jumps over the lazy dog while the children in the garden watch the "
+                         "storm clouds gather above the mountain and the old train leaves the station at night."
+                       : "The quick brown fox.";
+    req.pooling = troupe::engine::PoolingParams{};
+    auto id = engine->submit(req, [&, i](troupe::engine::RequestOutput o) {
+      if (!o.finished) return;
+      std::lock_guard lock(mu);
+      out[i] = o.embedding;
+      ++done;
+      cv.notify_all();
+    });
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+  }
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return done == 64; }));
+  for (int i = 2; i < 64; ++i) EXPECT_EQ(out[i], out[i % 2]) << i;
+  EXPECT_TRUE(engine->healthy()) << engine->unhealthy_reason();
 }
 
 }  // namespace
