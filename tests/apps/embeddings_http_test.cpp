@@ -76,6 +76,16 @@ TEST_F(EmbeddingsApi, OpenAIShapeMatchesTheReference) {
   }
   EXPECT_EQ(body["usage"]["prompt_tokens"], tokens);
   EXPECT_EQ(body["usage"]["total_tokens"], tokens);
+  // Pooling requests count in the metrics like any other (bounded wait: stats arrive with the step).
+  bool counted = false;
+  for (int i = 0; i < 50 && !counted; ++i) {
+    auto m = apps::http::request("127.0.0.1", server_->port(), "GET", "/metrics", "", {}, {}, std::chrono::seconds(5));
+    ASSERT_TRUE(m.ok());
+    counted = m->body.find("troupe:request_success_total{") != std::string::npos &&
+              m->body.find("troupe:prompt_tokens_total{") != std::string::npos;
+    if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(counted);
 }
 
 TEST_F(EmbeddingsApi, TokenIdsAndBase64GiveTheSameVector) {
