@@ -145,7 +145,6 @@ int main(int argc, char** argv) {
   std::printf("\n'output tok/s' counts all generated tokens over the whole run (prefill included); 'decode tok/s'\n"
               "only the tokens after every request had its first one. 'vs C=1' compares decode tok/s.\n"
               "'outside model' = 1 - (time inside Worker::execute_model) / wall time: actors, scheduling,\n"
-              "sampling and detokenization. Reference figures measured elsewhere (llama.cpp batched decode,\n"
-              "Q8_0, this machine): 77 / 121 / 92 / 68 tok/s at 1 / 4 / 16 / 32 sequences.\n");
+              "sampling and detokenization. References come from a side-by-side run (bench/), never from here.\n");
   return 0;
 }
