@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "node_process.hpp"
+#include "tests/run_troupe.hpp"
 #include "serve_process.hpp"
 
 namespace troupe::tests {
@@ -32,27 +33,8 @@ std::string write_file(const std::string& name, const std::string& text) {
   return path;
 }
 
-struct CmdResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-CmdResult run_troupe(const std::string& args, const std::string& env = "") {
-  const std::string err_file = fmt::format("/tmp/troupe_node_test_{}_stderr", ::getpid());
-  const std::string cmd = env + " timeout -s KILL 120 " + std::string(TROUPE_EXE) + " " + args + " 2>" + err_file;
-  CmdResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  std::remove(err_file.c_str());
-  return r;
-}
+using troupe::testing::CmdResult;
+using troupe::testing::run_troupe;
 
 /// Polls `log()` (bounded) until it contains `text`.
 template <class Process>

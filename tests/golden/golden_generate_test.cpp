@@ -3,6 +3,8 @@
 // a flip is accepted only from a step whose recorded top-1/top-2 margin is
 // below 0.03 (llama.cpp keeps an F16 KV cache). Also `troupe generate` itself.
 #include <gtest/gtest.h>
+
+#include "tests/run_troupe.hpp"
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,28 +28,8 @@ nlohmann::json golden() {
   return nlohmann::json::parse(in);
 }
 
-struct CmdResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-CmdResult run_troupe(const std::string& args) {
-  // Per process: ctest runs this binary's tests in parallel processes.
-  const std::string err_file = ::testing::TempDir() + "troupe_generate_stderr." + std::to_string(::getpid()) + ".txt";
-  const std::string cmd = std::string(TROUPE_EXE) + " " + args + " 2>" + err_file;
-  CmdResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  return r;
-}
+using testing::CmdResult;
+using testing::run_troupe;
 
 std::string quote(const std::string& s) {
   std::string q = "'";
