@@ -6,6 +6,7 @@
 #include <caf/io/middleman.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <random>
 
@@ -108,23 +109,28 @@ struct Engine::Impl {
   }
 };
 
-// Part 1: plugins and the platform (through this node's plugin-host actor),
-// then what the engine reads from the model file itself, and the checks that
-// need no rank.
+// Part 1: plugins (through this node's plugin-host actor), what the engine reads
+// from the model file itself, then the platform that can run it (--device, else
+// chosen), and the checks that need no rank.
 Status Engine::Impl::load_artifacts() {
   caf::scoped_actor self{*system};
   plugin_host = actors::spawn_plugin_host_actor(*system);
-  auto platform_name = ask<std::string>(self, plugin_host, "loading plugins", actors::load_atom_v);
-  if (!platform_name) return platform_name.status();
-  auto activated = plugin_host::PluginHost::instance().activate_platform();
-  if (!activated) return activated.status();
-  platform = *activated;
+  auto loaded_plugins = ask<std::string>(self, plugin_host, "loading plugins", actors::load_atom_v);
+  if (!loaded_plugins) return loaded_plugins.status();
   auto loaded = load_model_artifacts(config);
   if (!loaded) return loaded.status();
   artifacts = std::move(loaded).value();
+  auto& host = plugin_host::PluginHost::instance();
+  plugin_host::PlatformRequest request;
+  request.device = config.device;
+  request.what = std::filesystem::path(config.model.model_path).filename().string();
+  request.can_serve = [this](const Platform& p) { return verify_weight_types(p, artifacts); };
+  auto activated = host.activate_platform(request);
+  if (!activated) return activated.status();
+  platform = *activated;
+  config.device = *host.activated_platform_name();
   TROUPE_RETURN_IF_ERROR(verify_parallel_config(config, artifacts));
-  TROUPE_RETURN_IF_ERROR(platform->check_and_update_config(config));
-  return verify_weight_types(*platform, artifacts);
+  return platform->check_and_update_config(config);
 }
 
 // The nodes that host the ranks: the ones given, or local node processes when

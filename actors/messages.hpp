@@ -83,11 +83,13 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<warmup_atom>::with<bool>,
     caf::replies_to<execute_atom, StepInput>::with<StepOutput>>;
 
-/// One per node: loads its plugins, activates its platform, spawns workers,
-/// and reports what it loaded (the JSON of `troupe plugins --json`).
+/// One per node: loads its plugins (load: answers the platform it would choose by
+/// itself), activates the platform the head names and spawns workers on it
+/// (worker: rank, platform plugin name), and reports what it loaded (the JSON of
+/// `troupe plugins --json`).
 using plugin_host_actor = caf::typed_actor<
     caf::replies_to<load_atom>::with<std::string>,
-    caf::replies_to<worker_atom, int32_t>::with<worker_actor>,
+    caf::replies_to<worker_atom, int32_t, std::string>::with<worker_actor>,
     caf::replies_to<report_atom>::with<std::string>>;
 
 /// Sizes the KV cache across ranks and has every rank allocate it.

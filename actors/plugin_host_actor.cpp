@@ -22,11 +22,13 @@ struct PluginHostState {
 
 using Self = plugin_host_actor::stateful_pointer<PluginHostState>;
 
-Status activate(Self self) {
-  if (self->state.platform) return {};
+// The head names the platform (the one it activated for the model), so every
+// node runs the same one; a node that cannot activate it says why.
+Status activate(Self self, const std::string& device) {
   auto& host = plugin_host::PluginHost::instance();
-  host.load_all();
-  auto platform = host.activate_platform();
+  plugin_host::PlatformRequest request;
+  request.device = device;
+  auto platform = host.activate_platform(request);
   if (!platform) return platform.status();
   self->state.platform = *platform;
   return {};
@@ -36,11 +38,15 @@ plugin_host_actor::behavior_type plugin_host_behavior(Self self) {
   drop_unexpected_messages(self);
   return {
       [=](load_atom) -> caf::result<std::string> {
-        if (auto s = activate(self); !s) return to_error(s);
-        return self->state.platform->device_type();
+        auto& host = plugin_host::PluginHost::instance();
+        host.load_all();
+        if (auto active = host.activated_platform_name()) return *active;
+        auto selected = host.preview_platform();
+        if (!selected) return to_error(selected.status());
+        return *selected;
       },
-      [=](worker_atom, int32_t rank) -> caf::result<worker_actor> {
-        if (auto s = activate(self); !s) return to_error(s);
+      [=](worker_atom, int32_t rank, std::string& device) -> caf::result<worker_actor> {
+        if (auto s = activate(self, device); !s) return to_error(s);
         if (rank < 0) return to_error(invalid_argument("rank " + std::to_string(rank) + " is negative"));
         auto& workers = self->state.workers;
         // A head that asks again (after a restart or a lost connection) replaces
@@ -61,7 +67,8 @@ plugin_host_actor::behavior_type plugin_host_behavior(Self self) {
         return worker;
       },
       [=](report_atom) -> std::string {
-        return plugin_host::plugin_report_json(plugin_host::PluginHost::instance(), /*with_details=*/true);
+        return plugin_host::plugin_report_json(plugin_host::PluginHost::instance(), /*with_details=*/true,
+                                                  /*activate=*/false);
       },
   };
 }

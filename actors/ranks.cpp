@@ -54,7 +54,8 @@ Result<std::vector<worker_actor>> start_workers(caf::actor_system& system, const
   TROUPE_RETURN_IF_ERROR(fan_out<worker_actor>(
       world,
       [&](size_t r) {
-        return self->request(layout.nodes[layout.node_of_rank[r]], timeout, worker_atom_v, static_cast<int32_t>(r));
+        return self->request(layout.nodes[layout.node_of_rank[r]], timeout, worker_atom_v, static_cast<int32_t>(r),
+                             config.device);
       },
       [&](size_t r, worker_actor& w) { workers[r] = std::move(w); }, what));
   if (replies) replies->assign(world, WorkerInitReply{});

@@ -40,7 +40,8 @@ typename Inspector::result_type inspect(Inspector& f, CompilationConfig& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineConfig& x) {
-  return f(caf::meta::type_name("EngineConfig"), x.model, x.cache, x.scheduler, x.parallel, x.compilation, x.extra);
+  return f(caf::meta::type_name("EngineConfig"), x.device, x.model, x.cache, x.scheduler, x.parallel, x.compilation,
+           x.extra);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelInfo& x) {

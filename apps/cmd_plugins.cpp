@@ -50,7 +50,10 @@ void print_text(const nlohmann::json& j) {
     if (!c["reason"].get<std::string>().empty()) std::cout << " (" << c["reason"].get<std::string>() << ")";
     std::cout << "\n";
   }
-  if (plat["activated"].is_null()) {
+  if (plat["activated"].is_null() && plat.contains("selected") && !plat["selected"].is_null()) {
+    std::cout << "Activated platform: none yet (the head chooses; automatically it would be "
+              << plat["selected"].get<std::string>() << ")\n";
+  } else if (plat["activated"].is_null()) {
     std::cout << "Activated platform: none (" << plat["reason"].get<std::string>() << ")\n";
   } else {
     std::cout << "Activated platform: " << plat["activated"].get<std::string>() << " ("

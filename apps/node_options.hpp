@@ -1,6 +1,6 @@
-// The flags `troupe serve` and `troupe generate` share for ranks on other
-// processes and nodes: --tensor-parallel-size, --pipeline-parallel-size,
-// --nodes and --secret-file.
+// The flags `troupe serve` and `troupe generate` share for where ranks run:
+// --device, and for ranks on other processes and nodes --tensor-parallel-size,
+// --pipeline-parallel-size, --nodes and --secret-file.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +13,13 @@
 #include "troupe/status.hpp"
 
 namespace troupe::apps {
+
+/// --device (vLLM's flag): the platform to run on; TROUPE_DEVICE when not given.
+inline void add_device_option(CLI::App& sub, std::string* device) {
+  sub.add_option("--device", *device,
+                 "Platform to run on: a platform plugin's name or device type (cpu, cuda, ...); default auto, "
+                 "or TROUPE_DEVICE when set");
+}
 
 inline void add_parallel_options(CLI::App& sub, int* tensor_parallel_size, int* pipeline_parallel_size,
                                  std::string* nodes, std::string* secret_file) {

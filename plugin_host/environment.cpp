@@ -1,5 +1,5 @@
 // Where plugins come from: the built-in directory and the environment
-// (TROUPE_BUILTIN_PLUGIN_DIR, TROUPE_PLUGIN_PATH, TROUPE_PLUGINS).
+// (TROUPE_BUILTIN_PLUGIN_DIR, TROUPE_PLUGIN_PATH, TROUPE_PLUGINS, TROUPE_DEVICE).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -92,6 +92,7 @@ HostOptions HostOptions::from_environment() {
   }
   for (auto& d : split_path_list(std::getenv("TROUPE_PLUGIN_PATH"))) o.plugin_dirs.push_back(d);
   o.allowed = parse_plugin_filter(std::getenv("TROUPE_PLUGINS"));
+  if (const char* device = std::getenv("TROUPE_DEVICE")) o.device = device;
   return o;
 }
 

@@ -73,6 +73,12 @@ LoadOutcome load_library(const Manifest& m) {
     return refused("library " + m.library + " was built with C++ ABI " + cxx_abi + ", but this troupe uses " +
                    TROUPE_CXX_ABI_TAG);
   }
+  if (d->layout_fingerprint != sdk_layout_fingerprint()) {
+    return refused("library " + m.library + " was built against SDK headers whose type layouts differ from this "
+                   "troupe's (layout fingerprint " + std::to_string(d->layout_fingerprint) + ", expected " +
+                   std::to_string(sdk_layout_fingerprint()) +
+                   "): rebuild the plugin against the headers of this troupe, with the same compiler options");
+  }
   const std::string group = str_or(d->group, "(none)");
   if (group != m.group) {
     return refused("library " + m.library + " declares group " + group + ", but its manifest " + m.path +

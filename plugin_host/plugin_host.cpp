@@ -91,12 +91,17 @@ struct PluginHost::Impl {
   std::vector<PluginRecord> records;
   std::vector<const PluginDescriptor*> descriptors;  // parallel to records; null unless loaded
 
-  bool platform_resolved = false;
+  struct Available {
+    std::string name;
+    Platform* platform;
+    size_t candidate;  // index into candidates
+  };
+  bool probed = false;
   std::vector<PlatformCandidate> candidates;
   std::vector<std::unique_ptr<Platform>> platforms;  // every platform a probe returned
-  Platform* active = nullptr;
+  std::vector<Available> available;                  // in discovery order
+  std::optional<size_t> active;                      // index into available
   std::optional<std::string> active_name;
-  Status platform_status;
 
   bool is_builtin_dir(const std::string& dir) const {
     const std::string c = canonical_or_same(dir);
@@ -112,7 +117,14 @@ struct PluginHost::Impl {
   void discover();
   void log_discovered() const;
   void load_one(size_t i);
-  void resolve_platform();
+  void probe_platforms();
+  bool matches(const Available& a, const std::string& device) const;
+  Status can_serve(const Available& a, const PlatformRequest& request) const;
+  Status cannot_serve(const Available& a, const Status& why, const PlatformRequest& request) const;
+  std::string requested_device(const PlatformRequest& request) const;
+  Result<size_t> choose(const PlatformRequest& request) const;
+  Result<Platform*> check_active(const PlatformRequest& request) const;
+  void activate(size_t index);
 };
 
 void PluginHost::Impl::discover() {
@@ -205,22 +217,16 @@ void PluginHost::Impl::load_one(size_t i) {
   }
 }
 
-void PluginHost::Impl::resolve_platform() {
-  platform_resolved = true;
-  struct Available {
-    std::string name;
-    Platform* platform;
-    size_t candidate;
-  };
-  std::vector<Available> oot, builtin;
+void PluginHost::Impl::probe_platforms() {
+  probed = true;
   for (size_t i = 0; i < records.size(); ++i) {
     const auto& rec = records[i];
     if (rec.group != kGroupPlatform || rec.status != PluginStatus::loaded || !descriptors[i]) continue;
     PlatformCandidate c;
     c.name = rec.name;
     Platform* p = nullptr;
-    std::string error;
-    bool ok = guarded([&] { p = descriptors[i]->platform_probe(); }, "platform probe", &error);
+    std::string error, why_not;
+    bool ok = guarded([&] { p = descriptors[i]->platform_probe(&why_not); }, "platform probe", &error);
     if (ok && p) {
       platforms.emplace_back(p);
       ok = guarded([&] {
@@ -232,60 +238,133 @@ void PluginHost::Impl::resolve_platform() {
       c.reason = error;
       TROUPE_LOG_ERROR("platform plugin {}: {}", rec.name, error);
     } else if (!p) {
-      c.reason = "probe returned no platform";
+      c.reason = why_not.empty() ? "probe returned no platform" : "probe returned no platform: " + why_not;
       TROUPE_LOG_DEBUG("platform plugin {}: {}", rec.name, c.reason);
     } else {
       c.available = true;
-      (c.out_of_tree ? oot : builtin).push_back({rec.name, p, candidates.size()});
+      available.push_back({rec.name, p, candidates.size()});
     }
     candidates.push_back(std::move(c));
   }
+}
 
-  auto names = [](const std::vector<Available>& v) {
+bool PluginHost::Impl::matches(const Available& a, const std::string& device) const {
+  return a.name == device || candidates[a.candidate].device_type == device;
+}
+
+Status PluginHost::Impl::can_serve(const Available& a, const PlatformRequest& request) const {
+  if (!request.can_serve) return {};
+  Status st;
+  std::string error;
+  if (!guarded([&] { st = request.can_serve(*a.platform); }, "platform check", &error)) return internal_error(error);
+  return st;
+}
+
+// "platform cuda cannot run M: why; platforms that could: cpu"
+Status PluginHost::Impl::cannot_serve(const Available& a, const Status& why, const PlatformRequest& request) const {
+  std::vector<std::string> could;
+  for (const auto& other : available)
+    if (other.name != a.name && can_serve(other, request).ok()) could.push_back(other.name);
+  return not_supported("platform " + a.name + " cannot run " + (request.what.empty() ? "this model" : request.what) +
+                       ": " + why.message() +
+                       (could.empty() ? std::string("; no other available platform could either")
+                                      : "; platforms that could: " + join(could) +
+                                            " (choose one with --device or TROUPE_DEVICE)"));
+}
+
+std::string PluginHost::Impl::requested_device(const PlatformRequest& request) const {
+  // "" and "auto" both leave the choice to TROUPE_DEVICE, then to the host.
+  const bool automatic = request.device.empty() || request.device == "auto";
+  const std::string& device = automatic ? options.device : request.device;
+  return device == "auto" ? std::string() : device;
+}
+
+Result<size_t> PluginHost::Impl::choose(const PlatformRequest& request) const {
+  auto names = [](const std::vector<const Available*>& v) {
     std::vector<std::string> n;
-    for (const auto& a : v) n.push_back(a.name);
+    for (const auto* a : v) n.push_back(a->name);
     return join(n);
   };
-  const Available* winner = nullptr;
-  if (oot.size() >= 2) {
-    platform_status = invalid_argument("Only one out-of-tree platform plugin can be activated, but got: " + names(oot) +
-                                       ". Use TROUPE_PLUGINS to choose one.");
-  } else if (oot.size() == 1) {
-    winner = &oot[0];
-  } else if (builtin.size() >= 2) {
-    // A real accelerator beats the CPU (vLLM: CUDA is chosen over CPU when both are present).
-    std::vector<Available> accel;
-    for (const auto& b : builtin)
-      if (b.platform->platform_enum() != PlatformEnum::cpu) accel.push_back(b);
-    if (accel.size() == 1) {
-      winner = &*std::find_if(builtin.begin(), builtin.end(), [&](const Available& b) { return b.name == accel[0].name; });
-    } else {
-      platform_status = invalid_argument("Only one built-in platform can be activated, but got: " +
-                                         names(accel.empty() ? builtin : accel));
+  const std::string device = requested_device(request);
+  if (!device.empty()) {
+    for (size_t i = 0; i < available.size(); ++i) {
+      if (!matches(available[i], device)) continue;
+      if (Status st = can_serve(available[i], request); !st.ok()) return cannot_serve(available[i], st, request);
+      return i;
     }
-  } else if (builtin.size() == 1) {
-    winner = &builtin[0];
-  } else {
-    std::string detail;
-    for (const auto& c : candidates) detail += (detail.empty() ? "" : "; ") + c.name + ": " + c.reason;
-    platform_status = not_found("no platform is available" +
-                                (candidates.empty() ? std::string(": no platform plugin was loaded (plugin directories: " +
-                                                                  join(options.plugin_dirs) + ")")
-                                                    : " (" + detail + ")"));
+    for (const auto& c : candidates)
+      if (c.name == device || c.device_type == device)
+        return unavailable("device '" + device + "' was requested (--device or TROUPE_DEVICE), but platform " +
+                           c.name + " is not available: " + c.reason);
+    std::vector<std::string> known;
+    for (const auto& c : candidates) known.push_back(c.name + (c.available ? "" : " (not available)"));
+    return not_found("device '" + device + "' was requested (--device or TROUPE_DEVICE), but no platform plugin "
+                     "provides it (platforms: " + (known.empty() ? std::string("none") : join(known)) + ")");
   }
 
-  if (!winner) {
-    TROUPE_LOG_ERROR("{}", platform_status.message());
-    return;
+  std::vector<const Available*> oot, accel, cpu;
+  for (const auto& a : available) {
+    if (candidates[a.candidate].out_of_tree)
+      oot.push_back(&a);
+    else
+      (a.platform->platform_enum() == PlatformEnum::cpu ? cpu : accel).push_back(&a);
   }
-  active = winner->platform;
-  active_name = winner->name;
+  auto index_of = [&](const Available* a) { return static_cast<size_t>(a - available.data()); };
+  if (oot.size() >= 2)
+    return invalid_argument("Only one out-of-tree platform plugin can be activated, but got: " + names(oot) +
+                            ". Use TROUPE_PLUGINS to choose one.");
+  if (oot.size() == 1) {  // installed on purpose: it is chosen, or its refusal is the answer
+    if (Status st = can_serve(*oot[0], request); !st.ok()) return cannot_serve(*oot[0], st, request);
+    return index_of(oot[0]);
+  }
+  // A real accelerator beats the CPU (vLLM: CUDA is chosen over CPU when both are
+  // present), but only one that can run the model.
+  for (const auto* group : {&accel, &cpu}) {
+    std::vector<const Available*> serving;
+    for (const auto* a : *group) {
+      if (Status st = can_serve(*a, request); st.ok())
+        serving.push_back(a);
+      else
+        TROUPE_LOG_INFO("Platform {} is available but cannot run {}: {}", a->name,
+                        request.what.empty() ? "this model" : request.what, st.message());
+    }
+    if (serving.size() >= 2)
+      return invalid_argument("Only one built-in platform can be activated, but got: " + names(serving) +
+                              ". Choose one with --device or TROUPE_DEVICE.");
+    if (serving.size() == 1) return index_of(serving[0]);
+  }
+  std::string detail;
+  for (const auto& c : candidates) detail += (detail.empty() ? "" : "; ") + c.name + ": " + c.reason;
+  if (candidates.empty())
+    return not_found("no platform is available: no platform plugin was loaded (plugin directories: " +
+                     join(options.plugin_dirs) + ")");
+  if (available.empty()) return not_found("no platform is available (" + detail + ")");
+  std::string refusals;
+  for (const auto& a : available)
+    refusals += (refusals.empty() ? "" : "; ") + a.name + ": " + can_serve(a, request).message();
+  return not_supported("no available platform can run " + (request.what.empty() ? "this model" : request.what) +
+                       " (" + refusals + ")");
+}
+
+Result<Platform*> PluginHost::Impl::check_active(const PlatformRequest& request) const {
+  const Available& a = available[*active];
+  const std::string device = requested_device(request);
+  if (!device.empty() && !matches(a, device))
+    return invalid_argument("platform " + a.name + " is already active in this process; device '" + device +
+                               "' cannot be activated beside it (one platform per process)");
+  if (Status st = can_serve(a, request); !st.ok()) return cannot_serve(a, st, request);
+  return a.platform;
+}
+
+void PluginHost::Impl::activate(size_t index) {
+  active = index;
+  const Available& winner = available[index];
+  active_name = winner.name;
   for (auto& c : candidates)
-    if (c.available && c.name != winner->name) c.reason = "available, but platform " + winner->name + " was activated";
-  custom_op_registry::set_active_device_type(candidates[winner->candidate].device_type);
-  if (!candidates[winner->candidate].out_of_tree)
-    TROUPE_LOG_INFO("Automatically detected platform {}.", winner->name);
-  TROUPE_LOG_INFO("Platform plugin {} is activated", winner->name);
+    if (c.available && c.name != winner.name) c.reason = "available, but platform " + winner.name + " was activated";
+  custom_op_registry::set_active_device_type(candidates[winner.candidate].device_type);
+  if (!candidates[winner.candidate].out_of_tree) TROUPE_LOG_INFO("Automatically detected platform {}.", winner.name);
+  TROUPE_LOG_INFO("Platform plugin {} is activated", winner.name);
 }
 
 PluginHost::PluginHost(HostOptions options) : impl_(std::make_unique<Impl>()) {
@@ -313,12 +392,32 @@ void PluginHost::load_all() {
   }
 }
 
-Result<Platform*> PluginHost::activate_platform() {
+Result<Platform*> PluginHost::activate_platform(const PlatformRequest& request) {
   load_all();
   std::lock_guard lock(impl_->mu);
-  if (!impl_->platform_resolved) impl_->resolve_platform();
-  if (!impl_->active) return impl_->platform_status;
-  return impl_->active;
+  if (!impl_->probed) impl_->probe_platforms();
+  if (impl_->active) return impl_->check_active(request);
+  auto chosen = impl_->choose(request);
+  if (!chosen.ok()) {
+    TROUPE_LOG_ERROR("{}", chosen.status().message());
+    return chosen.status();
+  }
+  impl_->activate(*chosen);
+  return impl_->available[*chosen].platform;
+}
+
+Result<std::string> PluginHost::preview_platform(const PlatformRequest& request) {
+  load_all();
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->probed) impl_->probe_platforms();
+  if (impl_->active) {
+    auto p = impl_->check_active(request);
+    if (!p.ok()) return p.status();
+    return *impl_->active_name;
+  }
+  auto chosen = impl_->choose(request);
+  if (!chosen.ok()) return chosen.status();
+  return impl_->available[*chosen].name;
 }
 
 const std::vector<PluginRecord>& PluginHost::records() const { return impl_->records; }

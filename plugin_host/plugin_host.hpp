@@ -3,6 +3,7 @@
 // per process and resolves the platform as vLLM does.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,19 @@ struct PlatformCandidate {
   std::string reason;         // e.g. "probe returned no platform"
 };
 
+/// What the engine asks of the platform to activate.
+struct PlatformRequest {
+  /// A platform plugin's name or device type ("cpu", "cuda"); "" or "auto": the one
+  /// HostOptions::device (TROUPE_DEVICE) names, else chosen automatically.
+  std::string device;
+  /// Whether a platform can serve the model (its weight types, ...); empty: any can.
+  /// Automatic choice skips a platform that cannot; an explicit one is an error naming
+  /// which platforms could.
+  std::function<Status(const Platform&)> can_serve;
+  /// Names the model in errors ("SmolLM2-135M-Instruct.Q4_1.gguf").
+  std::string what;
+};
+
 struct HostOptions {
   /// Plugin directories searched in order. Default: the built-in directory
   /// (<exe dir>/../lib/troupe/plugins), then each entry of TROUPE_PLUGIN_PATH.
@@ -62,8 +76,10 @@ struct HostOptions {
   /// Directories (also listed in plugin_dirs) holding troupe's own plugins. As
   /// vLLM's built-in platforms, their plugins are not subject to `allowed`.
   std::vector<std::string> builtin_dirs;
+  /// The device to activate when a request names none (TROUPE_DEVICE); "" = automatic.
+  std::string device;
   /// Options from the environment: the built-in directory (TROUPE_BUILTIN_PLUGIN_DIR
-  /// overrides it), TROUPE_PLUGIN_PATH and TROUPE_PLUGINS.
+  /// overrides it), TROUPE_PLUGIN_PATH, TROUPE_PLUGINS and TROUPE_DEVICE.
   static HostOptions from_environment();
 };
 
@@ -80,9 +96,14 @@ class PluginHost {
   /// Discover, filter and load every plugin; general plugins register once per
   /// process. Safe to call again (later calls do nothing). Logs vLLM's lines.
   void load_all();
-  /// Resolve the platform: one out-of-tree platform beats built-ins; two or
-  /// more out-of-tree platforms, or none at all, are errors. Cached.
-  Result<Platform*> activate_platform();
+  /// Resolve the platform, once per process (later calls check the request against it).
+  /// An explicit device (request, else TROUPE_DEVICE) activates that platform or fails
+  /// with the probe's reason. Automatically: one out-of-tree platform beats built-ins
+  /// (two or more are an error), an accelerator beats the CPU; a platform that cannot
+  /// serve the request's model is passed over.
+  Result<Platform*> activate_platform(const PlatformRequest& request = {});
+  /// The name of the platform activate_platform(request) would give, activating nothing.
+  Result<std::string> preview_platform(const PlatformRequest& request = {});
 
   const std::vector<PluginRecord>& records() const;
   const std::vector<PlatformCandidate>& platform_candidates() const;

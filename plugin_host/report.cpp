@@ -9,9 +9,11 @@ namespace {
 constexpr const char* kGroups[] = {kGroupGeneral, kGroupPlatform, kGroupIOProcessor, kGroupStatLogger};
 }  // namespace
 
-std::string plugin_report_json(PluginHost& host, bool with_details) {
+std::string plugin_report_json(PluginHost& host, bool with_details, bool activate) {
   host.load_all();
-  Result<Platform*> platform = host.activate_platform();
+  Result<Platform*> platform = not_found("no platform is active yet");
+  if (activate || host.activated_platform_name()) platform = host.activate_platform();
+  Result<std::string> selected = host.preview_platform();
   nlohmann::json groups = nlohmann::json::object();
   for (const char* g : kGroups) groups[g] = nlohmann::json::array();
   for (const auto& r : host.records()) {
@@ -36,7 +38,8 @@ std::string plugin_report_json(PluginHost& host, bool with_details) {
                           {"device_type", c.device_type},
                           {"reason", c.reason}});
   }
-  nlohmann::json plat = {{"activated", nullptr}, {"candidates", candidates}, {"reason", ""}};
+  nlohmann::json plat = {{"activated", nullptr}, {"candidates", candidates}, {"reason", ""}, {"selected", nullptr}};
+  if (selected.ok()) plat["selected"] = *selected;
   if (platform.ok()) {
     plat["activated"] = *host.activated_platform_name();
     plat["device_type"] = (*platform)->device_type();

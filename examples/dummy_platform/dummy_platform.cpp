@@ -40,8 +40,8 @@ troupe::DeviceMemory DummyPlatform::memory_info(int /*device_id*/) const {
 
 namespace {
 // The dummy device is always "present"; a real plugin would look for its hardware
-// here and return nullptr when there is none.
-troupe::Platform* probe_dummy() { return new dummy::DummyPlatform(); }
+// here and return nullptr when there is none, saying why in *why_not.
+troupe::Platform* probe_dummy(std::string* /*why_not*/) { return new dummy::DummyPlatform(); }
 }  // namespace
 
 TROUPE_PLUGIN(troupe::platform_plugin("dummy", &probe_dummy))

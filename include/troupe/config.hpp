@@ -57,6 +57,10 @@ struct CompilationConfig {
 };
 
 struct EngineConfig {
+  /// The platform to run on (vLLM's --device): a platform plugin's name or device type
+  /// ("cpu", "cuda"); "auto" lets the plugin host choose. After start-up it names the
+  /// activated platform plugin, so every node activates the same one.
+  std::string device = "auto";
   ModelConfig model;
   CacheConfig cache;
   SchedulerConfig scheduler;

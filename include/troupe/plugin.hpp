@@ -1,10 +1,13 @@
 // The plugin ABI. A plugin library exports one C symbol,
 //   extern "C" const troupe::PluginDescriptor* troupe_plugin_entry();
 // returning a descriptor that starts with the ABI version it was built for.
-// The host refuses a library whose version or C++ ABI tag differs from its own.
+// The host refuses a library whose ABI version, descriptor size, C++ ABI tag or
+// SDK layout fingerprint differs from its own.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 #include "troupe/config.hpp"
 #include "troupe/io_processor.hpp"
@@ -13,7 +16,7 @@
 #include "troupe/status.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
-#define TROUPE_ABI_VERSION 4u
+#define TROUPE_ABI_VERSION 5u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -37,19 +40,45 @@ inline constexpr const char* kGroupStatLogger = "troupe.stat_logger_plugins";
 
 /// General plugins: register models / custom ops. Must be safe to call more than once.
 using RegisterFn = Status (*)();
-/// Platform plugins: the platform to use, or nullptr when its hardware is absent.
-/// The host owns the returned object and never unloads the library.
-using PlatformProbeFn = Platform* (*)();
+/// Platform plugins: the platform to use, or nullptr when its hardware is absent; then
+/// the probe says why in `why_not` ("cudaGetDeviceCount: ... (35)"), which `troupe
+/// plugins` shows. The host owns the returned object and never unloads the library.
+using PlatformProbeFn = Platform* (*)(std::string* why_not);
 /// IO processor plugins: a new processor for this engine config (host owns it).
 using IOProcessorFactoryFn = IOProcessor* (*)(const EngineConfig& config);
 /// Stat logger plugins: a new logger for engine `engine_index` (host owns it).
 using StatLoggerFactoryFn = StatLogger* (*)(const EngineConfig& config, int engine_index);
+
+/// A fingerprint of the layouts of the SDK's types that cross the plugin boundary
+/// (sizes and alignments, FNV-1a). It catches what TROUPE_ABI_VERSION alone misses: a
+/// header changed without a version bump, or a plugin built with other packing or
+/// standard-library options. Vtable changes still need the version bump.
+constexpr uint64_t sdk_layout_fingerprint() {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  for (uint64_t v : std::initializer_list<uint64_t>{
+           sizeof(std::string), alignof(std::string), sizeof(std::vector<float>), sizeof(Status),
+           alignof(Status), sizeof(ModelConfig), sizeof(CacheConfig), sizeof(SchedulerConfig),
+           sizeof(ParallelConfig), sizeof(CompilationConfig), sizeof(EngineConfig), alignof(EngineConfig),
+           sizeof(DeviceMemory), sizeof(KvCacheSpec), sizeof(KvCacheConfig), sizeof(ForwardBatch),
+           sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput), sizeof(SchedulerStats),
+           sizeof(Platform), sizeof(Worker), sizeof(Ops), sizeof(AttentionBackend), sizeof(DeviceCommunicator),
+           sizeof(IOProcessor), sizeof(StatLogger)})
+    mix(v);
+  return h;
+}
 
 struct PluginDescriptor {
   uint32_t abi_version;        // TROUPE_ABI_VERSION the plugin was built with: checked first
   uint32_t descriptor_size;    // sizeof(PluginDescriptor) on the plugin's side
   const char* sdk_version;     // TROUPE_SDK_VERSION, for messages
   const char* cxx_abi;         // TROUPE_CXX_ABI_TAG
+  uint64_t layout_fingerprint; // sdk_layout_fingerprint() on the plugin's side
   const char* name;            // should equal the manifest's name
   const char* group;           // should equal the manifest's group
   RegisterFn register_fn;                    // general plugins
@@ -60,19 +89,19 @@ struct PluginDescriptor {
 
 /// Descriptor builders: use them so the version fields are stamped at the plugin's build.
 constexpr PluginDescriptor general_plugin(const char* name, RegisterFn fn) {
-  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
           name, kGroupGeneral, fn, nullptr, nullptr, nullptr};
 }
 constexpr PluginDescriptor platform_plugin(const char* name, PlatformProbeFn fn) {
-  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
           name, kGroupPlatform, nullptr, fn, nullptr, nullptr};
 }
 constexpr PluginDescriptor io_processor_plugin(const char* name, IOProcessorFactoryFn fn) {
-  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
           name, kGroupIOProcessor, nullptr, nullptr, fn, nullptr};
 }
 constexpr PluginDescriptor stat_logger_plugin(const char* name, StatLoggerFactoryFn fn) {
-  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG,
+  return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
           name, kGroupStatLogger, nullptr, nullptr, nullptr, fn};
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "troupe/attention.hpp"
@@ -64,23 +65,14 @@ class Worker {
   /// The loaded model's shapes (valid after load_model).
   virtual const ModelInfo* model_info() const = 0;
 
-  // Optional capabilities: the defaults answer "not supported by platform X".
-  /// Offload weights / drop the KV cache to free device memory (level 1 or 2).
-  virtual Status sleep(int level);
-  /// Undo sleep(); `tags` selects what to restore ("weights", "kv_cache"), empty = all.
-  virtual Status wake_up(const std::vector<std::string>& tags);
-  /// Draft tokens proposed by speculative decoding for each request of the last step.
-  virtual Result<std::vector<std::vector<int32_t>>> take_draft_token_ids();
-  /// Load a LoRA adapter under `lora_id` from `path`.
-  virtual Status add_lora(int64_t lora_id, const std::string& path);
-  /// Unload a LoRA adapter.
-  virtual Status remove_lora(int64_t lora_id);
-  /// Ids of the loaded LoRA adapters.
-  virtual Result<std::vector<int64_t>> list_loras() const;
-  /// Keep a LoRA adapter resident.
-  virtual Status pin_lora(int64_t lora_id);
-  /// Run a batch of dummy tokens (keeps data-parallel ranks in lock step).
+  /// Run a batch of dummy tokens (keeps data-parallel ranks in lock step). Default:
+  /// not supported by platform X.
   virtual Status execute_dummy_batch();
+
+  /// Optional features (sleep mode, LoRA, draft tokens, ...) as extension slots: the
+  /// interface named `name` (troupe/extensions.hpp) if this worker implements it, else
+  /// nullptr (the default). Use find_extension<E>(worker) rather than calling this.
+  virtual void* get_extension(std::string_view name);
 
   const std::string& platform_name() const { return platform_name_; }
 

@@ -4,7 +4,7 @@
 #include "troupe/plugin.hpp"
 
 namespace {
-troupe::Platform* probe_cpu() { return new troupe::cpu::CpuPlatform(); }
+troupe::Platform* probe_cpu(std::string* /*why_not*/) { return new troupe::cpu::CpuPlatform(); }
 }  // namespace
 
 TROUPE_PLUGIN(troupe::platform_plugin("cpu", &probe_cpu))

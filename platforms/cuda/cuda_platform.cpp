@@ -63,20 +63,27 @@ DeviceMemory CudaPlatform::memory_info(int device_id) const {
 std::vector<std::string> CudaPlatform::supported_dtypes() const { return {"float32", "float16", "bfloat16"}; }
 std::vector<std::string> CudaPlatform::supported_quantizations() const { return {}; }
 
+Status CudaPlatform::verify_quantization(std::string_view quant) const {
+  return not_supported("platform cuda cannot run weights of type " + std::string(quant.empty() ? "(none)" : quant) +
+                       " yet: its worker, kernels wiring and attention backend are not implemented");
+}
+
 }  // namespace troupe::cuda
 
 namespace {
 
-troupe::Platform* probe_cuda() {
+troupe::Platform* probe_cuda(std::string* why_not) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    TROUPE_LOG_DEBUG("cuda platform: cudaGetDeviceCount failed with {} ({}): no CUDA platform",
-                     static_cast<int>(err), cudaGetErrorString(err));
+    *why_not = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err) + " (" +
+               std::to_string(static_cast<int>(err)) + ")";
+    TROUPE_LOG_DEBUG("cuda platform: {}: no CUDA platform", *why_not);
     return nullptr;
   }
   if (count == 0) {
-    TROUPE_LOG_DEBUG("cuda platform: no CUDA device found");
+    *why_not = "cudaGetDeviceCount: no CUDA device found (0 devices)";
+    TROUPE_LOG_DEBUG("cuda platform: {}", *why_not);
     return nullptr;
   }
   return new troupe::cuda::CudaPlatform(count);

@@ -26,6 +26,9 @@ class CudaPlatform final : public Platform {
   DeviceMemory memory_info(int device_id = 0) const override;
   std::vector<std::string> supported_dtypes() const override;
   std::vector<std::string> supported_quantizations() const override;
+  /// Refuses every weight type until the CUDA worker exists, so that automatic
+  /// platform choice passes cuda over (and runs on the CPU) instead of failing.
+  Status verify_quantization(std::string_view quant) const override;
 
  private:
   int device_count_;

@@ -185,6 +185,7 @@ TEST(Serialization, WorkerRepliesAndKvPlanRoundTrip) {
 
 TEST(Serialization, EngineConfigRoundTrips) {
   EngineConfig c;
+  c.device = "cpu";
   c.model.model_path = "/models/x.gguf";
   c.model.quantization = "q4_1";
   c.cache.block_size = 32;
@@ -195,6 +196,7 @@ TEST(Serialization, EngineConfigRoundTrips) {
   c.compilation.graph_mode = "cuda_graph";
   c.extra["chat_template"] = "chatml";
   auto b = round_trip(c);
+  EXPECT_EQ(b.device, "cpu");
   EXPECT_EQ(b.model.model_path, c.model.model_path);
   EXPECT_EQ(b.model.quantization, "q4_1");
   EXPECT_EQ(b.cache.block_size, 32);

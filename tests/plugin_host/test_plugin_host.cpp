@@ -113,6 +113,7 @@ TEST(PluginHost, BrokenPluginsAreReportedAndOthersStillLoad) {
   EXPECT_TRUE(contains(abi.reason, "this troupe uses ABI version " + std::to_string(TROUPE_ABI_VERSION))) << abi.reason;
 
   const auto& thr = find(host, "throws_register");
+  ASSERT_EQ(thr.name, "throws_register");
   EXPECT_EQ(thr.status, PluginStatus::failed);
   EXPECT_TRUE(contains(thr.reason, "boom from throws_register")) << thr.reason;
 
@@ -252,7 +253,7 @@ TEST(PlatformResolution, DecliningAndThrowingProbesAreCandidatesThatLost) {
   const auto* d = candidate(host, "declining");
   ASSERT_NE(d, nullptr);
   EXPECT_FALSE(d->available);
-  EXPECT_EQ(d->reason, "probe returned no platform");
+  EXPECT_EQ(d->reason, "probe returned no platform: no declining device in this test machine");
   const auto* t = candidate(host, "throwing_probe");
   ASSERT_NE(t, nullptr);
   EXPECT_FALSE(t->available);
@@ -265,7 +266,138 @@ TEST(PlatformResolution, NoAvailablePlatformIsAClearError) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), troupe::StatusCode::not_found);
   EXPECT_TRUE(contains(p.status().message(), "no platform is available")) << p.status().message();
-  EXPECT_TRUE(contains(p.status().message(), "declining: probe returned no platform")) << p.status().message();
+  EXPECT_TRUE(contains(p.status().message(), "declining: probe returned no platform: no declining device in this test machine")) << p.status().message();
+}
+
+// Each field the host checks before it trusts a descriptor refuses the library on its own.
+TEST(PluginHost, DescriptorsOfAnotherLayoutAreRefused) {
+  ph::PluginHost host(opts({"size_mismatch", "cxx_abi_mismatch", "layout_mismatch", "good_general"}));
+  host.load_all();
+  EXPECT_EQ(find(host, "good_general").status, PluginStatus::loaded);
+
+  const auto& size = find(host, "size_mismatch");
+  EXPECT_EQ(size.status, PluginStatus::refused);
+  EXPECT_TRUE(contains(size.reason, "has a plugin descriptor of " + std::to_string(sizeof(troupe::PluginDescriptor) - 8) +
+                                        " bytes, expected " + std::to_string(sizeof(troupe::PluginDescriptor))))
+      << size.reason;
+
+  const auto& cxx = find(host, "cxx_abi_mismatch");
+  EXPECT_EQ(cxx.status, PluginStatus::refused);
+  EXPECT_TRUE(contains(cxx.reason, "built with C++ ABI libc++/abi=1, but this troupe uses " TROUPE_CXX_ABI_TAG))
+      << cxx.reason;
+
+  const auto& layout = find(host, "layout_mismatch");
+  EXPECT_EQ(layout.status, PluginStatus::refused);
+  EXPECT_TRUE(contains(layout.reason, "type layouts differ")) << layout.reason;
+  EXPECT_TRUE(contains(layout.reason, "expected " + std::to_string(troupe::sdk_layout_fingerprint()))) << layout.reason;
+}
+
+TEST(PluginHost, LayoutFingerprintFollowsTheSdkTypes) {
+  // Stamped into every descriptor at the plugin's build: the built-in builders agree.
+  constexpr auto d = troupe::general_plugin("x", nullptr);
+  static_assert(d.layout_fingerprint == troupe::sdk_layout_fingerprint());
+  EXPECT_NE(troupe::sdk_layout_fingerprint(), 0u);
+}
+
+namespace {
+
+// A model only platforms of the given device types can run, as the engine asks it.
+ph::PlatformRequest model_for(std::vector<std::string> runs_on, std::string device = "") {
+  ph::PlatformRequest r;
+  r.device = std::move(device);
+  r.what = "m.gguf";
+  r.can_serve = [runs_on](const troupe::Platform& p) -> troupe::Status {
+    for (const auto& t : runs_on)
+      if (p.device_type() == t) return {};
+    return troupe::not_supported("quantization q4_1 is not supported by platform " + p.device_type());
+  };
+  return r;
+}
+
+}  // namespace
+
+// The CUDA bug of issue 9: an accelerator that cannot run the model must not win over the CPU.
+TEST(PlatformChoice, AcceleratorThatCannotRunTheModelIsPassedOver) {
+  ph::PluginHost host(opts({"fake_cpu", "fake_accel"}));
+  auto p = host.activate_platform(model_for({"fake_cpu"}));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(host.activated_platform_name(), "fake_cpu");
+}
+
+TEST(PlatformChoice, AcceleratorThatCanRunTheModelWins) {
+  ph::PluginHost host(opts({"fake_cpu", "fake_accel"}));
+  auto p = host.activate_platform(model_for({"fake_cpu", "fake_accel"}));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(host.activated_platform_name(), "fake_accel");
+}
+
+TEST(PlatformChoice, AnExplicitDeviceIsActivated) {
+  ph::PluginHost host(opts({"fake_cpu", "fake_accel"}));
+  auto p = host.activate_platform(model_for({"fake_cpu", "fake_accel"}, "fake_cpu"));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(host.activated_platform_name(), "fake_cpu");
+  // Later requests must agree with it: one platform per process.
+  auto other = host.activate_platform(model_for({"fake_cpu", "fake_accel"}, "fake_accel"));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), troupe::StatusCode::invalid_argument);
+  EXPECT_TRUE(contains(other.status().message(), "platform fake_cpu is already active")) << other.status().message();
+  EXPECT_TRUE(host.activate_platform(model_for({"fake_cpu"}, "auto")).ok());
+}
+
+TEST(PlatformChoice, TheDeviceFromTheEnvironmentAppliesWhenTheRequestNamesNone) {
+  auto o = opts({"fake_cpu", "fake_accel"});
+  o.device = "fake_cpu";  // TROUPE_DEVICE=fake_cpu
+  ph::PluginHost host(o);
+  auto p = host.activate_platform(model_for({"fake_cpu", "fake_accel"}, "auto"));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(host.activated_platform_name(), "fake_cpu");
+}
+
+TEST(PlatformChoice, AnExplicitDeviceThatCannotRunTheModelNamesThoseThatCould) {
+  ph::PluginHost host(opts({"fake_cpu", "fake_accel"}));
+  auto p = host.activate_platform(model_for({"fake_cpu"}, "fake_accel"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), troupe::StatusCode::not_supported);
+  const std::string m = p.status().message();
+  EXPECT_TRUE(contains(m, "platform fake_accel cannot run m.gguf")) << m;
+  EXPECT_TRUE(contains(m, "quantization q4_1 is not supported by platform fake_accel")) << m;
+  EXPECT_TRUE(contains(m, "platforms that could: fake_cpu")) << m;
+  EXPECT_FALSE(host.activated_platform_name().has_value());
+}
+
+TEST(PlatformChoice, AnExplicitDeviceThatIsAbsentGivesTheProbesReason) {
+  ph::PluginHost host(opts({"declining", "fake_cpu"}));
+  auto p = host.activate_platform(model_for({"fake_cpu"}, "declining"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), troupe::StatusCode::unavailable);
+  EXPECT_TRUE(contains(p.status().message(), "platform declining is not available: probe returned no platform: "
+                                             "no declining device in this test machine"))
+      << p.status().message();
+  auto unknown = host.activate_platform(model_for({"fake_cpu"}, "tpu9"));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), troupe::StatusCode::not_found);
+  EXPECT_TRUE(contains(unknown.status().message(), "no platform plugin provides it (platforms: declining (not "
+                                                   "available), fake_cpu)"))
+      << unknown.status().message();
+}
+
+TEST(PlatformChoice, NoPlatformThatCanRunTheModelIsAClearError) {
+  ph::PluginHost host(opts({"fake_cpu", "fake_accel"}));
+  auto p = host.activate_platform(model_for({}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), troupe::StatusCode::not_supported);
+  EXPECT_TRUE(contains(p.status().message(), "no available platform can run m.gguf")) << p.status().message();
+  EXPECT_TRUE(contains(p.status().message(), "fake_accel: quantization q4_1")) << p.status().message();
+}
+
+TEST(PlatformChoice, PreviewActivatesNothing) {
+  ph::PluginHost host(opts({"fake_cpu", "fake_accel"}));
+  auto name = host.preview_platform(model_for({"fake_cpu"}));
+  ASSERT_TRUE(name.ok()) << name.status().to_string();
+  EXPECT_EQ(*name, "fake_cpu");
+  EXPECT_FALSE(host.activated_platform_name().has_value());
+  ASSERT_TRUE(host.activate_platform(model_for({"fake_cpu", "fake_accel"}, "fake_accel")).ok());
+  EXPECT_EQ(host.activated_platform_name(), "fake_accel");
 }
 
 TEST(IOProcessors, MadeByName) {

@@ -34,15 +34,17 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-// env: "NAME=value" to set, "-NAME" to unset. TROUPE_* variables not named are unset.
-CliRun run_plugins(const std::vector<std::string>& env, const std::string& args = "--json") {
+// env: "NAME=value" to set. TROUPE_* variables not named are unset. `command`: the
+// troupe subcommand and its arguments.
+CliRun run_cli(const std::vector<std::string>& env, const std::string& command) {
   static int counter = 0;
   fs::path base = fs::temp_directory_path() / ("troupe_cli_test_" + std::to_string(::getpid()) + "_" +
                                                std::to_string(counter++));
-  std::string cmd = "env -u TROUPE_PLUGINS -u TROUPE_PLUGIN_PATH -u TROUPE_BUILTIN_PLUGIN_DIR -u TROUPE_LOG_LEVEL";
+  std::string cmd =
+      "env -u TROUPE_PLUGINS -u TROUPE_PLUGIN_PATH -u TROUPE_BUILTIN_PLUGIN_DIR -u TROUPE_LOG_LEVEL -u TROUPE_DEVICE";
   for (const auto& e : env) cmd += " '" + e + "'";
-  cmd += std::string(" '") + TROUPE_EXE + "' plugins " + args + " >'" + base.string() + ".out' 2>'" + base.string() +
-         ".err'";
+  cmd += std::string(" timeout -s KILL 120 '") + TROUPE_EXE + "' " + command + " >'" + base.string() + ".out' 2>'" +
+         base.string() + ".err'";
   CliRun r;
   int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -50,6 +52,11 @@ CliRun run_plugins(const std::vector<std::string>& env, const std::string& args 
   r.err = slurp(base.string() + ".err");
   fs::remove(base.string() + ".out");
   fs::remove(base.string() + ".err");
+  return r;
+}
+
+CliRun run_plugins(const std::vector<std::string>& env, const std::string& args = "--json") {
+  CliRun r = run_cli(env, "plugins " + args);
   if (args == "--json") r.report = json::parse(r.out, nullptr, false);
   return r;
 }
@@ -170,7 +177,7 @@ TEST(PluginsCli, BrokenPluginsAreListedWithReasons) {
   EXPECT_NE(r.err.find("plugin abi_mismatch refused"), std::string::npos) << r.err;
   bool declined = false;
   for (const auto& c : r.report["platform"]["candidates"])
-    if (c["name"] == "declining") declined = c["available"] == false && c["reason"] == "probe returned no platform";
+    if (c["name"] == "declining") declined = c["available"] == false && c["reason"] == "probe returned no platform: no declining device in this test machine";
   EXPECT_TRUE(declined) << r.out;
 }
 
@@ -178,6 +185,69 @@ TEST(PluginsCli, TextModeIsReadable) {
   CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("declining")}, "");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("troupe.platform_plugins:"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("declining: declined (probe returned no platform)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("declining: declined (probe returned no platform: no declining device in this test machine)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Activated platform:"), std::string::npos) << r.out;
 }
+
+// Issue 9's bug: an accelerator platform that cannot run the model (fake_accel has no
+// quantizations, as cuda before its worker) must not stop troupe from running on the CPU.
+TEST(DeviceChoice, AnAcceleratorThatCannotRunTheModelLeavesItToTheCpu) {
+  const std::string gen = std::string("generate ") + TROUPE_STORIES_PATH + " -p 'Once upon a time' -n 4 --json";
+  CliRun r = run_cli({"TROUPE_PLUGIN_PATH=" + dir("fake_accel")}, gen);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("Platform fake_accel is available but cannot run stories260K.gguf"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Platform plugin cpu is activated"), std::string::npos) << r.err;
+  json out = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << r.out;
+  EXPECT_EQ(out["token_ids"].size(), 4u) << r.out;
+
+  // The same on an explicit --device cpu, and through TROUPE_DEVICE.
+  CliRun cpu = run_cli({"TROUPE_PLUGIN_PATH=" + dir("fake_accel")}, gen + " --device cpu");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(json::parse(cpu.out, nullptr, false)["token_ids"], out["token_ids"]);
+  CliRun env = run_cli({"TROUPE_PLUGIN_PATH=" + dir("fake_accel"), "TROUPE_DEVICE=cpu"}, gen);
+  ASSERT_EQ(env.exit_code, 0) << env.err;
+
+  // Asking for the accelerator names the weight type, the platform, and who could.
+  CliRun accel = run_cli({"TROUPE_PLUGIN_PATH=" + dir("fake_accel")}, gen + " --device fake_accel");
+  EXPECT_EQ(accel.exit_code, 1);
+  EXPECT_NE(accel.err.find("platform fake_accel cannot run stories260K.gguf: quantization f32 is not supported by "
+                           "platform fake_accel"),
+            std::string::npos)
+      << accel.err;
+  EXPECT_NE(accel.err.find("platforms that could: cpu"), std::string::npos) << accel.err;
+  CliRun accel_env = run_cli({"TROUPE_PLUGIN_PATH=" + dir("fake_accel"), "TROUPE_DEVICE=fake_accel"}, gen);
+  EXPECT_EQ(accel_env.exit_code, 1);
+  EXPECT_NE(accel_env.err.find("platforms that could: cpu"), std::string::npos) << accel_env.err;
+}
+
+TEST(DeviceChoice, AnUnknownDeviceIsAClearError) {
+  CliRun r = run_cli({}, std::string("generate ") + TROUPE_STORIES_PATH + " -p hi -n 2 --device tpu9");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("device 'tpu9' was requested (--device or TROUPE_DEVICE), but no platform plugin provides it"),
+            std::string::npos)
+      << r.err;
+}
+
+#if TROUPE_HAVE_CUDA
+// Where the CUDA probe finds no device (this machine: no driver), `troupe plugins` says
+// why, and asking for cuda fails with that reason instead of starting on another device.
+TEST(DeviceChoice, TheCudaProbesReasonIsShownWhenThereIsNoGpu) {
+  CliRun r = run_plugins({});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json* cuda = nullptr;
+  for (const auto& c : r.report["platform"]["candidates"])
+    if (c["name"] == "cuda") cuda = &c;
+  ASSERT_NE(cuda, nullptr) << r.out;
+  if ((*cuda)["available"].get<bool>()) GTEST_SKIP() << "a CUDA device is present: the probe found it";
+  const std::string reason = (*cuda)["reason"];
+  EXPECT_EQ(reason.rfind("probe returned no platform: cudaGetDeviceCount", 0), 0u) << reason;
+  EXPECT_EQ(r.report["platform"]["activated"], "cpu");
+
+  CliRun gen = run_cli({}, std::string("generate ") + TROUPE_STORIES_PATH + " -p hi -n 2 --device cuda");
+  EXPECT_EQ(gen.exit_code, 1);
+  EXPECT_NE(gen.err.find("but platform cuda is not available: probe returned no platform: cudaGetDeviceCount"),
+            std::string::npos)
+      << gen.err;
+}
+#endif

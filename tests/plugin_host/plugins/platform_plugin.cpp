@@ -14,8 +14,9 @@
 #define TEST_CAT(a, b) TEST_CAT2(a, b)
 
 namespace {
-troupe::Platform* probe() {
+troupe::Platform* probe([[maybe_unused]] std::string* why_not) {
 #if TEST_CAT(TEST_PROBE_, TEST_PROBE) == TEST_PROBE_declines
+  *why_not = "no " TEST_PLUGIN_NAME " device in this test machine";
   return nullptr;
 #elif TEST_CAT(TEST_PROBE_, TEST_PROBE) == TEST_PROBE_throws
   throw std::runtime_error("probe exploded in " TEST_PLUGIN_NAME);
