@@ -15,10 +15,17 @@
 namespace troupe::apps {
 
 /// --device (vLLM's flag): the platform to run on; TROUPE_DEVICE when not given.
-inline void add_device_option(CLI::App& sub, std::string* device) {
+/// --gpu-memory-utilization (vLLM's): the share of device memory the engine may use.
+inline void add_device_option(CLI::App& sub, std::string* device, double* memory_utilization) {
   sub.add_option("--device", *device,
                  "Platform to run on: a platform plugin's name or device type (cpu, cuda, ...); default auto, "
                  "or TROUPE_DEVICE when set");
+  sub.add_option("--gpu-memory-utilization", *memory_utilization,
+                 "Share of the device's memory for weights, activations and KV cache, for platforms that size "
+                 "the KV cache from device memory (default 0.9; the CPU platform uses TROUPE_CPU_KVCACHE_SPACE)")
+      ->check(CLI::Range(0.0, 1.0).description("in (0, 1]"))
+      ->check(CLI::Validator([](std::string& v) { return std::stod(v) > 0 ? "" : "must be greater than 0"; },
+                             "", "positive"));
 }
 
 inline void add_parallel_options(CLI::App& sub, int* tensor_parallel_size, int* pipeline_parallel_size,
