@@ -25,6 +25,7 @@ mkdir -p "$OUT"
 export BUILD=${GPU_CHECK_BUILD:-build-gpu}
 JOBS=${GPU_CHECK_JOBS:-$(nproc)}
 BUDGET_S=${GPU_CHECK_BUDGET_S:-450}  # optional steps are skipped past this many seconds
+SCALE=${GPU_CHECK_TIME_SCALE:-1}     # multiplies every limit: for a dry run on a slow machine without a GPU
 SUMMARY=$OUT/summary.txt
 START=$(date +%s)
 FAILED=0
@@ -39,7 +40,7 @@ elapsed() { echo $(($(date +%s) - START)); }
 
 # step NAME LOG SECONDS COMMAND...: runs COMMAND with a time limit, output appended to $OUT/LOG.
 step() {
-  local name=$1 log=$OUT/$2 limit=$3
+  local name=$1 log=$OUT/$2 limit=$(($3 * SCALE))
   shift 3
   local t0 rc
   t0=$(date +%s)
@@ -106,7 +107,7 @@ step launch-checks gpu-tests.log 30 "$BUILD/bin/test_cuda_launch_checks"
 # ---- 3. memory check --------------------------------------------------------------------------
 # compute-sanitizer works on Firecracker machines, not on gVisor ones ("Device not supported"):
 # its failure here is reported, not fatal to the rest.
-if command -v compute-sanitizer >/dev/null && (($(elapsed) < BUDGET_S - 120)); then
+if command -v compute-sanitizer >/dev/null && (($(elapsed) < BUDGET_S * SCALE - 120)); then
   sanitize() {
     local rc=0
     compute-sanitizer --tool memcheck --error-exitcode 3 "$BUILD/bin/test_cuda_attention" || rc=$?
