@@ -94,8 +94,9 @@ int run_rank(int rank, int world, const std::string& id_arg, const std::string& 
     // Ping-pong between ranks 0 and 1: half a round trip per message.
     t0 = Clock::now();
     for (int i = 0; i < iters && rank < 2; ++i) {
-      troupe::Status s = rank == 0 ? c.send(x.data(), n, troupe::DType::f32, 1) : c.recv(x.data(), n, troupe::DType::f32, 0);
-      if (s.ok()) s = rank == 0 ? c.recv(x.data(), n, troupe::DType::f32, 1) : c.send(x.data(), n, troupe::DType::f32, 0);
+      const auto f32 = troupe::DType::f32;
+      troupe::Status s = rank == 0 ? c.send(x.data(), n, f32, 1) : c.recv(x.data(), n, f32, 0);
+      if (s.ok()) s = rank == 0 ? c.recv(x.data(), n, f32, 1) : c.send(x.data(), n, f32, 0);
       if (!s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
     }
     const double half_rtt = std::chrono::duration<double>(Clock::now() - t0).count() / iters / 2;

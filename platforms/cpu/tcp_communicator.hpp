@@ -6,7 +6,7 @@
 // the same bits as the shared-memory communicator. Use shared memory between
 // the processes of one host (no kernel in the data path); this between hosts.
 //
-// Rendezvous (id "cpu-tcp:<host>:<port>:<token>"):
+// Rendezvous (id "cpu-tcp:<host>:<port>:<token>", tcp_rendezvous.hpp):
 //   - make_tcp_communicator_id, in the process of rank 0, opens a listener on
 //     <host> (any free port) and keeps it in a process-wide registry under the
 //     token (closed if nobody takes it within its lifetime);
@@ -45,24 +45,11 @@
 #include <string>
 #include <vector>
 
+#include "platforms/cpu/tcp_rendezvous.hpp"
 #include "platforms/cpu/tcp_socket.hpp"
 #include "troupe/communicator.hpp"
 
 namespace troupe::cpu {
-
-constexpr const char* kTcpIdPrefix = "cpu-tcp:";
-
-/// The parts of "cpu-tcp:<host>:<port>:<token>".
-struct TcpId {
-  std::string host;
-  uint16_t port = 0;
-  std::string token;
-};
-Result<TcpId> parse_tcp_id(const std::string& id);
-
-/// Opens rank 0's listener on `host` (port 0: any free port), keeps it in this process
-/// until rank 0's communicator takes it (or `unused_lifetime` passes), and returns the id.
-Result<std::string> make_tcp_communicator_id(const std::string& host, std::chrono::milliseconds unused_lifetime);
 
 struct TcpOptions {
   std::string id;                 // for messages
@@ -100,15 +87,9 @@ class TcpCommunicator final : public DeviceCommunicator {
   /// two ranks; larger buffers on more ranks are reduce-scattered, then all-gathered.
   static constexpr int64_t kDirectAllReduceBytes = int64_t{64} << 10;
 
-  struct Endpoint;  // this rank's listener and the hellos waiting for a group (shared with groups)
-  struct Address {
-    std::string host;
-    uint16_t port = 0;
-  };
-
  private:
   TcpCommunicator(std::string name, int rank, int world, std::chrono::milliseconds timeout,
-                  std::shared_ptr<Endpoint> endpoint, std::string channel, std::vector<Address> table,
+                  std::shared_ptr<tcp::Endpoint> endpoint, std::string channel, std::vector<tcp::Address> table,
                   std::vector<tcp::Fd> links);
 
   struct Part;
@@ -126,9 +107,9 @@ class TcpCommunicator final : public DeviceCommunicator {
   int rank_;
   int world_;
   std::chrono::milliseconds timeout_;
-  std::shared_ptr<Endpoint> endpoint_;
+  std::shared_ptr<tcp::Endpoint> endpoint_;  // this rank's listener, shared with its groups
   std::string channel_;       // "" for the world, "/<k>:<ranks>" for a group
-  std::vector<Address> table_;  // every rank's listener
+  std::vector<tcp::Address> table_;  // every rank's listener
   std::vector<tcp::Fd> links_;  // connection to each peer (none to itself)
   std::vector<uint8_t> scratch_;
   int groups_made_ = 0;

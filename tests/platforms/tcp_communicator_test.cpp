@@ -133,7 +133,8 @@ TEST(TcpCommunicatorProcesses, AThirdRankSumsLikeSharedMemoryToo) {
                     "sums", "--out", dir.path() + "/shm"});
   expect_all_ok(run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
   for (int r = 0; r < 3; ++r)
-    EXPECT_EQ(read_file(dir.path() + "/tcp.r" + std::to_string(r)), read_file(dir.path() + "/shm.r" + std::to_string(r)))
+    EXPECT_EQ(read_file(dir.path() + "/tcp.r" + std::to_string(r)),
+              read_file(dir.path() + "/shm.r" + std::to_string(r)))
         << "rank " << r;
 }
 
