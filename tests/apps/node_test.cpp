@@ -109,40 +109,44 @@ TEST(Node, ItLoadsItsOwnPluginsAndReportsThem) {
   EXPECT_EQ(local.out.find("dummy_model"), std::string::npos);
 }
 
-// Ranks on two node processes meeting over TCP, as ranks on two hosts do (TROUPE_CPU_COMM=tcp
-// makes the head ask for it on one host): the node of rank 0 makes the cpu-tcp id and listens;
+// Ranks on node processes of two "hosts" (127.0.0.2 and 127.0.0.1: two loopback addresses)
+// meet over TCP: the node of rank 0 makes the cpu-tcp id and listens on its own address;
 // stories260K split in two (tensor parallel, then pipeline parallel) gives the greedy output of
-// one process.
-TEST(NodeTcp, TensorAndPipelineParallelOverTcpGiveTheOutputOfOneProcess) {
+// one process. Nodes of one host meet in shared memory, unless TROUPE_CPU_COMM=tcp.
+TEST(NodeTcp, RanksOnTwoHostsMeetOverTcpAndGiveTheOutputOfOneProcess) {
   const std::string secret = write_file("secret_tcp", "tcp");
   const std::string prompts = write_file("prompts_tcp", "Once upon a time\nThe little dog\nLily and Tom went to");
-  NodeProcess first(secret), second(secret);
-  ASSERT_TRUE(first.wait_listening()) << first.log();
-  ASSERT_TRUE(second.wait_listening()) << second.log();
-  const std::string gen = "generate " + kModel + " --prompts-file " + prompts + " -n 24 --threads 1";
+  NodeProcess other_host(secret, 0, {}, "127.0.0.2"), here(secret), here_too(secret);
+  ASSERT_TRUE(other_host.wait_listening()) << other_host.log();
+  ASSERT_TRUE(here.wait_listening()) << here.log();
+  ASSERT_TRUE(here_too.wait_listening()) << here_too.log();
+  const std::string gen = "generate " + kModel + " --prompts-file " + prompts + " -n 24 --threads 1 --secret-file " +
+                          secret + " ";
   auto one = run_troupe(gen);
   ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_FALSE(one.out.empty());
+  const std::string two_hosts = " --nodes " + other_host.address() + "," + here.address();
   for (const char* split : {"--tensor-parallel-size 2", "--pipeline-parallel-size 2"}) {
     SCOPED_TRACE(split);
-    auto r = run_troupe(gen + " " + split + " --nodes " + first.address() + "," + second.address() +
-                            " --secret-file " + secret,
-                        "env TROUPE_CPU_COMM=tcp");
+    auto r = run_troupe(gen + split + two_hosts, "env -u TROUPE_CPU_COMM");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, one.out);
-    EXPECT_NE(r.err.find("ranks meet through communicator cpu-tcp:127.0.0.1:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ranks meet through communicator cpu-tcp:127.0.0.2:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("(nodes on several hosts)"), std::string::npos) << r.err;
   }
-  EXPECT_TRUE(log_shows(first, "communicator for 2 rank(s): cpu-tcp:127.0.0.1:")) << first.log();
-  EXPECT_EQ(second.log().find("communicator for"), std::string::npos) << "rank 1's node made an id";
-  // Without the variable, ranks on one host meet through shared memory.
-  auto shm = run_troupe(gen + " --tensor-parallel-size 2 --nodes " + first.address() + "," + second.address() +
-                            " --secret-file " + secret,
-                        "env -u TROUPE_CPU_COMM");
+  EXPECT_TRUE(log_shows(other_host, "communicator for 2 rank(s): cpu-tcp:127.0.0.2:")) << other_host.log();
+  EXPECT_EQ(here.log().find("communicator for"), std::string::npos) << "rank 1's node made an id";
+  // One host: shared memory, or TCP when asked for.
+  const std::string one_host = " --tensor-parallel-size 2 --nodes " + here.address() + "," + here_too.address();
+  auto shm = run_troupe(gen + one_host, "env -u TROUPE_CPU_COMM");
   ASSERT_EQ(shm.exit_code, 0) << shm.err;
   EXPECT_EQ(shm.out, one.out);
   EXPECT_NE(shm.err.find("ranks meet through communicator cpu-shm:"), std::string::npos) << shm.err;
-  auto bad = run_troupe(gen + " --tensor-parallel-size 2 --nodes " + first.address() + "," + second.address() +
-                            " --secret-file " + secret,
-                        "env TROUPE_CPU_COMM=udp");
+  auto tcp = run_troupe(gen + one_host, "env TROUPE_CPU_COMM=tcp");
+  ASSERT_EQ(tcp.exit_code, 0) << tcp.err;
+  EXPECT_EQ(tcp.out, one.out);
+  EXPECT_NE(tcp.err.find("ranks meet through communicator cpu-tcp:127.0.0.1:"), std::string::npos) << tcp.err;
+  auto bad = run_troupe(gen + one_host, "env TROUPE_CPU_COMM=udp");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("TROUPE_CPU_COMM must be tcp"), std::string::npos) << bad.err;
 }
