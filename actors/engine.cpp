@@ -151,6 +151,7 @@ Status Engine::Impl::connect_nodes() {
   if (node_addresses.empty()) {
     layout.nodes = {plugin_host};
     layout.node_names = {""};
+    layout.node_addresses = {""};
     layout.node_of_rank = actors::place_ranks(world, 1);
     return {};
   }
@@ -167,6 +168,7 @@ Status Engine::Impl::connect_nodes() {
     TROUPE_LOG_INFO("connected to node {}", address);
     layout.nodes.push_back(*node);
     layout.node_names.push_back("node " + address);
+    layout.node_addresses.push_back(address);
   }
   layout.node_of_rank = actors::place_ranks(world, layout.nodes.size());
   options.node_secret = secret;
@@ -180,7 +182,8 @@ Status Engine::Impl::start_ranks() {
   TROUPE_RETURN_IF_ERROR(connect_nodes());
   const int world = config.parallel.tensor_parallel_size * config.parallel.pipeline_parallel_size;
   if (world > 1 && config.parallel.communicator_id.empty()) {
-    auto id = platform->make_communicator_id(config.parallel);
+    // Made by rank 0's node, where rank 0's communicator will run.
+    auto id = actors::make_communicator_id(*system, layout, config.parallel, config.device, kStartTimeout);
     if (!id) return id.status();
     config.parallel.communicator_id = *id;
   }
@@ -239,11 +242,6 @@ void Engine::Impl::spawn_actors() {
   sup.config = config;
   sup.plan = kv_plan;
   sup.scheduler = actors.scheduler;
-  if (config.parallel.world_size() > 1) {
-    Platform* head_platform = platform;
-    ParallelConfig parallel = config.parallel;
-    sup.new_communicator_id = [head_platform, parallel] { return head_platform->make_communicator_id(parallel); };
-  }
   sup.on_rebuilt = [this](const std::vector<actors::worker_actor>& rebuilt) {
     std::lock_guard lock(workers_mu);
     workers = rebuilt;

@@ -47,6 +47,7 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, report_atom, "report")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, challenge_atom, "challenge")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, hello_atom, "hello")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, reset_atom, "reset")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, comm_id_atom, "comm_id")
 
 namespace troupe::actors {
 
@@ -87,9 +88,15 @@ using worker_actor = caf::typed_actor<
 /// itself), activates the platform the head names and spawns workers on it
 /// (worker: rank, platform plugin name), and reports what it loaded (the JSON of
 /// `troupe plugins --json`).
+/// (comm_id_atom, parallel, platform): a fresh communicator id made by this node's
+/// platform (Platform::make_communicator_id), asked of the node of rank 0; a
+/// non-empty parallel.communicator_host asks for one across hosts, listening
+/// on the node's own --host (or on that host when the node listens on every
+/// interface).
 using plugin_host_actor = caf::typed_actor<
     caf::replies_to<load_atom>::with<std::string>,
     caf::replies_to<worker_atom, int32_t, std::string>::with<worker_actor>,
+    caf::replies_to<comm_id_atom, ParallelConfig, std::string>::with<std::string>,
     caf::replies_to<report_atom>::with<std::string>>;
 
 /// Sizes the KV cache across ranks and has every rank allocate it.
@@ -162,6 +169,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stat_logger_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::node_gate_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_gate_actor))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::ParallelConfig))
 CAF_END_TYPE_ID_BLOCK(troupe_actors)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SubmitRequest)

@@ -55,8 +55,10 @@ void retry(Self self) {
   if (!st.lost.empty()) return schedule_tick(self);
   if (!st.rebuild) return;
   TROUPE_LOG_INFO("rebuilding {} rank(s) on their nodes", setup.layout.node_of_rank.size());
-  if (setup.new_communicator_id) {
-    auto id = setup.new_communicator_id();
+  if (setup.config.parallel.world_size() > 1) {
+    // A world's id serves it once: a fresh one, from rank 0's node as it is now.
+    auto id = make_communicator_id(self->system(), setup.layout, setup.config.parallel, setup.config.device,
+                                   setup.rank_timeout);
     if (!id) {
       TROUPE_LOG_ERROR("rebuilding the ranks failed, retrying: {}", id.status().message());
       return schedule_tick(self);

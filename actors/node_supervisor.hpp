@@ -28,8 +28,6 @@ struct NodeSupervisorSetup {
   EngineConfig config;
   KvCachePlan plan;
   scheduler_actor scheduler;
-  /// A fresh communicator id for the rebuilt world (a world's id serves it once); unset: one rank.
-  std::function<Result<std::string>()> new_communicator_id;
   /// Called (on the supervisor's thread) with the new workers after a rebuild.
   std::function<void(const std::vector<worker_actor>&)> on_rebuilt;
   std::chrono::milliseconds retry_interval = std::chrono::seconds(1);

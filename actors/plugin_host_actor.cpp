@@ -16,6 +16,7 @@ namespace {
 
 struct PluginHostState {
   Platform* platform = nullptr;
+  std::string node_host;                    // `troupe node --host`; "" in a head's process
   std::map<int32_t, worker_actor> workers;  // rank → its worker; kept so their lifetime follows the node's
   static inline const char* name = "troupe.plugin_host";
 };
@@ -34,7 +35,8 @@ Status activate(Self self, const std::string& device) {
   return {};
 }
 
-plugin_host_actor::behavior_type plugin_host_behavior(Self self) {
+plugin_host_actor::behavior_type plugin_host_behavior(Self self, std::string node_host) {
+  self->state.node_host = std::move(node_host);
   drop_unexpected_messages(self);
   return {
       [=](load_atom) -> caf::result<std::string> {
@@ -66,6 +68,18 @@ plugin_host_actor::behavior_type plugin_host_behavior(Self self) {
         workers[rank] = worker;
         return worker;
       },
+      [=](comm_id_atom, ParallelConfig parallel, std::string& device) -> caf::result<std::string> {
+        if (auto s = activate(self, device); !s) return to_error(s);
+        const std::string& own = self->state.node_host;
+        // Across hosts, rank 0 listens on this node's own address; a node that listens on every
+        // interface keeps the address the head reached it by.
+        if (!parallel.communicator_host.empty() && !own.empty() && own != "0.0.0.0" && own != "::" && own != "[::]")
+          parallel.communicator_host = own;
+        auto id = self->state.platform->make_communicator_id(parallel);
+        if (!id) return to_error(id.status());
+        TROUPE_LOG_INFO("communicator for {} rank(s): {}", parallel.world_size(), id->empty() ? "none" : *id);
+        return *id;
+      },
       [=](report_atom) -> std::string {
         return plugin_host::plugin_report_json(plugin_host::PluginHost::instance(), /*with_details=*/true,
                                                   /*activate=*/false);
@@ -75,6 +89,8 @@ plugin_host_actor::behavior_type plugin_host_behavior(Self self) {
 
 }  // namespace
 
-plugin_host_actor spawn_plugin_host_actor(caf::actor_system& system) { return system.spawn(plugin_host_behavior); }
+plugin_host_actor spawn_plugin_host_actor(caf::actor_system& system, std::string node_host) {
+  return system.spawn(plugin_host_behavior, std::move(node_host));
+}
 
 }  // namespace troupe::actors

@@ -6,10 +6,14 @@
 
 #include <caf/fwd.hpp>
 
+#include <string>
+
 #include "actors/messages.hpp"
 
 namespace troupe::actors {
 
-plugin_host_actor spawn_plugin_host_actor(caf::actor_system& system);
+/// `node_host`: the address `troupe node --host` listens on ("" in a head's own process):
+/// where rank 0 listens when a communicator across hosts is asked of this node.
+plugin_host_actor spawn_plugin_host_actor(caf::actor_system& system, std::string node_host = "");
 
 }  // namespace troupe::actors

@@ -2,7 +2,12 @@
 
 #include <caf/all.hpp>
 
+#include <cstdlib>
+#include <set>
+
+#include "actors/gate_actor.hpp"
 #include "actors/status_error.hpp"
+#include "troupe/log.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -41,6 +46,55 @@ std::vector<std::string> RankLayout::places() const {
 std::vector<size_t> place_ranks(int world, size_t num_nodes) {
   std::vector<size_t> out;
   for (int r = 0; r < world; ++r) out.push_back(static_cast<size_t>(r) * num_nodes / static_cast<size_t>(world));
+  return out;
+}
+
+Result<bool> communicator_across_hosts(const RankLayout& layout) {
+  const char* env = std::getenv("TROUPE_CPU_COMM");
+  const std::string mode = env ? env : "";
+  if (mode == "tcp") return true;
+  if (mode == "shm") return false;
+  if (!mode.empty() && mode != "auto")
+    return invalid_argument("TROUPE_CPU_COMM must be tcp (across hosts, even on one), shm (one host) or auto, not '" +
+                            mode + "'");
+  std::set<std::string> hosts;
+  for (size_t node : layout.node_of_rank) {
+    const std::string& address = node < layout.node_addresses.size() ? layout.node_addresses[node] : "";
+    std::string host;
+    uint16_t port = 0;
+    if (address.empty() || !parse_host_port(address, "node", &host, &port).ok()) host = address;
+    hosts.insert(host);
+  }
+  return hosts.size() > 1;
+}
+
+Result<std::string> make_communicator_id(caf::actor_system& system, const RankLayout& layout,
+                                         ParallelConfig parallel, const std::string& device,
+                                         std::chrono::milliseconds timeout) {
+  if (layout.node_of_rank.empty() || layout.node_of_rank[0] >= layout.nodes.size())
+    return internal_error("a communicator id for a layout without ranks");
+  const size_t node = layout.node_of_rank[0];
+  auto across = communicator_across_hosts(layout);
+  if (!across) return across.status();
+  parallel.communicator_host.clear();
+  if (*across) {
+    const std::string address = node < layout.node_addresses.size() ? layout.node_addresses[node] : "";
+    uint16_t port = 0;
+    if (address.empty() || !parse_host_port(address, "node", &parallel.communicator_host, &port).ok())
+      parallel.communicator_host = "127.0.0.1";  // rank 0 runs in this process
+  }
+  caf::scoped_actor self{system};
+  Result<std::string> out = internal_error("no answer");
+  self->request(layout.nodes[node], timeout, comm_id_atom_v, parallel, device)
+      .receive([&](std::string& id) { out = std::move(id); },
+               [&](caf::error& e) { out = to_status(e, "making the communicator on " + rank_name(layout, 0)); });
+  if (out.ok()) {
+    const char* env = std::getenv("TROUPE_CPU_COMM");
+    const bool forced = env && (std::string(env) == "tcp" || std::string(env) == "shm");
+    TROUPE_LOG_INFO("ranks meet through communicator {} ({})", *out,
+                    forced ? std::string("TROUPE_CPU_COMM=") + env
+                           : std::string(*across ? "nodes on several hosts" : "nodes on one host"));
+  }
   return out;
 }
 

@@ -58,7 +58,7 @@ int run_node(const Options& o) {
   caf::actor_system_config cfg;
   engine::configure_actor_system(cfg);
   auto system = std::make_unique<caf::actor_system>(cfg);
-  auto host = actors::spawn_plugin_host_actor(*system);
+  auto host = actors::spawn_plugin_host_actor(*system, o.host);
   std::string platform;
   {
     caf::scoped_actor self{*system};

@@ -46,6 +46,10 @@ struct ParallelConfig {
   /// Platform::make_communicator_id and sent to every rank; empty for a world of 1.
   /// Global rank r is pipeline stage r / tensor_parallel_size, tensor rank r % tensor_parallel_size.
   std::string communicator_id;
+  /// The address the node of rank 0 listens on for the ranks' communicator, when the ranks
+  /// run on several hosts; empty: one host (the CPU platform then uses shared memory). Read
+  /// by Platform::make_communicator_id, in rank 0's process.
+  std::string communicator_host;
   int num_threads = 0;                   // CPU compute threads; 0 = all cores
   std::string worker_cls;                // set by the platform
   int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }

@@ -1,6 +1,7 @@
 // The CPU platform's factories: worker, ops, attention backend, communicator.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "platforms/cpu/cpu_pool.hpp"
 #include "platforms/cpu/cpu_worker.hpp"
 #include "platforms/cpu/shm_communicator.hpp"
+#include "platforms/cpu/tcp_communicator.hpp"
 
 namespace troupe::cpu {
 
@@ -44,6 +46,13 @@ Result<std::string> CpuPlatform::make_communicator_id(const ParallelConfig& para
   if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1)
     return invalid_argument("a communicator needs tensor_parallel_size and pipeline_parallel_size of at least 1");
   if (parallel.world_size() == 1) return std::string();
+  if (!parallel.communicator_host.empty()) {
+    // Between hosts: rank 0's listener opens here, now; an id nobody uses is closed later.
+    auto timeout = comm_timeout_from_env();
+    if (!timeout.ok()) return timeout.status();
+    return make_tcp_communicator_id(parallel.communicator_host,
+                                    std::max<std::chrono::milliseconds>(*timeout, std::chrono::minutes(10)));
+  }
   static std::atomic<uint64_t> counter{0};
   std::random_device rd;
   const uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -69,15 +78,32 @@ Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicato
     return invalid_argument("platform cpu needs a communicator id for a world of " + std::to_string(world) +
                             " ranks: the head makes one with Platform::make_communicator_id and sends it to every "
                             "rank in config.parallel.communicator_id");
+  if (id.rfind(kTcpIdPrefix, 0) == 0) {
+    auto where = parse_tcp_id(id);
+    if (!where.ok()) return Status(where.status().code(), "platform cpu: " + where.status().message());
+    auto timeout = comm_timeout_from_env();
+    if (!timeout.ok()) return timeout.status();
+    TcpOptions o;
+    o.id = id;
+    o.where = *where;
+    o.world_size = world;
+    o.rank = rank;
+    o.timeout = *timeout;
+    auto comm = TcpCommunicator::create(o);
+    if (!comm.ok()) return comm.status();
+    return std::unique_ptr<DeviceCommunicator>(std::move(*comm));
+  }
   const size_t last = id.rfind(':');
   if (id.rfind(kIdPrefix, 0) != 0 || last == std::string::npos || last < std::strlen(kIdPrefix))
-    return invalid_argument("platform cpu: '" + id + "' is not a cpu communicator id (cpu-shm:<host>:<name>)");
+    return invalid_argument("platform cpu: '" + id +
+                            "' is not a cpu communicator id (cpu-shm:<host>:<name> or cpu-tcp:<host>:<port>:<token>)");
   const std::string host = id.substr(std::strlen(kIdPrefix), last - std::strlen(kIdPrefix));
   const std::string token = id.substr(last + 1);
   if (host != this_host())
-    return not_supported("the cpu communicator across hosts is not implemented yet: communicator " + id +
-                         " was made on host '" + host + "', rank " + std::to_string(rank) + " runs on host '" +
-                         this_host() + "'");
+    return invalid_argument("platform cpu: shared memory communicator " + id + " was made on host '" + host +
+                            "', but rank " + std::to_string(rank) + " runs on host '" + this_host() +
+                            "': ranks on several hosts need a cpu-tcp id (make_communicator_id with "
+                            "parallel.communicator_host set)");
   if (token.empty() || token.size() > 200 ||
       token.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != std::string::npos)
     return invalid_argument("platform cpu: communicator id '" + id + "' has an invalid name");

@@ -18,10 +18,12 @@ class CpuPlatform final : public Platform {
   Status check_and_update_config(EngineConfig& config) const override;
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
   Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
-  /// "cpu-shm:<host>:troupe-<pid>-<random>": names a shared memory segment on <host>.
+  /// parallel.communicator_host empty: "cpu-shm:<host>:troupe-<pid>-<random>", a shared
+  /// memory segment on this host. Else "cpu-tcp:<communicator_host>:<port>:<token>": opens a
+  /// listener there, in this process, for rank 0 (which must then run in this process).
   Result<std::string> make_communicator_id(const ParallelConfig& parallel) const override;
-  /// World of 1: a local communicator. Otherwise a ShmCommunicator at parallel.communicator_id,
-  /// which must name this host (across hosts: not_supported).
+  /// World of 1: a local communicator. A cpu-shm id: a ShmCommunicator (the id must name this
+  /// host); a cpu-tcp id: a TcpCommunicator.
   Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
                                                                        int rank) const override;
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;

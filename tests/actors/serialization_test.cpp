@@ -192,6 +192,10 @@ TEST(Serialization, EngineConfigRoundTrips) {
   c.cache.num_gpu_blocks_override = 12;
   c.scheduler.max_num_seqs = 7;
   c.parallel.tensor_parallel_size = 4;
+  c.parallel.pipeline_parallel_size = 2;
+  c.parallel.communicator_id = "cpu-tcp:10.0.0.5:40123:0123456789abcdef";
+  c.parallel.communicator_host = "10.0.0.5";
+  c.parallel.num_threads = 3;
   c.parallel.worker_cls = "troupe.cpu.CpuWorker";
   c.compilation.graph_mode = "cuda_graph";
   c.extra["chat_template"] = "chatml";
@@ -203,9 +207,29 @@ TEST(Serialization, EngineConfigRoundTrips) {
   EXPECT_EQ(b.cache.num_gpu_blocks_override, 12);
   EXPECT_EQ(b.scheduler.max_num_seqs, 7);
   EXPECT_EQ(b.parallel.tensor_parallel_size, 4);
+  EXPECT_EQ(b.parallel.pipeline_parallel_size, 2);
+  EXPECT_EQ(b.parallel.communicator_id, c.parallel.communicator_id);
+  EXPECT_EQ(b.parallel.communicator_host, "10.0.0.5");
+  EXPECT_EQ(b.parallel.num_threads, 3);
   EXPECT_EQ(b.parallel.worker_cls, c.parallel.worker_cls);
   EXPECT_EQ(b.compilation.graph_mode, "cuda_graph");
   EXPECT_EQ(b.extra, c.extra);
+}
+
+// The head asks rank 0's node for a communicator id with the ranks' ParallelConfig.
+TEST(Serialization, ACommunicatorRequestRoundTripsInsideAMessage) {
+  ParallelConfig p;
+  p.tensor_parallel_size = 2;
+  p.pipeline_parallel_size = 3;
+  p.communicator_host = "192.168.1.20";
+  auto msg = message_round_trip(comm_id_atom_v, p, std::string("cpu"));
+  ASSERT_TRUE((msg.match_elements<comm_id_atom, ParallelConfig, std::string>()));
+  EXPECT_EQ(msg.get_as<std::string>(2), "cpu");
+  const auto& b = msg.get_as<ParallelConfig>(1);
+  EXPECT_EQ(b.tensor_parallel_size, 2);
+  EXPECT_EQ(b.pipeline_parallel_size, 3);
+  EXPECT_EQ(b.communicator_host, "192.168.1.20");
+  EXPECT_EQ(b.communicator_id, "");
 }
 
 TEST(Serialization, StatsEventRoundTrips) {

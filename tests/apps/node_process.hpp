@@ -24,10 +24,12 @@ namespace troupe::tests {
 
 class NodeProcess {
  public:
-  /// Starts `troupe node --host 127.0.0.1 --port PORT --secret-file SECRET_FILE`
-  /// with `env` ("NAME=value") added to this process's environment.
-  NodeProcess(std::string secret_file, int port = 0, std::vector<std::string> env = {})
-      : secret_file_(std::move(secret_file)), env_(std::move(env)) {
+  /// Starts `troupe node --host HOST --port PORT --secret-file SECRET_FILE`
+  /// with `env` ("NAME=value") added to this process's environment. HOST: a
+  /// loopback address (127.0.0.2 stands for a second host).
+  NodeProcess(std::string secret_file, int port = 0, std::vector<std::string> env = {},
+              std::string host = "127.0.0.1")
+      : secret_file_(std::move(secret_file)), env_(std::move(env)), host_(std::move(host)) {
     static int counter = 0;
     tag_ = fmt::format("{}_{}", ::getpid(), counter++);
     start(port);
@@ -70,7 +72,7 @@ class NodeProcess {
   }
 
   int port() const { return port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
   std::string log() const {
     std::ifstream f(log_path_);
     std::stringstream ss;
@@ -83,7 +85,7 @@ class NodeProcess {
     log_path_ = fmt::format("/tmp/troupe_node_test_{}.log", tag_);
     port_file_ = fmt::format("/tmp/troupe_node_test_{}.port", tag_);
     std::remove(port_file_.c_str());
-    std::vector<std::string> args = {TROUPE_EXE,      "node", "--host",          "127.0.0.1",
+    std::vector<std::string> args = {TROUPE_EXE,      "node", "--host",          host_,
                                      "--port",        std::to_string(port), "--port-file", port_file_};
     if (!secret_file_.empty()) {
       args.push_back("--secret-file");
@@ -116,6 +118,7 @@ class NodeProcess {
 
   std::string secret_file_;
   std::vector<std::string> env_;
+  std::string host_;
   std::string tag_;
   std::string log_path_;
   std::string port_file_;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <string>
@@ -110,6 +111,48 @@ TEST(Node, ItLoadsItsOwnPluginsAndReportsThem) {
   EXPECT_EQ(local.out.find("dummy_model"), std::string::npos);
 }
 
+// Ranks on node processes of two "hosts" (127.0.0.2 and 127.0.0.1: two loopback addresses)
+// meet over TCP: the node of rank 0 makes the cpu-tcp id and listens on its own address;
+// stories260K split in two (tensor parallel, then pipeline parallel) gives the greedy output of
+// one process. Nodes of one host meet in shared memory, unless TROUPE_CPU_COMM=tcp.
+TEST(NodeTcp, RanksOnTwoHostsMeetOverTcpAndGiveTheOutputOfOneProcess) {
+  const std::string secret = write_file("secret_tcp", "tcp");
+  const std::string prompts = write_file("prompts_tcp", "Once upon a time\nThe little dog\nLily and Tom went to");
+  NodeProcess other_host(secret, 0, {}, "127.0.0.2"), here(secret), here_too(secret);
+  ASSERT_TRUE(other_host.wait_listening()) << other_host.log();
+  ASSERT_TRUE(here.wait_listening()) << here.log();
+  ASSERT_TRUE(here_too.wait_listening()) << here_too.log();
+  const std::string gen = "generate " + kModel + " --prompts-file " + prompts + " -n 24 --threads 1 --secret-file " +
+                          secret + " ";
+  auto one = run_troupe(gen);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_FALSE(one.out.empty());
+  const std::string two_hosts = " --nodes " + other_host.address() + "," + here.address();
+  for (const char* split : {"--tensor-parallel-size 2", "--pipeline-parallel-size 2"}) {
+    SCOPED_TRACE(split);
+    auto r = run_troupe(gen + split + two_hosts, "env -u TROUPE_CPU_COMM");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, one.out);
+    EXPECT_NE(r.err.find("ranks meet through communicator cpu-tcp:127.0.0.2:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("(nodes on several hosts)"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(log_shows(other_host, "communicator for 2 rank(s): cpu-tcp:127.0.0.2:")) << other_host.log();
+  EXPECT_EQ(here.log().find("communicator for"), std::string::npos) << "rank 1's node made an id";
+  // One host: shared memory, or TCP when asked for.
+  const std::string one_host = " --tensor-parallel-size 2 --nodes " + here.address() + "," + here_too.address();
+  auto shm = run_troupe(gen + one_host, "env -u TROUPE_CPU_COMM");
+  ASSERT_EQ(shm.exit_code, 0) << shm.err;
+  EXPECT_EQ(shm.out, one.out);
+  EXPECT_NE(shm.err.find("ranks meet through communicator cpu-shm:"), std::string::npos) << shm.err;
+  auto tcp = run_troupe(gen + one_host, "env TROUPE_CPU_COMM=tcp");
+  ASSERT_EQ(tcp.exit_code, 0) << tcp.err;
+  EXPECT_EQ(tcp.out, one.out);
+  EXPECT_NE(tcp.err.find("ranks meet through communicator cpu-tcp:127.0.0.1:"), std::string::npos) << tcp.err;
+  auto bad = run_troupe(gen + one_host, "env TROUPE_CPU_COMM=udp");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("TROUPE_CPU_COMM must be tcp"), std::string::npos) << bad.err;
+}
+
 /// `troupe serve` with its one rank on `node`, and what a streaming request sees.
 class NodeFailure : public ::testing::Test {
  protected:
@@ -205,8 +248,19 @@ TEST_F(NodeFailure, AStoppedNodeIsNoticedThroughHeartbeatsThenServesAgain) {
 }
 
 // Tensor parallel 2 over two nodes: losing either node fails the requests in
-// flight; once it is back, every rank is rebuilt (with a fresh communicator).
-TEST(NodeFailureSplit, ATensorParallelEngineRebuildsBothRanksAfterLosingOne) {
+// flight; once it is back, every rank is rebuilt (with a fresh communicator, made
+// by rank 0's node as it is then). Over shared memory losing rank 1's node; over
+// TCP losing rank 0's, whose new process makes the new id and listens.
+struct SplitLoss {
+  const char* comm;  // TROUPE_CPU_COMM of the head
+  size_t lost;       // which node is killed: 0 hosts rank 0
+};
+
+class NodeFailureSplit : public ::testing::TestWithParam<SplitLoss> {};
+
+TEST_P(NodeFailureSplit, ATensorParallelEngineRebuildsBothRanksAfterLosingANode) {
+  const SplitLoss param = GetParam();
+  ::setenv("TROUPE_CPU_COMM", param.comm, 1);  // this test's own process; the head inherits it
   const std::string secret = write_file("secret_split", "split");
   NodeProcess first(secret), second(secret);
   ASSERT_TRUE(first.wait_listening()) << first.log();
@@ -214,6 +268,8 @@ TEST(NodeFailureSplit, ATensorParallelEngineRebuildsBothRanksAfterLosingOne) {
   ServeProcess serve({"--nodes", first.address() + "," + second.address(), "--secret-file", secret,
                       "--tensor-parallel-size", "2", "--disable-log-stats"});
   ASSERT_TRUE(serve.wait_healthy()) << serve.log();
+  EXPECT_NE(serve.log().find(std::string("ranks meet through communicator cpu-") + param.comm), std::string::npos)
+      << serve.log();
   auto complete = [&] {
     json body = {{"model", "stories260K.gguf"}, {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
     auto r = apps::http::request("127.0.0.1", serve.port(), "POST", "/v1/completions", body.dump(),
@@ -222,21 +278,35 @@ TEST(NodeFailureSplit, ATensorParallelEngineRebuildsBothRanksAfterLosingOne) {
   };
   const std::string before = complete();
   ASSERT_FALSE(before.empty());
-  second.kill_now(SIGKILL);
+  NodeProcess& lost = param.lost == 0 ? first : second;
+  const std::string rank = std::to_string(param.lost);
+  lost.kill_now(SIGKILL);
   bool named = false;
   for (auto deadline = Clock::now() + std::chrono::seconds(10); !named && Clock::now() < deadline;) {
     auto h = apps::http::request("127.0.0.1", serve.port(), "GET", "/health", "", {}, {}, std::chrono::seconds(5));
     ASSERT_TRUE(h.ok()) << "the head went down";
-    named = h->status == 503 && h->body.find("rank 1 (node " + second.address() + ")") != std::string::npos;
+    named = h->status == 503 && h->body.find("rank " + rank + " (node " + lost.address() + ")") != std::string::npos;
     if (!named) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(named) << serve.log();
-  second.restart();
-  ASSERT_TRUE(second.wait_listening()) << second.log();
+  lost.restart();
+  ASSERT_TRUE(lost.wait_listening()) << lost.log();
   EXPECT_TRUE(serve.wait_healthy(std::chrono::seconds(30))) << serve.log();
   EXPECT_EQ(complete(), before);
   EXPECT_NE(serve.log().find("rebuilding 2 rank(s)"), std::string::npos) << serve.log();
+  if (param.lost == 0) {  // its log holds both processes' lines: an id at the start, one after the restart
+    const std::string made = std::string("communicator for 2 rank(s): cpu-") + param.comm, log = first.log();
+    const size_t at = log.find(made);
+    EXPECT_TRUE(at != std::string::npos && log.find(made, at + 1) != std::string::npos)
+        << "the restarted node of rank 0 made no id: " << log;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, NodeFailureSplit,
+                         ::testing::Values(SplitLoss{"shm", 1}, SplitLoss{"tcp", 0}),
+                         [](const ::testing::TestParamInfo<SplitLoss>& i) {
+                           return std::string(i.param.comm) + "_losing_node_" + std::to_string(i.param.lost);
+                         });
 
 }  // namespace
 }  // namespace troupe::tests

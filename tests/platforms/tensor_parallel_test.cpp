@@ -5,10 +5,6 @@
 // processes, and its bounded waits when a rank never arrives or dies.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,128 +13,28 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/rank_processes.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"
-
-extern char** environ;
 
 namespace troupe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
-
-struct Exit {
-  int code = -1;          // exit status; -1 when killed
-  bool timed_out = false;
-  std::string output;     // stdout and stderr
-};
-
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "troupe-tp-XXXXXX").string();
-    path_ = mkdtemp(t.data()) ? t : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-/// Starts every command at once (each its own process, output to a file), waits for all of
-/// them at most `timeout_s`, kills and reaps whatever is left.
-std::vector<Exit> run_processes(const std::vector<std::vector<std::string>>& commands,
-                                const std::map<std::string, std::string>& env_extra, double timeout_s) {
-  static int serial = 0;
-  TempDir logs;
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (!env_extra.count(kv.substr(0, kv.find('=')))) env_strings.push_back(kv);
-  }
-  for (const auto& [k, v] : env_extra) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  std::vector<pid_t> pids(commands.size(), -1);
-  std::vector<Exit> exits(commands.size());
-  std::vector<std::string> log_paths;
-  for (size_t i = 0; i < commands.size(); ++i) {
-    log_paths.push_back(logs.path() + "/p" + std::to_string(serial++) + ".log");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_paths.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::vector<std::string> args = commands[i];
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc == 0) pids[i] = pid;
-    else exits[i].output = "posix_spawn failed: " + std::string(std::strerror(rc));
-  }
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  size_t running = static_cast<size_t>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
-  while (running > 0) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (pids[i] <= 0) continue;
-      int status = 0;
-      if (waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        exits[i].code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        pids[i] = -1;
-        --running;
-      }
-    }
-    if (running == 0) break;
-    if (Clock::now() >= deadline) {
-      for (size_t i = 0; i < pids.size(); ++i) {
-        if (pids[i] <= 0) continue;
-        kill(pids[i], SIGKILL);
-        int status = 0;
-        waitpid(pids[i], &status, 0);
-        exits[i].timed_out = true;
-        pids[i] = -1;
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  for (size_t i = 0; i < commands.size(); ++i)
-    if (exits[i].output.empty()) exits[i].output = read_text(log_paths[i]);
-  return exits;
-}
-
-std::string last_result(const std::string& output) {
-  const size_t at = output.rfind("RESULT ");
-  if (at == std::string::npos) return "(no RESULT line)";
-  return output.substr(at + 7, output.find('\n', at) - at - 7);
-}
+using testing::Exit;
+using testing::last_result;
+using testing::run_processes;
+using testing::TempDir;
+using testing::waited_seconds;
 
 std::string new_id(int world) {
   ParallelConfig p;
@@ -172,10 +68,6 @@ TEST(CpuCommunicatorProcesses, EveryCollectiveBetweenThreeProcessesGivesExactVal
   }
 }
 
-double waited_seconds(const std::string& output) {
-  const size_t at = output.find("waited ");
-  return at == std::string::npos ? -1.0 : std::atof(output.c_str() + at + 7);
-}
 
 TEST(CpuCommunicatorProcesses, ARankThatNeverArrivesFailsTheOthersWithUnavailableAtTheTimeout) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
@@ -242,7 +134,7 @@ TEST(CpuCommunicatorProcesses, ARankWhoseRankZeroNeverComesGivesUp) {
   EXPECT_NE(result.find("within 1 s"), std::string::npos) << result;
 }
 
-TEST(CpuCommunicator, IdsNameTheHostAndAnotherHostIsNotSupportedYet) {
+TEST(CpuCommunicator, ShmIdsNameTheHostAndAnotherHostNeedsATcpId) {
   Platform* platform = testing::cpu_platform();
   ASSERT_NE(platform, nullptr);
   EXPECT_EQ(*platform->make_communicator_id(ParallelConfig{}), "");  // a world of 1 needs none
@@ -258,9 +150,10 @@ TEST(CpuCommunicator, IdsNameTheHostAndAnotherHostIsNotSupportedYet) {
   p.communicator_id = "cpu-shm:some-other-host:" + id->substr(id->rfind(':') + 1);
   auto elsewhere = platform->make_device_communicator(p, 1);
   ASSERT_FALSE(elsewhere.ok());
-  EXPECT_EQ(elsewhere.status().code(), StatusCode::not_supported);
-  EXPECT_NE(elsewhere.status().message().find("across hosts is not implemented yet"), std::string::npos)
+  EXPECT_EQ(elsewhere.status().code(), StatusCode::invalid_argument);
+  EXPECT_NE(elsewhere.status().message().find("was made on host 'some-other-host'"), std::string::npos)
       << elsewhere.status().message();
+  EXPECT_NE(elsewhere.status().message().find("need a cpu-tcp id"), std::string::npos) << elsewhere.status().message();
   p.communicator_id = "nonsense";
   EXPECT_EQ(platform->make_device_communicator(p, 0).status().code(), StatusCode::invalid_argument);
   // The same id cannot serve two worlds: rank 0 refuses an existing segment.

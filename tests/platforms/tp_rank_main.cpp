@@ -7,14 +7,25 @@
 //     N-1 greedy decode steps in lock step with the other ranks. Rank 0 picks each argmax and
 //     broadcasts the tokens over a second communicator (ID2), so every rank feeds the same
 //     batch; rank 0 writes its logits of every step to FILE.
-//   tp_rank_main comm --id ID --rank R --world W --case all|stall|die|mismatch|size
+//   tp_rank_main comm --id ID --rank R --world W --case all|stall|late|die|kill|mismatch|size|sums
+//                     [--out FILE]
 //     Collectives between W processes with values checked exactly (all), a rank that never
-//     arrives (stall: rank W-1 is not started), a rank that exits after attaching (die: rank
-//     W-1 exits), a collective that differs between ranks (mismatch), a receive of another
-//     size than the message (size).
+//     arrives (stall: rank W-1 is not started; late: rank W-1 attaches, then calls nothing
+//     until after the timeout), a rank that exits after attaching (die: rank W-1 exits), a rank killed (SIGKILL) in the middle of large all_reduces (kill: rank
+//     W-1), a collective that differs between ranks (mismatch), a receive of another size
+//     than the message (size), sums of pseudo-random values whose bits every rank writes to
+//     FILE.r<rank> (sums: to compare communicators bit for bit).
+//
+//   Instead of --id (and --token-id), `--tcp-host HOST --id-file F` meets over TCP: rank 0
+//   makes the id(s) in its own process (a listener on HOST) and writes them to F, the other
+//   ranks read F. `--tamper token|world` (a rank > 0) joins with a wrong token or world size.
 //
 // Prints "RESULT ok" or "RESULT <status>" as its last line; exit code 0 when the case did
 // what it should.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/gguf/gguf_file.hpp"
@@ -43,6 +55,50 @@ std::map<std::string, std::string> parse_flags(int argc, char** argv, int from) 
   std::map<std::string, std::string> f;
   for (int i = from; i + 1 < argc; i += 2) f[argv[i]] = argv[i + 1];
   return f;
+}
+
+/// The communicator ids of this rank: --id/--token-id, or over TCP (--tcp-host, --id-file) the
+/// `count` ids rank 0 makes here and writes to the id file, which the other ranks wait for.
+Result<std::vector<std::string>> communicator_ids(const std::map<std::string, std::string>& f, int rank, int world,
+                                                  int count) {
+  std::vector<std::string> ids;
+  if (!f.count("--tcp-host")) {
+    if (f.count("--id")) ids.push_back(f.at("--id"));
+    if (f.count("--token-id")) ids.push_back(f.at("--token-id"));
+    return ids;
+  }
+  const std::string file = f.at("--id-file");
+  if (rank == 0) {
+    Platform* platform = testing::cpu_platform();
+    if (platform == nullptr) return unavailable("the cpu platform plugin did not load");
+    ParallelConfig p;
+    p.tensor_parallel_size = world;
+    p.communicator_host = f.at("--tcp-host");
+    std::string text;
+    for (int i = 0; i < count; ++i) {
+      auto id = platform->make_communicator_id(p);
+      if (!id.ok()) return id.status();
+      ids.push_back(*id);
+      text += *id + "\n";
+    }
+    {
+      std::ofstream o(file + ".tmp");
+      o << text;
+    }
+    if (std::rename((file + ".tmp").c_str(), file.c_str()) != 0) return data_loss("cannot write " + file);
+    return ids;
+  }
+  for (const auto deadline = Clock::now() + std::chrono::seconds(60); ids.empty();) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) ids.push_back(line);
+    if (!ids.empty()) break;
+    if (Clock::now() >= deadline) return unavailable("rank 0 wrote no id file " + file);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (f.count("--tamper") && f.at("--tamper") == "token")
+    for (auto& id : ids) id.back() = id.back() == '0' ? '1' : '0';
+  return ids;
 }
 
 int report(const Status& s) {
@@ -92,11 +148,14 @@ Status run_model(const std::map<std::string, std::string>& f) {
   config.model.model_path = f.at("--model");
   config.parallel.tensor_parallel_size = std::stoi(f.at("--tp"));
   config.parallel.pipeline_parallel_size = std::stoi(f.at("--pp"));
-  config.parallel.communicator_id = f.count("--id") ? f.at("--id") : "";
   config.parallel.num_threads = f.count("--threads") ? std::stoi(f.at("--threads")) : 1;
   config.scheduler.max_num_batched_tokens = 64;
   TROUPE_RETURN_IF_ERROR(platform->check_and_update_config(config));
   const int world = config.parallel.world_size();
+  auto ids = communicator_ids(f, rank, world, 2);
+  if (!ids.ok()) return ids.status();
+  if (world > 1 && ids->size() != 2) return invalid_argument("a world of several ranks needs --id and --token-id");
+  config.parallel.communicator_id = world > 1 ? (*ids)[0] : "";
   const int steps = f.count("--steps") ? std::stoi(f.at("--steps")) : 6;
 
   auto worker = platform->make_worker(config, rank);
@@ -117,7 +176,7 @@ Status run_model(const std::map<std::string, std::string>& f) {
   if (world > 1) {
     ParallelConfig p;
     p.tensor_parallel_size = world;
-    p.communicator_id = f.at("--token-id");
+    p.communicator_id = (*ids)[1];
     auto c = platform->make_device_communicator(p, rank);
     if (!c.ok()) return c.status();
     tokens_comm = std::move(*c);
@@ -274,6 +333,25 @@ Status comm_all(DeviceCommunicator& c) {
     uint16_t h[4] = {};
     if (c.all_reduce(h, 4, DType::bf16).code() != StatusCode::not_supported) return expect(false, "bf16 all_reduce");
   }
+  // Four ranks: the tensor groups of two pipeline stages ({0, 1} and {2, 3}, made at the same
+  // time), a large all_reduce in each, and a group made from a group (its ranks reversed).
+  if (W == 4) {
+    const int stage = me / 2;
+    auto g = c.new_group({stage * 2, stage * 2 + 1});
+    if (!g.ok()) return g.status();
+    if ((*g)->world_size() != 2 || (*g)->rank() != me % 2) return expect(false, "stage group ranks");
+    const int64_t n = 900'001;
+    std::vector<float> x(static_cast<size_t>(n), static_cast<float>(me + 1));
+    TROUPE_RETURN_IF_ERROR((*g)->all_reduce(x.data(), n, DType::f32));
+    for (int64_t i = 0; i < n; ++i)
+      if (x[i] != static_cast<float>(4 * stage + 3)) return expect(false, "stage group all_reduce");
+    auto h = (*g)->new_group({1, 0});
+    if (!h.ok()) return h.status();
+    if ((*h)->rank() != 1 - me % 2) return expect(false, "nested group ranks");
+    float v[2] = {static_cast<float>(me), -1.0f};
+    TROUPE_RETURN_IF_ERROR((*h)->broadcast(v, 2, DType::f32, 0));  // from the stage's second rank
+    if (v[0] != static_cast<float>(stage * 2 + 1)) return expect(false, "nested group broadcast");
+  }
   // A group of the first and the last rank; the others are not in it.
   if (me == 0 || me == W - 1) {
     auto g = c.new_group({0, W - 1});
@@ -288,20 +366,57 @@ Status comm_all(DeviceCommunicator& c) {
   return expect(done == static_cast<float>(W), "final all_reduce");
 }
 
+/// Sums whose bits depend on the order of the additions (values of many magnitudes), through
+/// all_reduce (a small buffer, and a large one that goes in several rounds or pieces) and
+/// reduce_scatter; this rank's results go to `out`.r<rank>.
+Status comm_sums(DeviceCommunicator& c, const std::string& out) {
+  const int me = c.rank(), W = c.world_size();
+  uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(me + 1);
+  auto value = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int exponent = static_cast<int>((state >> 59) % 24) - 12;
+    return std::ldexp(static_cast<float>((state >> 33) & 0xffffff) / 16777216.0f - 0.5f, exponent);
+  };
+  std::vector<float> results;
+  for (int64_t n : {int64_t{1001}, int64_t{1'000'003}}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = value();
+    TROUPE_RETURN_IF_ERROR(c.all_reduce(x.data(), n, DType::f32));
+    results.insert(results.end(), x.begin(), x.end());
+  }
+  const int64_t n = 300'001;
+  std::vector<float> in(static_cast<size_t>(n * W)), y(static_cast<size_t>(n));
+  for (auto& v : in) v = value();
+  TROUPE_RETURN_IF_ERROR(c.reduce_scatter(in.data(), y.data(), n, DType::f32));
+  results.insert(results.end(), y.begin(), y.end());
+  std::ofstream o(out + ".r" + std::to_string(me), std::ios::binary);
+  o.write(reinterpret_cast<const char*>(results.data()), static_cast<std::streamsize>(results.size() * sizeof(float)));
+  return o ? Status() : data_loss("cannot write " + out);
+}
+
 Status run_comm(const std::map<std::string, std::string>& f) {
   Platform* platform = testing::cpu_platform();
   if (platform == nullptr) return unavailable("the cpu platform plugin did not load");
   ParallelConfig p;
   p.tensor_parallel_size = std::stoi(f.at("--world"));
-  p.communicator_id = f.at("--id");
   const int rank = std::stoi(f.at("--rank"));
+  auto ids = communicator_ids(f, rank, p.tensor_parallel_size, 1);
+  if (!ids.ok()) return ids.status();
+  if (ids->empty()) return invalid_argument("comm needs --id, or --tcp-host and --id-file");
+  p.communicator_id = ids->front();
+  if (f.count("--tamper") && f.at("--tamper") == "world") p.tensor_parallel_size += 1;
   const std::string which = f.at("--case");
   auto c = platform->make_device_communicator(p, rank);
   if (!c.ok()) return c.status();
   DeviceCommunicator& comm = **c;
   if (which == "all") return comm_all(comm);
   if (which == "die" && rank == comm.world_size() - 1) std::_Exit(0);  // attached, then gone
-  if (which == "stall" || which == "die") {
+  if (which == "late" && rank == comm.world_size() - 1) {  // attached, then silent past the others' timeout
+    const auto timeout = std::chrono::duration<double>(std::atof(std::getenv("TROUPE_CPU_COMM_TIMEOUT_S")));
+    std::this_thread::sleep_for(timeout + std::chrono::seconds(2));
+    return {};
+  }
+  if (which == "stall" || which == "die" || which == "late") {
     const auto t0 = Clock::now();
     float x[4] = {1, 2, 3, 4};
     Status s = comm.all_reduce(x, 4, DType::f32);
@@ -314,6 +429,28 @@ Status run_comm(const std::map<std::string, std::string>& f) {
       return internal_error("a later call did not repeat the failure: " + again.to_string());
     return s;
   }
+  if (which == "kill") {  // rank W-1 is killed while large all_reduces run
+    if (rank == comm.world_size() - 1)
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        kill(getpid(), SIGKILL);
+      }).detach();
+    std::vector<float> x(size_t{2} << 20, 1.0f);
+    for (int i = 0; i < 100000; ++i) {
+      const auto t0 = Clock::now();
+      Status s = comm.all_reduce(x.data(), static_cast<int64_t>(x.size()), DType::f32);
+      if (!s.ok()) {
+        std::printf("waited %.3f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+        // Stay a moment, so the other survivors learn of the killed rank, not of this one's end.
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        return s;
+      }
+      std::fill(x.begin(), x.end(), 1.0f);
+    }
+    return internal_error("no all_reduce failed although rank " + std::to_string(comm.world_size() - 1) +
+                          " was killed");
+  }
+  if (which == "sums") return comm_sums(comm, f.at("--out"));
   if (which == "mismatch") {  // every rank fails, none waits
     float x[4] = {1, 2, 3, 4};
     // Every rank attached first: rank 0 fails at once and its end unlinks the segment's name.

@@ -1,0 +1,538 @@
+#include "platforms/cpu/tcp_communicator.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "platforms/cpu/cpu_communicator.hpp"
+
+namespace troupe::cpu {
+
+using tcp::Clock;
+using tcp::Fd;
+using std::chrono::milliseconds;
+
+namespace {
+
+// -- Data messages ---------------------------------------------------------------------
+
+enum Op : uint64_t { kAllReduce = 1, kAllGather, kReduceScatter, kGather, kBroadcast, kSend };
+const char* op_name(uint64_t op) {
+  switch (op) {
+    case kAllReduce: return "all_reduce";
+    case kAllGather: return "all_gather";
+    case kReduceScatter: return "reduce_scatter";
+    case kGather: return "gather";
+    case kBroadcast: return "broadcast";
+    case kSend: return "send";
+    default: return "an unknown operation";
+  }
+}
+constexpr int kBytesBits = 40;
+constexpr int64_t kMaxBytes = (int64_t{1} << kBytesBits) - 1;
+// What a round runs: op, phase (all_reduce in two rounds), root and the bytes of the whole
+// call per rank. Every rank of a round computes the same tag.
+uint64_t make_tag(uint64_t op, int phase, int root, int64_t bytes) {
+  return (op << 56) | (static_cast<uint64_t>(phase & 0xff) << 48) | (static_cast<uint64_t>(root & 0xff) << 40) |
+         static_cast<uint64_t>(bytes);
+}
+std::string tag_text(uint64_t tag) {
+  const uint64_t op = tag >> 56;
+  const uint64_t bytes = tag & ((uint64_t{1} << kBytesBits) - 1);
+  if (op == kSend) return "a message of " + std::to_string(bytes) + " bytes";
+  return std::string(op_name(op)) + " (root " + std::to_string((tag >> 40) & 0xff) + ", " + std::to_string(bytes) +
+         " bytes" + (((tag >> 48) & 0xff) ? ", round " + std::to_string((tag >> 48) & 0xff) : std::string()) + ")";
+}
+
+constexpr size_t kHeaderBytes = 16;
+void put_header(uint8_t* h, uint64_t tag, uint64_t bytes) {
+  for (int i = 0; i < 8; ++i) {
+    h[i] = static_cast<uint8_t>(tag >> (8 * i));
+    h[8 + i] = static_cast<uint8_t>(bytes >> (8 * i));
+  }
+}
+uint64_t get_u64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+Result<int64_t> bytes_of(const char* op, int64_t count, DType dtype) {
+  if (count < 0) return invalid_argument(std::string(op) + ": negative element count");
+  const int64_t b = row_bytes(dtype, count);
+  if (b < 0)
+    return invalid_argument(std::string(op) + ": " + std::to_string(count) + " elements of " +
+                            std::string(to_string(dtype)) + " are not a whole number of blocks");
+  if (b > kMaxBytes)
+    return invalid_argument(std::string(op) + ": " + std::to_string(b) + " bytes are more than one call carries (" +
+                            std::to_string(kMaxBytes) + ")");
+  return b;
+}
+
+/// out[i] = s[0][i] + s[1][i] + ... + s[W-1][i], added in that order (the shared-memory
+/// communicator's order). `out` may be s[0]; no other source may overlap it.
+void ordered_sum(float* out, const std::vector<const float*>& s, int64_t n) {
+  if (out != s[0]) std::memcpy(out, s[0], static_cast<size_t>(n) * sizeof(float));
+  for (size_t r = 1; r < s.size(); ++r) {
+    const float* in = s[r];
+    for (int64_t i = 0; i < n; ++i) out[i] += in[i];
+  }
+}
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TcpCommunicator>> TcpCommunicator::create(const TcpOptions& o) {
+  if (o.world_size < 2 || o.world_size > 256 || o.rank < 0 || o.rank >= o.world_size)
+    return invalid_argument("cpu communicator: rank " + std::to_string(o.rank) + " is outside a world of " +
+                            std::to_string(o.world_size) + " ranks (2 to 256)");
+  auto mesh = tcp::join_world(o.id, o.where, o.rank, o.world_size, o.timeout);
+  if (!mesh.ok()) return mesh.status();
+  return std::unique_ptr<TcpCommunicator>(new TcpCommunicator(o.id, o.rank, o.world_size, o.timeout,
+                                                              std::move(mesh->endpoint), "", std::move(mesh->table),
+                                                              std::move(mesh->links)));
+}
+
+TcpCommunicator::TcpCommunicator(std::string name, int rank, int world, milliseconds timeout,
+                                 std::shared_ptr<tcp::Endpoint> endpoint, std::string channel,
+                                 std::vector<tcp::Address> table, std::vector<Fd> links)
+    : name_(std::move(name)),
+      rank_(rank),
+      world_(world),
+      timeout_(timeout),
+      endpoint_(std::move(endpoint)),
+      channel_(std::move(channel)),
+      table_(std::move(table)),
+      links_(std::move(links)) {}
+
+TcpCommunicator::~TcpCommunicator() = default;  // closing the links tells every peer at once
+
+Result<std::unique_ptr<DeviceCommunicator>> TcpCommunicator::new_group(const std::vector<int>& ranks) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  std::vector<int> seen(static_cast<size_t>(world_), 0);
+  int index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    if (r < 0 || r >= world_ || seen[static_cast<size_t>(r)]++)
+      return invalid_argument("new_group: rank " + std::to_string(r) + " is not a distinct rank of a world of " +
+                              std::to_string(world_));
+    if (r == rank_) index = static_cast<int>(i);
+  }
+  if (index < 0) return invalid_argument("new_group: rank " + std::to_string(rank_) + " is not in the group");
+  const int k = groups_made_++;
+  if (ranks.size() == 1) return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+  std::string channel = channel_ + "/" + std::to_string(k) + ":";
+  for (size_t i = 0; i < ranks.size(); ++i) channel += (i ? "," : "") + std::to_string(ranks[i]);
+  std::vector<tcp::Address> table;
+  for (int r : ranks) table.push_back(table_[static_cast<size_t>(r)]);
+  const std::string name = name_.substr(0, name_.find(" group ")) + " group " + channel;
+  auto links = tcp::join_group(*endpoint_, table, channel, index, timeout_, name);
+  if (!links.ok()) return Status(links.status().code(), "new_group: " + links.status().message());
+  return std::unique_ptr<DeviceCommunicator>(new TcpCommunicator(name, index, static_cast<int>(ranks.size()), timeout_,
+                                                                 endpoint_, channel, std::move(table),
+                                                                 std::move(*links)));
+}
+
+// -- Data path ------------------------------------------------------------------------------
+
+/// One peer's share of a round: one message to write and/or one to read.
+struct TcpCommunicator::Part {
+  int peer = -1;
+  bool sending = false;
+  uint8_t out_head[kHeaderBytes] = {};
+  const uint8_t* out = nullptr;
+  size_t out_bytes = 0;
+  size_t out_done = 0;  // of kHeaderBytes + out_bytes
+  bool receiving = false;
+  uint64_t in_tag = 0;
+  uint8_t in_head[kHeaderBytes] = {};
+  uint8_t* in = nullptr;
+  size_t in_bytes = 0;
+  size_t in_done = 0;   // of kHeaderBytes + in_bytes
+  bool checked = false;
+
+  void send(uint64_t tag, const void* data, size_t bytes) {
+    sending = true;
+    put_header(out_head, tag, bytes);
+    out = static_cast<const uint8_t*>(data);
+    out_bytes = bytes;
+  }
+  void receive(uint64_t tag, void* data, size_t bytes) {
+    receiving = true;
+    in_tag = tag;
+    in = static_cast<uint8_t*>(data);
+    in_bytes = bytes;
+  }
+  bool send_pending() const { return sending && out_done < kHeaderBytes + out_bytes; }
+  bool recv_pending() const { return receiving && in_done < kHeaderBytes + in_bytes; }
+};
+
+std::string TcpCommunicator::who(int peer) const { return tcp::rank_text(peer, table_[static_cast<size_t>(peer)]); }
+
+Status TcpCommunicator::usable() const {
+  if (broken_.ok()) return {};
+  return Status(broken_.code(), "cpu communicator " + name_ + " failed earlier: " + broken_.message());
+}
+
+Status TcpCommunicator::fail(Status s) {
+  if (!s.ok() && broken_.ok()) broken_ = s;
+  return s;
+}
+
+uint8_t* TcpCommunicator::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+Status TcpCommunicator::progress_send(Part& p, const char* op) {
+  const int fd = links_[static_cast<size_t>(p.peer)].get();
+  while (p.send_pending()) {
+    iovec iov[2];
+    int n = 0;
+    if (p.out_done < kHeaderBytes) iov[n++] = {p.out_head + p.out_done, kHeaderBytes - p.out_done};
+    const size_t data_done = p.out_done > kHeaderBytes ? p.out_done - kHeaderBytes : 0;
+    if (p.out_bytes > data_done) iov[n++] = {const_cast<uint8_t*>(p.out) + data_done, p.out_bytes - data_done};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      p.out_done += static_cast<size_t>(w);
+      continue;
+    }
+    const int e = errno;
+    if (e == EAGAIN || e == EWOULDBLOCK) return {};
+    if (e == EINTR) continue;
+    return unavailable(who(p.peer) + " closed its connection to rank " + std::to_string(rank_) + " during " + op +
+                       " (" + std::strerror(e) + "): its process ended or it left the communicator");
+  }
+  return {};
+}
+
+Status TcpCommunicator::progress_recv(Part& p, const char* op) {
+  const int fd = links_[static_cast<size_t>(p.peer)].get();
+  while (p.recv_pending()) {
+    iovec iov[2];
+    int n = 0;
+    if (p.in_done < kHeaderBytes) iov[n++] = {p.in_head + p.in_done, kHeaderBytes - p.in_done};
+    const size_t data_done = p.in_done > kHeaderBytes ? p.in_done - kHeaderBytes : 0;
+    if (p.in_bytes > data_done) iov[n++] = {p.in + data_done, p.in_bytes - data_done};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+    if (r > 0) {
+      p.in_done += static_cast<size_t>(r);
+      if (!p.checked && p.in_done >= kHeaderBytes) {
+        p.checked = true;
+        const uint64_t tag = get_u64(p.in_head), bytes = get_u64(p.in_head + 8);
+        if (tag != p.in_tag) {
+          const bool p2p = (tag >> 56) == kSend && (p.in_tag >> 56) == kSend;
+          if (p2p)
+            return internal_error("cpu communicator: rank " + std::to_string(p.peer) + " sent a message of " +
+                                  std::to_string(bytes) + " bytes, rank " + std::to_string(rank_) + " expected " +
+                                  std::to_string(p.in_bytes));
+          return internal_error("cpu communicator: rank " + std::to_string(p.peer) + " runs " + tag_text(tag) +
+                                " while rank " + std::to_string(rank_) + " runs " + tag_text(p.in_tag));
+        }
+        if (bytes != p.in_bytes)
+          return internal_error("cpu communicator: rank " + std::to_string(p.peer) + " sent " + std::to_string(bytes) +
+                                " bytes of " + tag_text(tag) + ", rank " + std::to_string(rank_) + " expected " +
+                                std::to_string(p.in_bytes));
+      }
+      continue;
+    }
+    if (r == 0)
+      return unavailable(who(p.peer) + " closed its connection to rank " + std::to_string(rank_) + " during " + op +
+                         ": its process ended or it left the communicator");
+    const int e = errno;
+    if (e == EAGAIN || e == EWOULDBLOCK) return {};
+    if (e == EINTR) continue;
+    return unavailable(who(p.peer) + " reset its connection to rank " + std::to_string(rank_) + " during " + op +
+                       " (" + std::strerror(e) + "): its process ended or it left the communicator");
+  }
+  return {};
+}
+
+Status TcpCommunicator::exchange(std::vector<Part>& parts, Wait what, const char* op) {
+  // Write what fits at once; then one poll() over every connection still busy.
+  for (Part& p : parts) TROUPE_RETURN_IF_ERROR(progress_send(p, op));
+  auto idle_deadline = Clock::now() + timeout_;
+  std::vector<pollfd> fds;
+  std::vector<Part*> busy;
+  for (;;) {
+    fds.clear();
+    busy.clear();
+    for (Part& p : parts) {
+      const short events =
+          static_cast<short>((p.send_pending() ? POLLOUT : 0) | (p.recv_pending() ? POLLIN : 0));
+      if (events == 0) continue;
+      fds.push_back({links_[static_cast<size_t>(p.peer)].get(), events, 0});
+      busy.push_back(&p);
+    }
+    if (busy.empty()) return {};
+    const auto left = std::chrono::duration_cast<milliseconds>(idle_deadline - Clock::now()).count();
+    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(left + 1, 0, 1000)));
+    if (ready < 0 && errno != EINTR)
+      return unavailable(std::string("cpu communicator: poll failed: ") + std::strerror(errno));
+    bool progress = false;
+    for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Part& p = *busy[i];
+      const size_t before = p.out_done + p.in_done;
+      if (p.recv_pending()) TROUPE_RETURN_IF_ERROR(progress_recv(p, op));
+      if (p.send_pending()) TROUPE_RETURN_IF_ERROR(progress_send(p, op));
+      progress |= p.out_done + p.in_done != before;
+    }
+    const auto now = Clock::now();
+    if (progress) {
+      idle_deadline = now + timeout_;
+      continue;
+    }
+    if (now < idle_deadline) continue;
+    // Name a peer that holds the round up: one that sent nothing yet, else any still busy.
+    const Part* late = busy.front();
+    for (const Part* p : busy)
+      if (p->recv_pending() && p->in_done == 0) {
+        late = p;
+        break;
+      }
+    const std::string peer = std::to_string(late->peer), me = std::to_string(rank_);
+    const std::string within = " within " + tcp::seconds_text(timeout_) + " s";
+    switch (what) {
+      case Wait::collective: return unavailable("rank " + peer + " did not reach the collective" + within);
+      case Wait::send: return unavailable("rank " + peer + " did not receive from rank " + me + within);
+      case Wait::recv: return unavailable("rank " + peer + " did not send to rank " + me + within);
+    }
+  }
+}
+
+Status TcpCommunicator::all_reduce(void* buf, int64_t count, DType dtype) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  if (dtype != DType::f32)
+    return not_supported("all_reduce of " + std::string(to_string(dtype)) + " on the cpu communicator (f32 only)");
+  auto b = bytes_of("all_reduce", count, dtype);
+  if (!b.ok()) return b.status();
+  if (count == 0) return {};
+  auto* x = static_cast<float*>(buf);
+  const auto bytes = static_cast<size_t>(*b);
+  const int W = world_;
+  std::vector<Part> parts;
+  if (W == 2 || *b <= kDirectAllReduceBytes) {
+    // One round: every rank sends its whole buffer to every other rank and sums them all.
+    uint8_t* space = scratch(bytes * static_cast<size_t>(W));
+    std::vector<const float*> src(static_cast<size_t>(W));
+    for (int r = 0; r < W; ++r) {
+      src[static_cast<size_t>(r)] =
+          r == rank_ ? x : reinterpret_cast<const float*>(space + bytes * static_cast<size_t>(r));
+      if (r == rank_) continue;
+      Part p;
+      p.peer = r;
+      p.send(make_tag(kAllReduce, 0, 0, *b), x, bytes);
+      p.receive(make_tag(kAllReduce, 0, 0, *b), space + bytes * static_cast<size_t>(r), bytes);
+      parts.push_back(p);
+    }
+    Status s = exchange(parts, Wait::collective, "all_reduce");
+    if (!s.ok()) return fail(std::move(s));
+    if (rank_ == 0) {
+      ordered_sum(x, src, count);
+    } else {
+      auto* acc = reinterpret_cast<float*>(space);  // rank 0's part: the sum starts there
+      ordered_sum(acc, src, count);
+      std::memcpy(x, acc, bytes);
+    }
+    return {};
+  }
+  // Two rounds: rank q sums block q of every rank (in rank order), then every rank gathers
+  // every sum. Each rank sends 2 (W-1)/W of the buffer instead of W-1 times it.
+  auto start = [&](int q) { return count * q / W; };
+  const int64_t mine = start(rank_ + 1) - start(rank_);
+  const size_t mine_bytes = static_cast<size_t>(mine) * sizeof(float);
+  uint8_t* space = scratch(mine_bytes * static_cast<size_t>(W));
+  std::vector<const float*> src(static_cast<size_t>(W));
+  for (int r = 0; r < W; ++r) {
+    src[static_cast<size_t>(r)] =
+        r == rank_ ? x + start(rank_) : reinterpret_cast<const float*>(space + mine_bytes * static_cast<size_t>(r));
+    if (r == rank_) continue;
+    Part p;
+    p.peer = r;
+    p.send(make_tag(kAllReduce, 1, 0, *b), x + start(r), static_cast<size_t>(start(r + 1) - start(r)) * sizeof(float));
+    p.receive(make_tag(kAllReduce, 1, 0, *b), space + mine_bytes * static_cast<size_t>(r), mine_bytes);
+    parts.push_back(p);
+  }
+  Status s = exchange(parts, Wait::collective, "all_reduce");
+  if (!s.ok()) return fail(std::move(s));
+  if (rank_ == 0) {
+    ordered_sum(x + start(0), src, mine);
+  } else {
+    auto* acc = reinterpret_cast<float*>(space);
+    ordered_sum(acc, src, mine);
+    std::memcpy(x + start(rank_), acc, mine_bytes);
+  }
+  parts.clear();
+  for (int r = 0; r < W; ++r) {
+    if (r == rank_) continue;
+    Part p;
+    p.peer = r;
+    p.send(make_tag(kAllReduce, 2, 0, *b), x + start(rank_), mine_bytes);
+    p.receive(make_tag(kAllReduce, 2, 0, *b), x + start(r),
+              static_cast<size_t>(start(r + 1) - start(r)) * sizeof(float));
+    parts.push_back(p);
+  }
+  s = exchange(parts, Wait::collective, "all_reduce");
+  if (!s.ok()) return fail(std::move(s));
+  return {};
+}
+
+Status TcpCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  auto b = bytes_of("all_gather", count, dtype);
+  if (!b.ok()) return b.status();
+  if (*b == 0) return {};
+  const auto bytes = static_cast<size_t>(*b);
+  auto* dst = static_cast<uint8_t*>(out);
+  std::vector<Part> parts;
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_) continue;
+    Part p;
+    p.peer = r;
+    p.send(make_tag(kAllGather, 0, 0, *b), in, bytes);
+    p.receive(make_tag(kAllGather, 0, 0, *b), dst + bytes * static_cast<size_t>(r), bytes);
+    parts.push_back(p);
+  }
+  Status s = exchange(parts, Wait::collective, "all_gather");
+  if (!s.ok()) return fail(std::move(s));
+  std::memmove(dst + bytes * static_cast<size_t>(rank_), in, bytes);
+  return {};
+}
+
+Status TcpCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  if (dtype != DType::f32)
+    return not_supported("reduce_scatter of " + std::string(to_string(dtype)) + " on the cpu communicator (f32 only)");
+  auto b = bytes_of("reduce_scatter", count, dtype);
+  if (!b.ok()) return b.status();
+  if (count == 0) return {};
+  const auto bytes = static_cast<size_t>(*b);
+  const auto* x = static_cast<const float*>(in);
+  auto* y = static_cast<float*>(out);
+  uint8_t* space = scratch(bytes * static_cast<size_t>(world_ + 1));
+  std::vector<const float*> src(static_cast<size_t>(world_));
+  std::vector<Part> parts;
+  for (int r = 0; r < world_; ++r) {
+    src[static_cast<size_t>(r)] = reinterpret_cast<const float*>(space + bytes * static_cast<size_t>(r));
+    if (r == rank_) continue;
+    Part p;
+    p.peer = r;
+    p.send(make_tag(kReduceScatter, 0, 0, *b), x + count * r, bytes);
+    p.receive(make_tag(kReduceScatter, 0, 0, *b), space + bytes * static_cast<size_t>(r), bytes);
+    parts.push_back(p);
+  }
+  Status s = exchange(parts, Wait::collective, "reduce_scatter");
+  if (!s.ok()) return fail(std::move(s));
+  // This rank's own block may overlap `out`: sum into scratch, then copy.
+  const float* own = x + count * rank_;
+  if (overlaps(own, bytes, y, bytes)) {
+    std::memcpy(space + bytes * static_cast<size_t>(rank_), own, bytes);
+  } else {
+    src[static_cast<size_t>(rank_)] = own;
+  }
+  auto* acc = reinterpret_cast<float*>(space + bytes * static_cast<size_t>(world_));
+  ordered_sum(acc, src, count);
+  std::memcpy(y, acc, bytes);
+  return {};
+}
+
+Status TcpCommunicator::gather(const void* in, void* out, int64_t count, DType dtype, int root) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  if (root < 0 || root >= world_)
+    return invalid_argument("gather: root " + std::to_string(root) + " is not a rank of a world of " +
+                            std::to_string(world_));
+  auto b = bytes_of("gather", count, dtype);
+  if (!b.ok()) return b.status();
+  if (*b == 0) return {};
+  const auto bytes = static_cast<size_t>(*b);
+  auto* dst = static_cast<uint8_t*>(out);
+  const uint64_t tag = make_tag(kGather, 0, root, *b);
+  std::vector<Part> parts;
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_) continue;
+    Part p;
+    p.peer = r;
+    p.send(tag, in, r == root ? bytes : 0);
+    p.receive(tag, rank_ == root ? dst + bytes * static_cast<size_t>(r) : nullptr, rank_ == root ? bytes : 0);
+    parts.push_back(p);
+  }
+  Status s = exchange(parts, Wait::collective, "gather");
+  if (!s.ok()) return fail(std::move(s));
+  if (rank_ == root) std::memmove(dst + bytes * static_cast<size_t>(root), in, bytes);
+  return {};
+}
+
+Status TcpCommunicator::broadcast(void* buf, int64_t count, DType dtype, int root) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  if (root < 0 || root >= world_)
+    return invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of a world of " +
+                            std::to_string(world_));
+  auto b = bytes_of("broadcast", count, dtype);
+  if (!b.ok()) return b.status();
+  if (*b == 0) return {};
+  const auto bytes = static_cast<size_t>(*b);
+  const uint64_t tag = make_tag(kBroadcast, 0, root, *b);
+  std::vector<Part> parts;
+  for (int r = 0; r < world_; ++r) {
+    if (r == rank_) continue;
+    Part p;
+    p.peer = r;
+    p.send(tag, buf, rank_ == root ? bytes : 0);
+    p.receive(tag, r == root ? buf : nullptr, r == root ? bytes : 0);
+    parts.push_back(p);
+  }
+  Status s = exchange(parts, Wait::collective, "broadcast");
+  if (!s.ok()) return fail(std::move(s));
+  return {};
+}
+
+Status TcpCommunicator::send(const void* buf, int64_t count, DType dtype, int peer) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  if (peer < 0 || peer >= world_ || peer == rank_)
+    return invalid_argument("send: rank " + std::to_string(rank_) + " cannot send to rank " + std::to_string(peer) +
+                            " in a world of " + std::to_string(world_));
+  auto b = bytes_of("send", count, dtype);
+  if (!b.ok()) return b.status();
+  if (*b == 0) return {};
+  std::vector<Part> parts(1);
+  parts[0].peer = peer;
+  parts[0].send(make_tag(kSend, 0, 0, *b), buf, static_cast<size_t>(*b));
+  Status s = exchange(parts, Wait::send, "send");
+  if (!s.ok()) return fail(std::move(s));
+  return {};
+}
+
+Status TcpCommunicator::recv(void* buf, int64_t count, DType dtype, int peer) {
+  TROUPE_RETURN_IF_ERROR(usable());
+  if (peer < 0 || peer >= world_ || peer == rank_)
+    return invalid_argument("recv: rank " + std::to_string(rank_) + " cannot receive from rank " +
+                            std::to_string(peer) + " in a world of " + std::to_string(world_));
+  auto b = bytes_of("recv", count, dtype);
+  if (!b.ok()) return b.status();
+  if (*b == 0) return {};
+  std::vector<Part> parts(1);
+  parts[0].peer = peer;
+  parts[0].receive(make_tag(kSend, 0, 0, *b), buf, static_cast<size_t>(*b));
+  Status s = exchange(parts, Wait::recv, "recv");
+  if (!s.ok()) return fail(std::move(s));
+  return {};
+}
+
+}  // namespace troupe::cpu

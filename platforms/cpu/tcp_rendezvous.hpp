@@ -1,0 +1,71 @@
+// How the ranks of a TcpCommunicator (tcp_communicator.hpp) find each other:
+// the "cpu-tcp:<host>:<port>:<token>" ids, and the hellos that connect a
+// world's full mesh through rank 0's listener, or a group's through the
+// members' own listeners.
+//
+// A hello is a length-prefixed little-endian message (magic, version, kind,
+// world size, rank, token, channel, listener address); the answer is ok (for a
+// join: with the table of every rank's listener) or a refusal carrying a
+// status code and its reason, which the refused side returns as its error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "platforms/cpu/tcp_socket.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::cpu {
+
+constexpr const char* kTcpIdPrefix = "cpu-tcp:";
+
+/// The parts of "cpu-tcp:<host>:<port>:<token>".
+struct TcpId {
+  std::string host;
+  uint16_t port = 0;
+  std::string token;
+};
+Result<TcpId> parse_tcp_id(const std::string& id);
+
+/// Opens rank 0's listener on `host` (any free port), keeps it in this process until rank
+/// 0's communicator takes it (one nobody took within `unused_lifetime` is closed the next
+/// time the registry is used), and returns the id.
+Result<std::string> make_tcp_communicator_id(const std::string& host, std::chrono::milliseconds unused_lifetime);
+
+namespace tcp {
+
+struct Address {
+  std::string host;
+  uint16_t port = 0;
+};
+/// "rank 2 (10.0.0.5:40123)".
+std::string rank_text(int rank, const Address& listener);
+
+/// This rank's listener and the group hellos that came before this rank made that group;
+/// shared by a communicator and the groups made from it.
+struct Endpoint;
+
+/// A connected mesh: a link to every other rank (none to itself), every rank's listener.
+struct Mesh {
+  std::shared_ptr<Endpoint> endpoint;
+  std::vector<Address> table;
+  std::vector<Fd> links;
+};
+
+/// Rank `rank` of a world of `world` meeting at `where`: rank 0 takes its listener from this
+/// process's registry (else an error saying rank 0 must run where the id was made); every
+/// other rank joins through it and opens a listener of its own. Returns once every link is
+/// up, or fails by `timeout` (refusals name their reason on both sides).
+Result<Mesh> join_world(const std::string& id, const TcpId& where, int rank, int world,
+                        std::chrono::milliseconds timeout);
+
+/// The links of group rank `index` of a group whose members listen at `table`: connects to
+/// the lower members, accepts the higher ones on `endpoint` (hellos naming `channel`).
+Result<std::vector<Fd>> join_group(Endpoint& endpoint, const std::vector<Address>& table, const std::string& channel,
+                                   int index, std::chrono::milliseconds timeout, const std::string& name);
+
+}  // namespace tcp
+}  // namespace troupe::cpu

@@ -1,0 +1,342 @@
+// The CPU communicator between hosts (TcpCommunicator) between real processes
+// on loopback: tp_rank_main runs one rank each; rank 0 makes the cpu-tcp id in
+// its own process and hands it to the others through a file. Every op with
+// exact values on 2 and 4 ranks (buffers larger than the socket buffers, both
+// sides sending at once), sums bit for bit equal to the shared-memory
+// communicator's, a killed rank reported at once, a rank that never comes, a
+// wrong token or world size refused on both sides; and, in one process, the
+// ids and the rule that rank 0 runs where its id was made.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/rank_processes.hpp"
+#include "troupe/communicator.hpp"
+#include "troupe/platform.hpp"
+
+namespace troupe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::Exit;
+using testing::last_result;
+using testing::run_processes;
+using testing::TempDir;
+using testing::waited_seconds;
+
+/// Ranks `ranks` of a world of `world` over TCP (rank 0 makes the id); `extra[r]`: more flags of rank r.
+std::vector<Exit> run_tcp(int world, const std::string& which, const std::vector<int>& ranks,
+                          const std::map<std::string, std::string>& env, double timeout_s,
+                          const std::string& out = "", std::map<int, std::vector<std::string>> extra = {}) {
+  TempDir dir;
+  const std::string id_file = dir.path() + "/ids";
+  std::vector<std::vector<std::string>> cmds;
+  for (int r : ranks) {
+    std::vector<std::string> c = {TP_RANK_MAIN, "comm", "--tcp-host", "127.0.0.1", "--id-file", id_file, "--rank",
+                                  std::to_string(r), "--world", std::to_string(world), "--case", which};
+    if (!out.empty()) c.insert(c.end(), {"--out", out});
+    c.insert(c.end(), extra[r].begin(), extra[r].end());
+    cmds.push_back(c);
+  }
+  return run_processes(cmds, env, timeout_s);
+}
+
+void expect_all_ok(const std::vector<Exit>& exits) {
+  for (size_t r = 0; r < exits.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
+    EXPECT_EQ(exits[r].code, 0) << exits[r].output;
+    EXPECT_EQ(last_result(exits[r].output), "ok") << exits[r].output;
+  }
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class TcpWorld : public ::testing::TestWithParam<int> {};
+
+// all_reduce of 5 MB (two ranks: both send it at once; four: reduce-scatter then all-gather),
+// all_gather, reduce_scatter, gather, broadcast, a 6 MB send/recv chain, groups (four ranks:
+// two stage groups at once and a group of a group).
+TEST_P(TcpWorld, EveryOperationGivesExactValues) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  const int world = GetParam();
+  std::vector<int> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(r);
+  expect_all_ok(run_tcp(world, "all", ranks, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
+}
+
+// Values of many magnitudes, so the order of the additions shows in the bits: every rank gets
+// the same bits, and the same as through shared memory (sums in rank order 0..W-1).
+TEST_P(TcpWorld, SumsAreBitForBitThoseOfSharedMemory) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  const int world = GetParam();
+  std::vector<int> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(r);
+  TempDir dir;
+  const std::string tcp_out = dir.path() + "/tcp", shm_out = dir.path() + "/shm";
+  expect_all_ok(run_tcp(world, "sums", ranks, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120, tcp_out));
+  ParallelConfig p;
+  p.tensor_parallel_size = world;
+  auto shm_id = testing::cpu_platform()->make_communicator_id(p);
+  ASSERT_TRUE(shm_id.ok()) << shm_id.status().to_string();
+  std::vector<std::vector<std::string>> cmds;
+  for (int r : ranks)
+    cmds.push_back({TP_RANK_MAIN, "comm", "--id", *shm_id, "--rank", std::to_string(r), "--world",
+                    std::to_string(world), "--case", "sums", "--out", shm_out});
+  expect_all_ok(run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
+  const std::vector<char> reference = read_file(shm_out + ".r0");
+  ASSERT_EQ(reference.size(), (1001 + 1'000'003 + 300'001) * sizeof(float));
+  for (int r = 0; r < world; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<char> tcp = read_file(tcp_out + ".r" + std::to_string(r));
+    const std::vector<char> shm = read_file(shm_out + ".r" + std::to_string(r));
+    // all_reduce results are the same on every rank; reduce_scatter's block is each rank's own.
+    const size_t reduced = (1001 + 1'000'003) * sizeof(float);
+    ASSERT_EQ(tcp.size(), reference.size());
+    EXPECT_TRUE(std::equal(tcp.begin(), tcp.end(), shm.begin())) << "tcp and shm differ";
+    EXPECT_TRUE(std::equal(tcp.begin(), tcp.begin() + static_cast<std::ptrdiff_t>(reduced), reference.begin()))
+        << "all_reduce differs from rank 0's";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, TcpWorld, ::testing::Values(2, 4),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param) + "ranks"; });
+
+TEST(TcpCommunicatorProcesses, AThirdRankSumsLikeSharedMemoryToo) {
+  // Three ranks split 1,000,003 floats unevenly in reduce-scatter then all-gather.
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  TempDir dir;
+  expect_all_ok(run_tcp(3, "sums", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120, dir.path() + "/tcp"));
+  ParallelConfig p;
+  p.tensor_parallel_size = 3;
+  auto shm_id = testing::cpu_platform()->make_communicator_id(p);
+  ASSERT_TRUE(shm_id.ok());
+  std::vector<std::vector<std::string>> cmds;
+  for (int r = 0; r < 3; ++r)
+    cmds.push_back({TP_RANK_MAIN, "comm", "--id", *shm_id, "--rank", std::to_string(r), "--world", "3", "--case",
+                    "sums", "--out", dir.path() + "/shm"});
+  expect_all_ok(run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(read_file(dir.path() + "/tcp.r" + std::to_string(r)),
+              read_file(dir.path() + "/shm.r" + std::to_string(r)))
+        << "rank " << r;
+}
+
+TEST(TcpCommunicatorProcesses, AKilledRankIsReportedAtOnceAsUnavailable) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_tcp(3, "kill", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "120"}}, 60);
+  ASSERT_EQ(exits.size(), 3u);
+  EXPECT_EQ(exits[2].code, -1) << exits[2].output;  // SIGKILL
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
+    const std::string result = last_result(exits[r].output);
+    EXPECT_EQ(result.rfind("unavailable: rank 2 (127.0.0.1:", 0), 0u) << exits[r].output;
+    EXPECT_NE(result.find("its connection to rank " + std::to_string(r) + " during all_reduce"), std::string::npos)
+        << exits[r].output;
+    EXPECT_LT(waited_seconds(exits[r].output), 10.0) << exits[r].output;
+  }
+}
+
+TEST(TcpCommunicatorProcesses, ARankThatNeverReachesTheCollectiveFailsTheOthersAtTheTimeout) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_tcp(3, "late", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
+    EXPECT_EQ(last_result(exits[r].output), "unavailable: rank 2 did not reach the collective within 2 s")
+        << exits[r].output;
+    const double waited = waited_seconds(exits[r].output);
+    EXPECT_GE(waited, 1.9) << exits[r].output;
+    EXPECT_LT(waited, 6.0) << exits[r].output;
+  }
+}
+
+TEST(TcpCommunicatorProcesses, ARankThatNeverComesFailsTheRendezvousAtTheTimeout) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  const auto t0 = Clock::now();
+  auto exits = run_tcp(3, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);  // rank 2 never starts
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0);
+  ASSERT_EQ(exits.size(), 2u);
+  const std::string r0 = last_result(exits[0].output), r1 = last_result(exits[1].output);
+  EXPECT_EQ(r0.rfind("unavailable: rank(s) 2 did not join cpu communicator cpu-tcp:127.0.0.1:", 0), 0u) << r0;
+  EXPECT_NE(r0.find("within 2 s"), std::string::npos) << r0;
+  // Rank 1 hears that from rank 0, or (rank 0 descheduled) gives up at its own timeout.
+  EXPECT_EQ(r1.rfind("unavailable: ", 0), 0u) << r1;
+  EXPECT_TRUE(r1.find("rank 0 gave up: rank(s) 2 did not join") != std::string::npos ||
+              r1.find("did not answer rank 1 within 2 s") != std::string::npos)
+      << r1;
+}
+
+TEST(TcpCommunicatorProcesses, RanksThatCallDifferentCollectivesAllFail) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_tcp(3, "mismatch", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
+  for (size_t r = 0; r < exits.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
+    const std::string result = last_result(exits[r].output);
+    // Rank 2 may learn it from rank 1's message or from rank 0's end; 0 and 1 see the other op.
+    if (r < 2) {
+      EXPECT_EQ(result.rfind("internal: cpu communicator: rank ", 0), 0u) << exits[r].output;
+      EXPECT_NE(result.find("broadcast"), std::string::npos) << exits[r].output;
+      EXPECT_NE(result.find("all_reduce"), std::string::npos) << exits[r].output;
+    } else {
+      EXPECT_NE(result, "ok") << exits[r].output;
+    }
+  }
+}
+
+TEST(TcpCommunicatorProcesses, AReceiveOfAnotherSizeThanTheMessageIsAnError) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_tcp(2, "size", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(last_result(exits[0].output), "ok") << exits[0].output;
+  EXPECT_EQ(last_result(exits[1].output),
+            "internal: cpu communicator: rank 0 sent a message of 40 bytes, rank 1 expected 44")
+      << exits[1].output;
+}
+
+TEST(TcpCommunicatorProcesses, AWrongTokenIsRefusedOnBothSides) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_tcp(2, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "3"}}, 60, "", {{1, {"--tamper", "token"}}});
+  ASSERT_EQ(exits.size(), 2u);
+  const std::string r0 = last_result(exits[0].output), r1 = last_result(exits[1].output);
+  EXPECT_EQ(r1.rfind("invalid_argument: cpu communicator cpu-tcp:127.0.0.1:", 0), 0u) << exits[1].output;
+  EXPECT_NE(r1.find("refused rank 1: the communicator token does not match"), std::string::npos) << exits[1].output;
+  // Rank 0 logs the refusal, keeps waiting for the right rank 1, and gives up at its timeout.
+  EXPECT_NE(exits[0].output.find("refused rank 1: its communicator token does not match"), std::string::npos)
+      << exits[0].output;
+  EXPECT_EQ(r0.rfind("unavailable: rank(s) 1 did not join cpu communicator", 0), 0u) << r0;
+  EXPECT_NE(r0.find("(1 other connection(s) refused)"), std::string::npos) << r0;
+}
+
+TEST(TcpCommunicatorProcesses, AnotherWorldSizeIsRefusedOnBothSides) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_tcp(2, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60, "", {{1, {"--tamper", "world"}}});
+  ASSERT_EQ(exits.size(), 2u);
+  const std::string why = "rank 1 joined with a world of 3 ranks, rank 0 has 2: the ranks disagree on the world size";
+  const std::string r0 = last_result(exits[0].output), r1 = last_result(exits[1].output);
+  EXPECT_EQ(r0.rfind("invalid_argument: cpu communicator cpu-tcp:127.0.0.1:", 0), 0u) << r0;
+  EXPECT_NE(r0.find("refused a rank: " + why), std::string::npos) << r0;
+  EXPECT_EQ(r1.rfind("invalid_argument: cpu communicator cpu-tcp:127.0.0.1:", 0), 0u) << r1;
+  EXPECT_NE(r1.find("refused rank 1: " + why), std::string::npos) << r1;
+}
+
+// stories260K over two pipeline stages of two tensor ranks (stage groups made with new_group):
+// rank 0's logits of every step, bit for bit those of the same split over shared memory.
+TEST(TcpCommunicatorProcesses, AModelSplitTwoByTwoGivesTheLogitsOfSharedMemoryBitForBit) {
+  Platform* platform = testing::cpu_platform();
+  ASSERT_NE(platform, nullptr);
+  TempDir dir;
+  auto run = [&](const std::string& out, bool tcp) {
+    ParallelConfig p;
+    p.tensor_parallel_size = 4;
+    const std::string id = tcp ? "" : *platform->make_communicator_id(p);
+    const std::string token_id = tcp ? "" : *platform->make_communicator_id(p);
+    std::vector<std::vector<std::string>> cmds;
+    for (int r = 0; r < 4; ++r) {
+      std::vector<std::string> c = {TP_RANK_MAIN, "model", "--model", testing::stories_path(), "--rank",
+                                    std::to_string(r), "--tp", "2", "--pp", "2", "--steps", "4", "--out", out};
+      if (tcp) c.insert(c.end(), {"--tcp-host", "127.0.0.1", "--id-file", out + ".ids"});
+      else c.insert(c.end(), {"--id", id, "--token-id", token_id});
+      cmds.push_back(c);
+    }
+    expect_all_ok(run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}, {"TROUPE_LOG_LEVEL", "warning"}}, 120));
+  };
+  run(dir.path() + "/tcp.bin", true);
+  run(dir.path() + "/shm.bin", false);
+  const std::vector<char> tcp = read_file(dir.path() + "/tcp.bin"), shm = read_file(dir.path() + "/shm.bin");
+  ASSERT_GT(shm.size(), 16u);
+  EXPECT_EQ(tcp, shm);
+}
+
+// ---------------------------------------------------------------------------------------
+// In one process
+
+TEST(TcpCommunicatorIds, MakeAListenerHereAndServeOneWorldWhoseRankZeroRunsHere) {
+  Platform* platform = testing::cpu_platform();
+  ASSERT_NE(platform, nullptr);
+  ParallelConfig p;
+  p.tensor_parallel_size = 2;
+  p.communicator_host = "127.0.0.1";
+  auto id = platform->make_communicator_id(p);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  ASSERT_EQ(id->rfind("cpu-tcp:127.0.0.1:", 0), 0u) << *id;
+  auto other = platform->make_communicator_id(p);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, *id);  // fresh every time
+  // The id's port listens.
+  const std::string rest = id->substr(std::string("cpu-tcp:127.0.0.1:").size());
+  const int port = std::stoi(rest.substr(0, rest.find(':')));
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << "nothing listens on " << port;
+    ::close(fd);  // rank 0 refuses that stranger (it sends no hello) and goes on
+  }
+  // Both ranks in threads of this process: an all_reduce through the mesh.
+  ::setenv("TROUPE_CPU_COMM_TIMEOUT_S", "20", 1);
+  p.communicator_id = *id;
+  Result<std::unique_ptr<DeviceCommunicator>> ranks[2] = {internal_error("unset"), internal_error("unset")};
+  float values[2][3] = {{1, 2, 3}, {10, 20, 30}};
+  Status sums[2];
+  std::thread t1([&] {
+    ranks[1] = platform->make_device_communicator(p, 1);
+    if (ranks[1].ok()) sums[1] = (*ranks[1])->all_reduce(values[1], 3, DType::f32);
+  });
+  ranks[0] = platform->make_device_communicator(p, 0);
+  if (ranks[0].ok()) sums[0] = (*ranks[0])->all_reduce(values[0], 3, DType::f32);
+  t1.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(ranks[r].ok()) << ranks[r].status().to_string();
+    EXPECT_TRUE(sums[r].ok()) << sums[r].to_string();
+    EXPECT_EQ(values[r][0], 11.0f);
+    EXPECT_EQ(values[r][2], 33.0f);
+  }
+  // An id serves one world: its listener was taken.
+  auto again = platform->make_device_communicator(p, 0);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::invalid_argument);
+  EXPECT_NE(again.status().message().find("rank 0 must run in the process that made the id"), std::string::npos)
+      << again.status().message();
+  // Rank 0 of an id made elsewhere (here: a token this process never made).
+  p.communicator_id = id->substr(0, id->rfind(':') + 1) + "0123456789abcdef0123456789abcdef";
+  auto elsewhere = platform->make_device_communicator(p, 0);
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_NE(elsewhere.status().message().find("the id was made in another process"), std::string::npos)
+      << elsewhere.status().message();
+  for (const char* bad : {"cpu-tcp:", "cpu-tcp:host:token", "cpu-tcp:host:99999:tok", "cpu-tcp:host:80:bad token",
+                          "cpu-tcp::80:tok"}) {
+    p.communicator_id = bad;
+    auto r = platform->make_device_communicator(p, 1);
+    EXPECT_EQ(r.status().code(), StatusCode::invalid_argument) << bad << ": " << r.status().to_string();
+  }
+  // A world of one needs no id; an address nobody can listen on is an error.
+  p.tensor_parallel_size = 1;
+  EXPECT_EQ(*platform->make_communicator_id(p), "");
+  p.tensor_parallel_size = 2;
+  p.communicator_host = "192.0.2.1";  // TEST-NET-1: not an address of this machine
+  EXPECT_FALSE(platform->make_communicator_id(p).ok());
+}
+
+}  // namespace
+}  // namespace troupe
