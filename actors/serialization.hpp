@@ -15,7 +15,8 @@ namespace troupe {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelConfig& x) {
-  return f(caf::meta::type_name("ModelConfig"), x.model_path, x.served_model_name, x.architecture,
+  return f(caf::meta::type_name("ModelConfig"), x.model_path, x.load_format, x.model_shape, x.weight_type,
+           x.served_model_name, x.architecture,
            x.max_model_len, x.dtype, x.quantization, x.seed, x.runner, x.pooling_type, x.pooling_normalize,
            x.pooling_matryoshka);
 }

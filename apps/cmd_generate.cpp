@@ -19,6 +19,7 @@
 
 #include "apps/command.hpp"
 #include "apps/default_model.hpp"
+#include "apps/load_format_options.hpp"
 #include "runtime/chat/chat_template.hpp"
 #include "actors/engine.hpp"
 #include "apps/node_options.hpp"
@@ -52,6 +53,7 @@ struct Options {
   std::string nodes;
   std::string secret_file;
   std::string runner = "auto";
+  LoadFormatOptions load;
 };
 
 int fail(const std::string& message) {
@@ -136,8 +138,10 @@ double mean(const std::vector<double>& v) {
 }
 
 int run_generate(const Options& o) {
-  const std::string model = o.model.empty() ? default_model_path() : o.model;
-  if (!std::filesystem::exists(model)) {
+  engine::EngineOptions eo;
+  if (Status s = apply_load_format(o.load, o.model, &eo.config.model); !s.ok()) return fail(s.message());
+  const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
+  if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
       return fail("the default model " + model + " is missing; run scripts/fetch-model.sh to download it");
     return fail("model file not found: " + model);
@@ -166,7 +170,6 @@ int run_generate(const Options& o) {
   if (Status s = params.validate(); !s.ok()) return fail(s.message());
   if (o.threads < 0) return fail("--threads must be >= 0");
 
-  engine::EngineOptions eo;
   eo.config.model.model_path = model;
   eo.config.parallel.num_threads = o.threads;
   eo.config.scheduler.max_num_seqs = std::max<int>(o.max_num_seqs, 1);
@@ -264,7 +267,8 @@ const CommandRegistration kRegistration(
       auto o = std::make_shared<Options>();
       sub.add_option("model", o->model,
                      std::string("GGUF model file or Hugging Face model folder (default: $TROUPE_MODEL_CACHE/") +
-                         kDefaultModelName + ")");
+                         kDefaultModelName + "; none with --load-format dummy)");
+      add_load_format_options(sub, &o->load);
       sub.add_option("--runner", o->runner,
                      "generate or pooling (prints each prompt's embedding as JSON); default: from the model");
       sub.add_option("-p,--prompt", o->prompt, "Prompt text");
@@ -273,7 +277,7 @@ const CommandRegistration kRegistration(
       sub.add_option("--top-p", o->top_p, "Nucleus sampling mass in (0, 1]");
       sub.add_option("--top-k", o->top_k, "Sample among the k best tokens; 0 = all");
       sub.add_option("--min-p", o->min_p, "Drop tokens below min_p times the best probability");
-      sub.add_option_function<uint64_t>("--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed");
+      sub.add_option_function<uint64_t>("--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (sampling; dummy weights)");
       sub.add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
       sub.add_option("--chat-template", o->chat_template, "Use this named chat template (implies --chat)");
       sub.add_option("--system", o->system, "System message for --chat");

@@ -16,6 +16,7 @@
 #include "apps/node_options.hpp"
 #include "apps/command.hpp"
 #include "apps/default_model.hpp"
+#include "apps/load_format_options.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
 
@@ -51,6 +52,7 @@ struct Options {
   std::string secret_file;   // the nodes' (and the stats port's) secret
   std::string runner = "auto";
   std::string io_processor_plugin;
+  LoadFormatOptions load;
 };
 
 int fail(const std::string& message) {
@@ -59,8 +61,11 @@ int fail(const std::string& message) {
 }
 
 int run_serve(Options o) {
-  const std::string model = o.model.empty() ? default_model_path() : o.model;
-  if (!std::filesystem::exists(model)) {
+  engine::EngineOptions eo;
+  auto& c = eo.config;
+  if (Status st = apply_load_format(o.load, o.model, &c.model); !st.ok()) return fail(st.message());
+  const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
+  if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
       return fail("the default model " + model + " is missing; run scripts/fetch-model.sh to download it");
     return fail("model file not found: " + model);
@@ -87,15 +92,13 @@ int run_serve(Options o) {
   so.port = o.port;
   so.api_key = o.api_key;
   so.max_body_bytes = o.max_body_bytes;
-  so.model_path = model;
+  so.model_path = o.load.dummy() ? "dummy:" + o.load.model_shape : model;
   so.log_requests = o.log_requests;
   apps::serve::ApiServer server(so);
   if (Status st = server.start(request_shutdown); !st.ok()) return fail(st.message());
   TROUPE_LOG_INFO("HTTP server listening on http://{}:{} (/health answers 503 until the model is loaded)", o.host,
                   o.port);
 
-  engine::EngineOptions eo;
-  auto& c = eo.config;
   c.model.model_path = model;
   c.model.served_model_name = o.served_model_name;
   c.model.max_model_len = o.max_model_len;
@@ -194,7 +197,8 @@ const CommandRegistration kRegistration(
       auto o = std::make_shared<Options>();
       sub.add_option("model", o->model,
                      std::string("GGUF model file or Hugging Face model folder (default: $TROUPE_MODEL_CACHE/") +
-                         kDefaultModelName + ")");
+                         kDefaultModelName + "; none with --load-format dummy)");
+      add_load_format_options(sub, &o->load);
       sub.add_option("--io-processor-plugin", o->io_processor_plugin,
                      "IO processor plugin (troupe.io_processor_plugins) that POST /pooling goes through");
       sub.add_option("--runner", o->runner,
@@ -216,7 +220,7 @@ const CommandRegistration kRegistration(
       sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
       sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
-      sub.add_option("--seed", o->seed, "Engine random seed");
+      sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");
       sub.add_option("--stats-port", o->stats_port,
                      "Publish the stat logger on this port so other processes can subscribe (troupe stats)");
       sub.add_option("--stats-host", o->stats_host,

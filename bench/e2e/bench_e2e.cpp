@@ -50,9 +50,15 @@ int main(int argc, char** argv) {
   app.add_option("--prompt-tokens", prompt_tokens, "prefill length (one batch)");
   app.add_option("--decode-tokens", decode_tokens, "decode steps");
   app.add_option("--repeats", repeats, "best of this many runs");
+  troupe::EngineConfig config;
+  app.add_option("--load-format", config.model.load_format, "auto (MODEL) or dummy (random weights, no file)");
+  app.add_option("--model-shape", config.model.model_shape, "dummy: the model shape (llama-3.2-1b, ...)");
+  app.add_option("--weight-type", config.model.weight_type, "dummy: the weight type (q8_0, q4_1, ...)");
+  app.add_option("--seed", config.model.seed, "dummy: the weights' seed");
   CLI11_PARSE(app, argc, argv);
-  if (model.empty() && std::getenv("TROUPE_TEST_MODEL")) model = std::getenv("TROUPE_TEST_MODEL");
-  if (model.empty()) {
+  const bool dummy = config.model.load_format == "dummy";
+  if (!dummy && model.empty() && std::getenv("TROUPE_TEST_MODEL")) model = std::getenv("TROUPE_TEST_MODEL");
+  if (!dummy && model.empty()) {
     std::fprintf(stderr, "give a model file (or set TROUPE_TEST_MODEL)\n");
     return 1;
   }
@@ -64,7 +70,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", platform.status().to_string().c_str());
     return 1;
   }
-  troupe::EngineConfig config;
   config.parallel.num_threads = threads;
   config.scheduler.max_num_batched_tokens = std::max(prompt_tokens, 1);
   config.model.max_model_len = prompt_tokens + decode_tokens + 16;
@@ -118,7 +123,8 @@ int main(int argc, char** argv) {
   const double bw = troupe::kernels::cpu::measure_read_bandwidth_gbs(&pool);
   const double bytes = static_cast<double>(info.weight_bytes);
   const double bound = bw * 1e9 / bytes;
-  std::printf("model: %s (%.1f MB of weights read per token), %d threads\n", model.c_str(), bytes / 1e6, n_threads);
+  std::printf("model: %s (%.1f MB of weights read per token), %d threads\n",
+              dummy ? (*gen)->config().model.served_model_name.c_str() : model.c_str(), bytes / 1e6, n_threads);
   std::printf("bandwidth: %.1f GB/s streaming read -> decode bound %.0f tok/s\n", bw, bound);
   std::printf("prefill %d tokens: %.1f tok/s\n", prompt_tokens, best_prefill);
   std::printf("decode %d tokens: %.1f tok/s = %.0f%% of the bandwidth bound\n", decode_tokens, best_decode,

@@ -1,4 +1,6 @@
 // troupe_bench_engine MODEL.gguf [--prompt-len 128] [--gen-len 128] [--concurrency 1,4,16,32]
+// troupe_bench_engine --load-format dummy --model-shape llama-3.2-1b [--weight-type q8_0] [--seed 0] [...]
+//   (random weights built in memory: the same model `troupe make-gguf` writes)
 //
 // Total decode throughput of the actor engine for several numbers of
 // concurrent requests (distinct random prompts, greedy, EOS ignored), and the
@@ -101,24 +103,51 @@ RunResult run(Engine& engine, int concurrency, int prompt_len, int gen_len, std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32]\n", argv[0]);
-    return 2;
-  }
-  int prompt_len = 128, gen_len = 128;
+  const char* usage =
+      "usage: %s MODEL.gguf | --load-format dummy --model-shape NAME [--weight-type T] [--seed N]\n"
+      "       [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32] [--threads N]\n";
+  int prompt_len = 128, gen_len = 128, threads = 0;
   std::vector<int> levels = {1, 4, 16, 32};
-  for (int i = 2; i + 1 < argc; i += 2) {
+  troupe::engine::EngineOptions opts;
+  auto& model = opts.config.model;
+  for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--prompt-len") prompt_len = std::atoi(argv[i + 1]);
-    else if (flag == "--gen-len") gen_len = std::atoi(argv[i + 1]);
+    if (flag.rfind("--", 0) != 0) {
+      model.model_path = flag;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", flag.c_str());
+      std::fprintf(stderr, usage, argv[0]);
+      return 2;
+    }
+    std::string value = argv[++i];
+    if (flag == "--prompt-len") prompt_len = std::atoi(value.c_str());
+    else if (flag == "--gen-len") gen_len = std::atoi(value.c_str());
+    else if (flag == "--threads") threads = std::atoi(value.c_str());
+    else if (flag == "--load-format") model.load_format = value;
+    else if (flag == "--model-shape") model.model_shape = value;
+    else if (flag == "--weight-type") model.weight_type = value;
+    else if (flag == "--seed") model.seed = std::strtoull(value.c_str(), nullptr, 10);
     else if (flag == "--concurrency") {
       levels.clear();
-      std::stringstream ss(argv[i + 1]);
+      std::stringstream ss(value);
       for (std::string item; std::getline(ss, item, ',');) levels.push_back(std::atoi(item.c_str()));
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      std::fprintf(stderr, usage, argv[0]);
+      return 2;
     }
   }
-  troupe::engine::EngineOptions opts;
-  opts.config.model.model_path = argv[1];
+  if (model.model_path.empty() && model.load_format != "dummy") {
+    std::fprintf(stderr, usage, argv[0]);
+    return 2;
+  }
+  if (levels.empty() || *std::min_element(levels.begin(), levels.end()) < 1 || prompt_len < 1 || gen_len < 1) {
+    std::fprintf(stderr, "--concurrency levels, --prompt-len and --gen-len must be at least 1\n");
+    return 2;
+  }
+  opts.config.parallel.num_threads = threads;
   opts.config.scheduler.max_num_seqs = *std::max_element(levels.begin(), levels.end());
   opts.config.cache.enable_prefix_caching = false;  // distinct prompts anyway; keep the comparison plain
   opts.stat_log_interval_s = 0;
@@ -130,7 +159,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1234);
   run(**engine, 2, 16, 4, rng);  // warm-up: threads, caches, page faults
 
-  std::printf("\nmodel %s: %d-token prompts, %d new tokens each, greedy\n", argv[1], prompt_len, gen_len);
+  std::printf("\nmodel %s: %d-token prompts, %d new tokens each, greedy\n", (*engine)->served_model_name().c_str(),
+              prompt_len, gen_len);
   std::printf("%-12s %10s %14s %14s %9s %13s %14s\n", "concurrency", "wall (s)", "output tok/s", "decode tok/s",
               "vs C=1", "model share", "outside model");
   double base = 0;

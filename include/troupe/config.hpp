@@ -9,13 +9,18 @@
 namespace troupe {
 
 struct ModelConfig {
-  std::string model_path;          // a GGUF file, or a Hugging Face model folder
+  std::string model_path;          // a GGUF file, or a Hugging Face model folder ("auto" load format)
+  /// vLLM's --load-format: "auto" reads model_path; "dummy" builds random weights of the
+  /// named shape in memory (runtime/dummy), no file needed; the weights come from `seed`.
+  std::string load_format = "auto";
+  std::string model_shape;         // dummy: a named shape ("llama-3.2-1b", ...)
+  std::string weight_type;         // dummy: the type of every matrix ("q8_0", ...); empty: q8_0
   std::string served_model_name;   // name in the API; default: file stem
   std::string architecture;        // filled at load ("llama"), used by ModelRegistry
   int64_t max_model_len = 0;       // 0: the model's context length
   std::string dtype = "auto";      // activation/compute dtype request
   std::string quantization;        // weight quantization found in the file ("q4_1", ...)
-  uint64_t seed = 0;
+  uint64_t seed = 0;                // sampling seeds of requests without one; dummy weights
   /// "generate" or "pooling" (vLLM's --runner); "auto": from the model. Set by the engine.
   std::string runner = "auto";
   /// Pooling runner: the model's default pooling ("mean", "cls", "last") and normalization.

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "runtime/dummy/dummy_model.hpp"
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/hf/hf_model_folder.hpp"
 
@@ -12,6 +13,11 @@ std::string base_name(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const auto slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+/// The model file, or the dummy model's shape, for messages.
+std::string model_label(const EngineConfig& config) {
+  return config.model.load_format == "dummy" ? "dummy model " + config.model.model_shape : config.model.model_path;
 }
 
 /// The model's weight types, most bytes first in `most`.
@@ -33,7 +39,7 @@ Status load_gguf(EngineConfig& config, ModelArtifacts& a, std::string* most) {
   weight_types(tensors, a, most);
   config.model.architecture = file.architecture();
   auto tok = tokenizer::Tokenizer::from_gguf(file);
-  if (!tok) return Status(tok.status().code(), config.model.model_path + ": " + tok.status().message());
+  if (!tok) return Status(tok.status().code(), model_label(config) + ": " + tok.status().message());
   a.tokenizer = std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
   auto forced = config.extra.find("chat_template");
   auto jinja = file.get_string("tokenizer.chat_template");
@@ -97,15 +103,26 @@ Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
 
 Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
   const std::string& path = config.model.model_path;
-  if (path.empty()) return invalid_argument("no model file given");
+  const bool dummy = config.model.load_format == "dummy";
+  if (path.empty() && !dummy) return invalid_argument("no model file given");
+  if (!path.empty() && dummy)
+    return invalid_argument("the dummy load format builds the model from its shape (" + config.model.model_shape +
+                            "); it takes no model path, got " + path);
   ModelArtifacts a;
-  auto opened = open_model(path);
+  auto opened = open_model(config.model);
   if (!opened) return opened.status();
   a.model = std::move(opened).value();
   std::string most;
   TROUPE_RETURN_IF_ERROR(a.model.folder ? load_folder(config, a, &most) : load_gguf(config, a, &most));
   if (config.model.quantization.empty()) config.model.quantization = most;
-  if (config.model.served_model_name.empty()) config.model.served_model_name = base_name(path);
+  if (config.model.served_model_name.empty()) {
+    if (dummy) {
+      auto spec = dummy::dummy_spec(config.model);  // already valid: open_model built it
+      if (spec) config.model.served_model_name = dummy::dummy_model_name(*spec);
+    } else {
+      config.model.served_model_name = base_name(path);
+    }
+  }
 
   std::string& runner = config.model.runner;
   if (runner.empty() || runner == "auto") runner = a.encoder ? "pooling" : "generate";

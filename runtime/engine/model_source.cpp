@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "runtime/dummy/dummy_model.hpp"
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/hf/hf_model_folder.hpp"
 
@@ -24,6 +25,21 @@ Result<OpenedModel> open_model(const std::string& path) {
   std::shared_ptr<const gguf::GgufFile> g(std::move(file).value());
   m.source = std::make_unique<gguf::GgufModelSource>(g);
   m.owner = g;
+  return m;
+}
+
+Result<OpenedModel> open_model(const ModelConfig& config) {
+  if (config.load_format.empty() || config.load_format == "auto") return open_model(config.model_path);
+  if (config.load_format != "dummy")
+    return invalid_argument("unknown load format '" + config.load_format + "' (valid: auto, dummy)");
+  auto spec = dummy::dummy_spec(config);
+  if (!spec) return spec.status();
+  auto file = dummy::open_dummy_model(*spec);
+  if (!file) return file.status();
+  OpenedModel m;
+  m.source = std::make_unique<gguf::GgufModelSource>(*file);
+  m.owner = *file;
+  m.dummy = true;
   return m;
 }
 

@@ -33,7 +33,7 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
   if (!worker) return worker.status();
   r->worker_ = std::move(worker).value();
   TROUPE_RETURN_IF_ERROR(r->worker_->init_device());
-  auto model = open_model(config.model.model_path);
+  auto model = open_model(config.model);
   if (!model) return model.status();
   r->model_ = std::move(model).value();
   TROUPE_RETURN_IF_ERROR(r->worker_->load_model(*r->model_.source));

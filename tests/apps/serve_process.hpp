@@ -32,15 +32,20 @@ inline int free_port() {
   return a.local_endpoint().port();
 }
 
+/// ServeProcess's model argument for a server started without one (--load-format dummy).
+inline constexpr const char* kNoModel = "<no model>";
+
 class ServeProcess {
  public:
-  /// Starts `troupe serve MODEL --host 127.0.0.1 --port P extra...` (MODEL: stories260K by default).
+  /// Starts `troupe serve MODEL --host 127.0.0.1 --port P extra...` (MODEL: stories260K by default;
+  /// kNoModel: none).
   explicit ServeProcess(std::vector<std::string> extra, std::string model = "") {
     port_ = free_port();
     log_path_ = fmt::format("/tmp/troupe_serve_test_{}_{}.log", ::getpid(), port_);
     if (model.empty()) model = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
     std::vector<std::string> args = {TROUPE_EXE, "serve", model,
                                      "--host", "127.0.0.1", "--port", std::to_string(port_), "--threads", "1"};
+    if (model == kNoModel) args.erase(args.begin() + 2);
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
