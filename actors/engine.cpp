@@ -123,7 +123,9 @@ Status Engine::Impl::load_artifacts() {
   auto& host = plugin_host::PluginHost::instance();
   plugin_host::PlatformRequest request;
   request.device = config.device;
-  request.what = std::filesystem::path(config.model.model_path).filename().string();
+  request.what = config.model.load_format == "dummy"
+                     ? "the dummy " + config.model.model_shape + " model"
+                     : std::filesystem::path(config.model.model_path).filename().string();
   request.can_serve = [this](const Platform& p) { return verify_weight_types(p, artifacts); };
   auto activated = host.activate_platform(request);
   if (!activated) return activated.status();
