@@ -6,6 +6,7 @@ Status Worker::unsupported(const char* what) const {
   return not_supported(std::string(what) + " is not supported by platform " + platform_name_);
 }
 
+void Worker::recycle_output(ModelRunnerOutput&&) {}
 Status Worker::sleep(int) { return unsupported("sleep"); }
 Status Worker::wake_up(const std::vector<std::string>&) { return unsupported("wake_up"); }
 Result<std::vector<std::vector<int32_t>>> Worker::take_draft_token_ids() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/quantize.hpp"
@@ -223,6 +224,47 @@ TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
         if (!isa_available(isa)) continue;
         matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, b.data(), nullptr);
         EXPECT_EQ(a, b) << to_string(type) << " " << s.n_tokens << " tokens, isa " << to_string(isa);
+      }
+    }
+  }
+}
+
+// One pass over several matrices (q, k, v; gate and up) gives each matrix's matmul bit for bit,
+// with mixed activation formats, row strides and pool sizes.
+TEST(Matmul, MultiAndSiluMulEqualSeparateCalls) {
+  const int64_t in = 512;
+  const DType types[3] = {DType::q4_1, DType::q6_k, DType::f16};
+  const int64_t outs[3] = {37, 16, 9};
+  std::vector<Problem> probs;
+  for (int j = 0; j < 3; ++j) probs.push_back(make_problem(types[j], {in, outs[j], 13}, 20 + j));
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni}) {
+    if (!isa_available(isa)) continue;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (int64_t n : {1, 5, 13}) {
+        SCOPED_TRACE(std::string("isa ") + to_string(isa) + ", " + std::to_string(threads) + " threads, " +
+                     std::to_string(n) + " tokens");
+        const float* x = probs[0].x.data();
+        std::vector<float> sep[3], multi[3];
+        MatmulJob jobs[3];
+        for (int j = 0; j < 3; ++j) {
+          sep[j].resize(static_cast<size_t>(outs[j] * n));
+          multi[j].resize(sep[j].size());
+          matmul_with_isa(isa, types[j], probs[j].w.data(), in, outs[j], x, n, sep[j].data(), &pool);
+          jobs[j] = {types[j], probs[j].w.data(), outs[j], multi[j].data()};
+        }
+        matmul_multi_with_isa(isa, jobs, 3, in, x, n, &pool);
+        for (int j = 0; j < 3; ++j) EXPECT_EQ(multi[j], sep[j]) << "matrix " << j;
+
+        // gate = matrix 0, up = matrix 0 of another problem with the same shape.
+        const Problem up = make_problem(types[0], {in, outs[0], 1}, 77);
+        std::vector<float> g(sep[0]), u(sep[0].size()), want(sep[0].size());
+        matmul_with_isa(isa, types[0], up.w.data(), in, outs[0], x, n, u.data(), &pool);
+        silu_mul(g.data(), u.data(), static_cast<int64_t>(g.size()), want.data());
+        std::vector<float> fused(want.size()), scratch(want.size());
+        matmul_silu_mul_with_isa(isa, {types[0], probs[0].w.data(), outs[0], fused.data()},
+                                 {types[0], up.w.data(), outs[0], scratch.data()}, in, x, n, &pool);
+        EXPECT_EQ(fused, want);
       }
     }
   }
