@@ -45,11 +45,13 @@ int main(int argc, char** argv) {
   CLI::App app{"troupe end-to-end benchmark: prefill and decode tokens/s vs the bandwidth bound"};
   std::string model;
   int threads = 0, prompt_tokens = 512, decode_tokens = 128, repeats = 3;
+  std::string kv_cache_dtype = "auto";
   app.add_option("model", model, "GGUF model (default: $TROUPE_TEST_MODEL)");
   app.add_option("--threads", threads, "compute threads (default: all cores)");
   app.add_option("--prompt-tokens", prompt_tokens, "prefill length (one batch)");
   app.add_option("--decode-tokens", decode_tokens, "decode steps");
   app.add_option("--repeats", repeats, "best of this many runs");
+  app.add_option("--kv-cache-dtype", kv_cache_dtype, "auto, fp16 or fp32");
   CLI11_PARSE(app, argc, argv);
   if (model.empty() && std::getenv("TROUPE_TEST_MODEL")) model = std::getenv("TROUPE_TEST_MODEL");
   if (model.empty()) {
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
   }
   troupe::EngineConfig config;
   config.parallel.num_threads = threads;
+  config.cache.cache_dtype = kv_cache_dtype;
   config.scheduler.max_num_batched_tokens = std::max(prompt_tokens, 1);
   config.model.max_model_len = prompt_tokens + decode_tokens + 16;
   auto gen = troupe::generation::OfflineGenerator::create(**platform, config, model);

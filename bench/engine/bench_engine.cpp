@@ -1,4 +1,5 @@
 // troupe_bench_engine MODEL.gguf [--prompt-len 128] [--gen-len 128] [--concurrency 1,4,16,32]
+//                     [--kv-cache-dtype auto|fp16|fp32] [--threads N]
 //
 // Total decode throughput of the actor engine for several numbers of
 // concurrent requests (distinct random prompts, greedy, EOS ignored), and the
@@ -102,15 +103,21 @@ RunResult run(Engine& engine, int concurrency, int prompt_len, int gen_len, std:
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s MODEL.gguf [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32] "
+                 "[--kv-cache-dtype auto|fp16|fp32] [--threads N]\n",
+                 argv[0]);
     return 2;
   }
-  int prompt_len = 128, gen_len = 128;
+  int prompt_len = 128, gen_len = 128, threads = 0;
+  std::string kv_cache_dtype = "auto";
   std::vector<int> levels = {1, 4, 16, 32};
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--prompt-len") prompt_len = std::atoi(argv[i + 1]);
     else if (flag == "--gen-len") gen_len = std::atoi(argv[i + 1]);
+    else if (flag == "--kv-cache-dtype") kv_cache_dtype = argv[i + 1];
+    else if (flag == "--threads") threads = std::atoi(argv[i + 1]);
     else if (flag == "--concurrency") {
       levels.clear();
       std::stringstream ss(argv[i + 1]);
@@ -120,7 +127,9 @@ int main(int argc, char** argv) {
   troupe::engine::EngineOptions opts;
   opts.config.model.model_path = argv[1];
   opts.config.scheduler.max_num_seqs = *std::max_element(levels.begin(), levels.end());
-  opts.config.cache.enable_prefix_caching = false;  // distinct prompts anyway; keep the comparison plain
+  opts.config.cache.enable_prefix_caching = false;
+  opts.config.cache.cache_dtype = kv_cache_dtype;
+  opts.config.parallel.num_threads = threads;  // distinct prompts anyway; keep the comparison plain
   opts.stat_log_interval_s = 0;
   auto engine = Engine::start(std::move(opts));
   if (!engine) {

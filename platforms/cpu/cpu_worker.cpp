@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kernels/cpu/isa.hpp"
+#include "platforms/cpu/cpu_attention.hpp"
 #include "platforms/cpu/cpu_pool.hpp"
 #include "troupe/log.hpp"
 #include "troupe/model_registry.hpp"
@@ -95,7 +96,9 @@ Result<KvCacheSpec> CpuWorker::get_kv_cache_spec() const {
   spec.num_layers = shape.num_layers;
   spec.num_kv_heads = shape.num_kv_heads;
   spec.head_dim = shape.head_dim;
-  spec.dtype = DType::f32;
+  auto dtype = cpu_kv_cache_dtype(config_.cache.cache_dtype);
+  if (!dtype.ok()) return dtype.status();
+  spec.dtype = *dtype;
   return spec;
 }
 
