@@ -54,6 +54,7 @@ struct Options {
   std::string secret_file;
   std::string runner = "auto";
   LoadFormatOptions load;
+  std::string kv_cache_dtype = "auto";
 };
 
 int fail(const std::string& message) {
@@ -172,6 +173,7 @@ int run_generate(const Options& o) {
 
   eo.config.model.model_path = model;
   eo.config.parallel.num_threads = o.threads;
+  eo.config.cache.cache_dtype = o.kv_cache_dtype;
   eo.config.scheduler.max_num_seqs = std::max<int>(o.max_num_seqs, 1);
   if (o.seed) eo.config.model.seed = *o.seed;
   if (!o.chat_template.empty()) eo.config.extra["chat_template"] = o.chat_template;
@@ -283,6 +285,9 @@ const CommandRegistration kRegistration(
       sub.add_option("--system", o->system, "System message for --chat");
       sub.add_flag("--json", o->json, "Print one JSON object with token ids, text and finish reason");
       sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
+      sub.add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                     "KV cache element type: auto (the platform's choice: fp16 on the CPU), fp16 or fp32")
+          ->check(CLI::IsMember({"auto", "fp16", "fp32"}));
       sub.add_option("--prompts-file", o->prompts_file,
                      "One prompt per line; all run through the engine concurrently, one JSON line each");
       sub.add_flag("--stats", o->stats, "Print the run's final stats as one JSON object at the end");

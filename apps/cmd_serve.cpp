@@ -51,6 +51,7 @@ struct Options {
   std::string nodes;         // HOST:PORT[,HOST:PORT...]
   std::string secret_file;   // the nodes' (and the stats port's) secret
   std::string runner = "auto";
+  std::string kv_cache_dtype = "auto";
   std::string io_processor_plugin;
   LoadFormatOptions load;
 };
@@ -111,6 +112,7 @@ int run_serve(Options o) {
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   c.scheduler.max_num_queued_requests = o.max_num_queued_requests;
   c.parallel.num_threads = o.threads;
+  c.cache.cache_dtype = o.kv_cache_dtype;
   c.parallel.tensor_parallel_size = o.tensor_parallel_size;
   c.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
   c.device = o.device;
@@ -219,6 +221,9 @@ const CommandRegistration kRegistration(
       sub.add_option("--chat-template", o->chat_template, "Named chat template to use instead of the model's");
       sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
       sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
+      sub.add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                     "KV cache element type: auto (the platform's choice: fp16 on the CPU), fp16 or fp32")
+          ->check(CLI::IsMember({"auto", "fp16", "fp32"}));
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");
       sub.add_option("--stats-port", o->stats_port,

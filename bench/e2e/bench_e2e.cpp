@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   CLI::App app{"troupe end-to-end benchmark: prefill and decode tokens/s vs the bandwidth bound"};
   std::string model;
   int threads = 0, prompt_tokens = 512, decode_tokens = 128, repeats = 3;
+  std::string kv_cache_dtype = "auto";
   app.add_option("model", model, "GGUF model (default: $TROUPE_TEST_MODEL)");
   app.add_option("--threads", threads, "compute threads (default: all cores)");
   app.add_option("--prompt-tokens", prompt_tokens, "prefill length (one batch)");
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   app.add_option("--model-shape", config.model.model_shape, "dummy: the model shape (llama-3.2-1b, ...)");
   app.add_option("--weight-type", config.model.weight_type, "dummy: the weight type (q8_0, q4_1, ...)");
   app.add_option("--seed", config.model.seed, "dummy: the weights' seed");
+  app.add_option("--kv-cache-dtype", kv_cache_dtype, "auto, fp16 or fp32");
   CLI11_PARSE(app, argc, argv);
   const bool dummy = config.model.load_format == "dummy";
   if (!dummy && model.empty() && std::getenv("TROUPE_TEST_MODEL")) model = std::getenv("TROUPE_TEST_MODEL");
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   config.parallel.num_threads = threads;
+  config.cache.cache_dtype = kv_cache_dtype;
   config.scheduler.max_num_batched_tokens = std::max(prompt_tokens, 1);
   config.model.max_model_len = prompt_tokens + decode_tokens + 16;
   auto gen = troupe::generation::OfflineGenerator::create(**platform, config, model);

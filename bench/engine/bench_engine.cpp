@@ -1,6 +1,7 @@
 // troupe_bench_engine MODEL.gguf [--prompt-len 128] [--gen-len 128] [--concurrency 1,4,16,32]
 // troupe_bench_engine --load-format dummy --model-shape llama-3.2-1b [--weight-type q8_0] [--seed 0] [...]
 //   (random weights built in memory: the same model `troupe make-gguf` writes)
+//   [--kv-cache-dtype auto|fp16|fp32] on either
 //
 // Total decode throughput of the actor engine for several numbers of
 // concurrent requests (distinct random prompts, greedy, EOS ignored), and the
@@ -105,8 +106,9 @@ RunResult run(Engine& engine, int concurrency, int prompt_len, int gen_len, std:
 int main(int argc, char** argv) {
   const char* usage =
       "usage: %s MODEL.gguf | --load-format dummy --model-shape NAME [--weight-type T] [--seed N]\n"
-      "       [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32] [--threads N]\n";
+      "       [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32] [--kv-cache-dtype auto|fp16|fp32] [--threads N]\n";
   int prompt_len = 128, gen_len = 128, threads = 0;
+  std::string kv_cache_dtype = "auto";
   std::vector<int> levels = {1, 4, 16, 32};
   troupe::engine::EngineOptions opts;
   auto& model = opts.config.model;
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
     if (flag == "--prompt-len") prompt_len = std::atoi(value.c_str());
     else if (flag == "--gen-len") gen_len = std::atoi(value.c_str());
     else if (flag == "--threads") threads = std::atoi(value.c_str());
+    else if (flag == "--kv-cache-dtype") kv_cache_dtype = value;
     else if (flag == "--load-format") model.load_format = value;
     else if (flag == "--model-shape") model.model_shape = value;
     else if (flag == "--weight-type") model.weight_type = value;
@@ -149,7 +152,9 @@ int main(int argc, char** argv) {
   }
   opts.config.parallel.num_threads = threads;
   opts.config.scheduler.max_num_seqs = *std::max_element(levels.begin(), levels.end());
-  opts.config.cache.enable_prefix_caching = false;  // distinct prompts anyway; keep the comparison plain
+  opts.config.cache.enable_prefix_caching = false;
+  opts.config.cache.cache_dtype = kv_cache_dtype;
+  opts.config.parallel.num_threads = threads;  // distinct prompts anyway; keep the comparison plain
   opts.stat_log_interval_s = 0;
   auto engine = Engine::start(std::move(opts));
   if (!engine) {

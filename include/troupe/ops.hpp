@@ -20,6 +20,16 @@ class Ops {
   virtual Status check_weight_type(DType type) const = 0;
   /// y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tokens; W is ne = {in, out} of any supported type.
   virtual void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) = 0;
+  /// ys[j] = x W_j^T for n (1..4) weights that read the same x[n_tokens][in] (q, k and v):
+  /// each exactly what matmul(*ws[j], x, n_tokens, ys[j]) gives. A platform may run them
+  /// as one pass (x prepared once, one synchronization); the default calls matmul() per weight.
+  virtual void matmul_multi(const WeightTensor* const* ws, float* const* ys, int n, const float* x,
+                            int64_t n_tokens);
+  /// out = silu(x W_gate^T) * (x W_up^T), SwiGLU's first half ([n_tokens][rows], gate and up
+  /// of equal shape); `scratch` (like out) may be overwritten. Exactly what two matmul() calls
+  /// and silu_mul() give; the default does that.
+  virtual void matmul_silu_mul(const WeightTensor& gate, const WeightTensor& up, const float* x, int64_t n_tokens,
+                               float* out, float* scratch);
   /// out[t] = row ids[t] of W (ne = {dim, rows}) converted to f32.
   virtual void embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) = 0;
   /// out = x / rms(x) * weight, per row of `dim`.

@@ -62,6 +62,9 @@ class Worker {
   virtual Status compile_or_warm_up_model() = 0;
   /// Run one step.
   virtual Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) = 0;
+  /// Hands a step's output back once the caller is done with it, so its buffers serve
+  /// the next step instead of being allocated again. The default drops it.
+  virtual void recycle_output(ModelRunnerOutput&& used);
   /// The loaded model's shapes (valid after load_model).
   virtual const ModelInfo* model_info() const = 0;
 

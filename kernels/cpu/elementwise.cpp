@@ -14,7 +14,7 @@ namespace troupe::kernels::cpu {
 float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void axpy_f32_avx2(float a, const float* x, float* y, int64_t n);
 void add_inplace_avx2(float* y, const float* x, int64_t n);
-#define TROUPE_USE_AVX2() (active_isa() == Isa::avx2)
+#define TROUPE_USE_AVX2() is_avx2(active_isa())
 #else
 #define TROUPE_USE_AVX2() false
 #endif

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "troupe/check.hpp"
@@ -13,24 +14,49 @@ namespace troupe::kernels::cpu {
 namespace {
 
 // Rows per work unit: keeps every thread's range a multiple of the kernels' row tiles.
-constexpr int64_t kRowUnit = 4;
+constexpr int64_t kRowUnit = 8;
 // Below this many weight bytes x tokens a call stays on one thread: waking
 // workers would cost more than it saves.
 constexpr int64_t kMinParallelWork = 48 * 1024;
 
 MatmulRangeFn kernel_for(Isa isa, DType type) {
+#if defined(TROUPE_KERNELS_HAVE_AVX2_VNNI)
+  if (isa == Isa::avx2_vnni) return matmul_kernel_avx2_vnni(type);
+#endif
 #if defined(TROUPE_KERNELS_HAVE_AVX2)
-  if (isa == Isa::avx2) return matmul_kernel_avx2(type);
+  if (is_avx2(isa)) return matmul_kernel_avx2(type);
 #endif
   (void)isa;
   return matmul_kernel_scalar(type);
 }
 
-// Scratch for quantized activations, reused across calls by each calling thread.
-std::vector<uint64_t>& scratch(size_t bytes) {
-  thread_local std::vector<uint64_t> buf;
-  if (buf.size() * 8 < bytes) buf.resize((bytes + 7) / 8);
-  return buf;
+// Token t's blocks into lane `lane` of its group's ActQ16x8 blocks.
+void scatter_act_group(const ActQ16* row, int64_t nb, ActQ16x8* group, int lane) {
+  for (int64_t b = 0; b < nb; ++b) {
+    group[b].d[lane] = row[b].d;
+    group[b].s[lane] = row[b].s;
+    for (int i = 0; i < kQK / 2; ++i) {
+      uint32_t pair = static_cast<uint16_t>(row[b].qs[2 * i]) | static_cast<uint32_t>(static_cast<uint16_t>(row[b].qs[2 * i + 1])) << 16;
+      group[b].q[i][lane] = static_cast<int32_t>(pair);
+    }
+  }
+}
+
+void clear_act_group_lane(ActQ16x8* group, int64_t nb, int lane) {
+  for (int64_t b = 0; b < nb; ++b) {
+    group[b].d[lane] = 0.0f;
+    group[b].s[lane] = 0.0f;
+    for (int i = 0; i < kQK / 2; ++i) group[b].q[i][lane] = 0;
+  }
+}
+
+// Scratch for quantized activations (one per format: a pass may need two),
+// reused across calls by each calling thread; 64-byte aligned.
+uint8_t* scratch(int which, size_t bytes) {
+  thread_local std::vector<uint64_t> bufs[2];
+  std::vector<uint64_t>& buf = bufs[which];
+  if (buf.size() * 8 < bytes + 64) buf.resize((bytes + 64 + 7) / 8);
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
 }
 
 void for_tokens(ThreadPool* pool, int64_t n_tokens, int64_t in, const std::function<void(int64_t, int64_t)>& fn) {
@@ -54,68 +80,172 @@ ActFormat act_format(DType type) {
   }
 }
 
-void matmul_with_isa(Isa isa, DType type, const void* w, int64_t in, int64_t out, const float* x,
-                     int64_t n_tokens, float* y, ThreadPool* pool, int64_t w_row_stride) {
-  TROUPE_CHECK(supports_type(type), "matmul: unsupported weight type");
-  TROUPE_CHECK(isa_available(isa), "matmul: ISA not available on this CPU/build");
-  TROUPE_CHECK(in > 0 && out > 0 && n_tokens >= 1, "matmul: empty shape");
-  const int64_t w_row_bytes = row_bytes(type, in);
-  TROUPE_CHECK(w_row_bytes > 0, "matmul: `in` is not a whole number of blocks of the weight type");
-  MatmulRangeFn kernel = kernel_for(isa, type);
-  TROUPE_CHECK(kernel != nullptr, "matmul: no kernel for this type");
+namespace {
 
-  if (w_row_stride == 0) w_row_stride = w_row_bytes;
-  TROUPE_CHECK(w_row_stride >= w_row_bytes, "matmul: the row stride is shorter than a row");
-  MatmulArgs args{type, static_cast<const uint8_t*>(w), w_row_bytes, w_row_stride, in, out, n_tokens,
-                  x, nullptr, 0, nullptr, y};
-  switch (act_format(type)) {
+// Quantizes x once into the format `fmt` wants and points args at it.
+void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int64_t n_tokens, ThreadPool* pool,
+                         MatmulArgs* args) {
+  switch (fmt) {
     case ActFormat::f32:
-      break;
+      return;
     case ActFormat::q8: {
       const int64_t nb = in / kQK;
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ16));
-      const size_t bytes = static_cast<size_t>(row * n_tokens) + static_cast<size_t>(nb * n_tokens) * sizeof(float);
-      auto& buf = scratch(bytes);
-      auto* base = reinterpret_cast<uint8_t*>(buf.data());
-      auto* sums = reinterpret_cast<float*>(base + row * n_tokens);
+      const int64_t groups = n_tokens > 1 ? act_groups(n_tokens) : 0;
+      const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
+      const size_t bytes = row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ16x8);
+      auto* base = scratch(0, bytes);
+      auto* xg = reinterpret_cast<ActQ16x8*>(base + row_part);
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
-          if (isa == Isa::avx2) {
+          if (is_avx2(isa)) {
             quantize_act_q16_avx2(x + t * in, in, blocks);
           } else {
             quantize_act_q16(x + t * in, in, blocks);
           }
-          for (int64_t b = 0; b < nb; ++b) sums[b * n_tokens + t] = blocks[b].s;
+          if (t / 8 < groups) scatter_act_group(blocks, nb, xg + (t / 8) * nb, static_cast<int>(t % 8));
         }
       });
-      args.xq = base;
-      args.xq_row_bytes = row;
-      args.xs_t = sums;
-      break;
+      // Lanes of the last group past the last token stay zero.
+      for (int64_t t = n_tokens; t < groups * 8; ++t)
+        clear_act_group_lane(xg + (t / 8) * nb, nb, static_cast<int>(t % 8));
+      args->xq = base;
+      args->xq_row_bytes = row;
+      args->xg = xg;
+      args->n_groups = groups;
+      return;
     }
     case ActFormat::q8k: {
       const int64_t row = (in / kQKK) * static_cast<int64_t>(sizeof(ActQ8K));
-      auto& buf = scratch(static_cast<size_t>(row * n_tokens));
-      auto* base = reinterpret_cast<uint8_t*>(buf.data());
+      auto* base = scratch(1, static_cast<size_t>(row * n_tokens));
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t)
-          quantize_act_q8k(x + t * in, in, reinterpret_cast<ActQ8K*>(base + t * row));
+        for (int64_t t = t0; t < t1; ++t) quantize_act_q8k(x + t * in, in, reinterpret_cast<ActQ8K*>(base + t * row));
       });
-      args.xq = base;
-      args.xq_row_bytes = row;
-      break;
+      args->xq = base;
+      args->xq_row_bytes = row;
+      return;
     }
   }
+}
 
-  const int64_t units = (out + kRowUnit - 1) / kRowUnit;
-  auto run = [&](int64_t u0, int64_t u1) { kernel(args, u0 * kRowUnit, std::min(out, u1 * kRowUnit)); };
-  const int64_t work = w_row_bytes * out * n_tokens;
-  if (pool != nullptr && pool->size() > 1 && units > 1 && work >= kMinParallelWork) {
+constexpr int kMaxJobs = 4;
+
+struct Prepared {
+  MatmulArgs args[kMaxJobs];
+  MatmulRangeFn kernel[kMaxJobs];
+  int64_t units_end[kMaxJobs];  // prefix sums of each job's row units
+  int64_t work = 0;             // weight bytes x tokens, to decide whether to wake the pool
+};
+
+// Checks every job, quantizes x once per activation format the jobs need.
+void prepare(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float* x, int64_t n_tokens,
+             ThreadPool* pool, Prepared* p) {
+  TROUPE_CHECK(n_jobs >= 1 && n_jobs <= kMaxJobs, "matmul: 1 to 4 matrices per pass");
+  TROUPE_CHECK(isa_available(isa), "matmul: ISA not available on this CPU/build");
+  TROUPE_CHECK(in > 0 && n_tokens >= 1, "matmul: empty shape");
+  bool prepared[3] = {false, false, false};
+  MatmulArgs acts[3] = {};
+  int64_t units = 0;
+  for (int j = 0; j < n_jobs; ++j) {
+    const MatmulJob& job = jobs[j];
+    TROUPE_CHECK(supports_type(job.type), "matmul: unsupported weight type");
+    TROUPE_CHECK(job.out > 0, "matmul: empty shape");
+    const int64_t w_row_bytes = row_bytes(job.type, in);
+    TROUPE_CHECK(w_row_bytes > 0, "matmul: `in` is not a whole number of blocks of the weight type");
+    const int64_t stride = job.w_row_stride == 0 ? w_row_bytes : job.w_row_stride;
+    TROUPE_CHECK(stride >= w_row_bytes, "matmul: the row stride is shorter than a row");
+    p->kernel[j] = kernel_for(isa, job.type);
+    TROUPE_CHECK(p->kernel[j] != nullptr, "matmul: no kernel for this type");
+    const ActFormat fmt = act_format(job.type);
+    const int f = static_cast<int>(fmt);
+    if (!prepared[f]) {
+      prepare_activations(isa, fmt, in, x, n_tokens, pool, &acts[f]);
+      prepared[f] = true;
+    }
+    MatmulArgs& a = p->args[j];
+    a = acts[f];
+    a.type = job.type;
+    a.w = static_cast<const uint8_t*>(job.w);
+    a.w_row_bytes = w_row_bytes;
+    a.w_row_stride = stride;
+    a.in = in;
+    a.out = job.out;
+    a.n_tokens = n_tokens;
+    a.xf = x;
+    a.y = job.y;
+    units += (job.out + kRowUnit - 1) / kRowUnit;
+    p->units_end[j] = units;
+    p->work += w_row_bytes * job.out * n_tokens;
+  }
+}
+
+bool worth_splitting(const ThreadPool* pool, int64_t units, int64_t work) {
+  return pool != nullptr && pool->size() > 1 && units > 1 && work >= kMinParallelWork;
+}
+
+}  // namespace
+
+void matmul_multi_with_isa(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float* x,
+                           int64_t n_tokens, ThreadPool* pool) {
+  Prepared p;
+  prepare(isa, jobs, n_jobs, in, x, n_tokens, pool, &p);
+  // Row units of all jobs, numbered one after the other.
+  auto run = [&](int64_t u0, int64_t u1) {
+    int64_t first = 0;
+    for (int j = 0; j < n_jobs && u0 < u1; first = p.units_end[j], ++j) {
+      if (u0 >= p.units_end[j]) continue;
+      const int64_t e = std::min(u1, p.units_end[j]);
+      const int64_t out = p.args[j].out;
+      p.kernel[j](p.args[j], (u0 - first) * kRowUnit, std::min(out, (e - first) * kRowUnit));
+      u0 = e;
+    }
+  };
+  const int64_t units = p.units_end[n_jobs - 1];
+  if (worth_splitting(pool, units, p.work)) {
     pool->parallel_for(units, run);
   } else {
     run(0, units);
   }
+}
+
+void matmul_multi(const MatmulJob* jobs, int n_jobs, int64_t in, const float* x, int64_t n_tokens,
+                  ThreadPool* pool) {
+  matmul_multi_with_isa(active_isa(), jobs, n_jobs, in, x, n_tokens, pool);
+}
+
+void matmul_silu_mul_with_isa(Isa isa, const MatmulJob& gate, const MatmulJob& up, int64_t in, const float* x,
+                              int64_t n_tokens, ThreadPool* pool) {
+  TROUPE_CHECK(gate.out == up.out, "matmul_silu_mul: gate and up need the same number of rows");
+  const MatmulJob jobs[2] = {gate, up};
+  Prepared p;
+  prepare(isa, jobs, 2, in, x, n_tokens, pool, &p);
+  const int64_t out = gate.out;
+  // A unit is the same rows of both matrices, then silu(gate) * up on those columns.
+  auto run = [&](int64_t u0, int64_t u1) {
+    const int64_t o0 = u0 * kRowUnit, o1 = std::min(out, u1 * kRowUnit);
+    p.kernel[0](p.args[0], o0, o1);
+    p.kernel[1](p.args[1], o0, o1);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      silu_mul(gate.y + t * out + o0, up.y + t * out + o0, o1 - o0, gate.y + t * out + o0);
+  };
+  const int64_t units = (out + kRowUnit - 1) / kRowUnit;
+  if (worth_splitting(pool, units, p.work)) {
+    pool->parallel_for(units, run);
+  } else {
+    run(0, units);
+  }
+}
+
+void matmul_silu_mul(const MatmulJob& gate, const MatmulJob& up, int64_t in, const float* x, int64_t n_tokens,
+                     ThreadPool* pool) {
+  matmul_silu_mul_with_isa(active_isa(), gate, up, in, x, n_tokens, pool);
+}
+
+void matmul_with_isa(Isa isa, DType type, const void* w, int64_t in, int64_t out, const float* x,
+                     int64_t n_tokens, float* y, ThreadPool* pool, int64_t w_row_stride) {
+  const MatmulJob job{type, w, out, y, w_row_stride};
+  matmul_multi_with_isa(isa, &job, 1, in, x, n_tokens, pool);
 }
 
 void matmul(DType type, const void* w, int64_t in, int64_t out, const float* x, int64_t n_tokens, float* y,

@@ -1,102 +1,21 @@
-// AVX2/FMA/F16C matmul kernels (this file alone is built with -mavx2 -mfma -mf16c).
+// AVX2/FMA/F16C matmul kernels (this file alone is built with -mavx2 -mfma -mf16c):
+// the activation quantizer, the K-quants and float weights here, the 32-element
+// block types from matmul_q8_avx2.hpp.
 //
-// Each kernel computes a tile of R weight rows x T tokens per pass over the
-// rows' blocks: a weight block is unpacked once and used for T tokens, an
-// activation block is loaded once and used for R rows. Decode (T = 1) uses
-// one row at a time so weights stream sequentially; batches use tiles of several tokens so the
-// weights stream from memory once per call, not once per token.
+// The K-quant and float kernels compute a tile of R weight rows x T tokens per
+// pass over the rows' blocks: a weight block is unpacked once and used for T
+// tokens, an activation block is loaded once and used for R rows, so batches
+// stream the weights once per call, not once per token.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/matmul_impl.hpp"
+#include "kernels/cpu/matmul_q8_avx2.hpp"
 
 namespace troupe::kernels::cpu {
-namespace {
-
-// How far ahead of the current block each weight row is prefetched.
-constexpr int kPrefetchBytes = 512;
-
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// 32 nibbles -> 32 bytes: low nibbles (elements 0..15) then high ones (16..31).
-// (Broadcast load + per-lane variable shift: one uop fewer than an insert.)
-inline __m256i nibbles32(const uint8_t* qs) {
-  const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i shifted = _mm256_srlv_epi32(t, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
-}
-
-// Two adjacent halves (d, m) converted together: lane 0 = d, lane 1 = m.
-inline __m128 half_pair(const uint16_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(v)));
-}
-
-// The 32 fifth bits of a Q5 block as 0x10 in the bytes whose bit is set.
-inline __m256i fifth_bits(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-// Weight traits of the 32-element types: quants as bytes (signed for type-0,
-// raw unsigned levels for type-1), scale, min.
-struct Q4_0W {
-  using Block = BlockQ4_0;
-  static constexpr bool kSigned = true, kMin = false;
-  static __m256i q(const Block& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
-  static float d(const Block& b) { return h2f(b.d); }
-  static float m(const Block&) { return 0.0f; }
-};
-struct Q4_1W {
-  using Block = BlockQ4_1;
-  static constexpr bool kSigned = false, kMin = true;
-  static __m256i q(const Block& b) { return nibbles32(b.qs); }
-  static __m128 dm(const Block& b) { return half_pair(&b.d); }
-  static float d(const Block& b) { return h2f(b.d); }
-  static float m(const Block& b) { return h2f(b.m); }
-};
-struct Q5_0W {
-  using Block = BlockQ5_0;
-  static constexpr bool kSigned = true, kMin = false;
-  static __m256i q(const Block& b) {
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)), _mm256_set1_epi8(16));
-  }
-  static float d(const Block& b) { return h2f(b.d); }
-  static float m(const Block&) { return 0.0f; }
-};
-struct Q5_1W {
-  using Block = BlockQ5_1;
-  static constexpr bool kSigned = false, kMin = true;
-  static __m256i q(const Block& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)); }
-  static __m128 dm(const Block& b) { return half_pair(&b.d); }
-  static float d(const Block& b) { return h2f(b.d); }
-  static float m(const Block& b) { return h2f(b.m); }
-};
-struct Q8_0W {
-  using Block = BlockQ8_0;
-  static constexpr bool kSigned = true, kMin = false;
-  static __m256i q(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
-  static float d(const Block& b) { return h2f(b.d); }
-  static float m(const Block&) { return 0.0f; }
-};
-
-}  // namespace
 
 // Bit-identical to quantize_act_q16: the same float operations per element
 // (amax, d = amax / 32767, x * (1 / d), round half to even, clamp), eight at a time.
@@ -139,80 +58,6 @@ void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out) {
 }
 
 namespace {
-
-// R rows x T tokens of a 32-block type against ActQ16 activations.
-template <class W, int R, int T>
-inline void tile_q8(const MatmulArgs& a, int64_t o, int64_t t0) {
-  using Block = typename W::Block;
-  const int64_t nb = a.in / kQK;
-  const Block* wr[R];
-  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
-  const ActQ16* xr[T];
-  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ16*>(a.xq + (t0 + t) * a.xq_row_bytes);
-  __m256 acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  // Min terms (type-1): sum_b m_w[b] * s_x[b], four tokens per vector when T == 4.
-  __m128 macc4[R];
-  float macc[R][T];
-  for (int r = 0; r < R; ++r) {
-    macc4[r] = _mm_setzero_ps();
-    for (int t = 0; t < T; ++t) macc[r][t] = 0.0f;
-  }
-
-  for (int64_t b = 0; b < nb; ++b) {
-    // R interleaved row streams defeat the hardware prefetcher (decode reads
-    // weights from DRAM): fetch each row ahead explicitly.
-    for (int r = 0; r < R; ++r)
-      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + kPrefetchBytes, _MM_HINT_T0);
-    // Weights widened to 16 bits once per block (elements 0..15 and 16..31),
-    // then 16x16-bit products against the 16-bit activations.
-    __m256i wlo[R], whi[R];
-    __m256 dw[R];
-    float mw[R];
-    for (int r = 0; r < R; ++r) {
-      const __m256i q = W::q(wr[r][b]);
-      if constexpr (W::kSigned) {
-        wlo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
-        whi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-      } else {
-        wlo[r] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(q));
-        whi[r] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1));
-      }
-      if constexpr (W::kMin) {
-        const __m128 dm = W::dm(wr[r][b]);
-        dw[r] = _mm256_broadcastss_ps(dm);
-        mw[r] = _mm_cvtss_f32(_mm_movehdup_ps(dm));
-      } else {
-        dw[r] = _mm256_set1_ps(W::d(wr[r][b]));
-        mw[r] = 0.0f;
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      const __m256i xlo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs));
-      const __m256i xhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 16));
-      const __m256 dx = _mm256_set1_ps(xr[t][b].d);
-      for (int r = 0; r < R; ++r) {
-        // |w| <= 127 and |x| <= 32767: four products per int32 lane cannot overflow.
-        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(wlo[r], xlo), _mm256_madd_epi16(whi[r], xhi));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][t]);
-      }
-    }
-    if constexpr (W::kMin) {
-      if constexpr (T == 4) {
-        const __m128 xs = _mm_loadu_ps(a.xs_t + b * a.n_tokens + t0);
-        for (int r = 0; r < R; ++r) macc4[r] = _mm_fmadd_ps(_mm_set1_ps(mw[r]), xs, macc4[r]);
-      } else {
-        for (int r = 0; r < R; ++r)
-          for (int t = 0; t < T; ++t) macc[r][t] += mw[r] * xr[t][b].s;
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    if constexpr (W::kMin && T == 4) _mm_storeu_ps(macc[r], macc4[r]);
-    for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o + r] = hsum(acc[r][t]) + macc[r][t];
-  }
-}
 
 // Q4_K x ActQ8K, one row x T tokens.
 template <int T>
@@ -381,21 +226,6 @@ inline void walk(const MatmulArgs& a, int64_t o0, int64_t o1, TileRT rt, TileR1 
   }
 }
 
-constexpr int kDecodeRows = 1;  // decode: one sequential weight stream (interleaved rows stall DRAM prefetch)
-constexpr int kBatchRows = 3;   // rows x tokens per tile for batches
-constexpr int kBatchTokens = 4;
-
-template <class W>
-void range_q8(const MatmulArgs& a, int64_t o0, int64_t o1) {
-  if (a.n_tokens == 1) {
-    walk<kDecodeRows, 1>(a, o0, o1, tile_q8<W, kDecodeRows, 1>, tile_q8<W, kDecodeRows, 1>, tile_q8<W, 1, 1>,
-                         tile_q8<W, 1, 1>);
-  } else {
-    walk<kBatchRows, kBatchTokens>(a, o0, o1, tile_q8<W, kBatchRows, kBatchTokens>, tile_q8<W, kBatchRows, 1>,
-                                   tile_q8<W, 1, kBatchTokens>, tile_q8<W, 1, 1>);
-  }
-}
-
 void range_q4k(const MatmulArgs& a, int64_t o0, int64_t o1) {
   walk<1, 4>(a, o0, o1, tile_q4k<4>, tile_q4k<1>, tile_q4k<4>, tile_q4k<1>);
 }
@@ -420,11 +250,8 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::f32: return range_f<DType::f32>;
     case DType::f16: return range_f<DType::f16>;
     case DType::bf16: return range_f<DType::bf16>;
-    case DType::q4_0: return range_q8<Q4_0W>;
-    case DType::q4_1: return range_q8<Q4_1W>;
-    case DType::q5_0: return range_q8<Q5_0W>;
-    case DType::q5_1: return range_q8<Q5_1W>;
-    case DType::q8_0: return range_q8<Q8_0W>;
+    case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
+      return q8_kernel(type);
     case DType::q4_k: return range_q4k;
     case DType::q6_k: return range_q6k;
     default: return nullptr;

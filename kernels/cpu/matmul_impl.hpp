@@ -22,11 +22,26 @@ struct MatmulArgs {
   const float* xf;         // float activations [n_tokens][in] (F32/F16/BF16 weights)
   const uint8_t* xq;       // quantized activations, one row of xq_row_bytes per token
   int64_t xq_row_bytes;
-  const float* xs_t;       // ActQ16 sums transposed: xs_t[block * n_tokens + t] (Q4_1/Q5_1)
+  // 32-element block types: the first tokens again, 8 per group with tokens in lanes
+  // ([group][block], act_groups()); the tokens after them are read from xq one by one.
+  const ActQ16x8* xg;
+  int64_t n_groups;
   float* y;                // [n_tokens][out]
 };
 
+/// Groups of 8 tokens a batched matmul of the 32-element block types gives the
+/// kernels in ActQ16x8 form: whole groups, and a last partial group of at least
+/// 4 tokens (zero lanes cost less than that many tokens one at a time).
+inline int64_t act_groups(int64_t n_tokens) { return n_tokens / 8 + (n_tokens % 8 >= 4 ? 1 : 0); }
+
 /// Computes rows [o_begin, o_end) of y for all tokens.
+///
+/// Every kernel of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on
+/// every ISA computes y[t][o] with the same operations, so a result never depends
+/// on the batch (or ISA) it was computed in: per block b, the exact integer dot
+/// product S of the weight levels and the 16-bit activations, then
+///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(m_w[b], s_x[b], acc) (type-1 only)
+/// in block order from acc = 0, and y = acc.
 using MatmulRangeFn = void (*)(const MatmulArgs& args, int64_t o_begin, int64_t o_end);
 
 /// Which activation format a weight type's dot product wants.
@@ -35,7 +50,8 @@ ActFormat act_format(DType type);
 
 /// Kernels per ISA; nullptr for a type the ISA does not handle.
 MatmulRangeFn matmul_kernel_scalar(DType type);
-MatmulRangeFn matmul_kernel_avx2(DType type);  // only when built for x86-64
+MatmulRangeFn matmul_kernel_avx2(DType type);       // only when built for x86-64
+MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.

@@ -1,7 +1,9 @@
 // Portable matmul kernels. Same arithmetic as the AVX2 ones (integer block dot
-// products on the shared quantized activations, then float scaling), so the
-// two differ only in float summation order.
+// products on the shared quantized activations, then float scaling): for the
+// 32-element block types the results are bit-identical (matmul_impl.hpp); the
+// K-quants and float weights differ only in float summation order.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -112,8 +114,9 @@ float dot_q8(DType type, const Row& r, const ActQ16* x, int64_t nb) {
     const int8_t* q = r.q.data() + b * kQK;
     int isum = 0;
     for (int j = 0; j < kQK; ++j) isum += q[j] * x[b].qs[j];
-    acc += r.d[b] * x[b].d * static_cast<float>(isum);
-    if (has_min) acc += r.m[b] * x[b].s;
+    // The arithmetic every ISA shares (matmul_impl.hpp): bit-identical to the AVX2 kernels.
+    acc = std::fma(static_cast<float>(isum), r.d[b] * x[b].d, acc);
+    if (has_min) acc = std::fma(r.m[b], x[b].s, acc);
   }
   return acc;
 }

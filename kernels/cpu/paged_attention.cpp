@@ -5,15 +5,25 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/fp16.hpp"
+#include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/paged_attention_impl.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
 
-constexpr int kQueryTile = 16;  // queries of one (sequence, head) per work item: balances causal prefill
-constexpr int kKeyChunk = 64;   // keys scored before one online-softmax update
-constexpr int kMaxHeadDim = 256;
+#if defined(TROUPE_KERNELS_HAVE_AVX2)
+bool use_avx2() { return is_avx2(active_isa()); }
+#else
+bool use_avx2() { return false; }
+#endif
+
+// Element d of a cached row, as f32.
+inline float cached(const PagedAttentionArgs& A, const void* cache, int64_t offset) {
+  if (A.kv_dtype == KvDtype::f16) return fp16_to_fp32(static_cast<const uint16_t*>(cache)[offset]);
+  return static_cast<const float*>(cache)[offset];
+}
 
 // One query row against keys [0, n_keys) of a sequence, online softmax over chunks.
 void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_head, const float* q, int n_keys,
@@ -30,8 +40,11 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
     float cmax = -std::numeric_limits<float>::infinity();
     for (int i = 0; i < cn; ++i) {
       const int t = c0 + i;
-      const int64_t slot = int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size;
-      scores[i] = dot_f32(q, A.k_cache + slot * kv_stride + int64_t{kv_head} * hd, hd) * A.scale;
+      const int64_t base = (int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride +
+                           int64_t{kv_head} * hd;
+      float s = 0.0f;
+      for (int d = 0; d < hd; ++d) s += q[d] * cached(A, A.k_cache, base + d);
+      scores[i] = s * A.scale;
       cmax = std::max(cmax, scores[i]);
     }
     if (cmax > m) {
@@ -42,10 +55,11 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
     }
     for (int i = 0; i < cn; ++i) {
       const int t = c0 + i;
-      const int64_t slot = int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size;
+      const int64_t base = (int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride +
+                           int64_t{kv_head} * hd;
       const float w = std::exp(scores[i] - m);
       sum += w;
-      axpy_f32(w, A.v_cache + slot * kv_stride + int64_t{kv_head} * hd, acc, hd);
+      for (int d = 0; d < hd; ++d) acc[d] += w * cached(A, A.v_cache, base + d);
     }
   }
   const float inv = sum > 0 ? 1.0f / sum : 0.0f;
@@ -54,41 +68,71 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
 
 }  // namespace
 
-void paged_kv_store(float* k_cache, float* v_cache, const float* k, const float* v, const int64_t* slot_mapping,
-                    int64_t n_tokens, int64_t kv_dim) {
+void attend_item_scalar(const PagedAttentionArgs& A, int s, int kv_head, int j0, int j1) {
+  const int group = A.num_heads / A.num_kv_heads;
+  const int64_t q_stride = int64_t{A.num_heads} * A.head_dim;
+  const int q_len = A.query_start[s + 1] - A.query_start[s];
+  const int first_pos = A.seq_lens[s] - q_len;
+  for (int j = j0; j < j1; ++j) {
+    const int64_t row = A.query_start[s] + j;
+    for (int h = kv_head * group; h < (kv_head + 1) * group; ++h)
+      attend_one(A, A.block_tables[s], kv_head, A.q + row * q_stride + int64_t{h} * A.head_dim, first_pos + j + 1,
+                 A.out + row * q_stride + int64_t{h} * A.head_dim);
+  }
+}
+
+void paged_kv_store(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
+                    const int64_t* slot_mapping, int64_t n_tokens, int64_t kv_dim) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t slot = slot_mapping[t];
     if (slot < 0) continue;  // padding token: nothing to store
-    std::memcpy(k_cache + slot * kv_dim, k + t * kv_dim, kv_dim * sizeof(float));
-    std::memcpy(v_cache + slot * kv_dim, v + t * kv_dim, kv_dim * sizeof(float));
+    if (dtype == KvDtype::f32) {
+      std::memcpy(static_cast<float*>(k_cache) + slot * kv_dim, k + t * kv_dim, kv_dim * sizeof(float));
+      std::memcpy(static_cast<float*>(v_cache) + slot * kv_dim, v + t * kv_dim, kv_dim * sizeof(float));
+      continue;
+    }
+    uint16_t* kd = static_cast<uint16_t*>(k_cache) + slot * kv_dim;
+    uint16_t* vd = static_cast<uint16_t*>(v_cache) + slot * kv_dim;
+#if defined(TROUPE_KERNELS_HAVE_AVX2)
+    if (use_avx2()) {
+      f32_to_f16_avx2(k + t * kv_dim, kd, kv_dim);
+      f32_to_f16_avx2(v + t * kv_dim, vd, kv_dim);
+      continue;
+    }
+#endif
+    for (int64_t i = 0; i < kv_dim; ++i) {
+      kd[i] = fp32_to_fp16(k[t * kv_dim + i]);
+      vd[i] = fp32_to_fp16(v[t * kv_dim + i]);
+    }
   }
 }
 
 void paged_attention(const PagedAttentionArgs& A, ThreadPool* pool) {
-  // Work items: (sequence, head, tile of kQueryTile queries), numbered through work_offsets.
+  // Work items: (sequence, kv head, tile of kQueryTile queries), numbered through work_offsets.
   int64_t* off = A.work_offsets;
   off[0] = 0;
   for (int s = 0; s < A.num_seqs; ++s) {
     const int q_len = A.query_start[s + 1] - A.query_start[s];
-    off[s + 1] = off[s] + int64_t{A.num_heads} * ((q_len + kQueryTile - 1) / kQueryTile);
+    off[s + 1] = off[s] + int64_t{A.num_kv_heads} * ((q_len + kQueryTile - 1) / kQueryTile);
   }
-  const int group = A.num_heads / A.num_kv_heads;
-  const int64_t q_stride = int64_t{A.num_heads} * A.head_dim;
-  auto run = [&A, off, group, q_stride](int64_t begin, int64_t end) {
+  const bool avx2 = use_avx2() && A.head_dim % 8 == 0;
+  auto run = [&A, off, avx2](int64_t begin, int64_t end) {
     int s = static_cast<int>(std::upper_bound(off, off + A.num_seqs + 1, begin) - off) - 1;
     for (int64_t item = begin; item < end; ++item) {
       while (item >= off[s + 1]) ++s;
       const int q_len = A.query_start[s + 1] - A.query_start[s];
       const int tiles = (q_len + kQueryTile - 1) / kQueryTile;
       const int64_t local = item - off[s];
-      const int head = static_cast<int>(local / tiles);
+      const int kv_head = static_cast<int>(local / tiles);
       const int tile = static_cast<int>(local % tiles);
-      const int first_pos = A.seq_lens[s] - q_len;
-      for (int j = tile * kQueryTile; j < std::min(q_len, (tile + 1) * kQueryTile); ++j) {
-        const int64_t row = A.query_start[s] + j;
-        attend_one(A, A.block_tables[s], head / group, A.q + row * q_stride + int64_t{head} * A.head_dim,
-                   first_pos + j + 1, A.out + row * q_stride + int64_t{head} * A.head_dim);
+      const int j0 = tile * kQueryTile, j1 = std::min(q_len, j0 + kQueryTile);
+#if defined(TROUPE_KERNELS_HAVE_AVX2)
+      if (avx2) {
+        attend_item_avx2(A, s, kv_head, j0, j1);
+        continue;
       }
+#endif
+      attend_item_scalar(A, s, kv_head, j0, j1);
     }
   };
   const int64_t total = off[A.num_seqs];

@@ -1,7 +1,12 @@
 // Paged attention on the CPU: KV stored in fixed-size blocks addressed through
 // per-sequence block tables (vLLM's layout), causal attention for a flattened
 // batch of sequences (prefill chunks and decodes mixed), threaded over
-// (sequence, head, query tile).
+// (sequence, kv head, query tile). The cache holds f32 or f16 values.
+//
+// A query row's output depends only on that row, its sequence's cache and the
+// ISA: never on the other rows of the batch, the query tile it falls in or the
+// thread that runs it (keys are taken in chunks of kKeyChunk from position 0,
+// with one fixed order of operations per chunk).
 #pragma once
 
 #include <cstdint>
@@ -10,16 +15,24 @@ namespace troupe::kernels::cpu {
 
 class ThreadPool;
 
-/// Write this step's k/v rows ([n_tokens][kv_dim]) to their slots of one layer's cache
-/// ([num_slots][kv_dim], slot = block * block_size + offset).
-void paged_kv_store(float* k_cache, float* v_cache, const float* k, const float* v, const int64_t* slot_mapping,
-                    int64_t n_tokens, int64_t kv_dim);
+/// How the cache stores keys and values.
+enum class KvDtype { f32, f16 };
+
+/// Bytes of one cached element.
+constexpr int64_t kv_elem_bytes(KvDtype t) { return t == KvDtype::f16 ? 2 : 4; }
+
+/// Write this step's k/v rows ([n_tokens][kv_dim] f32) to their slots of one layer's cache
+/// ([num_slots][kv_dim] of `dtype`, slot = block * block_size + offset), rounding to
+/// nearest even for f16. Slots < 0 (padding) are skipped.
+void paged_kv_store(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
+                    const int64_t* slot_mapping, int64_t n_tokens, int64_t kv_dim);
 
 struct PagedAttentionArgs {
   const float* q = nullptr;        // [n_tokens][num_heads][head_dim]
   float* out = nullptr;            // like q
-  const float* k_cache = nullptr;  // [num_slots][num_kv_heads][head_dim] of this layer
-  const float* v_cache = nullptr;
+  KvDtype kv_dtype = KvDtype::f32;
+  const void* k_cache = nullptr;   // [num_slots][num_kv_heads][head_dim] of this layer
+  const void* v_cache = nullptr;
   const int32_t* query_start = nullptr;       // [num_seqs + 1]
   const int32_t* seq_lens = nullptr;          // [num_seqs] tokens in the cache, this step's included
   const int32_t* const* block_tables = nullptr;  // [num_seqs] -> block ids covering seq_lens

@@ -37,6 +37,10 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
 // models' greedy answers hinge on how exact rounding ties fall (SmolLM2-135M's
 // first token for "What is the capital of France?" flips with the tie rule).
 struct ActQ16 { float d; float s; int16_t qs[kQK]; };
+// ActQ16x8: one block of 8 tokens' ActQ16 activations with the tokens in lanes, for
+// batched matmuls: q[i][t] holds elements 2i and 2i+1 of token t (two int16, the
+// lower element in the low half), d[t] and s[t] as in ActQ16. Unused lanes are zero.
+struct ActQ16x8 { float d[8]; float s[8]; int32_t q[kQK / 2][8]; };
 // ActQ8K: 256 values, x = q * d, |q| <= 127; bsums[g] = sum of q over elements 16g..16g+15.
 struct ActQ8K { float d; int16_t bsums[kQKK / 16]; int8_t qs[kQKK]; };
 

@@ -89,8 +89,8 @@ void ThreadPool::wake_sleepers() {
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  const int64_t chunks = std::min<int64_t>(n, size_);
-  if (chunks <= 1) {
+  const int64_t chunks = std::min<int64_t>(n, int64_t{size_} * kChunksPerThread);
+  if (chunks <= 1 || size_ == 1) {
     fn(0, n);
     return;
   }

@@ -24,9 +24,13 @@ class ThreadPool {
 
   int size() const { return size_; }
 
-  /// Run fn(begin, end) over [0, n) split into contiguous chunks, one per
+  /// Chunks per thread of one parallel_for: a thread that is descheduled (a
+  /// shared machine) then holds up only a small part of the call.
+  static constexpr int64_t kChunksPerThread = 4;
+
+  /// Run fn(begin, end) over [0, n) split into contiguous chunks, a few per
   /// thread; returns when all are done. Chunks are claimed dynamically, so a
-  /// descheduled worker delays nothing: the caller takes its chunk. Calls from
+  /// descheduled worker delays little: the others take the chunks it has not. Calls from
   /// several threads at once are serialized; fn must not call parallel_for on
   /// the same pool.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);

@@ -9,17 +9,24 @@
 
 namespace troupe::cpu {
 
+Result<DType> cpu_kv_cache_dtype(const std::string& d) {
+  if (d == "auto" || d == "fp16" || d == "float16" || d == "f16" || d == "half") return DType::f16;
+  if (d == "fp32" || d == "float32" || d == "f32" || d == "float") return DType::f32;
+  return invalid_argument("KV cache dtype '" + d + "' is not supported by platform cpu (choose auto, fp16 or fp32)");
+}
+
 Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks) {
-  if (spec.dtype != DType::f32)
-    return not_supported("the cpu_paged attention backend stores the KV cache in f32 only, not " +
+  if (spec.dtype != DType::f32 && spec.dtype != DType::f16)
+    return not_supported("the cpu_paged attention backend stores the KV cache in f16 or f32, not " +
                          std::string(to_string(spec.dtype)));
   if (spec.block_size <= 0 || spec.num_layers <= 0 || spec.num_kv_heads <= 0 || spec.head_dim <= 0 ||
       spec.head_dim > 256)
     return invalid_argument("invalid KV cache spec (block size, layers, kv heads and head dim must be positive)");
   if (num_blocks <= 0) return invalid_argument("the KV cache needs at least one block");
-  const int64_t per_layer = num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim;
+  const int64_t elem = spec.dtype == DType::f16 ? 2 : 4;
+  const int64_t per_layer = num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim * elem;  // bytes
   storage_.reset();
-  storage_.reset(new (std::nothrow) float[static_cast<size_t>(per_layer) * 2 * spec.num_layers]);
+  storage_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(per_layer) * 2 * spec.num_layers]);
   if (!storage_)
     return resource_exhausted("cannot allocate a KV cache of " + std::to_string(num_blocks) + " blocks (" +
                               std::to_string(spec.bytes_per_block() * num_blocks) + " bytes)");
@@ -31,8 +38,8 @@ Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks
     k_layers_[l] = storage_.get() + (2 * l) * per_layer;
     v_layers_[l] = storage_.get() + (2 * l + 1) * per_layer;
   }
-  TROUPE_LOG_INFO("cpu_paged KV cache: {} blocks of {} tokens ({:.1f} MiB)", num_blocks, spec.block_size,
-                  static_cast<double>(spec.bytes_per_block() * num_blocks) / (1 << 20));
+  TROUPE_LOG_INFO("cpu_paged KV cache: {} blocks of {} tokens, {} ({:.1f} MiB)", num_blocks, spec.block_size,
+                  to_string(spec.dtype), static_cast<double>(spec.bytes_per_block() * num_blocks) / (1 << 20));
   return {};
 }
 
@@ -40,7 +47,9 @@ void CpuAttentionBackend::forward(int layer, const float* q, const float* k, con
                                   int num_heads, const ForwardBatch& b, float scale) {
   TROUPE_CHECK(layer >= 0 && layer < spec_.num_layers, "attention layer out of range (cache not allocated?)");
   const int64_t kv_dim = int64_t{spec_.num_kv_heads} * spec_.head_dim;
-  kernels::cpu::paged_kv_store(k_layers_[layer], v_layers_[layer], k, v, b.slot_mapping.data(), b.num_tokens(), kv_dim);
+  const auto dtype = spec_.dtype == DType::f16 ? kernels::cpu::KvDtype::f16 : kernels::cpu::KvDtype::f32;
+  kernels::cpu::paged_kv_store(dtype, k_layers_[layer], v_layers_[layer], k, v, b.slot_mapping.data(), b.num_tokens(),
+                               kv_dim);
   const int S = b.num_seqs();
   table_ptrs_.resize(S);
   for (int s = 0; s < S; ++s) table_ptrs_[s] = b.block_tables[s].data();
@@ -48,6 +57,7 @@ void CpuAttentionBackend::forward(int layer, const float* q, const float* k, con
   kernels::cpu::PagedAttentionArgs a;
   a.q = q;
   a.out = out;
+  a.kv_dtype = dtype;
   a.k_cache = k_layers_[layer];
   a.v_cache = v_layers_[layer];
   a.query_start = b.query_start.data();

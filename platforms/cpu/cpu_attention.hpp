@@ -1,14 +1,20 @@
-// The CPU attention backend: a paged f32 KV cache in host memory, one K and
-// one V array per layer of [num_blocks * block_size][num_kv_heads][head_dim].
+// The CPU attention backend: a paged KV cache in host memory, f16 (the default)
+// or f32, one K and one V array per layer of
+// [num_blocks * block_size][num_kv_heads][head_dim].
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/thread_pool.hpp"
 #include "troupe/attention.hpp"
 
 namespace troupe::cpu {
+
+/// The cache dtype a config's cache_dtype names: "auto" (f16), "fp16"/"float16"/"f16"/"half",
+/// "fp32"/"float32"/"f32"/"float"; anything else is invalid_argument listing the choices.
+Result<DType> cpu_kv_cache_dtype(const std::string& cache_dtype);
 
 class CpuAttentionBackend final : public AttentionBackend {
  public:
@@ -25,9 +31,9 @@ class CpuAttentionBackend final : public AttentionBackend {
   kernels::cpu::ThreadPool* pool_;
   KvCacheSpec spec_;
   int64_t num_blocks_ = 0;
-  std::unique_ptr<float[]> storage_;  // uninitialised: pages are touched only when used
-  std::vector<float*> k_layers_;
-  std::vector<float*> v_layers_;
+  std::unique_ptr<uint8_t[]> storage_;  // uninitialised: pages are touched only when used
+  std::vector<void*> k_layers_;
+  std::vector<void*> v_layers_;
   std::vector<const int32_t*> table_ptrs_;  // per-step scratch, kept to avoid allocations
   std::vector<int64_t> work_offsets_;
 };

@@ -21,8 +21,8 @@
 namespace troupe::cpu {
 
 Result<std::unique_ptr<AttentionBackend>> CpuPlatform::make_attention_backend(const EngineConfig& config) const {
-  if (config.cache.cache_dtype != "auto" && config.cache.cache_dtype != "float32" && config.cache.cache_dtype != "f32")
-    return not_supported("platform cpu stores the KV cache in float32 only, not '" + config.cache.cache_dtype + "'");
+  auto dtype = cpu_kv_cache_dtype(config.cache.cache_dtype);
+  if (!dtype.ok()) return dtype.status();
   return std::unique_ptr<AttentionBackend>(new CpuAttentionBackend(process_pool(config.parallel.num_threads)));
 }
 

@@ -54,6 +54,24 @@ void CpuOps::matmul(const WeightTensor& w, const float* x, int64_t n_tokens, flo
   kernels::cpu::matmul(w.type, w.data, w.ne[0], w.rows(), x, n_tokens, y, pool_, w.row_stride);
 }
 
+void CpuOps::matmul_multi(const WeightTensor* const* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
+  // The kernels take up to 4 matrices of one input width per pass.
+  bool one_pass = n >= 1 && n <= 4;
+  for (int j = 0; j < n && one_pass; ++j) one_pass = ws[j]->ne[0] == ws[0]->ne[0];
+  if (!one_pass) return Ops::matmul_multi(ws, ys, n, x, n_tokens);
+  kernels::cpu::MatmulJob jobs[4];
+  for (int j = 0; j < n; ++j) jobs[j] = {ws[j]->type, ws[j]->data, ws[j]->rows(), ys[j], ws[j]->row_stride};
+  kernels::cpu::matmul_multi(jobs, n, ws[0]->ne[0], x, n_tokens, pool_);
+}
+
+void CpuOps::matmul_silu_mul(const WeightTensor& gate, const WeightTensor& up, const float* x, int64_t n_tokens,
+                             float* out, float* scratch) {
+  if (gate.ne[0] != up.ne[0] || gate.rows() != up.rows())
+    return Ops::matmul_silu_mul(gate, up, x, n_tokens, out, scratch);
+  kernels::cpu::matmul_silu_mul({gate.type, gate.data, gate.rows(), out, gate.row_stride},
+                                {up.type, up.data, up.rows(), scratch, up.row_stride}, gate.ne[0], x, n_tokens, pool_);
+}
+
 void CpuOps::embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) {
   const int64_t dim = w.ne[0];
   const int64_t rb = w.row_stride > 0 ? w.row_stride : row_bytes(w.type, dim);

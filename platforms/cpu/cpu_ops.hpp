@@ -18,6 +18,11 @@ class CpuOps final : public Ops {
   explicit CpuOps(kernels::cpu::ThreadPool* pool) : pool_(pool) {}
   Status check_weight_type(DType type) const override;
   void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) override;
+  /// One pass of the kernels (activations quantized once, one synchronization of the pool).
+  void matmul_multi(const WeightTensor* const* ws, float* const* ys, int n, const float* x,
+                    int64_t n_tokens) override;
+  void matmul_silu_mul(const WeightTensor& gate, const WeightTensor& up, const float* x, int64_t n_tokens, float* out,
+                       float* scratch) override;
   void embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) override;
   void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) override;
   void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,

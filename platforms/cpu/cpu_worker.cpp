@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kernels/cpu/isa.hpp"
+#include "platforms/cpu/cpu_attention.hpp"
 #include "platforms/cpu/cpu_pool.hpp"
 #include "troupe/log.hpp"
 #include "troupe/model_registry.hpp"
@@ -95,7 +96,9 @@ Result<KvCacheSpec> CpuWorker::get_kv_cache_spec() const {
   spec.num_layers = shape.num_layers;
   spec.num_kv_heads = shape.num_kv_heads;
   spec.head_dim = shape.head_dim;
-  spec.dtype = DType::f32;
+  auto dtype = cpu_kv_cache_dtype(config_.cache.cache_dtype);
+  if (!dtype.ok()) return dtype.status();
+  spec.dtype = *dtype;
   return spec;
 }
 
@@ -172,17 +175,27 @@ Result<ModelRunnerOutput> CpuWorker::execute_model(const ExecuteModelRequest& re
   out.vocab_size = model_->info().vocab_size;
   meter_->reset();
   // Only the driver (rank 0) samples: the other ranks run their share and return no logits.
+  // Buffers come back through recycle_output: resizing them allocates only when a step needs more.
   if (request.return_hidden_states) {
     out.hidden_size = model_->info().hidden_size;
+    out.hidden_states = std::move(spare_hidden_);
     out.hidden_states.resize(static_cast<size_t>(request.batch.num_tokens() * out.hidden_size));
     TROUPE_RETURN_IF_ERROR(model_->forward_hidden(request.batch, out.hidden_states.data()));
   } else {
-    if (rank_ == 0) out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
+    if (rank_ == 0) {
+      out.logits = std::move(spare_logits_);
+      out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
+    }
     TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, rank_ == 0 ? out.logits.data() : nullptr));
   }
   out.communicator_bytes = meter_->bytes.load();
   out.communicator_seconds = static_cast<double>(meter_->nanoseconds.load()) * 1e-9;
   return out;
+}
+
+void CpuWorker::recycle_output(ModelRunnerOutput&& used) {
+  spare_logits_ = std::move(used.logits);
+  spare_hidden_ = std::move(used.hidden_states);
 }
 
 }  // namespace troupe::cpu

@@ -32,6 +32,8 @@ class CpuWorker final : public Worker {
   Status initialize_cache(int64_t num_blocks) override;
   Status compile_or_warm_up_model() override;
   Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) override;
+  /// Keeps the output's buffers for the next step (no logits allocation per step).
+  void recycle_output(ModelRunnerOutput&& used) override;
   const ModelInfo* model_info() const override { return model_ ? &model_->info() : nullptr; }
   Status execute_dummy_batch() override;
 
@@ -46,6 +48,8 @@ class CpuWorker final : public Worker {
   std::unique_ptr<DeviceCommunicator> comm_;    // every rank; from platform_.make_device_communicator
   std::unique_ptr<DeviceCommunicator> tp_comm_; // this pipeline stage's ranks (pp > 1): comm_->new_group
   std::unique_ptr<Model> model_;                // points at the members above: declared after them
+  std::vector<float> spare_logits_;             // a recycled output's buffers, reused by the next step
+  std::vector<float> spare_hidden_;
 };
 
 }  // namespace troupe::cpu

@@ -78,7 +78,9 @@ Result<StepOutput> WorkerRunner::execute(StepInput input) {
   out.communicator_seconds = result->communicator_seconds;
   if (!is_driver()) return out;
   auto t1 = Clock::now();
-  TROUPE_RETURN_IF_ERROR(pooling_runner_ ? pool_rows(input, *result, out) : sample(input, *result, out));
+  Status st = pooling_runner_ ? pool_rows(input, *result, out) : sample(input, *result, out);
+  worker_->recycle_output(std::move(*result));  // its buffers serve the next step
+  TROUPE_RETURN_IF_ERROR(st);
   out.sample_seconds = since(t1);
   return out;
 }

@@ -192,7 +192,6 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   const int64_t E = hp_.n_embd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   const int tp = shard_.tp_size;
-  const int64_t ff = shard_.ff_end - shard_.ff_begin;
   // Every rank of a stage holds the same residual stream; the partial sums of the
   // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.
   DeviceCommunicator* group = ctx_.tp_communicator;
@@ -208,9 +207,10 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
     const int local = l - shard_.layer_begin;  // the KV cache holds this stage's layers only
     const LlamaShardLayer& L = shard_.layers[static_cast<size_t>(local)];
     ops.rms_norm(x_.data(), static_cast<const float*>(L.attn_norm->data), T, E, hp_.rms_eps, xn_.data());
-    ops.matmul(L.wq, xn_.data(), T, q_.data());
-    ops.matmul(L.wk, xn_.data(), T, k_.data());
-    ops.matmul(L.wv, xn_.data(), T, v_.data());
+    // q, k and v read the same input: one pass (gate and up below likewise).
+    const WeightTensor* qkv[3] = {&L.wq, &L.wk, &L.wv};
+    float* qkv_out[3] = {q_.data(), k_.data(), v_.data()};
+    ops.matmul_multi(qkv, qkv_out, 3, xn_.data(), T);
     ops.rope(q_.data(), b.positions.data(), T, shard_.n_head_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
     ops.rope(k_.data(), b.positions.data(), T, shard_.n_head_kv_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
     attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, scale);
@@ -219,9 +219,7 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
 
     ops.rms_norm(x_.data(), static_cast<const float*>(L.ffn_norm->data), T, E, hp_.rms_eps, xn_.data());
-    ops.matmul(L.ffn_gate, xn_.data(), T, gate_.data());
-    ops.matmul(L.ffn_up, xn_.data(), T, up_.data());
-    ops.silu_mul(gate_.data(), up_.data(), T * ff, gate_.data());
+    ops.matmul_silu_mul(L.ffn_gate, L.ffn_up, xn_.data(), T, gate_.data(), up_.data());
     ops.matmul(L.ffn_down, gate_.data(), T, tmp_.data());
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);

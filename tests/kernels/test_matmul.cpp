@@ -1,6 +1,7 @@
-// matmul for every weight type: AVX2 vs scalar (same integers, so only float
-// summation order differs) and both vs an fp64 product of the dequantized
-// weights, within a bound derived from the 8-bit activation rounding.
+// matmul for every weight type: AVX2 (and AVX-VNNI) vs scalar (same integers,
+// so only float summation order differs; none for the 32-element block types)
+// and both vs an fp64 product of the dequantized weights, within a bound
+// derived from the activation rounding. Batch invariance, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/quantize.hpp"
@@ -66,10 +68,15 @@ TEST_P(Matmul, MatchesFp64ReferenceOnEveryIsa) {
   std::vector<float> y_scalar(static_cast<size_t>(s.out * s.n_tokens), NAN);
   matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_scalar.data(), &pool);
 
-  std::vector<float> y_avx2;
+  std::vector<float> y_avx2, y_vnni;
   if (isa_available(Isa::avx2)) {
     y_avx2.assign(y_scalar.size(), NAN);
     matmul_with_isa(Isa::avx2, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_avx2.data(), &pool);
+  }
+  if (isa_available(Isa::avx2_vnni)) {
+    y_vnni.assign(y_scalar.size(), NAN);
+    matmul_with_isa(Isa::avx2_vnni, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_vnni.data(), &pool);
+    EXPECT_EQ(y_vnni, y_avx2) << "VNNI changes only how the same integers are summed";
   }
   std::vector<float> y_single(y_scalar.size(), NAN);  // default ISA, no pool
   matmul(type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_single.data(), nullptr);
@@ -127,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, Matmul, ::testing::ValuesIn(cases()),
 
 TEST(Matmul, IsaNameIsKnown) {
   const std::string name = isa_name();
-  EXPECT_TRUE(name == "avx2" || name == "scalar") << name;
+  EXPECT_TRUE(name == "avx2_vnni" || name == "avx2" || name == "scalar") << name;
 }
 
 TEST(Matmul, PoolSizesGiveTheSameResult) {
@@ -159,7 +166,7 @@ TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
     for (int64_t o = 0; o < full.out; ++o)
       std::copy_n(first + o * stride, slice_bytes, copy.data() + o * slice_bytes);
     for (int64_t n_tokens : {int64_t{1}, full.n_tokens}) {
-      for (Isa isa : {Isa::scalar, Isa::avx2}) {
+      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni}) {
         if (!isa_available(isa)) continue;
         SCOPED_TRACE(std::string(tr.name) + " " + std::to_string(n_tokens) + " tokens, isa " +
                      std::to_string(static_cast<int>(isa)));
@@ -170,6 +177,94 @@ TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
         matmul_with_isa(isa, type, first, c1 - c0, full.out, x.data(), n_tokens, in_place.data(), nullptr, stride);
         matmul_with_isa(isa, type, copy.data(), c1 - c0, full.out, x.data(), n_tokens, copied.data(), nullptr);
         EXPECT_EQ(in_place, copied);
+      }
+    }
+  }
+}
+
+// A token's output never depends on the batch it is computed in: every token of
+// batches of 1..70 tokens (whole and partial lane groups, per-token tails, token
+// chunks) equals that token computed alone, bit for bit, on every ISA and pool size.
+TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
+  for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1, DType::q4_k, DType::q6_k,
+                     DType::f16, DType::f32}) {
+    const Shape s{512, 27, 70};
+    const Problem p = make_problem(type, s, 11);
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni}) {
+      if (!isa_available(isa)) continue;
+      std::vector<float> alone(static_cast<size_t>(s.out * s.n_tokens));
+      for (int64_t t = 0; t < s.n_tokens; ++t)
+        matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data() + t * s.in, 1, alone.data() + t * s.out,
+                        nullptr);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        for (int64_t n : {2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 31, 33, 36, 64, 65, 70}) {
+          for (int64_t first : {int64_t{0}, s.n_tokens - n}) {
+            SCOPED_TRACE(std::string(to_string(type)) + " isa " + to_string(isa) + ", " + std::to_string(threads) +
+                         " threads, tokens [" + std::to_string(first) + ", " + std::to_string(first + n) + ")");
+            std::vector<float> y(static_cast<size_t>(s.out * n));
+            matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data() + first * s.in, n, y.data(), &pool);
+            ASSERT_TRUE(std::equal(y.begin(), y.end(), alone.begin() + first * s.out));
+          }
+        }
+      }
+    }
+  }
+}
+
+// The 32-element block types compute the same operations on every ISA (matmul_impl.hpp).
+TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
+  if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1}) {
+    for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}}) {
+      const Problem p = make_problem(type, s, 5);
+      std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
+      matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, a.data(), nullptr);
+      for (Isa isa : {Isa::avx2, Isa::avx2_vnni}) {
+        if (!isa_available(isa)) continue;
+        matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, b.data(), nullptr);
+        EXPECT_EQ(a, b) << to_string(type) << " " << s.n_tokens << " tokens, isa " << to_string(isa);
+      }
+    }
+  }
+}
+
+// One pass over several matrices (q, k, v; gate and up) gives each matrix's matmul bit for bit,
+// with mixed activation formats, row strides and pool sizes.
+TEST(Matmul, MultiAndSiluMulEqualSeparateCalls) {
+  const int64_t in = 512;
+  const DType types[3] = {DType::q4_1, DType::q6_k, DType::f16};
+  const int64_t outs[3] = {37, 16, 9};
+  std::vector<Problem> probs;
+  for (int j = 0; j < 3; ++j) probs.push_back(make_problem(types[j], {in, outs[j], 13}, 20 + j));
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni}) {
+    if (!isa_available(isa)) continue;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (int64_t n : {1, 5, 13}) {
+        SCOPED_TRACE(std::string("isa ") + to_string(isa) + ", " + std::to_string(threads) + " threads, " +
+                     std::to_string(n) + " tokens");
+        const float* x = probs[0].x.data();
+        std::vector<float> sep[3], multi[3];
+        MatmulJob jobs[3];
+        for (int j = 0; j < 3; ++j) {
+          sep[j].resize(static_cast<size_t>(outs[j] * n));
+          multi[j].resize(sep[j].size());
+          matmul_with_isa(isa, types[j], probs[j].w.data(), in, outs[j], x, n, sep[j].data(), &pool);
+          jobs[j] = {types[j], probs[j].w.data(), outs[j], multi[j].data()};
+        }
+        matmul_multi_with_isa(isa, jobs, 3, in, x, n, &pool);
+        for (int j = 0; j < 3; ++j) EXPECT_EQ(multi[j], sep[j]) << "matrix " << j;
+
+        // gate = matrix 0, up = matrix 0 of another problem with the same shape.
+        const Problem up = make_problem(types[0], {in, outs[0], 1}, 77);
+        std::vector<float> g(sep[0]), u(sep[0].size()), want(sep[0].size());
+        matmul_with_isa(isa, types[0], up.w.data(), in, outs[0], x, n, u.data(), &pool);
+        silu_mul(g.data(), u.data(), static_cast<int64_t>(g.size()), want.data());
+        std::vector<float> fused(want.size()), scratch(want.size());
+        matmul_silu_mul_with_isa(isa, {types[0], probs[0].w.data(), outs[0], fused.data()},
+                                 {types[0], up.w.data(), outs[0], scratch.data()}, in, x, n, &pool);
+        EXPECT_EQ(fused, want);
       }
     }
   }

@@ -1,7 +1,7 @@
 // One rank of a multi-process test (tensor_parallel_test.cpp starts several).
 //
 //   tp_rank_main model --model F --rank R --tp T --pp P [--id ID --token-id ID2] --out FILE
-//                      [--steps N] [--prompt TEXT [--special 1]] [--threads N]
+//                      [--steps N] [--prompt TEXT [--special 1]] [--threads N] [--kv-cache-dtype auto|fp16|fp32]
 //     Builds the CPU worker of rank R through the real cpu plugin, loads the model, runs one
 //     prefill batch (two fixed sequences, or TEXT tokenized with the model's tokenizer) and
 //     N-1 greedy decode steps in lock step with the other ranks. Rank 0 picks each argmax and
@@ -150,6 +150,7 @@ Status run_model(const std::map<std::string, std::string>& f) {
   config.parallel.pipeline_parallel_size = std::stoi(f.at("--pp"));
   config.parallel.num_threads = f.count("--threads") ? std::stoi(f.at("--threads")) : 1;
   config.scheduler.max_num_batched_tokens = 64;
+  if (f.count("--kv-cache-dtype")) config.cache.cache_dtype = f.at("--kv-cache-dtype");
   TROUPE_RETURN_IF_ERROR(platform->check_and_update_config(config));
   const int world = config.parallel.world_size();
   auto ids = communicator_ids(f, rank, world, 2);

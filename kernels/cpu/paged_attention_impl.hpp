@@ -1,0 +1,23 @@
+// Internal contract between the paged attention front end (paged_attention.cpp)
+// and its per-ISA work items (the scalar ones there, paged_attention_avx2.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/paged_attention.hpp"
+
+namespace troupe::kernels::cpu {
+
+constexpr int kQueryTile = 16;   // queries of one (sequence, kv head) per work item: balances causal prefill
+constexpr int kKeyChunk = 64;    // keys scored before one online-softmax update
+constexpr int kMaxHeadDim = 256;
+
+/// One work item: queries [j0, j1) of sequence s, every query head of kv head `kv_head`.
+void attend_item_scalar(const PagedAttentionArgs& args, int s, int kv_head, int j0, int j1);
+/// The same with AVX2/FMA/F16C; head_dim must be a multiple of 8.
+void attend_item_avx2(const PagedAttentionArgs& args, int s, int kv_head, int j0, int j1);
+
+/// n floats to f16, rounding to nearest even (F16C), bit-identical to fp32_to_fp16.
+void f32_to_f16_avx2(const float* src, uint16_t* dst, int64_t n);
+
+}  // namespace troupe::kernels::cpu
