@@ -14,6 +14,7 @@ namespace troupe::kernels::cpu {
 float dot_f32_avx2(const float* a, const float* b, int64_t n);
 void axpy_f32_avx2(float a, const float* x, float* y, int64_t n);
 void add_inplace_avx2(float* y, const float* x, int64_t n);
+void silu_mul_avx2(const float* gate, const float* up, int64_t n, float* out);
 #define TROUPE_USE_AVX2() is_avx2(active_isa())
 #else
 #define TROUPE_USE_AVX2() false
@@ -59,6 +60,7 @@ void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  if (TROUPE_USE_AVX2()) return silu_mul_avx2(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];

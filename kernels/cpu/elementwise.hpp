@@ -15,8 +15,12 @@ void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim
 /// neox = false rotates (x[2i], x[2i+1]) (GGUF llama), true rotates (x[i], x[i + head_dim/2]).
 void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox);
 
-/// out = silu(gate) * up, elementwise; out may alias gate or up.
+/// out = silu(gate) * up, elementwise; out may alias gate or up. Each element's result
+/// depends only on its inputs (and the ISA: AVX2 uses a vector exp within 2 ulp).
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+
+/// exp(x) with the AVX2 vector exp (within 2 ulp); only when built for x86-64 (tests).
+void exp_avx2(const float* x, float* y, int64_t n);
 
 /// y += x.
 void add_inplace(float* y, const float* x, int64_t n);

@@ -1,13 +1,14 @@
 // Paged attention work items with AVX2/FMA/F16C (this file alone is built with
 // -mavx2 -mfma -mf16c). One item is one (sequence, kv head, query tile): per
 // chunk of kKeyChunk keys the chunk's K and V rows are read from the cache once
-// (f16 converted once), K transposed, and every query head of the kv head and
-// every query of the tile is scored against them, 8 keys per vector.
+// (f16 converted once) and every query head of the kv head and every query of
+// the tile is scored against them, 4 keys at a time.
 //
-// Per query row and head the operations are fixed: score_i = (sum over d in
-// order of q[d] * k_i[d], one fma chain) * scale; per chunk the running max,
-// exp and sum in key order, acc = acc * f + sum_i w_i * v_i in key order;
-// finally acc / sum. So a row's result is the same in any tile or batch.
+// Per query row and head the operations are fixed: score_i = (q . k_i, 8 lanes
+// then a fixed tree) * scale; per chunk the running max, the weights
+// exp(score - max) (vector exp) summed lane-wise then in a fixed tree, and
+// acc = acc * f + sum_i w_i v_i in key order; finally acc / sum. So a row's
+// result is the same in any tile or batch.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,13 +18,14 @@
 #include <memory>
 
 #include "kernels/cpu/paged_attention_impl.hpp"
+#include "kernels/cpu/vec_exp_avx2.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
 
-// A chunk's keys transposed (kt[d][i]) and values (v[i][d]) in f32, for head_dim <= 256.
+// A chunk's keys and values in f32, row by row ([i][d]), for head_dim <= 256.
 struct ChunkScratch {
-  alignas(32) float kt[kMaxHeadDim * kKeyChunk];
+  alignas(32) float k[kKeyChunk * kMaxHeadDim];
   alignas(32) float v[kKeyChunk * kMaxHeadDim];
 };
 
@@ -37,44 +39,40 @@ inline void load_row(KvDtype dtype, const void* cache, int64_t offset, int hd, f
   }
 }
 
-// Keys [c0, c0 + n) of kv head `kv_head` into scratch; kt lanes up to a multiple of 8 are zero.
+// Keys and values [c0, c0 + n) of kv head `kv_head` into scratch; key rows up to a multiple of 4 are zero.
 void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, int c0, int n, ChunkScratch* s) {
   const int hd = A.head_dim;
   const int64_t kv_stride = int64_t{A.num_kv_heads} * hd;
-  const int n8 = (n + 7) & ~7;
-  alignas(32) float row[kMaxHeadDim];
   for (int i = 0; i < n; ++i) {
     const int t = c0 + i;
     const int64_t base =
         (int64_t{table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride + int64_t{kv_head} * hd;
-    load_row(A.kv_dtype, A.k_cache, base, hd, row);
-    for (int d = 0; d < hd; ++d) s->kt[d * kKeyChunk + i] = row[d];
+    load_row(A.kv_dtype, A.k_cache, base, hd, s->k + i * hd);
     load_row(A.kv_dtype, A.v_cache, base, hd, s->v + i * hd);
   }
-  for (int i = n; i < n8; ++i)
-    for (int d = 0; d < hd; ++d) s->kt[d * kKeyChunk + i] = 0.0f;
+  for (int i = n; i < ((n + 3) & ~3); ++i) std::fill_n(s->k + i * hd, hd, 0.0f);
 }
 
-// scores[i] = (q . k_i) * scale for i < n (n <= kKeyChunk), 8 keys per accumulator.
+// scores[i] = (q . k_i) * scale for i < n, n <= kKeyChunk, rounded up to 4 keys (rows past n
+// are zero). A key's dot product: 8 lanes over d (lane l takes d = l mod 8, in order), then
+// the lanes summed in a fixed tree.
 inline void score_chunk(const float* q, const ChunkScratch& s, int hd, int n, float scale, float* scores) {
-  const int groups = (n + 7) / 8;
-  __m256 acc[kKeyChunk / 8];
-  for (int g = 0; g < kKeyChunk / 8; ++g) acc[g] = _mm256_setzero_ps();
-  if (groups == kKeyChunk / 8) {
-    for (int d = 0; d < hd; ++d) {
-      const __m256 qd = _mm256_broadcast_ss(q + d);
-      const float* kt = s.kt + d * kKeyChunk;
-      for (int g = 0; g < kKeyChunk / 8; ++g) acc[g] = _mm256_fmadd_ps(qd, _mm256_load_ps(kt + 8 * g), acc[g]);
-    }
-  } else {
-    for (int d = 0; d < hd; ++d) {
-      const __m256 qd = _mm256_broadcast_ss(q + d);
-      const float* kt = s.kt + d * kKeyChunk;
-      for (int g = 0; g < groups; ++g) acc[g] = _mm256_fmadd_ps(qd, _mm256_load_ps(kt + 8 * g), acc[g]);
-    }
-  }
   const __m256 sc = _mm256_set1_ps(scale);
-  for (int g = 0; g < groups; ++g) _mm256_storeu_ps(scores + 8 * g, _mm256_mul_ps(acc[g], sc));
+  for (int i = 0; i < n; i += 4) {
+    const float* k = s.k + i * hd;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 qd = _mm256_loadu_ps(q + d);
+      a0 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + d), a0);
+      a1 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + hd + d), a1);
+      a2 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + 2 * hd + d), a2);
+      a3 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + 3 * hd + d), a3);
+    }
+    // [k0 k1 k2 k3] partial sums per 128-bit half, then the halves added.
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m128 dots = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    _mm_storeu_ps(scores + i, _mm_mul_ps(dots, _mm256_castps256_ps128(sc)));
+  }
 }
 
 // Per (query, head) state across chunks; acc lives in the output row.
@@ -130,20 +128,32 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
         float* acc = A.out + row * q_stride + h * hd;
         RowState& st = state[(j - j0) * group + g];
         score_chunk(q, scratch, hd, cn, A.scale, scores);
-        float cmax = -std::numeric_limits<float>::infinity();
-        for (int i = 0; i < cn; ++i) cmax = std::max(cmax, scores[i]);
+        // Keys past cn (this query's future, or the padding) take no part: -inf scores, zero weights.
+        for (int i = cn; i < kKeyChunk; ++i) scores[i] = -std::numeric_limits<float>::infinity();
+        const int n8 = (cn + 7) & ~7;
+        __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+        for (int i = 0; i < n8; i += 8) vmax = _mm256_max_ps(vmax, _mm256_load_ps(scores + i));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float cmax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
         if (cmax > st.m) {
-          const float f = std::exp(st.m - cmax);  // exp(-inf) = 0 on the first chunk
+          // exp(-inf) = 0 on the first chunk.
+          const float f = _mm256_cvtss_f32(exp256_ps(_mm256_set1_ps(st.m - cmax)));
           st.sum *= f;
           const __m256 fv = _mm256_set1_ps(f);
           for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), fv));
           st.m = cmax;
         }
-        for (int i = 0; i < cn; ++i) {
-          const float w = std::exp(scores[i] - st.m);
-          st.sum += w;
-          scores[i] = w;
+        const __m256 mv = _mm256_set1_ps(st.m);
+        __m256 wsum = _mm256_setzero_ps();
+        for (int i = 0; i < n8; i += 8) {
+          const __m256 w = exp256_ps(_mm256_sub_ps(_mm256_load_ps(scores + i), mv));
+          _mm256_store_ps(scores + i, w);
+          wsum = _mm256_add_ps(wsum, w);
         }
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(wsum), _mm256_extractf128_ps(wsum, 1));
+        s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        st.sum += _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
         // acc += sum_i w_i v_i, keys in order; eight lanes of acc at a time.
         for (int d = 0; d < hd; d += 32) {
           const int lanes = std::min(32, hd - d);

@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/isa.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -96,3 +99,41 @@ TEST(Elementwise, Softmax) {
 
 }  // namespace
 }  // namespace troupe::kernels::cpu
+
+#if defined(__x86_64__)
+namespace troupe::kernels::cpu {
+namespace {
+
+// The AVX2 vector exp (attention weights, SiLU) within 2 ulp of exp wherever the result is
+// a normal float; 0 below, +inf above, exp(-inf) = 0.
+TEST(Elementwise, VectorExpIsWithinTwoUlp) {
+  if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> x;
+  for (float v = -87.3f; v < 88.7f; v += 0.0137f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 0.5f, -0.5f, 1.0f, 88.0f, -87.0f}) x.push_back(v);
+  std::vector<float> y(x.size());
+  exp_avx2(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  int worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
+    int32_t a, b;
+    std::memcpy(&a, &y[i], 4);
+    std::memcpy(&b, &want, 4);
+    worst = std::max(worst, std::abs(a - b));
+    ASSERT_LE(std::abs(a - b), 2) << "exp(" << x[i] << ") = " << y[i] << ", want " << want;
+  }
+  std::printf("vector exp: at most %d ulp from exp over %zu points\n", worst, x.size());
+  const float edges[5] = {-std::numeric_limits<float>::infinity(), -200.0f, 200.0f,
+                          std::numeric_limits<float>::infinity(), -90.0f};
+  float out[5];
+  exp_avx2(edges, out, 5);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[2], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out[3], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out[4], 0.0f);
+}
+
+}  // namespace
+}  // namespace troupe::kernels::cpu
+#endif
