@@ -1,4 +1,5 @@
 // troupe_bench_engine MODEL.gguf [--prompt-len 128] [--gen-len 128] [--concurrency 1,4,16,32]
+//                               [--threads N] [--json FILE]
 //
 // Total decode throughput of the actor engine for several numbers of
 // concurrent requests (distinct random prompts, greedy, EOS ignored), and the
@@ -11,11 +12,15 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/engine.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -101,24 +106,34 @@ RunResult run(Engine& engine, int concurrency, int prompt_len, int gen_len, std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32]\n", argv[0]);
+  CLI::App app{"troupe_bench_engine: decode throughput of the actor engine under concurrency"};
+  std::string model, levels_arg = "1,4,16,32", json_path;
+  int prompt_len = 128, gen_len = 128, threads = 0;
+  app.add_option("model", model, "GGUF model")->required();
+  app.add_option("--prompt-len", prompt_len, "prompt tokens per request (default 128)");
+  app.add_option("--gen-len", gen_len, "new tokens per request (default 128)");
+  app.add_option("--concurrency", levels_arg, "concurrent requests, comma-separated (default 1,4,16,32)");
+  app.add_option("--threads", threads, "CPU compute threads (default: all cores)");
+  app.add_option("--json", json_path, "also write the figures as JSON here");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<int> levels;
+  std::stringstream ss(levels_arg);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 4096) {
+      std::fprintf(stderr, "--concurrency: '%s' is not a number from 1 to 4096\n", item.c_str());
+      return 2;
+    }
+    levels.push_back(static_cast<int>(v));
+  }
+  if (levels.empty() || prompt_len < 1 || gen_len < 1 || threads < 0) {
+    std::fprintf(stderr, "--concurrency needs a level; --prompt-len and --gen-len must be >= 1\n");
     return 2;
   }
-  int prompt_len = 128, gen_len = 128;
-  std::vector<int> levels = {1, 4, 16, 32};
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--prompt-len") prompt_len = std::atoi(argv[i + 1]);
-    else if (flag == "--gen-len") gen_len = std::atoi(argv[i + 1]);
-    else if (flag == "--concurrency") {
-      levels.clear();
-      std::stringstream ss(argv[i + 1]);
-      for (std::string item; std::getline(ss, item, ',');) levels.push_back(std::atoi(item.c_str()));
-    }
-  }
   troupe::engine::EngineOptions opts;
-  opts.config.model.model_path = argv[1];
+  opts.config.model.model_path = model;
+  opts.config.parallel.num_threads = threads;
   opts.config.scheduler.max_num_seqs = *std::max_element(levels.begin(), levels.end());
   opts.config.cache.enable_prefix_caching = false;  // distinct prompts anyway; keep the comparison plain
   opts.stat_log_interval_s = 0;
@@ -130,10 +145,12 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1234);
   run(**engine, 2, 16, 4, rng);  // warm-up: threads, caches, page faults
 
-  std::printf("\nmodel %s: %d-token prompts, %d new tokens each, greedy\n", argv[1], prompt_len, gen_len);
+  std::printf("\nmodel %s: %d-token prompts, %d new tokens each, greedy, %s threads\n", model.c_str(), prompt_len,
+              gen_len, threads > 0 ? std::to_string(threads).c_str() : "all");
   std::printf("%-12s %10s %14s %14s %9s %13s %14s\n", "concurrency", "wall (s)", "output tok/s", "decode tok/s",
               "vs C=1", "model share", "outside model");
   double base = 0;
+  nlohmann::json rows = nlohmann::json::array();
   for (int c : levels) {
     auto r = run(**engine, c, prompt_len, gen_len, rng);
     double tps = static_cast<double>(r.generated) / r.wall_s;
@@ -141,10 +158,27 @@ int main(int argc, char** argv) {
     double outside = std::max(0.0, 1.0 - r.model_s / r.wall_s);
     std::printf("%-12d %10.2f %14.1f %14.1f %8.2fx %12.1f%% %13.1f%%\n", c, r.wall_s, tps, r.decode_tps,
                 r.decode_tps / base, 100.0 * r.model_s / r.wall_s, 100.0 * outside);
+    rows.push_back({{"concurrency", c},
+                    {"wall_s", r.wall_s},
+                    {"generated", r.generated},
+                    {"output_tps", tps},
+                    {"decode_tps", r.decode_tps},
+                    {"model_share", r.model_s / r.wall_s},
+                    {"outside_model", outside}});
   }
   std::printf("\n'output tok/s' counts all generated tokens over the whole run (prefill included); 'decode tok/s'\n"
               "only the tokens after every request had its first one. 'vs C=1' compares decode tok/s.\n"
               "'outside model' = 1 - (time inside Worker::execute_model) / wall time: actors, scheduling,\n"
               "sampling and detokenization. References come from a side-by-side run (bench/), never from here.\n");
+  if (!json_path.empty()) {
+    nlohmann::json j = {{"model", model}, {"threads", threads}, {"prompt_len", prompt_len}, {"gen_len", gen_len},
+                        {"levels", rows}};
+    std::ofstream f(json_path);
+    f << j.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
   return 0;
 }
