@@ -122,21 +122,17 @@ int main(int argc, char** argv) {
   const ModelCost cost = model_cost(**file);
 
   cpu::ThreadPool pool(threads);
-  Share bw_share;
   const double bw = cpu::measure_read_bandwidth_gbs(&pool);
-  const double bw_cpu_share = bw_share.of(threads);
   nlohmann::json j = {{"model", model},
                       {"threads", threads},
                       {"isa", cpu::isa_name()},
                       {"read_bandwidth_gbs", bw},
-                      {"read_bandwidth_cpu_share", bw_cpu_share},
                       {"bytes_per_token", cost.bytes_per_token},
                       {"body_macs_per_token", cost.body_macs_per_token},
                       {"head_macs_per_token", cost.head_macs_per_token}};
   std::printf("model %s: %.1f MB of weights per decoded token, %.1f M multiply-adds per token (+%.1f M for logits)\n",
               model.c_str(), cost.bytes_per_token / 1e6, cost.body_macs_per_token / 1e6, cost.head_macs_per_token / 1e6);
-  std::printf("streaming read bandwidth, %d threads: %.1f GB/s (the process got %.0f%% of %d CPUs meanwhile)\n",
-              threads, bw, 100 * bw_cpu_share, threads);
+  std::printf("streaming read bandwidth, %d threads: %.1f GB/s\n", threads, bw);
 #if defined(TROUPE_BENCH_HAVE_AVX2)
   if (cpu::isa_available(cpu::Isa::avx2)) {
     Share mac_share;
