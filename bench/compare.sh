@@ -3,7 +3,7 @@
 # and the same thread count (issue 10's harness).
 #
 #   bench/compare.sh [MODEL.gguf] [--threads N] [--quick] [--json FILE] [--no-serve] [--requantize TYPE]
-#                    [--llama-no-repack]
+#                    [--llama-no-repack] [--quiet-busy PCT] [--quiet-wait SECONDS]
 #
 # MODEL defaults to SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model.sh).
 # --requantize Q8_0 runs on MODEL requantized by llama.cpp's llama-quantize
@@ -31,6 +31,10 @@
 #   (troupe: AVX2; llama.cpp: 256-bit VNNI where the CPU has it, AMX when its
 #   AMX path runs, else AVX2), measured on all threads, / MACs per token
 #   (batched: the lower of that and streams x the bandwidth bound).
+# Before each run it samples /proc/stat for a second and waits (up to
+# --quiet-wait, default 120 s) until at most --quiet-busy % (default 25) of the
+# CPUs are busy with other work; the busy share before each run and the CPU
+# share each run got are in the output, the measure of how noisy it was.
 # Every figure is this run's; none is a goal or a constant.
 # Output: a markdown table on stdout, raw figures and the table in JSON
 # (--json FILE; default bench/results/compare-DATE.json, or $OUT/ when set),
@@ -47,6 +51,8 @@ json_out=""
 model=""
 requant=""
 no_repack=0
+quiet_busy=25
+quiet_wait=120
 while [[ $# -gt 0 ]]; do
   case $1 in
     --threads) threads=${2:?--threads needs a number}; shift 2 ;;
@@ -56,6 +62,8 @@ while [[ $# -gt 0 ]]; do
     --requantize) requant=${2:?--requantize needs a type, e.g. Q8_0}; shift 2 ;;
     --requantize=*) requant=${1#*=}; shift ;;
     --llama-no-repack) no_repack=1; shift ;;
+    --quiet-busy) quiet_busy=${2:?--quiet-busy needs a percentage}; shift 2 ;;
+    --quiet-wait) quiet_wait=${2:?--quiet-wait needs seconds}; shift 2 ;;
     --json) json_out=${2:?--json needs a file}; shift 2 ;;
     --json=*) json_out=${1#*=}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; exit 0 ;;
@@ -64,6 +72,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --threads must be a positive number" >&2; exit 2; }
+[[ $quiet_busy =~ ^[0-9]+$ && $quiet_wait =~ ^[0-9]+$ ]] || { echo "compare.sh: --quiet-busy and --quiet-wait take whole numbers" >&2; exit 2; }
 if [[ -z $model ]]; then
   model=$(scripts/fetch-model.sh) || { echo "compare.sh: scripts/fetch-model.sh failed; give a MODEL.gguf" >&2; exit 1; }
 fi
@@ -98,7 +107,9 @@ stop_server() {
     server_pid=""
   fi
 }
+current_pid=""
 cleanup() {
+  if [[ -n $current_pid ]]; then kill "$current_pid" 2>/dev/null || true; wait "$current_pid" 2>/dev/null || true; fi
   stop_server
   if [[ ${keep_work:-0} == 1 ]]; then echo "compare.sh: logs kept in $work" >&2; else rm -rf "$work"; fi
 }
@@ -122,13 +133,49 @@ fail() {
   fi
   exit 1
 }
-# run NAME CMD...: stdout to $work/NAME.out, stderr to $work/NAME.err, "wall user sys" seconds to
-# $work/NAME.time (the CPU share a run got tells how busy the machine was); a failure stops the script.
+# Share (%) of all CPUs busy over the next second, from /proc/stat: other
+# tenants, since nothing of ours runs while this samples.
+busy_pct() {
+  local a b
+  a=$(head -1 /proc/stat); sleep 1; b=$(head -1 /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN {
+    n = split(a, x); split(b, y); tot = 0
+    for (i = 2; i <= n; i++) tot += y[i] - x[i]
+    idle = (y[5] - x[5]) + (y[6] - x[6])
+    printf("%d\n", (tot > 0) ? 100 * (tot - idle) / tot + 0.5 : 0) }'
+}
+# wait_quiet NAME: before a run, wait (up to --quiet-wait seconds) until at most
+# --quiet-busy % of the CPUs are busy; "busy% waited_s" goes to $work/NAME.busy.
+wait_quiet() {
+  local b waited=0
+  b=$(busy_pct)
+  while (( b > quiet_busy && waited < quiet_wait )); do
+    (( waited == 0 )) && echo "compare.sh: $b% of the CPUs are busy; waiting up to ${quiet_wait}s for a quieter machine" >&2
+    sleep 4
+    waited=$((waited + 5))
+    b=$(busy_pct)
+  done
+  echo "$b $waited" >"$work/$1.busy"
+}
+children_cpu_s() {  # CPU seconds of this shell's reaped children so far (`times` must run in this shell)
+  times >"$work/.times"
+  awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } print s }' "$work/.times"
+}
+# run NAME CMD...: wait for a quiet machine, then run with stdout to $work/NAME.out,
+# stderr to $work/NAME.err and "wall cpu" seconds to $work/NAME.time (the CPU share
+# a run got tells how busy the machine was); a failure stops the script.
 run() {
   local name=$1; shift
+  wait_quiet "$name"
   echo "+ $*" >>"$work/commands.txt"
-  local TIMEFORMAT='%R %U %S' rc=0
-  { time "$@" >"$work/$name.out" 2>"$work/$name.err"; } 2>"$work/$name.time" || rc=$?
+  local c0 c1 t0 rc=0
+  children_cpu_s >"$work/.c0"; c0=$(<"$work/.c0"); t0=$(date +%s.%N)
+  "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  current_pid=$!
+  wait "$current_pid" || rc=$?
+  current_pid=""
+  children_cpu_s >"$work/.c1"; c1=$(<"$work/.c1")
+  echo "$(date +%s.%N) $t0 $c1 $c0" | awk '{ print $1 - $2, $3 - $4 }' >"$work/$name.time"
   (( rc == 0 )) || fail "$(basename "$1") ($name, exit status $rc)" "$work/$name.out" "$work/$name.err"
 }
 

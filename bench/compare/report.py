@@ -292,14 +292,27 @@ def main():
         vals = []
         for r in reps:
             try:
-                real, user, sys_ = (float(x) for x in open(f"{w}/{name}-{r}.time").read().split())
-                vals.append((user + sys_) / (real * a.threads) if real > 0 else None)
+                wall, cpu_s = (float(x) for x in open(f"{w}/{name}-{r}.time").read().split()[:2])
+                vals.append(cpu_s / (wall * a.threads) if wall > 0 else None)
             except (OSError, ValueError):
                 vals.append(None)
         shares[name] = vals
     out.append("CPU share each run got of its " + str(a.threads) + " threads (CPU time / wall / threads): " +
                "; ".join(f"{n} " + ", ".join(pct(v) for v in vals) for n, vals in shares.items()) +
-               f"; MAC peak loops {pct(b0.get('int8_peak_cpu_share'))} / {pct(b1.get('int8_peak_cpu_share'))}")
+               f"; multiply-add peak loops {pct(b0.get('int8_peak_cpu_share'))} / {pct(b1.get('int8_peak_cpu_share'))}")
+    busy = {}
+    for path in sorted(glob.glob(f"{w}/*.busy")):
+        try:
+            pct_busy, waited = (int(x) for x in open(path).read().split())
+            busy[os.path.basename(path)[:-5]] = {"busy_pct": pct_busy, "waited_s": waited}
+        except (OSError, ValueError):
+            pass
+    if busy:
+        vals = sorted(v["busy_pct"] for v in busy.values())
+        waited = sum(v["waited_s"] for v in busy.values())
+        out.append(f"other work on the machine just before each run (% of all CPUs busy, 1 s sample): median "
+                   f"{vals[len(vals) // 2]}%, max {vals[-1]}% over {len(vals)} runs; waited {waited} s in all for "
+                   f"quieter moments")
     out.append(f"load average at start: {load(f'{w}/load-start.txt')}")
     out.append(f"load average at end:   {load(f'{w}/load-end.txt')}")
     if any(outside[n] for n in levels):
@@ -320,7 +333,7 @@ def main():
         "llama_mode": llama_mode,
         "table": table, "batched_outside_model": {str(n): outside[n] for n in levels},
         "serve": {str(c): v for c, v in serve_raw.items()},
-        "cpu_share": shares, "load_start": load(f"{w}/load-start.txt"), "load_end": load(f"{w}/load-end.txt"),
+        "cpu_share": shares, "busy_before_runs": busy, "load_start": load(f"{w}/load-start.txt"), "load_end": load(f"{w}/load-end.txt"),
         "commands": load(f"{w}/commands.txt").splitlines(), "table_markdown": "\n".join(out),
     }
     with open(a.json, "w") as f:
