@@ -2,14 +2,22 @@
 // active platform's worker, with the machine's streaming-read bandwidth
 // measured in the same run and the fraction of the bandwidth bound reached
 // (weight bytes read per token x tokens/s / bandwidth).
+//
+// bench/compare.sh runs it beside llama-bench: prefill of --prompt-tokens in
+// one batch (llama-bench -p), and --decode-tokens single-token steps after a
+// --decode-prompt token prompt (llama-bench -n starts at an empty context:
+// --decode-prompt 1), with --json holding every repetition's figure.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "kernels/cpu/bandwidth.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -44,7 +52,8 @@ void fill(troupe::ForwardBatch& b, const std::vector<int32_t>& ids, int pos, int
 int main(int argc, char** argv) {
   CLI::App app{"troupe end-to-end benchmark: prefill and decode tokens/s vs the bandwidth bound"};
   std::string model;
-  int threads = 0, prompt_tokens = 512, decode_tokens = 128, repeats = 3;
+  int threads = 0, prompt_tokens = 512, decode_tokens = 128, repeats = 3, decode_prompt = 16, warmup = 0;
+  std::string json_path;
   std::string kv_cache_dtype = "auto";
   app.add_option("model", model, "GGUF model (default: $TROUPE_TEST_MODEL)");
   app.add_option("--threads", threads, "compute threads (default: all cores)");
@@ -57,12 +66,19 @@ int main(int argc, char** argv) {
   app.add_option("--weight-type", config.model.weight_type, "dummy: the weight type (q8_0, q4_1, ...)");
   app.add_option("--seed", config.model.seed, "dummy: the weights' seed");
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "auto, fp16 or fp32");
+  app.add_option("--decode-prompt", decode_prompt, "prompt tokens before the timed decode steps (default 16)");
+  app.add_option("--warmup", warmup, "untimed runs first (default 0)");
+  app.add_option("--json", json_path, "also write every run's figures as JSON here");
   CLI11_PARSE(app, argc, argv);
   const bool dummy = config.model.load_format == "dummy";
   if (!dummy && model.empty() && std::getenv("TROUPE_TEST_MODEL")) model = std::getenv("TROUPE_TEST_MODEL");
   if (!dummy && model.empty()) {
     std::fprintf(stderr, "give a model file (or set TROUPE_TEST_MODEL)\n");
     return 1;
+  }
+  if (prompt_tokens < 1 || decode_tokens < 1 || repeats < 1 || decode_prompt < 1 || warmup < 0) {
+    std::fprintf(stderr, "--prompt-tokens, --decode-tokens, --repeats and --decode-prompt must be >= 1\n");
+    return 2;
   }
   troupe::log::set_level(troupe::log::Level::warning);
   auto& host = troupe::plugin_host::PluginHost::instance();
@@ -75,7 +91,7 @@ int main(int argc, char** argv) {
   config.parallel.num_threads = threads;
   config.cache.cache_dtype = kv_cache_dtype;
   config.scheduler.max_num_batched_tokens = std::max(prompt_tokens, 1);
-  config.model.max_model_len = prompt_tokens + decode_tokens + 16;
+  config.model.max_model_len = std::max(prompt_tokens, decode_prompt) + decode_tokens + 16;
   auto gen = troupe::generation::OfflineGenerator::create(**platform, config, model);
   if (!gen.ok()) {
     std::fprintf(stderr, "%s\n", gen.status().to_string().c_str());
@@ -90,8 +106,10 @@ int main(int argc, char** argv) {
   std::vector<int32_t> prompt(prompt_tokens);
   for (int i = 0; i < prompt_tokens; ++i) prompt[i] = 1 + (i * 7919) % static_cast<int32_t>(info.vocab_size - 1);
 
-  double best_prefill = 0, best_decode = 0;
-  for (int r = 0; r < repeats; ++r) {
+  std::vector<int32_t> decode_ids(static_cast<size_t>(decode_prompt));
+  for (int i = 0; i < decode_prompt; ++i) decode_ids[i] = 1 + (i * 7919) % static_cast<int32_t>(info.vocab_size - 1);
+  std::vector<double> prefill_tps, decode_tps;
+  for (int r = 0; r < warmup + repeats; ++r) {
     fill(req.batch, prompt, 0, bs);
     auto t0 = Clock::now();
     auto out = worker.execute_model(req);
@@ -100,13 +118,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", out.status().to_string().c_str());
       return 1;
     }
-    best_prefill = std::max(best_prefill, prompt_tokens / s);
+    if (r >= warmup) prefill_tps.push_back(prompt_tokens / s);
 
-    // Decode after a 16-token prompt, greedy, one token per step.
-    std::vector<int32_t> ids(prompt.begin(), prompt.begin() + std::min(16, prompt_tokens));
-    fill(req.batch, ids, 0, bs);
+    // Decode after a decode_prompt-token prompt, greedy, one token per step.
+    fill(req.batch, decode_ids, 0, bs);
     out = worker.execute_model(req);
-    int pos = static_cast<int>(ids.size());
+    int pos = decode_prompt;
     t0 = Clock::now();
     for (int i = 0; i < decode_tokens && out.ok(); ++i) {
       const auto& l = out->logits;
@@ -119,8 +136,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", out.status().to_string().c_str());
       return 1;
     }
-    best_decode = std::max(best_decode, decode_tokens / d);
+    if (r >= warmup) decode_tps.push_back(decode_tokens / d);
   }
+  const double best_prefill = *std::max_element(prefill_tps.begin(), prefill_tps.end());
+  const double best_decode = *std::max_element(decode_tps.begin(), decode_tps.end());
+  auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
 
   troupe::kernels::cpu::ThreadPool pool(n_threads);
   const double bw = troupe::kernels::cpu::measure_read_bandwidth_gbs(&pool);
@@ -129,8 +149,26 @@ int main(int argc, char** argv) {
   std::printf("model: %s (%.1f MB of weights read per token), %d threads\n",
               dummy ? (*gen)->config().model.served_model_name.c_str() : model.c_str(), bytes / 1e6, n_threads);
   std::printf("bandwidth: %.1f GB/s streaming read -> decode bound %.0f tok/s\n", bw, bound);
-  std::printf("prefill %d tokens: %.1f tok/s\n", prompt_tokens, best_prefill);
-  std::printf("decode %d tokens: %.1f tok/s = %.0f%% of the bandwidth bound\n", decode_tokens, best_decode,
-              100.0 * best_decode / bound);
+  std::printf("prefill %d tokens: %.1f tok/s (best of %d; mean %.1f)\n", prompt_tokens, best_prefill, repeats,
+              mean(prefill_tps));
+  std::printf("decode %d tokens: %.1f tok/s = %.0f%% of the bandwidth bound (best of %d; mean %.1f)\n", decode_tokens,
+              best_decode, 100.0 * best_decode / bound, repeats, mean(decode_tps));
+  if (!json_path.empty()) {
+    nlohmann::json j = {{"model", model},
+                        {"threads", n_threads},
+                        {"prompt_tokens", prompt_tokens},
+                        {"decode_tokens", decode_tokens},
+                        {"decode_prompt", decode_prompt},
+                        {"weight_bytes", info.weight_bytes},
+                        {"read_bandwidth_gbs", bw},
+                        {"prefill_tps", prefill_tps},
+                        {"decode_tps", decode_tps}};
+    std::ofstream f(json_path);
+    f << j.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
   return 0;
 }

@@ -1,4 +1,5 @@
 // troupe_bench_engine MODEL.gguf [--prompt-len 128] [--gen-len 128] [--concurrency 1,4,16,32]
+//                               [--threads N] [--json FILE]
 // troupe_bench_engine --load-format dummy --model-shape llama-3.2-1b [--weight-type q8_0] [--seed 0] [...]
 //   (random weights built in memory: the same model `troupe make-gguf` writes)
 //   [--kv-cache-dtype auto|fp16|fp32] on either
@@ -14,11 +15,15 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/engine.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -104,52 +109,42 @@ RunResult run(Engine& engine, int concurrency, int prompt_len, int gen_len, std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* usage =
-      "usage: %s MODEL.gguf | --load-format dummy --model-shape NAME [--weight-type T] [--seed N]\n"
-      "       [--prompt-len N] [--gen-len N] [--concurrency 1,4,16,32] [--kv-cache-dtype auto|fp16|fp32] [--threads N]\n";
+  CLI::App app{"troupe_bench_engine: decode throughput of the actor engine under concurrency"};
+  std::string model, levels_arg = "1,4,16,32", json_path, kv_cache_dtype = "auto";
   int prompt_len = 128, gen_len = 128, threads = 0;
-  std::string kv_cache_dtype = "auto";
-  std::vector<int> levels = {1, 4, 16, 32};
   troupe::engine::EngineOptions opts;
-  auto& model = opts.config.model;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag.rfind("--", 0) != 0) {
-      model.model_path = flag;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n", flag.c_str());
-      std::fprintf(stderr, usage, argv[0]);
+  app.add_option("model", model, "GGUF model (none with --load-format dummy)");
+  app.add_option("--load-format", opts.config.model.load_format, "auto (MODEL) or dummy (random weights, no file)");
+  app.add_option("--model-shape", opts.config.model.model_shape, "dummy: the model shape (llama-3.2-1b, ...)");
+  app.add_option("--weight-type", opts.config.model.weight_type, "dummy: the weight type (q8_0, q4_1, ...)");
+  app.add_option("--seed", opts.config.model.seed, "dummy: the weights' seed");
+  app.add_option("--kv-cache-dtype", kv_cache_dtype, "auto, fp16 or fp32");
+  app.add_option("--prompt-len", prompt_len, "prompt tokens per request (default 128)");
+  app.add_option("--gen-len", gen_len, "new tokens per request (default 128)");
+  app.add_option("--concurrency", levels_arg, "concurrent requests, comma-separated (default 1,4,16,32)");
+  app.add_option("--threads", threads, "CPU compute threads (default: all cores)");
+  app.add_option("--json", json_path, "also write the figures as JSON here");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<int> levels;
+  std::stringstream ss(levels_arg);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 4096) {
+      std::fprintf(stderr, "--concurrency: '%s' is not a number from 1 to 4096\n", item.c_str());
       return 2;
     }
-    std::string value = argv[++i];
-    if (flag == "--prompt-len") prompt_len = std::atoi(value.c_str());
-    else if (flag == "--gen-len") gen_len = std::atoi(value.c_str());
-    else if (flag == "--threads") threads = std::atoi(value.c_str());
-    else if (flag == "--kv-cache-dtype") kv_cache_dtype = value;
-    else if (flag == "--load-format") model.load_format = value;
-    else if (flag == "--model-shape") model.model_shape = value;
-    else if (flag == "--weight-type") model.weight_type = value;
-    else if (flag == "--seed") model.seed = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--concurrency") {
-      levels.clear();
-      std::stringstream ss(value);
-      for (std::string item; std::getline(ss, item, ',');) levels.push_back(std::atoi(item.c_str()));
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
-      std::fprintf(stderr, usage, argv[0]);
-      return 2;
-    }
+    levels.push_back(static_cast<int>(v));
   }
-  if (model.model_path.empty() && model.load_format != "dummy") {
-    std::fprintf(stderr, usage, argv[0]);
+  if (levels.empty() || prompt_len < 1 || gen_len < 1 || threads < 0) {
+    std::fprintf(stderr, "--concurrency needs a level; --prompt-len and --gen-len must be >= 1\n");
     return 2;
   }
-  if (levels.empty() || *std::min_element(levels.begin(), levels.end()) < 1 || prompt_len < 1 || gen_len < 1) {
-    std::fprintf(stderr, "--concurrency levels, --prompt-len and --gen-len must be at least 1\n");
+  if (model.empty() && opts.config.model.load_format != "dummy") {
+    std::fprintf(stderr, "give a model file, or --load-format dummy --model-shape NAME\n");
     return 2;
   }
+  opts.config.model.model_path = model;
   opts.config.parallel.num_threads = threads;
   opts.config.scheduler.max_num_seqs = *std::max_element(levels.begin(), levels.end());
   opts.config.cache.enable_prefix_caching = false;
@@ -164,11 +159,13 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1234);
   run(**engine, 2, 16, 4, rng);  // warm-up: threads, caches, page faults
 
-  std::printf("\nmodel %s: %d-token prompts, %d new tokens each, greedy\n", (*engine)->served_model_name().c_str(),
-              prompt_len, gen_len);
+  std::printf("\nmodel %s: %d-token prompts, %d new tokens each, greedy, %s threads\n",
+              (*engine)->served_model_name().c_str(), prompt_len, gen_len,
+              threads > 0 ? std::to_string(threads).c_str() : "all");
   std::printf("%-12s %10s %14s %14s %9s %13s %14s\n", "concurrency", "wall (s)", "output tok/s", "decode tok/s",
               "vs C=1", "model share", "outside model");
   double base = 0;
+  nlohmann::json rows = nlohmann::json::array();
   for (int c : levels) {
     auto r = run(**engine, c, prompt_len, gen_len, rng);
     double tps = static_cast<double>(r.generated) / r.wall_s;
@@ -176,10 +173,27 @@ int main(int argc, char** argv) {
     double outside = std::max(0.0, 1.0 - r.model_s / r.wall_s);
     std::printf("%-12d %10.2f %14.1f %14.1f %8.2fx %12.1f%% %13.1f%%\n", c, r.wall_s, tps, r.decode_tps,
                 r.decode_tps / base, 100.0 * r.model_s / r.wall_s, 100.0 * outside);
+    rows.push_back({{"concurrency", c},
+                    {"wall_s", r.wall_s},
+                    {"generated", r.generated},
+                    {"output_tps", tps},
+                    {"decode_tps", r.decode_tps},
+                    {"model_share", r.model_s / r.wall_s},
+                    {"outside_model", outside}});
   }
   std::printf("\n'output tok/s' counts all generated tokens over the whole run (prefill included); 'decode tok/s'\n"
               "only the tokens after every request had its first one. 'vs C=1' compares decode tok/s.\n"
               "'outside model' = 1 - (time inside Worker::execute_model) / wall time: actors, scheduling,\n"
               "sampling and detokenization. References come from a side-by-side run (bench/), never from here.\n");
+  if (!json_path.empty()) {
+    nlohmann::json j = {{"model", model}, {"threads", threads}, {"prompt_len", prompt_len}, {"gen_len", gen_len},
+                        {"levels", rows}};
+    std::ofstream f(json_path);
+    f << j.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+  }
   return 0;
 }
