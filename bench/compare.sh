@@ -3,7 +3,7 @@
 # and the same thread count (issue 10's harness).
 #
 #   bench/compare.sh [MODEL.gguf] [--threads N] [--quick] [--json FILE] [--no-serve] [--requantize TYPE]
-#                    [--llama-no-repack] [--quiet-busy PCT] [--quiet-wait SECONDS]
+#                    [--llama-no-repack] [--quiet-busy PCT] [--quiet-wait SECONDS] [--runs N]
 #
 # MODEL defaults to SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model.sh).
 # --requantize Q8_0 runs on MODEL requantized by llama.cpp's llama-quantize
@@ -17,8 +17,8 @@
 # about 10 minutes on 2 cores the first time). troupe is taken from
 # $TROUPE_BUILD_DIR (default build/), whose bench targets are brought up to date.
 #
-# Workloads, troupe then llama.cpp, twice each (alternating, so a noisy
-# neighbour hits both engines), --quick: once each and smaller:
+# Workloads, troupe then llama.cpp, twice each (--runs N; alternating, so a
+# noisy neighbour hits both engines), --quick: once each and smaller:
 #   decode, 1 stream, 128 tokens   troupe_bench_e2e --decode-prompt 1 | llama-bench -n 128
 #   prefill 512                    troupe_bench_e2e --prompt-tokens 512 | llama-bench -p 512
 #   batched decode 1/4/16/32       troupe_bench_engine (128 in, 128 out) | llama-batched-bench -fa on
@@ -53,6 +53,7 @@ requant=""
 no_repack=0
 quiet_busy=25
 quiet_wait=120
+runs=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --threads) threads=${2:?--threads needs a number}; shift 2 ;;
@@ -62,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     --requantize) requant=${2:?--requantize needs a type, e.g. Q8_0}; shift 2 ;;
     --requantize=*) requant=${1#*=}; shift ;;
     --llama-no-repack) no_repack=1; shift ;;
+    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
     --quiet-busy) quiet_busy=${2:?--quiet-busy needs a percentage}; shift 2 ;;
     --quiet-wait) quiet_wait=${2:?--quiet-wait needs seconds}; shift 2 ;;
     --json) json_out=${2:?--json needs a file}; shift 2 ;;
@@ -85,11 +87,13 @@ if [[ -z $json_out ]]; then
 fi
 mkdir -p "$(dirname "$json_out")"
 
+[[ -z $runs || $runs =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --runs must be a positive number" >&2; exit 2; }
 if (( quick )); then
   reps=1; repeats=1; prompt=128; gen=32; levels=1,4; serve_levels=(1 4); serve_prompts=(2 8); serve_len=32
 else
   reps=2; repeats=3; prompt=512; gen=128; levels=1,4,16,32; serve_levels=(1 32); serve_prompts=(8 64); serve_len=128
 fi
+[[ -n $runs ]] && reps=$runs
 batch_in=128 batch_out=128
 (( quick )) && batch_in=32 batch_out=32
 max_level=${levels##*,}

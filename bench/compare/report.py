@@ -4,7 +4,8 @@ the comparison table (markdown) and writes it, with every raw figure, as JSON.
 
 Each engine's figure for a workload is the mean over its runs (each run: the
 mean of its repetitions); the range over runs is shown beside it, and the
-run-to-run spread is the noise estimate. Bounds come from troupe_bench_bounds
+run-to-run spread is the noise estimate. Beside the ratio of the means, the
+ratio of each engine's best run (noise from other work only ever slows a run). Bounds come from troupe_bench_bounds
 at the start and at the end of the same run (their mean is used)."""
 import argparse
 import glob
@@ -84,6 +85,9 @@ class Figure:
         if len(self.runs) > 1:
             s += " (" + "–".join(fmt.format(x) for x in (min(self.runs), max(self.runs))) + ")"
         return s
+
+    def best(self, lower_is_better):
+        return (min if lower_is_better else max)(self.runs) if self.runs else None
 
     def as_json(self):
         return {"mean": self.value, "runs": self.runs, "spread": self.spread}
@@ -251,17 +255,19 @@ def main():
                f"llama.cpp {llama_kernel[0]} {llama_kernel[1] or 0:.0f} GMAC/s")
     out.append(f"llama.cpp mode: {llama_mode}")
     out.append("")
-    out.append("| workload | troupe | llama.cpp | troupe / llama.cpp | troupe, share of its bound | "
-               "llama.cpp, share of its bound | bound (troupe; llama.cpp) |")
-    out.append("|---|---|---|---|---|---|---|")
+    out.append("| workload | troupe | llama.cpp | troupe / llama.cpp | best run / best run | "
+               "troupe, share of its bound | llama.cpp, share of its bound | bound (troupe; llama.cpp) |")
+    out.append("|---|---|---|---|---|---|---|---|")
     table = []
     for row in rows:
         t, l = row["troupe"], row["llama"]
         ratio = t.value / l.value if t.value and l.value else None
+        lib = row["lower_is_better"]
+        best_ratio = t.best(lib) / l.best(lib) if t.runs and l.runs and l.best(lib) else None
         tb, lb = row["bounds"]
         share = lambda f, b: f.value / b[0] if b and b[0] and f.value else None
         entry = {"workload": row["workload"], "unit": row["unit"], "troupe": t.as_json(), "llama.cpp": l.as_json(),
-                 "ratio": ratio, "lower_is_better": row["lower_is_better"],
+                 "ratio": ratio, "best_run_ratio": best_ratio, "lower_is_better": row["lower_is_better"],
                  "troupe_bound": tb and {"value": tb[0], "kind": tb[1]},
                  "llama_bound": lb and {"value": lb[0], "kind": lb[1]},
                  "troupe_share_of_bound": share(t, tb), "llama_share_of_bound": share(l, lb)}
@@ -275,7 +281,8 @@ def main():
             bound_s = f"{tb[0]:.0f} ({tb[1]})"
         else:
             bound_s = "; ".join("n/a" if not b else f"{b[0]:.0f} ({b[1]})" for b in (tb, lb))
-        out.append(f"| {row['workload']} ({row['unit']}{better}) | {t.text(fmt)} | {l.text(fmt)} | {ratio_s} | "
+        best_s = "n/a" if best_ratio is None else f"{best_ratio:.2f}×"
+        out.append(f"| {row['workload']} ({row['unit']}{better}) | {t.text(fmt)} | {l.text(fmt)} | {ratio_s} | {best_s} | "
                    f"{pct(entry['troupe_share_of_bound'])} | {pct(entry['llama_share_of_bound'])} | {bound_s} |")
     spreads = [(r["workload"], eng, f.spread) for r in rows for eng, f in (("troupe", r["troupe"]), ("llama.cpp", r["llama"]))
                if f.spread is not None]
