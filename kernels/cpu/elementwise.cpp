@@ -39,10 +39,11 @@ void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int
   const int half = head_dim / 2;
   float cs[512], sn[512];  // per pair; head_dim <= 1024
   const int pairs = std::min(half, 512);
+  double freq[512];  // the same values for every token: computed once per call
+  for (int i = 0; i < pairs; ++i) freq[i] = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int i = 0; i < pairs; ++i) {
-      const double freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
-      const double angle = static_cast<double>(positions[t]) * freq;
+      const double angle = static_cast<double>(positions[t]) * freq[i];
       cs[i] = static_cast<float>(std::cos(angle));
       sn[i] = static_cast<float>(std::sin(angle));
     }

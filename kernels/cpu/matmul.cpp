@@ -36,8 +36,9 @@ void scatter_act_group(const ActQ16* row, int64_t nb, ActQ16x8* group, int lane)
     group[b].d[lane] = row[b].d;
     group[b].s[lane] = row[b].s;
     for (int i = 0; i < kQK / 2; ++i) {
-      uint32_t pair = static_cast<uint16_t>(row[b].qs[2 * i]) | static_cast<uint32_t>(static_cast<uint16_t>(row[b].qs[2 * i + 1])) << 16;
-      group[b].q[i][lane] = static_cast<int32_t>(pair);
+      const uint32_t lo = static_cast<uint16_t>(row[b].qs[2 * i]);
+      const uint32_t hi = static_cast<uint16_t>(row[b].qs[2 * i + 1]);
+      group[b].q[i][lane] = static_cast<int32_t>(lo | hi << 16);
     }
   }
 }

@@ -39,14 +39,33 @@ inline void load_row(KvDtype dtype, const void* cache, int64_t offset, int hd, f
   }
 }
 
-// Keys and values [c0, c0 + n) of kv head `kv_head` into scratch; key rows up to a multiple of 4 are zero.
-void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, int c0, int n, ChunkScratch* s) {
+// Rows ahead of the one being converted that are prefetched: the rows of a sequence are
+// scattered over its blocks, so the hardware does not see a stream.
+constexpr int kPrefetchRows = 8;
+
+inline void prefetch_row(const void* cache, int64_t byte_offset, int64_t bytes) {
+  const char* p = static_cast<const char*>(cache) + byte_offset;
+  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+// Keys and values [c0, c0 + n) of kv head `kv_head` into scratch; key rows up to a multiple of 4 are
+// zero. Rows up to `end` (the item's last key) are prefetched ahead, across chunks.
+void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, int c0, int n, int end,
+                ChunkScratch* s) {
   const int hd = A.head_dim;
   const int64_t kv_stride = int64_t{A.num_kv_heads} * hd;
+  const int64_t elem = kv_elem_bytes(A.kv_dtype);
+  auto offset = [&](int t) {
+    return (int64_t{table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride + int64_t{kv_head} * hd;
+  };
   for (int i = 0; i < n; ++i) {
     const int t = c0 + i;
-    const int64_t base =
-        (int64_t{table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride + int64_t{kv_head} * hd;
+    if (t + kPrefetchRows < end) {
+      const int64_t ahead = offset(t + kPrefetchRows) * elem;
+      prefetch_row(A.k_cache, ahead, hd * elem);
+      prefetch_row(A.v_cache, ahead, hd * elem);
+    }
+    const int64_t base = offset(t);
     load_row(A.kv_dtype, A.k_cache, base, hd, s->k + i * hd);
     load_row(A.kv_dtype, A.v_cache, base, hd, s->v + i * hd);
   }
@@ -116,7 +135,7 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
   const int max_keys = first_pos + j1;  // the last query's keys
   alignas(32) float scores[kKeyChunk];
   for (int c0 = 0; c0 < max_keys; c0 += kKeyChunk) {
-    load_chunk(A, table, kv_head, c0, std::min(kKeyChunk, max_keys - c0), &scratch);
+    load_chunk(A, table, kv_head, c0, std::min(kKeyChunk, max_keys - c0), max_keys, &scratch);
     for (int j = j0; j < j1; ++j) {
       const int n_keys = first_pos + j + 1;
       if (n_keys <= c0) continue;

@@ -24,13 +24,16 @@ class ThreadPool {
 
   int size() const { return size_; }
 
-  /// Chunks per thread of one parallel_for: a thread that is descheduled (a
-  /// shared machine) then holds up only a small part of the call.
-  static constexpr int64_t kChunksPerThread = 4;
+  /// Chunks per thread of one parallel_for. More would let a descheduled thread
+  /// hold up less of a call on a shared machine, but cost more than they save:
+  /// decode (troupe_bench_e2e, 2 threads) ran 296 tok/s with 1, 280 with 4 and
+  /// 246 with 16 chunks per thread.
+  static constexpr int64_t kChunksPerThread = 1;
 
-  /// Run fn(begin, end) over [0, n) split into contiguous chunks, a few per
-  /// thread; returns when all are done. Chunks are claimed dynamically, so a
-  /// descheduled worker delays little: the others take the chunks it has not. Calls from
+  /// Run fn(begin, end) over [0, n) split into contiguous chunks
+  /// (kChunksPerThread per thread); returns when all are done. Chunks are claimed
+  /// dynamically, so a descheduled worker delays nothing it has not claimed: the
+  /// caller takes its chunk. Calls from
   /// several threads at once are serialized; fn must not call parallel_for on
   /// the same pool.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
