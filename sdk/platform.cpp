@@ -28,6 +28,10 @@ Status Platform::verify_quantization(std::string_view quant) const {
                        " (supported: " + list + ")");
 }
 
+Result<std::unique_ptr<DeviceAllocator>> Platform::make_allocator(const EngineConfig& /*config*/) const {
+  return make_host_allocator();
+}
+
 Result<std::string> Platform::make_communicator_id(const ParallelConfig& parallel) const {
   const int world = parallel.world_size();
   if (parallel.tensor_parallel_size >= 1 && parallel.pipeline_parallel_size >= 1 && world == 1) return std::string();

@@ -17,6 +17,7 @@ namespace troupe {
 
 class Ops;
 class AttentionBackend;
+class DeviceAllocator;
 class DeviceCommunicator;
 
 /// One weight tensor, memory-mapped from the model file.
@@ -81,6 +82,9 @@ struct ForwardBatch {
 struct ModelContext {
   Ops* ops = nullptr;                    // compute kernels of the active platform
   AttentionBackend* attention = nullptr; // paged attention of the active platform
+  /// The device memory of the platform: weights (DeviceWeights) and activations
+  /// (DeviceArray) live there, and only ops, attention and communicators touch them.
+  DeviceAllocator* allocator = nullptr;
   int64_t max_num_batched_tokens = 2048; // largest ForwardBatch the model will see
   /// Every rank of the world (send/recv between pipeline stages use global ranks);
   /// nullptr for a world of one rank.
@@ -110,12 +114,14 @@ class Model {
     return {info().num_layers, info().num_kv_heads, info().head_dim};
   }
   /// Run one step; writes logits for batch.logits_indices to `logits`
-  /// ([logits_indices.size(), vocab_size], row-major). Only the driver rank (global rank 0)
+  /// ([logits_indices.size(), vocab_size], row-major), device memory of context.allocator
+  /// (host memory when it is host_addressable). Only the driver rank (global rank 0)
   /// gets logits; other ranks may pass nullptr. Every rank of the world runs the same batch
   /// in lock step (the collectives are inside).
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
   /// The pooling runner: the last hidden states of every token of the batch
-  /// ([num_tokens][info().hidden_size]). Default: not_supported.
+  /// ([num_tokens][info().hidden_size]) into device memory, like forward's logits.
+  /// Default: not_supported.
   virtual Status forward_hidden(const ForwardBatch& /*batch*/, float* /*hidden*/) {
     return not_supported("model " + info().architecture + " cannot return hidden states (pooling)");
   }

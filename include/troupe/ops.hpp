@@ -1,6 +1,7 @@
-// Compute kernels a platform provides to model definitions. Pointers are
-// host-addressable on the CPU platform; a device platform passes its own
-// device pointers through the same calls.
+// Compute kernels a platform provides to model definitions. Float pointers and
+// weights are device memory of the platform's DeviceAllocator (host memory on
+// the CPU platform); the small integer arrays of a step (token ids, positions,
+// sequence starts) are host memory, which a device platform stages itself.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include "troupe/attention.hpp"
 #include "troupe/communicator.hpp"
 #include "troupe/config.hpp"
+#include "troupe/device_memory.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/status.hpp"
 #include "troupe/worker.hpp"
@@ -47,6 +48,10 @@ class Platform {
   virtual Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const = 0;
   /// Compute kernels for model definitions.
   virtual Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const = 0;
+  /// The memory a worker's model keeps its weights and activations in, and the copies to
+  /// and from it. The default is host memory (make_host_allocator()), right for platforms
+  /// whose kernels run on the host; a device platform returns its own.
+  virtual Result<std::unique_ptr<DeviceAllocator>> make_allocator(const EngineConfig& config) const;
   /// A fresh rendezvous id for the communicator of the ranks of `parallel` (world size
   /// tensor_parallel_size * pipeline_parallel_size). The head calls it once, in its own
   /// process, and sends the id to every rank in config.parallel.communicator_id. The SDK

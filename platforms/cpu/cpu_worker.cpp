@@ -1,105 +1,23 @@
 #include "platforms/cpu/cpu_worker.hpp"
 
-#include "troupe/metered_communicator.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "kernels/cpu/isa.hpp"
 #include "platforms/cpu/cpu_attention.hpp"
 #include "platforms/cpu/cpu_pool.hpp"
-#include "troupe/log.hpp"
-#include "troupe/model_registry.hpp"
 
 namespace troupe::cpu {
 
-CpuWorker::CpuWorker(const EngineConfig& config, int rank, const Platform& platform)
-    : Worker("cpu"), config_(config), rank_(rank), platform_(platform) {}
-CpuWorker::~CpuWorker() = default;
-
-Status CpuWorker::init_device() {
-  model_.reset();  // it would point at the ops, attention backend and communicators replaced below
-  tp_comm_.reset();  // a communicator id serves one world: leave the old one before meeting again
-  comm_.reset();
-  const ParallelConfig& parallel = config_.parallel;
-  const int tp = parallel.tensor_parallel_size, pp = parallel.pipeline_parallel_size;
-  if (tp < 1 || pp < 1 || rank_ < 0 || rank_ >= parallel.world_size())
-    return invalid_argument("rank " + std::to_string(rank_) + " is outside the world of " +
-                            std::to_string(std::max(0, parallel.world_size())) + " ranks (tensor_parallel_size " +
-                            std::to_string(tp) + " x pipeline_parallel_size " + std::to_string(pp) + ")");
-  // One rank per process: this process's compute pool serves this rank only.
-  auto made = platform_.make_device_communicator(parallel, rank_);
-  if (!made.ok()) return made.status();
-  if (!*made) return internal_error("platform " + platform_.device_type() + " returned an empty communicator");
-  // Metered, so every step reports its communication (groups made from it share the meter).
-  meter_ = std::make_shared<CommunicatorMeter>();
-  std::unique_ptr<DeviceCommunicator> comm(new MeteredCommunicator(std::move(*made), meter_));
-  if (comm->world_size() != parallel.world_size() || comm->rank() != rank_)
-    return internal_error("platform " + platform_.device_type() + " returned a communicator for rank " +
-                          std::to_string(comm->rank()) + " of " + std::to_string(comm->world_size()) +
-                          ", not rank " + std::to_string(rank_) + " of " + std::to_string(parallel.world_size()));
-  tp_rank_ = rank_ % tp;
-  pp_rank_ = rank_ / tp;
-  std::unique_ptr<DeviceCommunicator> tp_comm;
-  if (pp > 1) {
-    // The tensor-parallel group of this pipeline stage: global ranks pp_rank * tp + [0, tp).
-    std::vector<int> stage;
-    for (int t = 0; t < tp; ++t) stage.push_back(pp_rank_ * tp + t);
-    auto group = comm->new_group(stage);
-    if (!group.ok()) return group.status();
-    tp_comm = std::move(*group);
-  }
-  auto ops = platform_.make_ops(config_);
-  if (!ops.ok()) return ops.status();
-  auto attention = platform_.make_attention_backend(config_);
-  if (!attention.ok()) return attention.status();
-  if (!*ops || !*attention)
-    return internal_error("platform " + platform_.device_type() + " returned empty ops or attention backend");
-  tp_comm_ = std::move(tp_comm);
-  comm_ = std::move(comm);
-  ops_ = std::move(*ops);
-  attention_ = std::move(*attention);
-  TROUPE_LOG_INFO("CPU worker rank {} of {} (tensor rank {}/{}, pipeline stage {}/{}): {} threads, kernels {}, "
-                  "attention {}",
-                  rank_, parallel.world_size(), tp_rank_, tp, pp_rank_, pp,
-                  process_pool(parallel.num_threads)->size(), kernels::cpu::isa_name(), attention_->name());
-  return {};
+Result<DType> CpuWorker::kv_cache_dtype(const std::string& cache_dtype) const {
+  return cpu_kv_cache_dtype(cache_dtype);
 }
 
-Status CpuWorker::load_model(const ModelSource& source) {
-  if (!ops_ || !attention_) return unavailable("load_model before init_device");
-  ModelContext ctx;
-  ctx.ops = ops_.get();
-  ctx.attention = attention_.get();
-  ctx.max_num_batched_tokens = std::max<int64_t>(1, config_.scheduler.max_num_batched_tokens);
-  ctx.communicator = comm_.get();
-  ctx.tp_communicator = tp_comm_ ? tp_comm_.get() : comm_.get();
-  ctx.tp_rank = tp_rank_;
-  ctx.tp_size = config_.parallel.tensor_parallel_size;
-  ctx.pp_rank = pp_rank_;
-  ctx.pp_size = config_.parallel.pipeline_parallel_size;
-  auto model = model_registry::create(source.architecture(), source, ctx);
-  if (!model.ok()) return model.status();
-  model_ = std::move(*model);
-  return {};
-}
-
-Result<KvCacheSpec> CpuWorker::get_kv_cache_spec() const {
-  if (!model_) return unavailable("get_kv_cache_spec before load_model");
-  KvCacheSpec spec;
-  spec.block_size = config_.cache.block_size > 0 ? config_.cache.block_size : 16;
-  // This rank's share: its pipeline stage's layers, its tensor-parallel slice of the kv heads.
-  const KvCacheShape shape = model_->kv_cache_shape();
-  spec.num_layers = shape.num_layers;
-  spec.num_kv_heads = shape.num_kv_heads;
-  spec.head_dim = shape.head_dim;
-  auto dtype = cpu_kv_cache_dtype(config_.cache.cache_dtype);
-  if (!dtype.ok()) return dtype.status();
-  spec.dtype = *dtype;
-  return spec;
+std::string CpuWorker::describe_device() const {
+  return std::to_string(process_pool(config().parallel.num_threads)->size()) + " threads, kernels " +
+         kernels::cpu::isa_name();
 }
 
 Result<int64_t> CpuWorker::determine_available_memory() {
@@ -113,89 +31,10 @@ Result<int64_t> CpuWorker::determine_available_memory() {
                               "'");
     return static_cast<int64_t>(gib * static_cast<double>(kGiB));
   }
-  if (config_.cache.kv_cache_memory_bytes > 0) return config_.cache.kv_cache_memory_bytes;
-  const int64_t free_bytes = platform_.memory_info().free_bytes;
+  if (config().cache.kv_cache_memory_bytes > 0) return config().cache.kv_cache_memory_bytes;
+  const int64_t free_bytes = platform().memory_info().free_bytes;
   const int64_t cap = free_bytes > 0 ? static_cast<int64_t>(static_cast<double>(free_bytes) * 0.5) : kGiB;
   return std::min(kGiB, cap);
-}
-
-Status CpuWorker::initialize_from_config(const KvCacheConfig& config) {
-  if (!attention_) return unavailable("initialize_from_config before init_device");
-  auto want = get_kv_cache_spec();
-  if (!want.ok()) return want.status();
-  const KvCacheSpec& s = config.spec;
-  // Pipeline stages hold different numbers of layers, while the engine sizes one cache for
-  // every rank (the block count is shared: block ids are the scheduler's): a stage keeps its
-  // own layer count and takes the block size and dtype of the plan.
-  const bool layers_ok = s.num_layers == want->num_layers || config_.parallel.pipeline_parallel_size > 1;
-  if (!layers_ok || s.num_kv_heads != want->num_kv_heads || s.head_dim != want->head_dim)
-    return invalid_argument("KV cache config does not match the loaded model (layers, kv heads or head dim differ)");
-  if (want->num_layers == 0) return {};  // an encoder keeps no KV cache: the blocks are bookkeeping only
-  KvCacheSpec mine = s;
-  mine.num_layers = want->num_layers;
-  return attention_->allocate(mine, config.num_blocks);
-}
-
-Status CpuWorker::initialize_cache(int64_t num_blocks) {
-  auto spec = get_kv_cache_spec();
-  if (!spec.ok()) return spec.status();
-  return attention_->allocate(*spec, num_blocks);
-}
-
-Status CpuWorker::execute_dummy_batch() {
-  if (!model_) return unavailable("execute_dummy_batch before load_model");
-  // One short sequence in block 0; any later sequence overwrites its own slots before reading them.
-  const int bs = attention_->spec().block_size;
-  const int n = std::max(1, std::min<int>(bs, static_cast<int>(config_.scheduler.max_num_batched_tokens)));
-  ExecuteModelRequest req;
-  auto& b = req.batch;
-  for (int i = 0; i < n; ++i) {
-    b.token_ids.push_back(0);
-    b.positions.push_back(i);
-    b.slot_mapping.push_back(i);
-  }
-  b.query_start = {0, n};
-  b.seq_lens = {n};
-  b.block_tables = {{0}};
-  b.logits_indices = {n - 1};
-  req.return_hidden_states = config_.model.runner == "pooling";  // what this engine's steps will ask for
-  auto out = execute_model(req);
-  return out.status();
-}
-
-Status CpuWorker::compile_or_warm_up_model() {
-  // No graphs on CPUs: one dummy step pages in the weights and warms the pool.
-  return execute_dummy_batch();
-}
-
-Result<ModelRunnerOutput> CpuWorker::execute_model(const ExecuteModelRequest& request) {
-  if (!model_) return unavailable("execute_model before load_model");
-  if (model_->kv_cache_shape().num_layers > 0) TROUPE_RETURN_IF_ERROR(attention_->check_batch(request.batch));
-  ModelRunnerOutput out;
-  out.vocab_size = model_->info().vocab_size;
-  meter_->reset();
-  // Only the driver (rank 0) samples: the other ranks run their share and return no logits.
-  // Buffers come back through recycle_output: resizing them allocates only when a step needs more.
-  if (request.return_hidden_states) {
-    out.hidden_size = model_->info().hidden_size;
-    out.hidden_states = std::move(spare_hidden_);
-    out.hidden_states.resize(static_cast<size_t>(request.batch.num_tokens() * out.hidden_size));
-    TROUPE_RETURN_IF_ERROR(model_->forward_hidden(request.batch, out.hidden_states.data()));
-  } else {
-    if (rank_ == 0) {
-      out.logits = std::move(spare_logits_);
-      out.logits.resize(request.batch.logits_indices.size() * static_cast<size_t>(out.vocab_size));
-    }
-    TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, rank_ == 0 ? out.logits.data() : nullptr));
-  }
-  out.communicator_bytes = meter_->bytes.load();
-  out.communicator_seconds = static_cast<double>(meter_->nanoseconds.load()) * 1e-9;
-  return out;
-}
-
-void CpuWorker::recycle_output(ModelRunnerOutput&& used) {
-  spare_logits_ = std::move(used.logits);
-  spare_hidden_ = std::move(used.hidden_states);
 }
 
 }  // namespace troupe::cpu

@@ -1,55 +1,25 @@
-// The CPU worker: the platform's ops, attention backend and communicator
-// (asked of its Platform, never built here), the model built through
-// ModelRegistry, and one forward pass per step. One rank per process: rank r
-// of tensor_parallel_size x pipeline_parallel_size is tensor rank r % tp of
-// pipeline stage r / tp; every rank runs every step in lock step.
+// The CPU worker: the SDK's ModelRunnerWorker over the CPU platform (host
+// memory, the process's thread pool), with the CPU's own KV cache budget.
 #pragma once
 
-#include <memory>
-#include <vector>
+#include <string>
 
-#include "troupe/attention.hpp"
-#include "troupe/communicator.hpp"
-#include "troupe/metered_communicator.hpp"
-#include "troupe/ops.hpp"
-#include "troupe/platform.hpp"
-#include "troupe/worker.hpp"
+#include "troupe/model_runner_worker.hpp"
 
 namespace troupe::cpu {
 
-class CpuWorker final : public Worker {
+class CpuWorker final : public ModelRunnerWorker {
  public:
-  /// `platform` makes this worker's ops, attention backend and communicator; it must
-  /// outlive the worker (the host keeps platforms for the life of the process).
-  CpuWorker(const EngineConfig& config, int rank, const Platform& platform);
-  ~CpuWorker() override;
+  CpuWorker(const EngineConfig& config, int rank, const Platform& platform)
+      : ModelRunnerWorker(config, rank, platform) {}
 
-  Status init_device() override;
-  Status load_model(const ModelSource& source) override;
-  Result<KvCacheSpec> get_kv_cache_spec() const override;
+  /// TROUPE_CPU_KVCACHE_SPACE (GiB, like vLLM's VLLM_CPU_KVCACHE_SPACE) when set, else
+  /// kv_cache_memory_bytes, else half the free memory up to 1 GiB.
   Result<int64_t> determine_available_memory() override;
-  Status initialize_from_config(const KvCacheConfig& config) override;
-  Status initialize_cache(int64_t num_blocks) override;
-  Status compile_or_warm_up_model() override;
-  Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) override;
-  /// Keeps the output's buffers for the next step (no logits allocation per step).
-  void recycle_output(ModelRunnerOutput&& used) override;
-  const ModelInfo* model_info() const override { return model_ ? &model_->info() : nullptr; }
-  Status execute_dummy_batch() override;
 
- private:
-  EngineConfig config_;
-  int rank_;
-  const Platform& platform_;
-  std::unique_ptr<Ops> ops_;                    // from platform_.make_ops
-  std::unique_ptr<AttentionBackend> attention_; // from platform_.make_attention_backend
-  int tp_rank_ = 0, pp_rank_ = 0;               // rank_ = pp_rank_ * tensor_parallel_size + tp_rank_
-  std::shared_ptr<CommunicatorMeter> meter_;     // what comm_ and tp_comm_ moved in the current step
-  std::unique_ptr<DeviceCommunicator> comm_;    // every rank; from platform_.make_device_communicator
-  std::unique_ptr<DeviceCommunicator> tp_comm_; // this pipeline stage's ranks (pp > 1): comm_->new_group
-  std::unique_ptr<Model> model_;                // points at the members above: declared after them
-  std::vector<float> spare_logits_;             // a recycled output's buffers, reused by the next step
-  std::vector<float> spare_hidden_;
+ protected:
+  Result<DType> kv_cache_dtype(const std::string& cache_dtype) const override;
+  std::string describe_device() const override;
 };
 
 }  // namespace troupe::cpu

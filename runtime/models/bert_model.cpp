@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "troupe/device_memory.hpp"
 #include "troupe/log.hpp"
 #include "troupe/ops.hpp"
 
@@ -36,7 +37,7 @@ Result<const WeightTensor*> tensor(const ModelSource& s, const Ops& ops, const s
 }  // namespace
 
 Result<std::unique_ptr<Model>> BertModel::create(const ModelSource& source, const ModelContext& context) {
-  if (!context.ops) return invalid_argument("the BERT model needs the platform's ops");
+  if (!context.ops || !context.allocator) return invalid_argument("the BERT model needs the platform's ops and allocator");
   if (context.tp_size * context.pp_size > 1)
     return not_supported("the BERT model cannot be split over ranks yet (tensor/pipeline parallel size 1 only)");
   if (context.max_num_batched_tokens <= 0 || context.max_num_batched_tokens > (int64_t{1} << 20))
@@ -67,7 +68,10 @@ Result<std::unique_ptr<Model>> BertModel::create(const ModelSource& source, cons
   auto bind = [&](const WeightTensor*& out, const std::string& name, int64_t ne0, int64_t ne1, bool f32) -> Status {
     auto t = tensor(source, ops, name, ne0, ne1, f32);
     if (!t) return t.status();
-    out = *t;
+    auto placed = m->weights_.place(**t);
+    if (!placed) return placed.status();
+    m->placed_.push_back(*placed);
+    out = &m->placed_.back();
     return {};
   };
   TROUPE_RETURN_IF_ERROR(bind(m->word_, "embeddings.word_embeddings.weight", E, hp.n_vocab, false));
@@ -107,10 +111,11 @@ Result<std::unique_ptr<Model>> BertModel::create(const ModelSource& source, cons
   m->info_.head_dim = static_cast<int>(hp.head_dim);
   m->info_.hidden_size = E;
   m->info_.weight_bytes = bytes;
-  const auto T = static_cast<size_t>(context.max_num_batched_tokens);
-  for (auto* buf : {&m->x_, &m->tmp_, &m->q_, &m->k_, &m->v_, &m->attn_}) buf->resize(T * E);
-  m->ff_.resize(T * hp.n_ff);
-  m->type_row_.resize(E);
+  DeviceAllocator& mem = *context.allocator;
+  const int64_t T = context.max_num_batched_tokens;
+  for (auto* buf : {&m->x_, &m->tmp_, &m->q_, &m->k_, &m->v_, &m->attn_}) TROUPE_RETURN_IF_ERROR(buf->allocate(mem, T * E));
+  TROUPE_RETURN_IF_ERROR(m->ff_.allocate(mem, T * hp.n_ff));
+  TROUPE_RETURN_IF_ERROR(m->type_row_.allocate(mem, E));
   const int32_t type0 = 0;
   context.ops->embedding(*m->type_, &type0, 1, m->type_row_.data());
   TROUPE_LOG_INFO("bert model: {} layers, hidden {}, heads {}, ffn {}, vocab {}, positions {}", hp.n_layer, E,
@@ -184,8 +189,8 @@ Status BertModel::forward_hidden(const ForwardBatch& b, float* hidden) {
     ops.add_inplace(tmp_.data(), x_.data(), T * E);
     ops.layer_norm(tmp_.data(), f32(L.out_ln_w), f32(L.out_ln_b), T, E, hp_.eps, x_.data());
   }
-  std::copy(x_.begin(), x_.begin() + T * E, hidden);
-  return {};
+  return ctx_.allocator->copy(hidden, x_.data(), T * E * static_cast<int64_t>(sizeof(float)),
+                              CopyKind::device_to_device);
 }
 
 }  // namespace troupe::models

@@ -6,9 +6,11 @@
 // one step. Hyperparameters come from the model's config (config.json keys).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
+#include "troupe/device_memory.hpp"
 #include "troupe/model.hpp"
 
 namespace troupe::models {
@@ -35,18 +37,20 @@ class BertModel final : public Model {
   Status forward_hidden(const ForwardBatch& batch, float* hidden) override;
 
  private:
-  BertModel(BertHParams hp, const ModelContext& ctx) : hp_(hp), ctx_(ctx) {}
+  BertModel(BertHParams hp, const ModelContext& ctx) : hp_(hp), ctx_(ctx), weights_(*ctx.allocator) {}
   Status validate(const ForwardBatch& batch) const;
   const float* f32(const WeightTensor* t) const { return static_cast<const float*>(t->data); }
 
   BertHParams hp_;
   ModelContext ctx_;
   ModelInfo info_;
+  DeviceWeights weights_;             // the tensors below, in device memory
+  std::deque<WeightTensor> placed_;   // their views (stable addresses for the pointers)
   const WeightTensor *word_, *pos_, *type_, *emb_ln_w_, *emb_ln_b_;
   std::vector<BertLayer> layers_;
-  // Activations, rows of max_num_batched_tokens.
-  std::vector<float> x_, tmp_, q_, k_, v_, attn_, ff_;
-  std::vector<float> type_row_;  // token type 0's embedding, as f32
+  // Activations in device memory, rows of max_num_batched_tokens.
+  DeviceArray<float> x_, tmp_, q_, k_, v_, attn_, ff_;
+  DeviceArray<float> type_row_;  // token type 0's embedding, as f32
 };
 
 }  // namespace troupe::models

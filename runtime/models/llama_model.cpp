@@ -13,8 +13,8 @@
 namespace troupe::models {
 
 Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, const ModelContext& context) {
-  if (!context.ops || !context.attention)
-    return invalid_argument("the llama model needs the platform's ops and attention backend");
+  if (!context.ops || !context.attention || !context.allocator)
+    return invalid_argument("the llama model needs the platform's ops, attention backend and allocator");
   if (context.max_num_batched_tokens <= 0 || context.max_num_batched_tokens > (int64_t{1} << 20))
     return invalid_argument("max_num_batched_tokens " + std::to_string(context.max_num_batched_tokens) +
                             " is out of range");
@@ -44,11 +44,14 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
   TROUPE_RETURN_IF_ERROR(check_llama_weight_types(*w, *context.ops));
   auto shard = shard_llama_weights(*hp, *w, context.tp_rank, tp, context.pp_rank, pp);
   if (!shard.ok()) return shard.status();
-  return std::unique_ptr<Model>(new LlamaModel(std::move(*hp), std::move(*w), std::move(*shard), context));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(std::move(*hp), std::move(*w), std::move(*shard), context));
+  TROUPE_RETURN_IF_ERROR(place_llama_shard(model->shard_, model->weights_));
+  TROUPE_RETURN_IF_ERROR(model->allocate_activations());
+  return std::unique_ptr<Model>(std::move(model));
 }
 
 LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const ModelContext& ctx)
-    : hp_(std::move(hp)), w_(std::move(w)), shard_(std::move(shard)), ctx_(ctx) {
+    : hp_(std::move(hp)), w_(std::move(w)), ctx_(ctx), weights_(*ctx.allocator), shard_(std::move(shard)) {
   info_.architecture = hp_.arch;
   info_.vocab_size = hp_.n_vocab;
   info_.context_length = hp_.n_ctx_train;
@@ -58,19 +61,6 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
   info_.head_dim = hp_.head_dim;
   info_.hidden_size = hp_.n_embd;
   info_.weight_bytes = w_.bytes_per_token;
-  const size_t T = static_cast<size_t>(ctx_.max_num_batched_tokens);
-  const size_t q_dim = static_cast<size_t>(shard_.n_head_local) * hp_.head_dim;
-  const size_t kv_dim = static_cast<size_t>(shard_.n_head_kv_local) * hp_.head_dim;
-  const size_t ff = static_cast<size_t>(shard_.ff_end - shard_.ff_begin);
-  x_.resize(T * hp_.n_embd);
-  xn_.resize(T * hp_.n_embd);
-  tmp_.resize(T * hp_.n_embd);
-  q_.resize(T * q_dim);
-  k_.resize(T * kv_dim);
-  v_.resize(T * kv_dim);
-  attn_.resize(T * q_dim);
-  gate_.resize(T * ff);
-  up_.resize(T * ff);
   TROUPE_LOG_INFO("llama model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}, "
                   "{} output",
                   hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
@@ -81,6 +71,22 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
                     shard_.tp_rank, shard_.tp_size, shard_.pp_rank, shard_.pp_size, shard_.layer_begin,
                     shard_.layer_end, shard_.n_head_local, shard_.n_head_kv_local, shard_.ff_begin, shard_.ff_end,
                     shard_.vocab_begin, shard_.vocab_end);
+}
+
+Status LlamaModel::allocate_activations() {
+  DeviceAllocator& mem = *ctx_.allocator;
+  const int64_t T = ctx_.max_num_batched_tokens;
+  const int64_t q_dim = int64_t{shard_.n_head_local} * hp_.head_dim;
+  const int64_t kv_dim = int64_t{shard_.n_head_kv_local} * hp_.head_dim;
+  const int64_t ff = shard_.ff_end - shard_.ff_begin;
+  for (auto [array, cols] : {std::pair{&x_, hp_.n_embd}, std::pair{&xn_, hp_.n_embd}, std::pair{&tmp_, hp_.n_embd},
+                             std::pair{&q_, q_dim}, std::pair{&k_, kv_dim}, std::pair{&v_, kv_dim},
+                             std::pair{&attn_, q_dim}, std::pair{&gate_, ff}, std::pair{&up_, ff}})
+    TROUPE_RETURN_IF_ERROR(array->allocate(mem, T * cols));
+  if (weights_.device_bytes() > 0)
+    TROUPE_LOG_INFO("llama model: {:.1f} MiB of weights on {}", static_cast<double>(weights_.device_bytes()) / (1 << 20),
+                    mem.name());
+  return {};
 }
 
 KvCacheShape LlamaModel::kv_cache_shape() const {
@@ -129,7 +135,7 @@ Status LlamaModel::embed(const ForwardBatch& b) {
     ops.embedding(shard_.token_embd, b.token_ids.data(), T, x_.data());
     return {};
   }
-  std::fill(x_.begin(), x_.begin() + T * E, 0.0f);
+  TROUPE_RETURN_IF_ERROR(ctx_.allocator->fill_zero(x_.data(), T * E * static_cast<int64_t>(sizeof(float))));
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = b.token_ids[static_cast<size_t>(t)];
     if (id < shard_.vocab_begin || id >= shard_.vocab_end) continue;
@@ -148,16 +154,19 @@ Status LlamaModel::output(const ForwardBatch& b, float* logits) {
   const int64_t V = hp_.n_vocab;
   const int64_t R = static_cast<int64_t>(b.logits_indices.size());
   const bool is_rank0 = shard_.pp_rank == 0 && shard_.tp_rank == 0;
+  DeviceAllocator& mem = *ctx_.allocator;
+  const auto row = static_cast<int64_t>(sizeof(float));
   for (int64_t r = 0; r < R; ++r)
-    std::memcpy(tmp_.data() + r * E, x_.data() + static_cast<int64_t>(b.logits_indices[r]) * E, E * sizeof(float));
-  ops.rms_norm(tmp_.data(), static_cast<const float*>(shard_.output_norm->data), R, E, hp_.rms_eps, xn_.data());
+    TROUPE_RETURN_IF_ERROR(mem.copy(tmp_.data() + r * E, x_.data() + static_cast<int64_t>(b.logits_indices[r]) * E,
+                                    E * row, CopyKind::device_to_device));
+  ops.rms_norm(tmp_.data(), static_cast<const float*>(shard_.output_norm.data), R, E, hp_.rms_eps, xn_.data());
   float* rows = nullptr;  // where tensor rank 0 of the last stage puts the whole rows
   if (shard_.tp_rank == 0) {
     if (is_rank0) {
       if (logits == nullptr) return internal_error("the llama model on rank 0 was given no logits buffer");
       rows = logits;
     } else {
-      logits_buf_.resize(static_cast<size_t>(R * V));
+      TROUPE_RETURN_IF_ERROR(logits_buf_.reserve(mem, R * V));
       rows = logits_buf_.data();
     }
   }
@@ -165,8 +174,8 @@ Status LlamaModel::output(const ForwardBatch& b, float* logits) {
     ops.matmul(shard_.output, xn_.data(), R, rows);
   } else {
     const int64_t vmax = shard_.vocab_max;
-    vocab_part_.resize(static_cast<size_t>(R * vmax));
-    if (shard_.tp_rank == 0) gathered_.resize(static_cast<size_t>(shard_.tp_size * R * vmax));
+    TROUPE_RETURN_IF_ERROR(vocab_part_.reserve(mem, R * vmax));
+    if (shard_.tp_rank == 0) TROUPE_RETURN_IF_ERROR(gathered_.reserve(mem, shard_.tp_size * R * vmax));
     ops.matmul(shard_.output, xn_.data(), R, vocab_part_.data());  // [R][own slice], packed
     TROUPE_RETURN_IF_ERROR(
         ctx_.tp_communicator->gather(vocab_part_.data(), gathered_.data(), R * vmax, DType::f32, 0));
@@ -174,8 +183,8 @@ Status LlamaModel::output(const ForwardBatch& b, float* logits) {
       for (int q = 0; q < shard_.tp_size; ++q) {
         const auto [v0, v1] = even_split(V, q, shard_.tp_size);
         const float* part = gathered_.data() + q * R * vmax;
-        for (int64_t r = 0; r < R; ++r)
-          std::memcpy(rows + r * V + v0, part + r * (v1 - v0), static_cast<size_t>(v1 - v0) * sizeof(float));
+        TROUPE_RETURN_IF_ERROR(
+            mem.copy_2d(rows + v0, V * row, part, (v1 - v0) * row, (v1 - v0) * row, R, CopyKind::device_to_device));
       }
     }
   }
@@ -206,7 +215,7 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) {
     const int local = l - shard_.layer_begin;  // the KV cache holds this stage's layers only
     const LlamaShardLayer& L = shard_.layers[static_cast<size_t>(local)];
-    ops.rms_norm(x_.data(), static_cast<const float*>(L.attn_norm->data), T, E, hp_.rms_eps, xn_.data());
+    ops.rms_norm(x_.data(), static_cast<const float*>(L.attn_norm.data), T, E, hp_.rms_eps, xn_.data());
     // q, k and v read the same input: one pass (gate and up below likewise).
     const WeightTensor* qkv[3] = {&L.wq, &L.wk, &L.wv};
     float* qkv_out[3] = {q_.data(), k_.data(), v_.data()};
@@ -218,7 +227,7 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
 
-    ops.rms_norm(x_.data(), static_cast<const float*>(L.ffn_norm->data), T, E, hp_.rms_eps, xn_.data());
+    ops.rms_norm(x_.data(), static_cast<const float*>(L.ffn_norm.data), T, E, hp_.rms_eps, xn_.data());
     ops.matmul_silu_mul(L.ffn_gate, L.ffn_up, xn_.data(), T, gate_.data(), up_.data());
     ops.matmul(L.ffn_down, gate_.data(), T, tmp_.data());
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
@@ -255,7 +264,7 @@ Status LlamaModel::forward_hidden(const ForwardBatch& b, float* hidden) {
     return not_supported("pooling over a llama model split over ranks is not implemented yet");
   TROUPE_RETURN_IF_ERROR(run_layers(b));
   // The last hidden states are the final norm's output, as the output head sees them.
-  ctx_.ops->rms_norm(x_.data(), static_cast<const float*>(shard_.output_norm->data), b.num_tokens(), hp_.n_embd,
+  ctx_.ops->rms_norm(x_.data(), static_cast<const float*>(shard_.output_norm.data), b.num_tokens(), hp_.n_embd,
                      hp_.rms_eps, hidden);
   return {};
 }

@@ -10,6 +10,7 @@
 
 #include "runtime/models/llama_hparams.hpp"
 #include "runtime/models/llama_shard.hpp"
+#include "troupe/device_memory.hpp"
 #include "troupe/model.hpp"
 
 namespace troupe::models {
@@ -31,6 +32,7 @@ class LlamaModel final : public Model {
 
  private:
   LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const ModelContext& ctx);
+  Status allocate_activations();
   Status validate(const ForwardBatch& batch) const;
   Status run_layers(const ForwardBatch& batch);
   Status embed(const ForwardBatch& batch);
@@ -39,23 +41,24 @@ class LlamaModel final : public Model {
 
   LlamaHParams hp_;
   LlamaWeights w_;   // the whole file's tensors, checked
-  LlamaShard shard_; // views of this rank's share of them
   ModelContext ctx_;
+  DeviceWeights weights_;  // this rank's share in device memory (the file itself on the CPU)
+  LlamaShard shard_;       // views of this rank's share, placed in weights_
   ModelInfo info_;
-  // Activation buffers, rows of max_num_batched_tokens; "local" = this tensor rank's share.
-  std::vector<float> x_;     // [T][n_embd] residual stream (the same on every rank of a stage)
-  std::vector<float> xn_;    // [T][n_embd] normed input of a sub-layer
-  std::vector<float> tmp_;   // [T][n_embd] sub-layer output (a partial sum before its all_reduce)
-  std::vector<float> q_;     // [T][n_head_local*head_dim]
-  std::vector<float> k_;     // [T][n_head_kv_local*head_dim]
-  std::vector<float> v_;     // [T][n_head_kv_local*head_dim]
-  std::vector<float> attn_;  // [T][n_head_local*head_dim]
-  std::vector<float> gate_;  // [T][ff_local]
-  std::vector<float> up_;    // [T][ff_local]
+  // Activations in device memory, rows of max_num_batched_tokens; "local" = this tensor rank's share.
+  DeviceArray<float> x_;     // [T][n_embd] residual stream (the same on every rank of a stage)
+  DeviceArray<float> xn_;    // [T][n_embd] normed input of a sub-layer
+  DeviceArray<float> tmp_;   // [T][n_embd] sub-layer output (a partial sum before its all_reduce)
+  DeviceArray<float> q_;     // [T][n_head_local*head_dim]
+  DeviceArray<float> k_;     // [T][n_head_kv_local*head_dim]
+  DeviceArray<float> v_;     // [T][n_head_kv_local*head_dim]
+  DeviceArray<float> attn_;  // [T][n_head_local*head_dim]
+  DeviceArray<float> gate_;  // [T][ff_local]
+  DeviceArray<float> up_;    // [T][ff_local]
   // Output head under parallelism, grown to the rows a step asks for.
-  std::vector<float> vocab_part_;  // [R][vocab_max]: this rank's vocabulary slice of the logits
-  std::vector<float> gathered_;    // [tp][R][vocab_max]: every slice, at tensor rank 0
-  std::vector<float> logits_buf_;  // [R][n_vocab]: the last stage's logits when it is not rank 0
+  DeviceArray<float> vocab_part_;  // [R][vocab_max]: this rank's vocabulary slice of the logits
+  DeviceArray<float> gathered_;    // [tp][R][vocab_max]: every slice, at tensor rank 0
+  DeviceArray<float> logits_buf_;  // [R][n_vocab]: the last stage's logits when it is not rank 0
 };
 
 }  // namespace troupe::models

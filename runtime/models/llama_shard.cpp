@@ -84,7 +84,7 @@ Result<LlamaShard> shard_llama_weights(const LlamaHParams& hp, const LlamaWeight
   s.n_head_kv_local = hp.n_head_kv / tp_size;
   std::tie(s.vocab_begin, s.vocab_end) = even_split(hp.n_vocab, tp_rank, tp_size);
   s.vocab_max = (hp.n_vocab + tp_size - 1) / tp_size;
-  s.output_norm = w.output_norm;
+  if (s.last_stage()) s.output_norm = *w.output_norm;
   if (s.first_stage()) s.token_embd = row_slice(*w.token_embd, s.vocab_begin, s.vocab_end);
   if (s.last_stage()) s.output = row_slice(*w.output, s.vocab_begin, s.vocab_end);
 
@@ -108,8 +108,8 @@ Result<LlamaShard> shard_llama_weights(const LlamaHParams& hp, const LlamaWeight
   for (int l = s.layer_begin; l < s.layer_end; ++l) {
     const LlamaLayerWeights& L = w.layers[static_cast<size_t>(l)];
     LlamaShardLayer S;
-    S.attn_norm = L.attn_norm;
-    S.ffn_norm = L.ffn_norm;
+    S.attn_norm = *L.attn_norm;
+    S.ffn_norm = *L.ffn_norm;
     S.wq = row_slice(*L.wq, q0, q1);
     S.wk = row_slice(*L.wk, k0, k1);
     S.wv = row_slice(*L.wv, k0, k1);
@@ -124,6 +124,21 @@ Result<LlamaShard> shard_llama_weights(const LlamaHParams& hp, const LlamaWeight
     s.layers.push_back(std::move(S));
   }
   return s;
+}
+
+Status place_llama_shard(LlamaShard& s, DeviceWeights& weights) {
+  auto place = [&weights](WeightTensor& t) -> Status {
+    if (t.data == nullptr) return {};  // a part this stage does not hold
+    auto placed = weights.place(t);
+    if (!placed.ok()) return placed.status();
+    t = *placed;
+    return {};
+  };
+  for (WeightTensor* t : {&s.token_embd, &s.output, &s.output_norm}) TROUPE_RETURN_IF_ERROR(place(*t));
+  for (LlamaShardLayer& L : s.layers)
+    for (WeightTensor* t : {&L.attn_norm, &L.ffn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+      TROUPE_RETURN_IF_ERROR(place(*t));
+  return {};
 }
 
 }  // namespace troupe::models

@@ -1,5 +1,6 @@
 // One rank's share of a Llama model under tensor (TP) and pipeline (PP)
-// parallelism, as views into the memory-mapped weights (nothing is copied).
+// parallelism, as views into the memory-mapped weights (nothing is copied),
+// then placed in the platform's device memory (place_llama_shard).
 //
 // PP: layers are split into contiguous stages, as even as possible (earlier
 // stages take one more when they do not divide). TP, Megatron-style as vLLM:
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "runtime/models/llama_hparams.hpp"
+#include "troupe/device_memory.hpp"
 #include "troupe/model.hpp"
 #include "troupe/status.hpp"
 
@@ -32,8 +34,8 @@ std::pair<int64_t, int64_t> even_split(int64_t n, int part, int parts);
 Status check_llama_parallel(const LlamaHParams& hp, int tp_size, int pp_size);
 
 struct LlamaShardLayer {
-  const WeightTensor* attn_norm = nullptr;  // {n_embd} f32, whole
-  const WeightTensor* ffn_norm = nullptr;   // {n_embd} f32, whole
+  WeightTensor attn_norm;  // {n_embd} f32, whole
+  WeightTensor ffn_norm;   // {n_embd} f32, whole
   WeightTensor wq;        // {n_embd, n_head_local*head_dim}: rows of this rank's heads
   WeightTensor wk;        // {n_embd, n_head_kv_local*head_dim}
   WeightTensor wv;        // {n_embd, n_head_kv_local*head_dim}
@@ -54,7 +56,7 @@ struct LlamaShard {
   bool last_stage() const { return pp_rank == pp_size - 1; }
   WeightTensor token_embd;               // {n_embd, vocab slice}; first stage only
   WeightTensor output;                   // {n_embd, vocab slice}; last stage only
-  const WeightTensor* output_norm = nullptr;
+  WeightTensor output_norm;              // {n_embd} f32; last stage only
   std::vector<LlamaShardLayer> layers;   // layer_end - layer_begin
 };
 
@@ -63,5 +65,9 @@ struct LlamaShard {
 /// invalid_argument naming the tensor and the block size.
 Result<LlamaShard> shard_llama_weights(const LlamaHParams& hp, const LlamaWeights& w, int tp_rank, int tp_size,
                                        int pp_rank, int pp_size);
+
+/// Replaces every view of `shard` by its place in `weights`' device memory: the same
+/// views on a host-addressable allocator, packed device copies otherwise.
+Status place_llama_shard(LlamaShard& shard, DeviceWeights& weights);
 
 }  // namespace troupe::models

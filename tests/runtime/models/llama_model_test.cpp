@@ -13,6 +13,7 @@
 #include "runtime/models/llama_hparams.hpp"
 #include "runtime/models/llama_model.hpp"
 #include "runtime/models/llama_shard.hpp"
+#include "troupe/device_memory.hpp"
 #include "troupe/attention.hpp"
 #include "troupe/model_registry.hpp"
 #include "troupe/ops.hpp"
@@ -150,12 +151,13 @@ TEST(LlamaModelTest, WeightTypesTheOpsCannotComputeAreRefusedAtLoad) {
   const DType stored = src.tensor("blk.0.attn_q.weight")->type;
   NoAttention attention;
   RefusingOps refuses_other(DType::q8_k);
-  ModelContext ok_ctx{&refuses_other, &attention, 16};
+  auto host = make_host_allocator();
+  ModelContext ok_ctx{&refuses_other, &attention, host.get(), 16};
   auto m = LlamaModel::create(src, ok_ctx);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
 
   RefusingOps refuses_stored(stored);
-  ModelContext ctx{&refuses_stored, &attention, 16};
+  ModelContext ctx{&refuses_stored, &attention, host.get(), 16};
   m = LlamaModel::create(src, ctx);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::not_supported);

@@ -1,0 +1,82 @@
+// ModelRunnerWorker: the Worker contract over any Platform's factories. It
+// asks its platform for the communicator, ops, attention backend and device
+// allocator (never builds them itself), builds the model through
+// ModelRegistry, and runs one forward pass per step, copying logits out of
+// device memory when the platform's memory is not the host's. One rank per
+// process: rank r of tensor_parallel_size x pipeline_parallel_size is tensor
+// rank r % tp of pipeline stage r / tp; every rank runs every step in lock step.
+// Platforms derive from it for their memory budget, KV dtypes and warm-up.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "troupe/attention.hpp"
+#include "troupe/communicator.hpp"
+#include "troupe/device_memory.hpp"
+#include "troupe/metered_communicator.hpp"
+#include "troupe/ops.hpp"
+#include "troupe/platform.hpp"
+#include "troupe/worker.hpp"
+
+namespace troupe {
+
+class ModelRunnerWorker : public Worker {
+ public:
+  /// `platform` makes this worker's parts; it must outlive the worker (the host keeps
+  /// platforms for the life of the process).
+  ModelRunnerWorker(const EngineConfig& config, int rank, const Platform& platform);
+  ~ModelRunnerWorker() override;
+
+  Status init_device() override;
+  Status load_model(const ModelSource& source) override;
+  Result<KvCacheSpec> get_kv_cache_spec() const override;
+  /// config.cache.kv_cache_memory_bytes when set; otherwise the share memory_utilization of
+  /// the device's total memory less what is in use now (vLLM's rule), from memory_info().
+  Result<int64_t> determine_available_memory() override;
+  Status initialize_from_config(const KvCacheConfig& config) override;
+  Status initialize_cache(int64_t num_blocks) override;
+  /// One dummy step: pages the weights in and warms the kernels.
+  Status compile_or_warm_up_model() override;
+  Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) override;
+  /// Keeps the output's buffers for the next step (no logits allocation per step).
+  void recycle_output(ModelRunnerOutput&& used) override;
+  const ModelInfo* model_info() const override { return model_ ? &model_->info() : nullptr; }
+  Status execute_dummy_batch() override;
+
+ protected:
+  /// The KV cache element type for config.cache.cache_dtype ("auto", "fp16", "fp32"...).
+  /// The default: f16 for "auto", "fp16", "float16", "f16" and "half"; f32 for "fp32",
+  /// "float32", "f32" and "float".
+  virtual Result<DType> kv_cache_dtype(const std::string& cache_dtype) const;
+  /// A line about the device for the start-up log ("8 threads, kernels avx2").
+  virtual std::string describe_device() const;
+
+  const EngineConfig& config() const { return config_; }
+  const Platform& platform() const { return platform_; }
+  int rank() const { return rank_; }
+  DeviceAllocator* allocator() const { return allocator_.get(); }
+  AttentionBackend* attention() const { return attention_.get(); }
+
+ private:
+  Status copy_out(std::vector<float>& host, int64_t count, Status (Model::*run)(const ForwardBatch&, float*),
+                  const ForwardBatch& batch);
+
+  EngineConfig config_;
+  int rank_;
+  const Platform& platform_;
+  std::unique_ptr<DeviceAllocator> allocator_;  // from platform_.make_allocator
+  std::unique_ptr<Ops> ops_;                    // from platform_.make_ops
+  std::unique_ptr<AttentionBackend> attention_; // from platform_.make_attention_backend
+  int tp_rank_ = 0, pp_rank_ = 0;               // rank_ = pp_rank_ * tensor_parallel_size + tp_rank_
+  std::shared_ptr<CommunicatorMeter> meter_;     // what comm_ and tp_comm_ moved in the current step
+  std::unique_ptr<DeviceCommunicator> comm_;    // every rank; from platform_.make_device_communicator
+  std::unique_ptr<DeviceCommunicator> tp_comm_; // this pipeline stage's ranks (pp > 1): comm_->new_group
+  std::unique_ptr<Model> model_;                // points at the members above: declared after them
+  DeviceArray<float> device_out_;               // logits or hidden states when memory is not the host's
+  std::vector<float> spare_logits_;             // a recycled output's buffers, reused by the next step
+  std::vector<float> spare_hidden_;
+};
+
+}  // namespace troupe
