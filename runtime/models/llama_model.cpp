@@ -65,6 +65,12 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
                   "{} output",
                   hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
                   hp_.rope_neox ? "neox" : "normal", hp_.rope_theta, w_.tied_output ? "tied" : "separate");
+  for (const std::string* chosen : {&rms_norm_.chosen(), &rope_.chosen(), &silu_and_mul_.chosen()})
+    if (*chosen != "native") {
+      TROUPE_LOG_INFO("llama model custom ops: rms_norm {}, rotary_embedding {}, silu_and_mul {}", rms_norm_.chosen(),
+                      rope_.chosen(), silu_and_mul_.chosen());
+      break;
+    }
   if (shard_.tp_size * shard_.pp_size > 1)
     TROUPE_LOG_INFO("llama model share of tensor rank {}/{}, pipeline stage {}/{}: layers [{}, {}), heads {}/{} (kv), "
                     "ffn rows [{}, {}), vocab rows [{}, {})",
@@ -159,7 +165,7 @@ Status LlamaModel::output(const ForwardBatch& b, float* logits) {
   for (int64_t r = 0; r < R; ++r)
     TROUPE_RETURN_IF_ERROR(mem.copy(tmp_.data() + r * E, x_.data() + static_cast<int64_t>(b.logits_indices[r]) * E,
                                     E * row, CopyKind::device_to_device));
-  ops.rms_norm(tmp_.data(), static_cast<const float*>(shard_.output_norm.data), R, E, hp_.rms_eps, xn_.data());
+  rms_norm_(ops, tmp_.data(), static_cast<const float*>(shard_.output_norm.data), R, E, hp_.rms_eps, xn_.data());
   float* rows = nullptr;  // where tensor rank 0 of the last stage puts the whole rows
   if (shard_.tp_rank == 0) {
     if (is_rank0) {
@@ -204,6 +210,7 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   // Every rank of a stage holds the same residual stream; the partial sums of the
   // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.
   DeviceCommunicator* group = ctx_.tp_communicator;
+  const bool fused_silu = silu_and_mul_.chosen() == "native";
 
   if (shard_.first_stage()) {
     TROUPE_RETURN_IF_ERROR(embed(b));
@@ -215,20 +222,26 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) {
     const int local = l - shard_.layer_begin;  // the KV cache holds this stage's layers only
     const LlamaShardLayer& L = shard_.layers[static_cast<size_t>(local)];
-    ops.rms_norm(x_.data(), static_cast<const float*>(L.attn_norm.data), T, E, hp_.rms_eps, xn_.data());
+    rms_norm_(ops, x_.data(), static_cast<const float*>(L.attn_norm.data), T, E, hp_.rms_eps, xn_.data());
     // q, k and v read the same input: one pass (gate and up below likewise).
     const WeightTensor* qkv[3] = {&L.wq, &L.wk, &L.wv};
     float* qkv_out[3] = {q_.data(), k_.data(), v_.data()};
     ops.matmul_multi(qkv, qkv_out, 3, xn_.data(), T);
-    ops.rope(q_.data(), b.positions.data(), T, shard_.n_head_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
-    ops.rope(k_.data(), b.positions.data(), T, shard_.n_head_kv_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
+    rope_(ops, q_.data(), b.positions.data(), T, shard_.n_head_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
+    rope_(ops, k_.data(), b.positions.data(), T, shard_.n_head_kv_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
     attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, scale);
     ops.matmul(L.wo, attn_.data(), T, tmp_.data());
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
 
-    ops.rms_norm(x_.data(), static_cast<const float*>(L.ffn_norm.data), T, E, hp_.rms_eps, xn_.data());
-    ops.matmul_silu_mul(L.ffn_gate, L.ffn_up, xn_.data(), T, gate_.data(), up_.data());
+    rms_norm_(ops, x_.data(), static_cast<const float*>(L.ffn_norm.data), T, E, hp_.rms_eps, xn_.data());
+    if (fused_silu) {
+      ops.matmul_silu_mul(L.ffn_gate, L.ffn_up, xn_.data(), T, gate_.data(), up_.data());
+    } else {  // silu_and_mul is overridden: the projections, then the override
+      ops.matmul(L.ffn_gate, xn_.data(), T, gate_.data());
+      ops.matmul(L.ffn_up, xn_.data(), T, up_.data());
+      silu_and_mul_(ops, gate_.data(), up_.data(), T * (shard_.ff_end - shard_.ff_begin), gate_.data());
+    }
     ops.matmul(L.ffn_down, gate_.data(), T, tmp_.data());
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
@@ -264,8 +277,8 @@ Status LlamaModel::forward_hidden(const ForwardBatch& b, float* hidden) {
     return not_supported("pooling over a llama model split over ranks is not implemented yet");
   TROUPE_RETURN_IF_ERROR(run_layers(b));
   // The last hidden states are the final norm's output, as the output head sees them.
-  ctx_.ops->rms_norm(x_.data(), static_cast<const float*>(shard_.output_norm.data), b.num_tokens(), hp_.n_embd,
-                     hp_.rms_eps, hidden);
+  rms_norm_(*ctx_.ops, x_.data(), static_cast<const float*>(shard_.output_norm.data), b.num_tokens(), hp_.n_embd,
+            hp_.rms_eps, hidden);
   return {};
 }
 

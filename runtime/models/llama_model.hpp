@@ -11,6 +11,7 @@
 #include "runtime/models/llama_hparams.hpp"
 #include "runtime/models/llama_shard.hpp"
 #include "troupe/device_memory.hpp"
+#include "troupe/model_custom_ops.hpp"
 #include "troupe/model.hpp"
 
 namespace troupe::models {
@@ -43,6 +44,10 @@ class LlamaModel final : public Model {
   LlamaWeights w_;   // the whole file's tensors, checked
   ModelContext ctx_;
   DeviceWeights weights_;  // this rank's share in device memory (the file itself on the CPU)
+  // The forward pass's overridable ops (plugins may replace them by name).
+  CustomOp<custom_ops::RmsNorm::Fn> rms_norm_ = custom_ops::make<custom_ops::RmsNorm>();
+  CustomOp<custom_ops::RotaryEmbedding::Fn> rope_ = custom_ops::make<custom_ops::RotaryEmbedding>();
+  CustomOp<custom_ops::SiluAndMul::Fn> silu_and_mul_ = custom_ops::make<custom_ops::SiluAndMul>();
   LlamaShard shard_;       // views of this rank's share, placed in weights_
   ModelInfo info_;
   // Activations in device memory, rows of max_num_batched_tokens; "local" = this tensor rank's share.

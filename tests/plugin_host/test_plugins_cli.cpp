@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -249,5 +250,36 @@ TEST(DeviceChoice, TheCudaProbesReasonIsShownWhenThereIsNoGpu) {
   EXPECT_NE(gen.err.find("but platform cuda is not available: probe returned no platform: cudaGetDeviceCount"),
             std::string::npos)
       << gen.err;
+}
+#endif
+
+#if TROUPE_HAVE_EXAMPLES
+// examples/counting_custom_op overrides rms_norm, rotary_embedding and silu_and_mul with
+// counting wrappers around the platform's ops: what runs changes (the counts, and the
+// unfused gate/up projections), what comes out does not.
+TEST(CustomOps, AnOutOfTreeOverrideRunsInTheForwardPassAndKeepsTheOutput) {
+  const std::string gen = std::string("generate ") + TROUPE_STORIES_PATH + " -p 'Once upon a time' -n 24";
+  CliRun plain = run_cli({"TROUPE_PLUGINS=cpu"}, gen);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const fs::path counts = fs::temp_directory_path() / ("troupe_custom_op_counts_" + std::to_string(::getpid()));
+  CliRun counted = run_cli({"TROUPE_PLUGIN_PATH=" + std::string(TROUPE_EXAMPLES_PLUGIN_DIR),
+                            "TROUPE_PLUGINS=cpu,counting_custom_op", "COUNTING_CUSTOM_OP_FILE=" + counts.string()},
+                           gen);
+  ASSERT_EQ(counted.exit_code, 0) << counted.err;
+  EXPECT_FALSE(plain.out.empty());
+  EXPECT_EQ(counted.out, plain.out);
+  EXPECT_NE(counted.err.find("custom ops: rms_norm oot, rotary_embedding oot, silu_and_mul oot"), std::string::npos)
+      << counted.err;
+  std::istringstream in(slurp(counts));
+  fs::remove(counts);
+  std::map<std::string, long> calls;
+  std::string name;
+  long n = 0;
+  while (in >> name >> n) calls[name] = n;
+  // stories260K: 5 layers; 25 steps (the warm-up, the prompt, then one per further token): 2
+  // norms a layer plus the final one, 2 rotations and 1 silu_and_mul a layer, once per step.
+  EXPECT_EQ(calls["rms_norm"], 11 * 25);
+  EXPECT_EQ(calls["rotary_embedding"], 10 * 25);
+  EXPECT_EQ(calls["silu_and_mul"], 5 * 25);
 }
 #endif
