@@ -102,7 +102,7 @@ Status HostCommunicator::all_gather(const void* in, void* out, int64_t count, DT
   auto b = bytes_of("all_gather", count, dtype);
   if (!b.ok()) return b.status();
   if (*b == 0) return {};
-  return fail(run_all_gather(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), *b));
+  return fail(run_gather(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), *b, -1));
 }
 
 Status HostCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype) {

@@ -70,12 +70,13 @@ class HostCommunicator : public DeviceCommunicator {
 
   const std::string& name() const { return name_; }
 
-  // The transport. `count` > 0 f32 elements, `bytes` > 0, root and peer are ranks of this
-  // world (peer not this rank); `out` of all_gather and gather (at the root) holds
-  // world * bytes. Buffers may overlap as DeviceCommunicator allows.
+  // The transport. `count` > 0 f32 elements, `bytes` > 0 per rank; a root is a rank of this
+  // world (run_gather: or < 0), a peer another one. Buffers may overlap as DeviceCommunicator
+  // allows.
   virtual Status run_all_reduce(float* buf, int64_t count) = 0;
-  virtual Status run_all_gather(const uint8_t* in, uint8_t* out, int64_t bytes) = 0;
   virtual Status run_reduce_scatter(const float* in, float* out, int64_t count) = 0;
+  /// gather at `root`, or all_gather (every rank gets every part) when root < 0; `out`
+  /// (where it is written) holds world * bytes.
   virtual Status run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) = 0;
   virtual Status run_broadcast(uint8_t* buf, int64_t bytes, int root) = 0;
   virtual Status run_send(const uint8_t* buf, int64_t bytes, int peer) = 0;

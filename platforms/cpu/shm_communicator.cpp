@@ -402,15 +402,8 @@ Status ShmCommunicator::run_reduce_scatter(const float* x, float* y, int64_t cou
   return {};
 }
 
-Status ShmCommunicator::run_all_gather(const uint8_t* in, uint8_t* out, int64_t bytes) {
-  return collect(kAllGather, in, out, bytes, -1);
-}
-
 Status ShmCommunicator::run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) {
-  return collect(kGather, in, out, bytes, root);
-}
-
-Status ShmCommunicator::collect(uint64_t op, const uint8_t* in, uint8_t* out, int64_t bytes, int root) {
+  const uint64_t op = root < 0 ? kAllGather : kGather;
   for (int64_t off = 0; off < bytes; off += kSlotBytes) {
     const auto n = static_cast<size_t>(std::min(kSlotBytes, bytes - off));
     TROUPE_RETURN_IF_ERROR(round(

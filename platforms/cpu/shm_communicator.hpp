@@ -74,7 +74,6 @@ class ShmCommunicator final : public HostCommunicator {
   ShmCommunicator(ShmOptions options, void* base, size_t size, bool creator);
 
   Status run_all_reduce(float* buf, int64_t count) override;
-  Status run_all_gather(const uint8_t* in, uint8_t* out, int64_t bytes) override;
   Status run_reduce_scatter(const float* in, float* out, int64_t count) override;
   Status run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) override;
   Status run_broadcast(uint8_t* buf, int64_t bytes, int root) override;
@@ -83,8 +82,6 @@ class ShmCommunicator final : public HostCommunicator {
   /// A segment of its own named after this one's.
   Result<std::unique_ptr<DeviceCommunicator>> make_group(const std::vector<int>& ranks, int index, int k) override;
 
-  /// all_gather (root < 0: every rank reads every slot) or gather at `root`.
-  Status collect(uint64_t op, const uint8_t* in, uint8_t* out, int64_t bytes, int root);
   void maybe_unlink();
   template <class Write, class Read>
   Status round(uint64_t tag, Write&& write, Read&& read);

@@ -363,15 +363,8 @@ Status TcpCommunicator::run_reduce_scatter(const float* x, float* y, int64_t cou
   return {};
 }
 
-Status TcpCommunicator::run_all_gather(const uint8_t* in, uint8_t* out, int64_t bytes) {
-  return collect(kAllGather, in, out, bytes, -1);
-}
-
-Status TcpCommunicator::run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) {
-  return collect(kGather, in, out, bytes, root);
-}
-
-Status TcpCommunicator::collect(uint64_t op, const uint8_t* in, uint8_t* out, int64_t b, int root) {
+Status TcpCommunicator::run_gather(const uint8_t* in, uint8_t* out, int64_t b, int root) {
+  const uint64_t op = root < 0 ? kAllGather : kGather;
   const auto bytes = static_cast<size_t>(b);
   const uint64_t tag = make_tag(op, 0, std::max(root, 0), b);
   std::vector<Part> parts;

@@ -76,7 +76,6 @@ class TcpCommunicator final : public HostCommunicator {
                   std::vector<tcp::Fd> links);
 
   Status run_all_reduce(float* buf, int64_t count) override;
-  Status run_all_gather(const uint8_t* in, uint8_t* out, int64_t bytes) override;
   Status run_reduce_scatter(const float* in, float* out, int64_t count) override;
   Status run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) override;
   Status run_broadcast(uint8_t* buf, int64_t bytes, int root) override;
@@ -86,8 +85,6 @@ class TcpCommunicator final : public HostCommunicator {
   Result<std::unique_ptr<DeviceCommunicator>> make_group(const std::vector<int>& ranks, int index, int k) override;
 
   struct Part;
-  /// all_gather (root < 0: every rank gets every part) or gather at `root`, in one round.
-  Status collect(uint64_t op, const uint8_t* in, uint8_t* out, int64_t bytes, int root);
   std::string who(int peer) const;
   /// Runs every part at once: each writes one message to its peer and/or reads one.
   Status exchange(std::vector<Part>& parts, Wait what, const char* op);
