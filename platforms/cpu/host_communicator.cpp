@@ -29,6 +29,18 @@ std::string seconds_text(milliseconds d) {
   return buf;
 }
 
+const char* op_name(uint64_t op) {
+  switch (op) {
+    case kAllReduce: return "all_reduce";
+    case kAllGather: return "all_gather";
+    case kReduceScatter: return "reduce_scatter";
+    case kGather: return "gather";
+    case kBroadcast: return "broadcast";
+    case kSend: return "send";
+    default: return "an unknown operation";
+  }
+}
+
 void ordered_sum(float* out, std::span<const float* const> s, int64_t n) {
   if (out != s[0]) std::memcpy(out, s[0], static_cast<size_t>(n) * sizeof(float));
   for (size_t r = 1; r < s.size(); ++r) {

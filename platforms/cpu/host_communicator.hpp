@@ -34,6 +34,12 @@ Result<std::chrono::milliseconds> comm_timeout_from_env();
 /// Seconds as "%g" ("2", "0.5"), for messages.
 std::string seconds_text(std::chrono::milliseconds d);
 
+/// The operations as the transports tag them (op << 56 of a tag), so that ranks calling
+/// different ones fail instead of mixing data. kSend: a point-to-point message.
+enum CommOp : uint64_t { kAllReduce = 1, kAllGather, kReduceScatter, kGather, kBroadcast, kSend };
+/// "all_reduce", "all_gather", ..., "send"; another value: "an unknown operation".
+const char* op_name(uint64_t op);
+
 /// out[i] = s[0][i] + s[1][i] + ... + s[W-1][i] for i < n, added in that order. `out` may
 /// be s[0]; no other source may overlap it.
 void ordered_sum(float* out, std::span<const float* const> s, int64_t n);

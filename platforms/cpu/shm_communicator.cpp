@@ -114,17 +114,6 @@ uint64_t pid_namespace() {
   return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
-enum Op : uint64_t { kAllReduce = 1, kAllGather, kReduceScatter, kGather, kBroadcast };
-const char* op_name(uint64_t op) {
-  switch (op) {
-    case kAllReduce: return "all_reduce";
-    case kAllGather: return "all_gather";
-    case kReduceScatter: return "reduce_scatter";
-    case kGather: return "gather";
-    case kBroadcast: return "broadcast";
-    default: return "an unknown collective";
-  }
-}
 // What one round runs: op, root and the bytes of this round per rank. Ranks compare tags,
 // so ranks that call different collectives (a bug above us) fail instead of mixing data.
 uint64_t make_tag(uint64_t op, int root, int64_t bytes) {

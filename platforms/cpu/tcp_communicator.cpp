@@ -19,18 +19,6 @@ namespace {
 
 // -- Data messages ---------------------------------------------------------------------
 
-enum Op : uint64_t { kAllReduce = 1, kAllGather, kReduceScatter, kGather, kBroadcast, kSend };
-const char* op_name(uint64_t op) {
-  switch (op) {
-    case kAllReduce: return "all_reduce";
-    case kAllGather: return "all_gather";
-    case kReduceScatter: return "reduce_scatter";
-    case kGather: return "gather";
-    case kBroadcast: return "broadcast";
-    case kSend: return "send";
-    default: return "an unknown operation";
-  }
-}
 constexpr int kBytesBits = 40;
 constexpr int64_t kMaxBytes = (int64_t{1} << kBytesBits) - 1;
 // What a round runs: op, phase (all_reduce in two rounds), root and the bytes of the whole
