@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
