@@ -8,15 +8,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "bench/bounds/mac_loop.hpp"
 #include "bench/bounds/mac_peak.hpp"
 
 namespace troupe::bench {
 namespace {
 
 constexpr int kAcc = 12;  // vpdpbusd: latency 5, up to 2 per cycle
-
-inline void opaque(__m512i& v) { asm volatile("" : "+v"(v)); }
-inline void opaque(__m256i& v) { asm volatile("" : "+v"(v)); }
 
 // Linux: ask for the AMX tile data state (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
 constexpr long kArchReqXcompPerm = 0x1023;
@@ -52,45 +50,19 @@ bool have_amx_int8() {
 int64_t mac_peak_vnni256_macs(int64_t iterations) { return iterations * kAcc * 32; }
 
 int64_t mac_peak_vnni256(int64_t iterations) {
-  __m256i acc[kAcc], a[kAcc];
-  for (int i = 0; i < kAcc; ++i) {
-    acc[i] = _mm256_setzero_si256();
-    a[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
-  }
-  __m256i b = _mm256_set1_epi8(3);
-  for (int64_t it = 0; it < iterations; ++it) {
-    opaque(b);
-    for (int i = 0; i < kAcc; ++i) acc[i] = _mm256_dpbusd_epi32(acc[i], a[i], b);
-  }
-  __m256i s = acc[0];
-  for (int i = 1; i < kAcc; ++i) s = _mm256_add_epi32(s, acc[i]);
-  alignas(32) int32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  int64_t t = 0;
-  for (int32_t l : lanes) t += l;
-  return t;
+  __m256i b[] = {_mm256_set1_epi8(3)};
+  return mac_loop<kAcc>(
+      iterations, [](int i) { return _mm256_set1_epi8(static_cast<char>(1 + i)); }, b,
+      [](__m256i acc, __m256i a, const __m256i* v) { return _mm256_dpbusd_epi32(acc, a, v[0]); });
 }
 
 int64_t mac_peak_vnni512_macs(int64_t iterations) { return iterations * kAcc * 64; }
 
 int64_t mac_peak_vnni512(int64_t iterations) {
-  __m512i acc[kAcc], a[kAcc];
-  for (int i = 0; i < kAcc; ++i) {
-    acc[i] = _mm512_setzero_si512();
-    a[i] = _mm512_set1_epi8(static_cast<char>(1 + i));
-  }
-  __m512i b = _mm512_set1_epi8(3);
-  for (int64_t it = 0; it < iterations; ++it) {
-    opaque(b);
-    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a[i], b);
-  }
-  __m512i s = acc[0];
-  for (int i = 1; i < kAcc; ++i) s = _mm512_add_epi32(s, acc[i]);
-  alignas(64) int32_t lanes[16];
-  _mm512_store_si512(lanes, s);
-  int64_t t = 0;
-  for (int32_t l : lanes) t += l;
-  return t;
+  __m512i b[] = {_mm512_set1_epi8(3)};
+  return mac_loop<kAcc>(
+      iterations, [](int i) { return _mm512_set1_epi8(static_cast<char>(1 + i)); }, b,
+      [](__m512i acc, __m512i a, const __m512i* v) { return _mm512_dpbusd_epi32(acc, a, v[0]); });
 }
 
 // Four accumulator tiles (0-3) fed by two A tiles (4, 6) and two B tiles (5, 7):

@@ -13,15 +13,11 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <thread>
-
-#include "platforms/cpu/cpu_communicator.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -108,12 +104,6 @@ void futex_wait(const void* word, uint32_t seen, milliseconds slice) {
   syscall(SYS_futex, const_cast<void*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
-std::string seconds_text(milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
-
 std::string errno_text() { return std::strerror(errno); }
 
 // Processes that share /dev/shm may still live in different pid namespaces (containers with a
@@ -123,26 +113,6 @@ uint64_t pid_namespace() {
   return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
-Result<int64_t> bytes_of(const char* op, int64_t count, DType dtype) {
-  if (count < 0) return invalid_argument(std::string(op) + ": negative element count");
-  const int64_t b = row_bytes(dtype, count);
-  if (b < 0)
-    return invalid_argument(std::string(op) + ": " + std::to_string(count) + " elements of " +
-                            std::string(to_string(dtype)) + " are not a whole number of blocks");
-  return b;
-}
-
-enum Op : uint64_t { kAllReduce = 1, kAllGather, kReduceScatter, kGather, kBroadcast };
-const char* op_name(uint64_t op) {
-  switch (op) {
-    case kAllReduce: return "all_reduce";
-    case kAllGather: return "all_gather";
-    case kReduceScatter: return "reduce_scatter";
-    case kGather: return "gather";
-    case kBroadcast: return "broadcast";
-    default: return "an unknown collective";
-  }
-}
 // What one round runs: op, root and the bytes of this round per rank. Ranks compare tags,
 // so ranks that call different collectives (a bug above us) fail instead of mixing data.
 uint64_t make_tag(uint64_t op, int root, int64_t bytes) {
@@ -154,17 +124,6 @@ std::string tag_text(uint64_t tag) {
 }
 
 }  // namespace
-
-Result<milliseconds> comm_timeout_from_env() {
-  const char* env = std::getenv("TROUPE_CPU_COMM_TIMEOUT_S");
-  if (env == nullptr || *env == '\0') return milliseconds(600'000);
-  char* end = nullptr;
-  const double s = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !std::isfinite(s) || s <= 0 || s > 1e7)
-    return invalid_argument(std::string("TROUPE_CPU_COMM_TIMEOUT_S must be a positive number of seconds, got '") +
-                            env + "'");
-  return milliseconds(std::max<int64_t>(1, static_cast<int64_t>(s * 1000.0)));
-}
 
 Result<std::unique_ptr<ShmCommunicator>> ShmCommunicator::create(const ShmOptions& o) {
   const std::string& name = o.name;
@@ -275,9 +234,8 @@ Result<std::unique_ptr<ShmCommunicator>> ShmCommunicator::create(const ShmOption
 }
 
 ShmCommunicator::ShmCommunicator(ShmOptions options, void* base, size_t size, bool creator)
-    : options_(std::move(options)),
-      rank_(options_.rank),
-      world_(options_.world_size),
+    : HostCommunicator(options.name, options.rank, options.world_size, std::numeric_limits<int64_t>::max()),
+      options_(std::move(options)),
       base_(base),
       size_(size),
       creator_(creator),
@@ -301,16 +259,6 @@ uint8_t* ShmCommunicator::slot(int r) const {
 uint8_t* ShmCommunicator::mailbox_data(int src, int dst) const {
   return static_cast<uint8_t*>(base_) + Layout(world_).mail_data +
          static_cast<size_t>(src * world_ + dst) * kMailboxBytes;
-}
-
-Status ShmCommunicator::usable() const {
-  if (broken_.ok()) return {};
-  return Status(broken_.code(), "cpu communicator " + options_.name + " failed earlier: " + broken_.message());
-}
-
-Status ShmCommunicator::fail(Status s) {
-  if (!s.ok() && broken_.ok()) broken_ = s;
-  return s;
 }
 
 void ShmCommunicator::maybe_unlink() {
@@ -348,8 +296,6 @@ Status ShmCommunicator::wait_until(Wait what, int peer, const void* word_ptr, ui
   }
   const auto start = Clock::now();
   auto next_check = start + kPeerCheck;
-  const std::string me = std::to_string(rank_);
-  const std::string p = std::to_string(peer);
   for (;;) {
     const uint32_t seen = word->load(std::memory_order_acquire);
     if (static_cast<int32_t>(seen - target) >= 0) return {};
@@ -361,7 +307,9 @@ Status ShmCommunicator::wait_until(Wait what, int peer, const void* word_ptr, ui
       int pid = 0;
       if (peer_gone(peer, &pid)) {
         if (reached()) return {};
-        const std::string who = "rank " + p + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string());
+        const std::string who =
+            "rank " + std::to_string(peer) + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string());
+        const std::string me = std::to_string(rank_);
         const std::string left = pid > 0 ? " exited" : " left the communicator";
         switch (what) {
           case Wait::collective: return unavailable(who + left + " before reaching the collective");
@@ -372,12 +320,7 @@ Status ShmCommunicator::wait_until(Wait what, int peer, const void* word_ptr, ui
     }
     if (now - start >= options_.timeout) {
       if (reached()) return {};
-      const std::string within = " within " + seconds_text(options_.timeout) + " s";
-      switch (what) {
-        case Wait::collective: return unavailable("rank " + p + " did not reach the collective" + within);
-        case Wait::send: return unavailable("rank " + p + " did not receive from rank " + me + within);
-        case Wait::recv: return unavailable("rank " + p + " did not send to rank " + me + within);
-      }
+      return timed_out(what, peer, options_.timeout);
     }
   }
 }
@@ -412,143 +355,81 @@ Status ShmCommunicator::round(uint64_t tag, Write&& write, Read&& read) {
   return {};
 }
 
-Status ShmCommunicator::all_reduce(void* buf, int64_t count, DType dtype) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (dtype != DType::f32)
-    return not_supported("all_reduce of " + std::string(to_string(dtype)) + " on the cpu communicator (f32 only)");
-  TROUPE_RETURN_IF_ERROR(bytes_of("all_reduce", count, dtype).status());
-  auto* x = static_cast<float*>(buf);
+Status ShmCommunicator::run_all_reduce(float* x, int64_t count) {
   constexpr int64_t per_round = kSlotBytes / int64_t{sizeof(float)};
+  std::vector<const float*> slots(static_cast<size_t>(world_));
+  for (int r = 0; r < world_; ++r) slots[static_cast<size_t>(r)] = reinterpret_cast<const float*>(slot(r));
   for (int64_t off = 0; off < count; off += per_round) {
     const int64_t n = std::min(per_round, count - off);
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    Status s = round(
+    TROUPE_RETURN_IF_ERROR(round(
         make_tag(kAllReduce, 0, static_cast<int64_t>(bytes)), [&](uint8_t* mine) { std::memcpy(mine, x + off, bytes); },
-        [&] {
-          // The same additions in the same order (rank 0, 1, ...) on every rank: identical sums.
-          float* out = x + off;
-          std::memcpy(out, slot(0), bytes);
-          for (int r = 1; r < world_; ++r) {
-            const auto* in = reinterpret_cast<const float*>(slot(r));
-            for (int64_t i = 0; i < n; ++i) out[i] += in[i];
-          }
-        });
-    if (!s.ok()) return fail(std::move(s));
+        // The same additions in the same order (rank 0, 1, ...) on every rank: identical sums.
+        [&] { ordered_sum(x + off, slots, n); }));
   }
   return {};
 }
 
-Status ShmCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  auto b = bytes_of("all_gather", count, dtype);
-  if (!b.ok()) return b.status();
-  const auto* src = static_cast<const uint8_t*>(in);
-  auto* dst = static_cast<uint8_t*>(out);
-  for (int64_t off = 0; off < *b; off += kSlotBytes) {
-    const auto n = static_cast<size_t>(std::min(kSlotBytes, *b - off));
-    Status s = round(
-        make_tag(kAllGather, 0, static_cast<int64_t>(n)), [&](uint8_t* mine) { std::memcpy(mine, src + off, n); },
-        [&] {
-          for (int r = 0; r < world_; ++r) std::memcpy(dst + r * *b + off, slot(r), n);
-        });
-    if (!s.ok()) return fail(std::move(s));
-  }
-  return {};
-}
-
-Status ShmCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (dtype != DType::f32)
-    return not_supported("reduce_scatter of " + std::string(to_string(dtype)) + " on the cpu communicator (f32 only)");
-  TROUPE_RETURN_IF_ERROR(bytes_of("reduce_scatter", count, dtype).status());
-  const auto* x = static_cast<const float*>(in);
-  auto* y = static_cast<float*>(out);
+Status ShmCommunicator::run_reduce_scatter(const float* x, float* y, int64_t count) {
   const int64_t per_round = kSlotBytes / int64_t{sizeof(float)} / world_;  // each rank sends W pieces per round
+  std::vector<const float*> pieces(static_cast<size_t>(world_));
   for (int64_t off = 0; off < count; off += per_round) {
     const int64_t n = std::min(per_round, count - off);
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    Status s = round(
+    TROUPE_RETURN_IF_ERROR(round(
         make_tag(kReduceScatter, 0, static_cast<int64_t>(bytes) * world_),
         [&](uint8_t* mine) {
           for (int q = 0; q < world_; ++q) std::memcpy(mine + q * bytes, x + q * count + off, bytes);
         },
         [&] {
-          float* o = y + off;
-          std::memcpy(o, slot(0) + rank_ * bytes, bytes);
-          for (int r = 1; r < world_; ++r) {
-            const auto* piece = reinterpret_cast<const float*>(slot(r) + rank_ * bytes);
-            for (int64_t i = 0; i < n; ++i) o[i] += piece[i];
-          }
-        });
-    if (!s.ok()) return fail(std::move(s));
+          for (int r = 0; r < world_; ++r)
+            pieces[static_cast<size_t>(r)] = reinterpret_cast<const float*>(slot(r) + rank_ * bytes);
+          ordered_sum(y + off, pieces, n);
+        }));
   }
   return {};
 }
 
-Status ShmCommunicator::gather(const void* in, void* out, int64_t count, DType dtype, int root) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (root < 0 || root >= world_)
-    return invalid_argument("gather: root " + std::to_string(root) + " is not a rank of a world of " +
-                            std::to_string(world_));
-  auto b = bytes_of("gather", count, dtype);
-  if (!b.ok()) return b.status();
-  const auto* src = static_cast<const uint8_t*>(in);
-  auto* dst = static_cast<uint8_t*>(out);
-  for (int64_t off = 0; off < *b; off += kSlotBytes) {
-    const auto n = static_cast<size_t>(std::min(kSlotBytes, *b - off));
-    Status s = round(
-        make_tag(kGather, root, static_cast<int64_t>(n)), [&](uint8_t* mine) { std::memcpy(mine, src + off, n); },
+Status ShmCommunicator::run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) {
+  const uint64_t op = root < 0 ? kAllGather : kGather;
+  for (int64_t off = 0; off < bytes; off += kSlotBytes) {
+    const auto n = static_cast<size_t>(std::min(kSlotBytes, bytes - off));
+    TROUPE_RETURN_IF_ERROR(round(
+        make_tag(op, std::max(root, 0), static_cast<int64_t>(n)), [&](uint8_t* mine) { std::memcpy(mine, in + off, n); },
         [&] {
-          if (rank_ != root) return;
-          for (int r = 0; r < world_; ++r) std::memcpy(dst + r * *b + off, slot(r), n);
-        });
-    if (!s.ok()) return fail(std::move(s));
+          if (root >= 0 && rank_ != root) return;
+          for (int r = 0; r < world_; ++r) std::memcpy(out + r * bytes + off, slot(r), n);
+        }));
   }
   return {};
 }
 
-Status ShmCommunicator::broadcast(void* buf, int64_t count, DType dtype, int root) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (root < 0 || root >= world_)
-    return invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of a world of " +
-                            std::to_string(world_));
-  auto b = bytes_of("broadcast", count, dtype);
-  if (!b.ok()) return b.status();
-  auto* x = static_cast<uint8_t*>(buf);
-  for (int64_t off = 0; off < *b; off += kSlotBytes) {
-    const auto n = static_cast<size_t>(std::min(kSlotBytes, *b - off));
-    Status s = round(
+Status ShmCommunicator::run_broadcast(uint8_t* x, int64_t bytes, int root) {
+  for (int64_t off = 0; off < bytes; off += kSlotBytes) {
+    const auto n = static_cast<size_t>(std::min(kSlotBytes, bytes - off));
+    TROUPE_RETURN_IF_ERROR(round(
         make_tag(kBroadcast, root, static_cast<int64_t>(n)),
         [&](uint8_t* mine) {
           if (rank_ == root) std::memcpy(mine, x + off, n);
         },
         [&] {
           if (rank_ != root) std::memcpy(x + off, slot(root), n);
-        });
-    if (!s.ok()) return fail(std::move(s));
+        }));
   }
   return {};
 }
 
-Status ShmCommunicator::send(const void* buf, int64_t count, DType dtype, int peer) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (peer < 0 || peer >= world_ || peer == rank_)
-    return invalid_argument("send: rank " + std::to_string(rank_) + " cannot send to rank " + std::to_string(peer) +
-                            " in a world of " + std::to_string(world_));
-  auto b = bytes_of("send", count, dtype);
-  if (!b.ok()) return b.status();
+Status ShmCommunicator::run_send(const uint8_t* src, int64_t bytes, int peer) {
   auto* box = reinterpret_cast<Mailbox*>(static_cast<uint8_t*>(base_) + Layout(world_).mailboxes) +
               (rank_ * world_ + peer);
   uint8_t* data = mailbox_data(rank_, peer);
-  const auto* src = static_cast<const uint8_t*>(buf);
-  for (int64_t off = 0; off < *b; off += kMailboxBytes) {
-    const auto n = static_cast<size_t>(std::min(kMailboxBytes, *b - off));
+  for (int64_t off = 0; off < bytes; off += kMailboxBytes) {
+    const auto n = static_cast<size_t>(std::min(kMailboxBytes, bytes - off));
     // The mailbox is free once the receiver has taken every chunk sent so far.
-    Status s = wait_until(Wait::send, peer, &box->taken, sent_[peer]);
-    if (!s.ok()) return fail(std::move(s));
+    TROUPE_RETURN_IF_ERROR(wait_until(Wait::send, peer, &box->taken, sent_[peer]));
     std::memcpy(data, src + off, n);
     box->chunk_bytes = n;
-    box->message_bytes = static_cast<uint64_t>(*b);
+    box->message_bytes = static_cast<uint64_t>(bytes);
     box->sent.store(++sent_[peer], std::memory_order_release);
     futex_wake(&box->sent);
   }
@@ -556,25 +437,17 @@ Status ShmCommunicator::send(const void* buf, int64_t count, DType dtype, int pe
   return {};
 }
 
-Status ShmCommunicator::recv(void* buf, int64_t count, DType dtype, int peer) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (peer < 0 || peer >= world_ || peer == rank_)
-    return invalid_argument("recv: rank " + std::to_string(rank_) + " cannot receive from rank " +
-                            std::to_string(peer) + " in a world of " + std::to_string(world_));
-  auto b = bytes_of("recv", count, dtype);
-  if (!b.ok()) return b.status();
+Status ShmCommunicator::run_recv(uint8_t* dst, int64_t bytes, int peer) {
   auto* box = reinterpret_cast<Mailbox*>(static_cast<uint8_t*>(base_) + Layout(world_).mailboxes) +
               (peer * world_ + rank_);
   const uint8_t* data = mailbox_data(peer, rank_);
-  auto* dst = static_cast<uint8_t*>(buf);
-  for (int64_t off = 0; off < *b; off += kMailboxBytes) {
-    const auto n = static_cast<size_t>(std::min(kMailboxBytes, *b - off));
-    Status s = wait_until(Wait::recv, peer, &box->sent, taken_[peer] + 1);
-    if (!s.ok()) return fail(std::move(s));
-    if (box->message_bytes != static_cast<uint64_t>(*b) || box->chunk_bytes != n)
-      return fail(internal_error("cpu communicator: rank " + std::to_string(peer) + " sent a message of " +
-                                 std::to_string(box->message_bytes) + " bytes, rank " + std::to_string(rank_) +
-                                 " expected " + std::to_string(*b)));
+  for (int64_t off = 0; off < bytes; off += kMailboxBytes) {
+    const auto n = static_cast<size_t>(std::min(kMailboxBytes, bytes - off));
+    TROUPE_RETURN_IF_ERROR(wait_until(Wait::recv, peer, &box->sent, taken_[peer] + 1));
+    if (box->message_bytes != static_cast<uint64_t>(bytes) || box->chunk_bytes != n)
+      return internal_error("cpu communicator: rank " + std::to_string(peer) + " sent a message of " +
+                            std::to_string(box->message_bytes) + " bytes, rank " + std::to_string(rank_) +
+                            " expected " + std::to_string(bytes));
     std::memcpy(dst + off, data, n);
     box->taken.store(++taken_[peer], std::memory_order_release);
     futex_wake(&box->taken);
@@ -583,20 +456,8 @@ Status ShmCommunicator::recv(void* buf, int64_t count, DType dtype, int peer) {
   return {};
 }
 
-Result<std::unique_ptr<DeviceCommunicator>> ShmCommunicator::new_group(const std::vector<int>& ranks) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  std::vector<int> seen(static_cast<size_t>(world_), 0);
-  int index = -1;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const int r = ranks[i];
-    if (r < 0 || r >= world_ || seen[static_cast<size_t>(r)]++)
-      return invalid_argument("new_group: rank " + std::to_string(r) + " is not a distinct rank of a world of " +
-                              std::to_string(world_));
-    if (r == rank_) index = static_cast<int>(i);
-  }
-  if (index < 0) return invalid_argument("new_group: rank " + std::to_string(rank_) + " is not in the group");
-  const int k = groups_made_++;
-  if (ranks.size() == 1) return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+Result<std::unique_ptr<DeviceCommunicator>> ShmCommunicator::make_group(const std::vector<int>& ranks, int index,
+                                                                       int k) {
   std::string name = options_.name + ".g" + std::to_string(k);
   for (size_t i = 0; i < ranks.size(); ++i) {
     name.push_back(i ? '_' : '-');

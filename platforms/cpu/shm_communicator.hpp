@@ -31,7 +31,10 @@
 // namespace), so a dead rank is reported within a fraction of a second and a
 // hung one at the deadline, as unavailable. A
 // failed collective leaves the ranks out of step: the communicator then
-// answers every later call with the same error.
+// answers every later call with the same error. That, the argument checks,
+// new_group's checks and the sums in rank order are HostCommunicator's
+// (host_communicator.hpp), shared with the TCP communicator; this class is
+// the transport.
 #pragma once
 
 #include <chrono>
@@ -40,7 +43,7 @@
 #include <string>
 #include <vector>
 
-#include "troupe/communicator.hpp"
+#include "platforms/cpu/host_communicator.hpp"
 
 namespace troupe::cpu {
 
@@ -52,11 +55,7 @@ struct ShmOptions {
   std::chrono::milliseconds timeout{600'000};  // every wait (and the rendezvous) is bounded by this
 };
 
-/// The wait bound from TROUPE_CPU_COMM_TIMEOUT_S (seconds, > 0), else 600 s; an
-/// unparsable value is an invalid_argument naming the variable.
-Result<std::chrono::milliseconds> comm_timeout_from_env();
-
-class ShmCommunicator final : public DeviceCommunicator {
+class ShmCommunicator final : public HostCommunicator {
  public:
   /// Rank 0 creates the segment (O_CREAT | O_EXCL: an existing name is an error); the
   /// others open it, retrying until the timeout. Rank 0 never waits for the others here:
@@ -65,22 +64,6 @@ class ShmCommunicator final : public DeviceCommunicator {
   /// comes after rank 0 has ended finds no segment and gives up at its timeout.
   static Result<std::unique_ptr<ShmCommunicator>> create(const ShmOptions& options);
   ~ShmCommunicator() override;
-  ShmCommunicator(const ShmCommunicator&) = delete;
-  ShmCommunicator& operator=(const ShmCommunicator&) = delete;
-
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
-  /// f32 only (sum in rank order); other dtypes: not_supported.
-  Status all_reduce(void* buf, int64_t count, DType dtype) override;
-  Status all_gather(const void* in, void* out, int64_t count, DType dtype) override;
-  /// f32 only.
-  Status reduce_scatter(const void* in, void* out, int64_t count, DType dtype) override;
-  Status gather(const void* in, void* out, int64_t count, DType dtype, int root) override;
-  Status broadcast(void* buf, int64_t count, DType dtype, int root) override;
-  Status send(const void* buf, int64_t count, DType dtype, int peer) override;
-  Status recv(void* buf, int64_t count, DType dtype, int peer) override;
-  /// A segment of its own named after this one's; a group of one rank is a local communicator.
-  Result<std::unique_ptr<DeviceCommunicator>> new_group(const std::vector<int>& ranks) override;
 
   /// Bytes one collective round carries per rank (larger calls run in several rounds).
   static constexpr int64_t kSlotBytes = int64_t{2} << 20;
@@ -90,9 +73,15 @@ class ShmCommunicator final : public DeviceCommunicator {
  private:
   ShmCommunicator(ShmOptions options, void* base, size_t size, bool creator);
 
-  enum class Wait { collective, send, recv };
-  Status usable() const;
-  Status fail(Status s);
+  Status run_all_reduce(float* buf, int64_t count) override;
+  Status run_reduce_scatter(const float* in, float* out, int64_t count) override;
+  Status run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) override;
+  Status run_broadcast(uint8_t* buf, int64_t bytes, int root) override;
+  Status run_send(const uint8_t* buf, int64_t bytes, int peer) override;
+  Status run_recv(uint8_t* buf, int64_t bytes, int peer) override;
+  /// A segment of its own named after this one's.
+  Result<std::unique_ptr<DeviceCommunicator>> make_group(const std::vector<int>& ranks, int index, int k) override;
+
   void maybe_unlink();
   template <class Write, class Read>
   Status round(uint64_t tag, Write&& write, Read&& read);
@@ -103,16 +92,12 @@ class ShmCommunicator final : public DeviceCommunicator {
   uint8_t* mailbox_data(int src, int dst) const;
 
   ShmOptions options_;
-  int rank_;
-  int world_;
   void* base_;
   size_t size_;
   bool creator_;
   bool unlinked_ = false;
   uint32_t round_ = 0;                 // collective rounds completed
   std::vector<uint32_t> sent_, taken_; // point-to-point chunks, per peer
-  int groups_made_ = 0;
-  Status broken_;                      // the first failure: every later call answers it
 };
 
 }  // namespace troupe::cpu

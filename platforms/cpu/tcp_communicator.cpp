@@ -9,8 +9,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "platforms/cpu/cpu_communicator.hpp"
-
 namespace troupe::cpu {
 
 using tcp::Clock;
@@ -21,18 +19,6 @@ namespace {
 
 // -- Data messages ---------------------------------------------------------------------
 
-enum Op : uint64_t { kAllReduce = 1, kAllGather, kReduceScatter, kGather, kBroadcast, kSend };
-const char* op_name(uint64_t op) {
-  switch (op) {
-    case kAllReduce: return "all_reduce";
-    case kAllGather: return "all_gather";
-    case kReduceScatter: return "reduce_scatter";
-    case kGather: return "gather";
-    case kBroadcast: return "broadcast";
-    case kSend: return "send";
-    default: return "an unknown operation";
-  }
-}
 constexpr int kBytesBits = 40;
 constexpr int64_t kMaxBytes = (int64_t{1} << kBytesBits) - 1;
 // What a round runs: op, phase (all_reduce in two rounds), root and the bytes of the whole
@@ -62,28 +48,6 @@ uint64_t get_u64(const uint8_t* p) {
   return v;
 }
 
-Result<int64_t> bytes_of(const char* op, int64_t count, DType dtype) {
-  if (count < 0) return invalid_argument(std::string(op) + ": negative element count");
-  const int64_t b = row_bytes(dtype, count);
-  if (b < 0)
-    return invalid_argument(std::string(op) + ": " + std::to_string(count) + " elements of " +
-                            std::string(to_string(dtype)) + " are not a whole number of blocks");
-  if (b > kMaxBytes)
-    return invalid_argument(std::string(op) + ": " + std::to_string(b) + " bytes are more than one call carries (" +
-                            std::to_string(kMaxBytes) + ")");
-  return b;
-}
-
-/// out[i] = s[0][i] + s[1][i] + ... + s[W-1][i], added in that order (the shared-memory
-/// communicator's order). `out` may be s[0]; no other source may overlap it.
-void ordered_sum(float* out, const std::vector<const float*>& s, int64_t n) {
-  if (out != s[0]) std::memcpy(out, s[0], static_cast<size_t>(n) * sizeof(float));
-  for (size_t r = 1; r < s.size(); ++r) {
-    const float* in = s[r];
-    for (int64_t i = 0; i < n; ++i) out[i] += in[i];
-  }
-}
-
 bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   const auto* x = static_cast<const uint8_t*>(a);
   const auto* y = static_cast<const uint8_t*>(b);
@@ -106,9 +70,7 @@ Result<std::unique_ptr<TcpCommunicator>> TcpCommunicator::create(const TcpOption
 TcpCommunicator::TcpCommunicator(std::string name, int rank, int world, milliseconds timeout,
                                  std::shared_ptr<tcp::Endpoint> endpoint, std::string channel,
                                  std::vector<tcp::Address> table, std::vector<Fd> links)
-    : name_(std::move(name)),
-      rank_(rank),
-      world_(world),
+    : HostCommunicator(std::move(name), rank, world, kMaxBytes),
       timeout_(timeout),
       endpoint_(std::move(endpoint)),
       channel_(std::move(channel)),
@@ -117,29 +79,21 @@ TcpCommunicator::TcpCommunicator(std::string name, int rank, int world, millisec
 
 TcpCommunicator::~TcpCommunicator() = default;  // closing the links tells every peer at once
 
-Result<std::unique_ptr<DeviceCommunicator>> TcpCommunicator::new_group(const std::vector<int>& ranks) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  std::vector<int> seen(static_cast<size_t>(world_), 0);
-  int index = -1;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const int r = ranks[i];
-    if (r < 0 || r >= world_ || seen[static_cast<size_t>(r)]++)
-      return invalid_argument("new_group: rank " + std::to_string(r) + " is not a distinct rank of a world of " +
-                              std::to_string(world_));
-    if (r == rank_) index = static_cast<int>(i);
-  }
-  if (index < 0) return invalid_argument("new_group: rank " + std::to_string(rank_) + " is not in the group");
-  const int k = groups_made_++;
-  if (ranks.size() == 1) return std::unique_ptr<DeviceCommunicator>(new CpuCommunicator());
+Result<std::unique_ptr<DeviceCommunicator>> TcpCommunicator::make_group(const std::vector<int>& ranks, int index,
+                                                                       int k) {
   std::string channel = channel_ + "/" + std::to_string(k) + ":";
-  for (size_t i = 0; i < ranks.size(); ++i) channel += (i ? "," : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) channel += ',';
+    channel += std::to_string(ranks[i]);
+  }
   std::vector<tcp::Address> table;
   for (int r : ranks) table.push_back(table_[static_cast<size_t>(r)]);
-  const std::string name = name_.substr(0, name_.find(" group ")) + " group " + channel;
-  auto links = tcp::join_group(*endpoint_, table, channel, index, timeout_, name);
+  const std::string world_name = name().substr(0, name().find(" group "));
+  const std::string group_name = world_name + " group " + channel;
+  auto links = tcp::join_group(*endpoint_, table, channel, index, timeout_, group_name);
   if (!links.ok()) return Status(links.status().code(), "new_group: " + links.status().message());
-  return std::unique_ptr<DeviceCommunicator>(new TcpCommunicator(name, index, static_cast<int>(ranks.size()), timeout_,
-                                                                 endpoint_, channel, std::move(table),
+  return std::unique_ptr<DeviceCommunicator>(new TcpCommunicator(group_name, index, static_cast<int>(ranks.size()),
+                                                                 timeout_, endpoint_, channel, std::move(table),
                                                                  std::move(*links)));
 }
 
@@ -178,16 +132,6 @@ struct TcpCommunicator::Part {
 };
 
 std::string TcpCommunicator::who(int peer) const { return tcp::rank_text(peer, table_[static_cast<size_t>(peer)]); }
-
-Status TcpCommunicator::usable() const {
-  if (broken_.ok()) return {};
-  return Status(broken_.code(), "cpu communicator " + name_ + " failed earlier: " + broken_.message());
-}
-
-Status TcpCommunicator::fail(Status s) {
-  if (!s.ok() && broken_.ok()) broken_ = s;
-  return s;
-}
 
 uint8_t* TcpCommunicator::scratch(size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
@@ -307,28 +251,16 @@ Status TcpCommunicator::exchange(std::vector<Part>& parts, Wait what, const char
         late = p;
         break;
       }
-    const std::string peer = std::to_string(late->peer), me = std::to_string(rank_);
-    const std::string within = " within " + tcp::seconds_text(timeout_) + " s";
-    switch (what) {
-      case Wait::collective: return unavailable("rank " + peer + " did not reach the collective" + within);
-      case Wait::send: return unavailable("rank " + peer + " did not receive from rank " + me + within);
-      case Wait::recv: return unavailable("rank " + peer + " did not send to rank " + me + within);
-    }
+    return timed_out(what, late->peer, timeout_);
   }
 }
 
-Status TcpCommunicator::all_reduce(void* buf, int64_t count, DType dtype) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (dtype != DType::f32)
-    return not_supported("all_reduce of " + std::string(to_string(dtype)) + " on the cpu communicator (f32 only)");
-  auto b = bytes_of("all_reduce", count, dtype);
-  if (!b.ok()) return b.status();
-  if (count == 0) return {};
-  auto* x = static_cast<float*>(buf);
-  const auto bytes = static_cast<size_t>(*b);
+Status TcpCommunicator::run_all_reduce(float* x, int64_t count) {
+  const int64_t b = count * int64_t{sizeof(float)};
+  const auto bytes = static_cast<size_t>(b);
   const int W = world_;
   std::vector<Part> parts;
-  if (W == 2 || *b <= kDirectAllReduceBytes) {
+  if (W == 2 || b <= kDirectAllReduceBytes) {
     // One round: every rank sends its whole buffer to every other rank and sums them all.
     uint8_t* space = scratch(bytes * static_cast<size_t>(W));
     std::vector<const float*> src(static_cast<size_t>(W));
@@ -338,12 +270,11 @@ Status TcpCommunicator::all_reduce(void* buf, int64_t count, DType dtype) {
       if (r == rank_) continue;
       Part p;
       p.peer = r;
-      p.send(make_tag(kAllReduce, 0, 0, *b), x, bytes);
-      p.receive(make_tag(kAllReduce, 0, 0, *b), space + bytes * static_cast<size_t>(r), bytes);
+      p.send(make_tag(kAllReduce, 0, 0, b), x, bytes);
+      p.receive(make_tag(kAllReduce, 0, 0, b), space + bytes * static_cast<size_t>(r), bytes);
       parts.push_back(p);
     }
-    Status s = exchange(parts, Wait::collective, "all_reduce");
-    if (!s.ok()) return fail(std::move(s));
+    TROUPE_RETURN_IF_ERROR(exchange(parts, Wait::collective, "all_reduce"));
     if (rank_ == 0) {
       ordered_sum(x, src, count);
     } else {
@@ -366,12 +297,11 @@ Status TcpCommunicator::all_reduce(void* buf, int64_t count, DType dtype) {
     if (r == rank_) continue;
     Part p;
     p.peer = r;
-    p.send(make_tag(kAllReduce, 1, 0, *b), x + start(r), static_cast<size_t>(start(r + 1) - start(r)) * sizeof(float));
-    p.receive(make_tag(kAllReduce, 1, 0, *b), space + mine_bytes * static_cast<size_t>(r), mine_bytes);
+    p.send(make_tag(kAllReduce, 1, 0, b), x + start(r), static_cast<size_t>(start(r + 1) - start(r)) * sizeof(float));
+    p.receive(make_tag(kAllReduce, 1, 0, b), space + mine_bytes * static_cast<size_t>(r), mine_bytes);
     parts.push_back(p);
   }
-  Status s = exchange(parts, Wait::collective, "all_reduce");
-  if (!s.ok()) return fail(std::move(s));
+  TROUPE_RETURN_IF_ERROR(exchange(parts, Wait::collective, "all_reduce"));
   if (rank_ == 0) {
     ordered_sum(x + start(0), src, mine);
   } else {
@@ -384,48 +314,17 @@ Status TcpCommunicator::all_reduce(void* buf, int64_t count, DType dtype) {
     if (r == rank_) continue;
     Part p;
     p.peer = r;
-    p.send(make_tag(kAllReduce, 2, 0, *b), x + start(rank_), mine_bytes);
-    p.receive(make_tag(kAllReduce, 2, 0, *b), x + start(r),
+    p.send(make_tag(kAllReduce, 2, 0, b), x + start(rank_), mine_bytes);
+    p.receive(make_tag(kAllReduce, 2, 0, b), x + start(r),
               static_cast<size_t>(start(r + 1) - start(r)) * sizeof(float));
     parts.push_back(p);
   }
-  s = exchange(parts, Wait::collective, "all_reduce");
-  if (!s.ok()) return fail(std::move(s));
-  return {};
+  return exchange(parts, Wait::collective, "all_reduce");
 }
 
-Status TcpCommunicator::all_gather(const void* in, void* out, int64_t count, DType dtype) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  auto b = bytes_of("all_gather", count, dtype);
-  if (!b.ok()) return b.status();
-  if (*b == 0) return {};
-  const auto bytes = static_cast<size_t>(*b);
-  auto* dst = static_cast<uint8_t*>(out);
-  std::vector<Part> parts;
-  for (int r = 0; r < world_; ++r) {
-    if (r == rank_) continue;
-    Part p;
-    p.peer = r;
-    p.send(make_tag(kAllGather, 0, 0, *b), in, bytes);
-    p.receive(make_tag(kAllGather, 0, 0, *b), dst + bytes * static_cast<size_t>(r), bytes);
-    parts.push_back(p);
-  }
-  Status s = exchange(parts, Wait::collective, "all_gather");
-  if (!s.ok()) return fail(std::move(s));
-  std::memmove(dst + bytes * static_cast<size_t>(rank_), in, bytes);
-  return {};
-}
-
-Status TcpCommunicator::reduce_scatter(const void* in, void* out, int64_t count, DType dtype) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (dtype != DType::f32)
-    return not_supported("reduce_scatter of " + std::string(to_string(dtype)) + " on the cpu communicator (f32 only)");
-  auto b = bytes_of("reduce_scatter", count, dtype);
-  if (!b.ok()) return b.status();
-  if (count == 0) return {};
-  const auto bytes = static_cast<size_t>(*b);
-  const auto* x = static_cast<const float*>(in);
-  auto* y = static_cast<float*>(out);
+Status TcpCommunicator::run_reduce_scatter(const float* x, float* y, int64_t count) {
+  const int64_t b = count * int64_t{sizeof(float)};
+  const auto bytes = static_cast<size_t>(b);
   uint8_t* space = scratch(bytes * static_cast<size_t>(world_ + 1));
   std::vector<const float*> src(static_cast<size_t>(world_));
   std::vector<Part> parts;
@@ -434,12 +333,11 @@ Status TcpCommunicator::reduce_scatter(const void* in, void* out, int64_t count,
     if (r == rank_) continue;
     Part p;
     p.peer = r;
-    p.send(make_tag(kReduceScatter, 0, 0, *b), x + count * r, bytes);
-    p.receive(make_tag(kReduceScatter, 0, 0, *b), space + bytes * static_cast<size_t>(r), bytes);
+    p.send(make_tag(kReduceScatter, 0, 0, b), x + count * r, bytes);
+    p.receive(make_tag(kReduceScatter, 0, 0, b), space + bytes * static_cast<size_t>(r), bytes);
     parts.push_back(p);
   }
-  Status s = exchange(parts, Wait::collective, "reduce_scatter");
-  if (!s.ok()) return fail(std::move(s));
+  TROUPE_RETURN_IF_ERROR(exchange(parts, Wait::collective, "reduce_scatter"));
   // This rank's own block may overlap `out`: sum into scratch, then copy.
   const float* own = x + count * rank_;
   if (overlaps(own, bytes, y, bytes)) {
@@ -453,42 +351,28 @@ Status TcpCommunicator::reduce_scatter(const void* in, void* out, int64_t count,
   return {};
 }
 
-Status TcpCommunicator::gather(const void* in, void* out, int64_t count, DType dtype, int root) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (root < 0 || root >= world_)
-    return invalid_argument("gather: root " + std::to_string(root) + " is not a rank of a world of " +
-                            std::to_string(world_));
-  auto b = bytes_of("gather", count, dtype);
-  if (!b.ok()) return b.status();
-  if (*b == 0) return {};
-  const auto bytes = static_cast<size_t>(*b);
-  auto* dst = static_cast<uint8_t*>(out);
-  const uint64_t tag = make_tag(kGather, 0, root, *b);
+Status TcpCommunicator::run_gather(const uint8_t* in, uint8_t* out, int64_t b, int root) {
+  const uint64_t op = root < 0 ? kAllGather : kGather;
+  const auto bytes = static_cast<size_t>(b);
+  const uint64_t tag = make_tag(op, 0, std::max(root, 0), b);
   std::vector<Part> parts;
   for (int r = 0; r < world_; ++r) {
     if (r == rank_) continue;
+    const bool to_them = root < 0 || r == root, to_me = root < 0 || rank_ == root;
     Part p;
     p.peer = r;
-    p.send(tag, in, r == root ? bytes : 0);
-    p.receive(tag, rank_ == root ? dst + bytes * static_cast<size_t>(r) : nullptr, rank_ == root ? bytes : 0);
+    p.send(tag, in, to_them ? bytes : 0);
+    p.receive(tag, to_me ? out + bytes * static_cast<size_t>(r) : nullptr, to_me ? bytes : 0);
     parts.push_back(p);
   }
-  Status s = exchange(parts, Wait::collective, "gather");
-  if (!s.ok()) return fail(std::move(s));
-  if (rank_ == root) std::memmove(dst + bytes * static_cast<size_t>(root), in, bytes);
+  TROUPE_RETURN_IF_ERROR(exchange(parts, Wait::collective, op_name(op)));
+  if (root < 0 || rank_ == root) std::memmove(out + bytes * static_cast<size_t>(rank_), in, bytes);
   return {};
 }
 
-Status TcpCommunicator::broadcast(void* buf, int64_t count, DType dtype, int root) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (root < 0 || root >= world_)
-    return invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of a world of " +
-                            std::to_string(world_));
-  auto b = bytes_of("broadcast", count, dtype);
-  if (!b.ok()) return b.status();
-  if (*b == 0) return {};
-  const auto bytes = static_cast<size_t>(*b);
-  const uint64_t tag = make_tag(kBroadcast, 0, root, *b);
+Status TcpCommunicator::run_broadcast(uint8_t* buf, int64_t b, int root) {
+  const auto bytes = static_cast<size_t>(b);
+  const uint64_t tag = make_tag(kBroadcast, 0, root, b);
   std::vector<Part> parts;
   for (int r = 0; r < world_; ++r) {
     if (r == rank_) continue;
@@ -498,41 +382,21 @@ Status TcpCommunicator::broadcast(void* buf, int64_t count, DType dtype, int roo
     p.receive(tag, r == root ? buf : nullptr, r == root ? bytes : 0);
     parts.push_back(p);
   }
-  Status s = exchange(parts, Wait::collective, "broadcast");
-  if (!s.ok()) return fail(std::move(s));
-  return {};
+  return exchange(parts, Wait::collective, "broadcast");
 }
 
-Status TcpCommunicator::send(const void* buf, int64_t count, DType dtype, int peer) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (peer < 0 || peer >= world_ || peer == rank_)
-    return invalid_argument("send: rank " + std::to_string(rank_) + " cannot send to rank " + std::to_string(peer) +
-                            " in a world of " + std::to_string(world_));
-  auto b = bytes_of("send", count, dtype);
-  if (!b.ok()) return b.status();
-  if (*b == 0) return {};
+Status TcpCommunicator::run_send(const uint8_t* buf, int64_t b, int peer) {
   std::vector<Part> parts(1);
   parts[0].peer = peer;
-  parts[0].send(make_tag(kSend, 0, 0, *b), buf, static_cast<size_t>(*b));
-  Status s = exchange(parts, Wait::send, "send");
-  if (!s.ok()) return fail(std::move(s));
-  return {};
+  parts[0].send(make_tag(kSend, 0, 0, b), buf, static_cast<size_t>(b));
+  return exchange(parts, Wait::send, "send");
 }
 
-Status TcpCommunicator::recv(void* buf, int64_t count, DType dtype, int peer) {
-  TROUPE_RETURN_IF_ERROR(usable());
-  if (peer < 0 || peer >= world_ || peer == rank_)
-    return invalid_argument("recv: rank " + std::to_string(rank_) + " cannot receive from rank " +
-                            std::to_string(peer) + " in a world of " + std::to_string(world_));
-  auto b = bytes_of("recv", count, dtype);
-  if (!b.ok()) return b.status();
-  if (*b == 0) return {};
+Status TcpCommunicator::run_recv(uint8_t* buf, int64_t b, int peer) {
   std::vector<Part> parts(1);
   parts[0].peer = peer;
-  parts[0].receive(make_tag(kSend, 0, 0, *b), buf, static_cast<size_t>(*b));
-  Status s = exchange(parts, Wait::recv, "recv");
-  if (!s.ok()) return fail(std::move(s));
-  return {};
+  parts[0].receive(make_tag(kSend, 0, 0, b), buf, static_cast<size_t>(b));
+  return exchange(parts, Wait::recv, "recv");
 }
 
 }  // namespace troupe::cpu

@@ -33,10 +33,10 @@
 //
 // Every wait is bounded: TROUPE_CPU_COMM_TIMEOUT_S without progress. A peer
 // whose connection ends (its process died, or it destroyed its communicator)
-// is reported at once as unavailable naming its rank. After a failure the
-// communicator answers every later call with the same error.
-//
-// One thread at a time uses a communicator and the groups made from it.
+// is reported at once as unavailable naming its rank. Argument checks, the
+// sticky failure (every call after a failure answers it), new_group's checks
+// and the ordered sums are HostCommunicator's (host_communicator.hpp), shared
+// with the shared-memory communicator; this class is the transport.
 #pragma once
 
 #include <chrono>
@@ -45,9 +45,9 @@
 #include <string>
 #include <vector>
 
+#include "platforms/cpu/host_communicator.hpp"
 #include "platforms/cpu/tcp_rendezvous.hpp"
 #include "platforms/cpu/tcp_socket.hpp"
-#include "troupe/communicator.hpp"
 
 namespace troupe::cpu {
 
@@ -59,29 +59,12 @@ struct TcpOptions {
   std::chrono::milliseconds timeout{600'000};  // the rendezvous, and every wait without progress
 };
 
-class TcpCommunicator final : public DeviceCommunicator {
+class TcpCommunicator final : public HostCommunicator {
  public:
   /// Rank 0 takes its listener from this process's registry (made by
   /// make_tcp_communicator_id here); every rank returns once the mesh is connected.
   static Result<std::unique_ptr<TcpCommunicator>> create(const TcpOptions& options);
   ~TcpCommunicator() override;
-  TcpCommunicator(const TcpCommunicator&) = delete;
-  TcpCommunicator& operator=(const TcpCommunicator&) = delete;
-
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
-  /// f32 only (sum in rank order); other dtypes: not_supported.
-  Status all_reduce(void* buf, int64_t count, DType dtype) override;
-  Status all_gather(const void* in, void* out, int64_t count, DType dtype) override;
-  /// f32 only.
-  Status reduce_scatter(const void* in, void* out, int64_t count, DType dtype) override;
-  Status gather(const void* in, void* out, int64_t count, DType dtype, int root) override;
-  Status broadcast(void* buf, int64_t count, DType dtype, int root) override;
-  Status send(const void* buf, int64_t count, DType dtype, int peer) override;
-  Status recv(void* buf, int64_t count, DType dtype, int peer) override;
-  /// Connections of its own between the members (through the same listeners); a group of
-  /// one rank is a local communicator.
-  Result<std::unique_ptr<DeviceCommunicator>> new_group(const std::vector<int>& ranks) override;
 
   /// all_reduce sends the whole buffer to every peer (one round) up to this size, or with
   /// two ranks; larger buffers on more ranks are reduce-scattered, then all-gathered.
@@ -92,10 +75,16 @@ class TcpCommunicator final : public DeviceCommunicator {
                   std::shared_ptr<tcp::Endpoint> endpoint, std::string channel, std::vector<tcp::Address> table,
                   std::vector<tcp::Fd> links);
 
+  Status run_all_reduce(float* buf, int64_t count) override;
+  Status run_reduce_scatter(const float* in, float* out, int64_t count) override;
+  Status run_gather(const uint8_t* in, uint8_t* out, int64_t bytes, int root) override;
+  Status run_broadcast(uint8_t* buf, int64_t bytes, int root) override;
+  Status run_send(const uint8_t* buf, int64_t bytes, int peer) override;
+  Status run_recv(uint8_t* buf, int64_t bytes, int peer) override;
+  /// Connections of its own between the members, through the same listeners.
+  Result<std::unique_ptr<DeviceCommunicator>> make_group(const std::vector<int>& ranks, int index, int k) override;
+
   struct Part;
-  enum class Wait { collective, send, recv };
-  Status usable() const;
-  Status fail(Status s);
   std::string who(int peer) const;
   /// Runs every part at once: each writes one message to its peer and/or reads one.
   Status exchange(std::vector<Part>& parts, Wait what, const char* op);
@@ -103,17 +92,12 @@ class TcpCommunicator final : public DeviceCommunicator {
   Status progress_recv(Part& p, const char* op);
   uint8_t* scratch(size_t bytes);
 
-  std::string name_;          // the id, for messages
-  int rank_;
-  int world_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<tcp::Endpoint> endpoint_;  // this rank's listener, shared with its groups
   std::string channel_;       // "" for the world, "/<k>:<ranks>" for a group
   std::vector<tcp::Address> table_;  // every rank's listener
   std::vector<tcp::Fd> links_;  // connection to each peer (none to itself)
   std::vector<uint8_t> scratch_;
-  int groups_made_ = 0;
-  Status broken_;             // the first failure: every later call answers it
 };
 
 }  // namespace troupe::cpu

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "platforms/cpu/host_communicator.hpp"  // seconds_text
 #include "troupe/log.hpp"
 
 namespace troupe::cpu {

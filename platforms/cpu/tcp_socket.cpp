@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -63,12 +62,6 @@ void Fd::reset() {
 std::string host_port(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
-}
-
-std::string seconds_text(milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(d.count()) / 1000.0);
-  return buf;
 }
 
 Result<Fd> listen_on(const std::string& host, uint16_t wanted_port, uint16_t* port) {

@@ -49,8 +49,6 @@ class Fd {
 
 /// "host:port" ("[v6]:port" for an IPv6 literal).
 std::string host_port(const std::string& host, uint16_t port);
-/// Seconds as "%g" ("2", "0.5").
-std::string seconds_text(std::chrono::milliseconds d);
 
 /// A listening socket on `host` (a name or a literal address; port 0: any free port).
 /// `port` gets the port it listens on.

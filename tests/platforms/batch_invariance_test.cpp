@@ -14,9 +14,9 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/gguf/gguf_file.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/loaded_worker.hpp"
 #include "troupe/worker.hpp"
 
 namespace troupe {
@@ -52,59 +52,12 @@ class BatchInvariance : public ::testing::TestWithParam<std::tuple<std::string, 
     config.parallel.num_threads = 2;
     config.scheduler.max_num_batched_tokens = 512;
     config.cache.cache_dtype = kv_dtype;
-    ASSERT_TRUE(platform->check_and_update_config(config).ok());
-    auto f = gguf::GgufFile::open(path);
-    ASSERT_TRUE(f.ok()) << f.status().to_string();
-    source_ = std::make_unique<gguf::GgufModelSource>(std::shared_ptr<const gguf::GgufFile>(std::move(*f)));
-    auto w = platform->make_worker(config, 0);
+    auto w = testing::load_worker(*platform, config, path, kSlots * kBlocksPerSeq);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
-    worker_ = std::move(*w);
-    ASSERT_TRUE(worker_->init_device().ok());
-    Status s = worker_->load_model(*source_);
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    ASSERT_TRUE(worker_->initialize_cache(kSlots * kBlocksPerSeq).ok());
-    auto spec = worker_->get_kv_cache_spec();
+    w_ = std::move(*w);
+    auto spec = w_.worker->get_kv_cache_spec();
     ASSERT_TRUE(spec.ok());
     ASSERT_EQ(spec->dtype, kv_dtype == "fp16" ? DType::f16 : DType::f32);
-    vocab_ = worker_->model_info()->vocab_size;
-  }
-
-  struct Part {
-    int slot;                  // which block range holds the sequence
-    const int32_t* ids;
-    int n;
-    int start_pos;
-    bool want_logits;
-  };
-
-  // One step; the logits rows of the parts that want them, in order.
-  std::vector<std::vector<float>> step(const std::vector<Part>& parts) {
-    ExecuteModelRequest req;
-    auto& b = req.batch;
-    b.query_start.push_back(0);
-    for (const auto& p : parts) {
-      for (int i = 0; i < p.n; ++i) {
-        const int pos = p.start_pos + i;
-        b.token_ids.push_back(p.ids[i]);
-        b.positions.push_back(pos);
-        b.slot_mapping.push_back(int64_t{p.slot * kBlocksPerSeq + pos / kBs} * kBs + pos % kBs);
-      }
-      b.query_start.push_back(b.num_tokens());
-      const int len = p.start_pos + p.n;
-      b.seq_lens.push_back(len);
-      std::vector<int32_t> table;
-      for (int i = 0; i < (len + kBs - 1) / kBs; ++i) table.push_back(p.slot * kBlocksPerSeq + i);
-      b.block_tables.push_back(table);
-      if (p.want_logits) b.logits_indices.push_back(b.num_tokens() - 1);
-    }
-    auto out = worker_->execute_model(req);
-    EXPECT_TRUE(out.ok()) << out.status().to_string();
-    std::vector<std::vector<float>> rows;
-    if (!out.ok()) return rows;
-    for (size_t r = 0; r < b.logits_indices.size(); ++r)
-      rows.emplace_back(out->logits.begin() + r * vocab_, out->logits.begin() + (r + 1) * vocab_);
-    worker_->recycle_output(std::move(*out));
-    return rows;
   }
 
   static int32_t argmax(const std::vector<float>& l) {
@@ -118,7 +71,7 @@ class BatchInvariance : public ::testing::TestWithParam<std::tuple<std::string, 
       Seq q;
       q.prompt.push_back(1);
       for (int i = 1; i < lens[s]; ++i)
-        q.prompt.push_back(static_cast<int32_t>(3 + (i * 37 + s * 101) % (std::min<int64_t>(vocab_, 2000) - 3)));
+        q.prompt.push_back(static_cast<int32_t>(3 + (i * 37 + s * 101) % (std::min<int64_t>(w_.vocab, 2000) - 3)));
       seqs.push_back(std::move(q));
     }
     return seqs;
@@ -139,7 +92,7 @@ class BatchInvariance : public ::testing::TestWithParam<std::tuple<std::string, 
                     running.end());
       while (static_cast<int>(running.size()) < max_seqs && next < n) running.push_back(next++);
       if (running.empty()) break;
-      std::vector<Part> parts;
+      std::vector<testing::BatchPart> parts;
       std::vector<int> wants;  // the sequence of each logits row
       int left = budget;
       for (int s : running) {
@@ -149,19 +102,19 @@ class BatchInvariance : public ::testing::TestWithParam<std::tuple<std::string, 
         if (done_tokens[s] < plen) {
           const int take = std::min(left, plen - done_tokens[s]);
           const bool last = done_tokens[s] + take == plen;
-          parts.push_back({slot0 + s, q.prompt.data() + done_tokens[s], take, done_tokens[s], last});
+          parts.push_back({(slot0 + s) * kBlocksPerSeq, q.prompt.data() + done_tokens[s], take, done_tokens[s], last});
           if (last) wants.push_back(s);
           done_tokens[s] += take;
           left -= take;
         } else {
           // The latest greedy token goes in after the prompt and the tokens decoded so far.
-          parts.push_back({slot0 + s, &q.tokens.back(), 1, plen + decoded[s], true});
+          parts.push_back({(slot0 + s) * kBlocksPerSeq, &q.tokens.back(), 1, plen + decoded[s], true});
           wants.push_back(s);
           ++decoded[s];
           left -= 1;
         }
       }
-      auto rows = step(parts);
+      auto rows = testing::run_step(w_, parts, kBs);
       if (rows.size() != wants.size()) return {};
       for (size_t r = 0; r < rows.size(); ++r) {
         Seq& q = seqs[wants[r]];
@@ -172,9 +125,7 @@ class BatchInvariance : public ::testing::TestWithParam<std::tuple<std::string, 
     return seqs;
   }
 
-  std::unique_ptr<gguf::GgufModelSource> source_;
-  std::unique_ptr<Worker> worker_;
-  int64_t vocab_ = 0;
+  testing::LoadedWorker w_;
 };
 
 TEST_P(BatchInvariance, EverySequenceAloneEqualsItInAnyBatchBitForBit) {

@@ -13,6 +13,7 @@
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/loaded_worker.hpp"
 #include "tests/runtime/gguf/gguf_writer.hpp"
 #include "troupe/worker.hpp"
 
@@ -24,24 +25,16 @@ using testing::cpu_platform;
 class CpuWorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    platform_ = cpu_platform();
-    ASSERT_NE(platform_, nullptr) << "the cpu platform plugin did not load from " << TROUPE_BINARY_DIR;
+    Platform* platform = cpu_platform();
+    ASSERT_NE(platform, nullptr) << "the cpu platform plugin did not load from " << TROUPE_BINARY_DIR;
     runtime::register_builtin_models();
-    config_.parallel.num_threads = 2;
-    config_.scheduler.max_num_batched_tokens = 128;
-    ASSERT_TRUE(platform_->check_and_update_config(config_).ok());
-    auto f = gguf::GgufFile::open(testing::stories_path());
-    ASSERT_TRUE(f.ok()) << f.status().to_string();
-    source_ = std::make_unique<gguf::GgufModelSource>(std::shared_ptr<const gguf::GgufFile>(std::move(*f)));
-    auto w = platform_->make_worker(config_, 0);
+    EngineConfig config;
+    config.parallel.num_threads = 2;
+    config.scheduler.max_num_batched_tokens = 128;
+    auto w = testing::load_worker(*platform, config, testing::stories_path(), kBlocks);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
-    worker_ = std::move(*w);
-    ASSERT_TRUE(worker_->init_device().ok());
-    Status s = worker_->load_model(*source_);
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    ASSERT_TRUE(worker_->initialize_cache(kBlocks).ok());
-    ASSERT_TRUE(worker_->compile_or_warm_up_model().ok());
-    vocab_ = worker_->model_info()->vocab_size;
+    w_ = std::move(*w);
+    ASSERT_TRUE(w_.worker->compile_or_warm_up_model().ok());
   }
 
   static constexpr int kBlocks = 64;
@@ -55,31 +48,10 @@ class CpuWorkerTest : public ::testing::Test {
     bool want_logits;
   };
   std::vector<std::vector<float>> run(const std::vector<Part>& parts) {
-    ExecuteModelRequest req;
-    auto& b = req.batch;
-    b.query_start.push_back(0);
-    for (const auto& p : parts) {
-      for (size_t i = 0; i < p.ids.size(); ++i) {
-        const int pos = p.start_pos + static_cast<int>(i);
-        b.token_ids.push_back(p.ids[i]);
-        b.positions.push_back(pos);
-        b.slot_mapping.push_back(int64_t{p.seq * 8 + pos / kBs} * kBs + pos % kBs);
-      }
-      b.query_start.push_back(b.num_tokens());
-      const int len = p.start_pos + static_cast<int>(p.ids.size());
-      b.seq_lens.push_back(len);
-      std::vector<int32_t> table;
-      for (int i = 0; i < (len + kBs - 1) / kBs; ++i) table.push_back(p.seq * 8 + i);
-      b.block_tables.push_back(table);
-      if (p.want_logits) b.logits_indices.push_back(b.num_tokens() - 1);
-    }
-    auto out = worker_->execute_model(req);
-    EXPECT_TRUE(out.ok()) << out.status().to_string();
-    std::vector<std::vector<float>> rows;
-    if (!out.ok()) return rows;
-    for (size_t r = 0; r < b.logits_indices.size(); ++r)
-      rows.emplace_back(out->logits.begin() + r * vocab_, out->logits.begin() + (r + 1) * vocab_);
-    return rows;
+    std::vector<testing::BatchPart> batch;
+    for (const Part& p : parts)
+      batch.push_back({p.seq * 8, p.ids.data(), static_cast<int>(p.ids.size()), p.start_pos, p.want_logits});
+    return testing::run_step(w_, batch, kBs);
   }
 
   static std::vector<int32_t> prompt(int seq, int len) {
@@ -94,17 +66,13 @@ class CpuWorkerTest : public ::testing::Test {
     return d;
   }
 
-  Platform* platform_ = nullptr;
-  EngineConfig config_;
-  std::unique_ptr<gguf::GgufModelSource> source_;
-  std::unique_ptr<Worker> worker_;
-  int64_t vocab_ = 0;
+  testing::LoadedWorker w_;
 };
 
 TEST_F(CpuWorkerTest, ReportsModelAndSpec) {
-  EXPECT_EQ(vocab_, 512);
-  EXPECT_EQ(worker_->model_info()->num_layers, 5);
-  auto spec = worker_->get_kv_cache_spec();
+  EXPECT_EQ(w_.vocab, 512);
+  EXPECT_EQ(w_.worker->model_info()->num_layers, 5);
+  auto spec = w_.worker->get_kv_cache_spec();
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->block_size, 16);
   EXPECT_EQ(spec->num_kv_heads, 4);
@@ -149,40 +117,40 @@ TEST_F(CpuWorkerTest, BadBatchesAreErrorsNotCrashes) {
   b.seq_lens = {2};
   b.block_tables = {{0}};
   b.logits_indices = {1};
-  auto r = worker_->execute_model(req);
+  auto r = w_.worker->execute_model(req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::out_of_range);
 
   b.slot_mapping = {0, 1};
   b.token_ids = {1, 100000};
-  r = worker_->execute_model(req);
+  r = w_.worker->execute_model(req);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("vocabulary"), std::string::npos) << r.status().message();
 
   b.token_ids = {1, 2};
   b.block_tables = {{}};
-  EXPECT_FALSE(worker_->execute_model(req).ok());
+  EXPECT_FALSE(w_.worker->execute_model(req).ok());
   b.block_tables = {{0}};
   b.logits_indices = {5};
-  EXPECT_FALSE(worker_->execute_model(req).ok());
+  EXPECT_FALSE(w_.worker->execute_model(req).ok());
   b.logits_indices = {1};
   b.query_start = {0, 1};
-  EXPECT_FALSE(worker_->execute_model(req).ok());
+  EXPECT_FALSE(w_.worker->execute_model(req).ok());
   b.query_start = {0, 2};
-  EXPECT_TRUE(worker_->execute_model(req).ok());
+  EXPECT_TRUE(w_.worker->execute_model(req).ok());
 }
 
 TEST_F(CpuWorkerTest, KvCacheSpaceFromEnvironment) {
   ::setenv("TROUPE_CPU_KVCACHE_SPACE", "0.5", 1);
-  auto m = worker_->determine_available_memory();
+  auto m = w_.worker->determine_available_memory();
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(*m, int64_t{1} << 29);
   ::setenv("TROUPE_CPU_KVCACHE_SPACE", "lots", 1);
-  m = worker_->determine_available_memory();
+  m = w_.worker->determine_available_memory();
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("TROUPE_CPU_KVCACHE_SPACE"), std::string::npos);
   ::unsetenv("TROUPE_CPU_KVCACHE_SPACE");
-  m = worker_->determine_available_memory();
+  m = w_.worker->determine_available_memory();
   ASSERT_TRUE(m.ok());
   EXPECT_GT(*m, 0);
   EXPECT_LE(*m, int64_t{1} << 30);

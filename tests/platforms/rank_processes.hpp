@@ -1,6 +1,9 @@
 // Several processes at once for the multi-process tests of tests/platforms:
 // each its own process with its output in a file, all waited for with a bound,
-// whatever is left killed and reaped.
+// whatever is left killed and reaped. Below that, the runs of tp_rank_main
+// (TP_RANK_MAIN, defined by the test's CMake target) that tensor_parallel_test
+// and tcp_communicator_test share: its ranks meeting through shared memory or
+// over TCP on loopback.
 #pragma once
 
 #include <fcntl.h>
@@ -8,6 +11,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +25,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/platforms/cpu_test_platform.hpp"
 
 extern char** environ;
 
@@ -130,6 +137,84 @@ inline std::string last_result(const std::string& output) {
 inline double waited_seconds(const std::string& output) {
   const size_t at = output.find("waited ");
   return at == std::string::npos ? -1.0 : std::atof(output.c_str() + at + 7);
+}
+
+// ---------------------------------------------------------------------------------------
+// tp_rank_main runs
+
+#ifndef TP_RANK_MAIN
+#error "rank_processes.hpp runs tp_rank_main: define TP_RANK_MAIN to its path"
+#endif
+
+/// How the ranks of one run meet: a shared-memory id made here (Platform::make_communicator_id),
+/// or TCP on 127.0.0.1, whose ids rank 0 makes in its own process.
+enum class Transport { shm, tcp };
+
+/// A fresh shared-memory communicator id for `world` ranks ("" and a test failure if none).
+inline std::string new_shm_id(int world) {
+  ParallelConfig p;
+  p.tensor_parallel_size = world;
+  auto id = cpu_platform()->make_communicator_id(p);
+  EXPECT_TRUE(id.ok()) << id.status().to_string();
+  return id.ok() ? *id : std::string();
+}
+
+/// The flags by which every rank of a run of `world` ranks finds the others: shm: --id (and,
+/// with `token_id`, --token-id: the second communicator of `model` runs); tcp: the file in
+/// `dir` where rank 0 writes its ids. A world of one meets nobody.
+inline std::vector<std::string> meeting_flags(Transport t, int world, bool token_id, const std::string& dir) {
+  if (world == 1) return {};
+  if (t == Transport::tcp) return {"--tcp-host", "127.0.0.1", "--id-file", dir + "/ids"};
+  std::vector<std::string> flags = {"--id", new_shm_id(world)};
+  if (token_id) flags.insert(flags.end(), {"--token-id", new_shm_id(world)});
+  return flags;
+}
+
+/// `tp_rank_main comm --case which` as ranks `ranks` of a world of `world` (the others are not
+/// started); with `out`: --out; `extra[r]`: more flags of rank r.
+inline std::vector<Exit> run_comm(Transport t, int world, const std::string& which, const std::vector<int>& ranks,
+                                  const std::map<std::string, std::string>& env, double timeout_s,
+                                  const std::string& out = "", std::map<int, std::vector<std::string>> extra = {}) {
+  TempDir dir;
+  const std::vector<std::string> meet = meeting_flags(t, world, false, dir.path());
+  std::vector<std::vector<std::string>> cmds;
+  for (int r : ranks) {
+    std::vector<std::string> c = {TP_RANK_MAIN, "comm", "--rank", std::to_string(r), "--world", std::to_string(world),
+                                  "--case", which};
+    c.insert(c.end(), meet.begin(), meet.end());
+    if (!out.empty()) c.insert(c.end(), {"--out", out});
+    c.insert(c.end(), extra[r].begin(), extra[r].end());
+    cmds.push_back(c);
+  }
+  return run_processes(cmds, env, timeout_s);
+}
+
+/// `tp_rank_main model`: `model` split over tp x pp processes (a communicator timeout of 60 s,
+/// warnings only); rank 0 writes its logits to `out`. `extra`: more flags of every rank.
+inline std::vector<Exit> run_model(Transport t, const std::string& model, int tp, int pp, const std::string& out,
+                                   const std::vector<std::string>& extra, double timeout_s) {
+  TempDir dir;
+  const int world = tp * pp;
+  const std::vector<std::string> meet = meeting_flags(t, world, true, dir.path());
+  std::vector<std::vector<std::string>> cmds;
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> c = {TP_RANK_MAIN, "model", "--model", model, "--rank", std::to_string(r),
+                                  "--tp", std::to_string(tp), "--pp", std::to_string(pp), "--out", out};
+    c.insert(c.end(), meet.begin(), meet.end());
+    c.insert(c.end(), extra.begin(), extra.end());
+    cmds.push_back(c);
+  }
+  return run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}, {"TROUPE_LOG_LEVEL", "warning"}}, timeout_s);
+}
+
+/// Every process ended in time with exit code 0 and "RESULT ok".
+inline void expect_all_ok(const std::vector<Exit>& exits) {
+  for (size_t r = 0; r < exits.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
+    EXPECT_EQ(exits[r].code, 0) << exits[r].output;
+    EXPECT_EQ(last_result(exits[r].output), "ok") << exits[r].output;
+  }
 }
 
 }  // namespace troupe::testing

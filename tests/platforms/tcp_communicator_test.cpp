@@ -4,8 +4,9 @@
 // exact values on 2 and 4 ranks (buffers larger than the socket buffers, both
 // sides sending at once), sums bit for bit equal to the shared-memory
 // communicator's, a killed rank reported at once, a rank that never comes, a
-// wrong token or world size refused on both sides; and, in one process, the
-// ids and the rule that rank 0 runs where its id was made.
+// wrong token or world size refused on both sides; ranks that call different
+// collectives and a receive of the wrong size, through either transport; and,
+// in one process, the ids and the rule that rank 0 runs where its id was made.
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
@@ -13,11 +14,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <iterator>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,42 +29,13 @@ namespace troupe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::Exit;
+using testing::expect_all_ok;
 using testing::last_result;
-using testing::run_processes;
+using testing::read_bytes;
+using testing::run_comm;
 using testing::TempDir;
+using testing::Transport;
 using testing::waited_seconds;
-
-/// Ranks `ranks` of a world of `world` over TCP (rank 0 makes the id); `extra[r]`: more flags of rank r.
-std::vector<Exit> run_tcp(int world, const std::string& which, const std::vector<int>& ranks,
-                          const std::map<std::string, std::string>& env, double timeout_s,
-                          const std::string& out = "", std::map<int, std::vector<std::string>> extra = {}) {
-  TempDir dir;
-  const std::string id_file = dir.path() + "/ids";
-  std::vector<std::vector<std::string>> cmds;
-  for (int r : ranks) {
-    std::vector<std::string> c = {TP_RANK_MAIN, "comm", "--tcp-host", "127.0.0.1", "--id-file", id_file, "--rank",
-                                  std::to_string(r), "--world", std::to_string(world), "--case", which};
-    if (!out.empty()) c.insert(c.end(), {"--out", out});
-    c.insert(c.end(), extra[r].begin(), extra[r].end());
-    cmds.push_back(c);
-  }
-  return run_processes(cmds, env, timeout_s);
-}
-
-void expect_all_ok(const std::vector<Exit>& exits) {
-  for (size_t r = 0; r < exits.size(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
-    EXPECT_EQ(exits[r].code, 0) << exits[r].output;
-    EXPECT_EQ(last_result(exits[r].output), "ok") << exits[r].output;
-  }
-}
-
-std::vector<char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 class TcpWorld : public ::testing::TestWithParam<int> {};
 
@@ -78,7 +47,7 @@ TEST_P(TcpWorld, EveryOperationGivesExactValues) {
   const int world = GetParam();
   std::vector<int> ranks;
   for (int r = 0; r < world; ++r) ranks.push_back(r);
-  expect_all_ok(run_tcp(world, "all", ranks, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
+  expect_all_ok(run_comm(Transport::tcp, world, "all", ranks, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
 }
 
 // Values of many magnitudes, so the order of the additions shows in the bits: every rank gets
@@ -90,22 +59,14 @@ TEST_P(TcpWorld, SumsAreBitForBitThoseOfSharedMemory) {
   for (int r = 0; r < world; ++r) ranks.push_back(r);
   TempDir dir;
   const std::string tcp_out = dir.path() + "/tcp", shm_out = dir.path() + "/shm";
-  expect_all_ok(run_tcp(world, "sums", ranks, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120, tcp_out));
-  ParallelConfig p;
-  p.tensor_parallel_size = world;
-  auto shm_id = testing::cpu_platform()->make_communicator_id(p);
-  ASSERT_TRUE(shm_id.ok()) << shm_id.status().to_string();
-  std::vector<std::vector<std::string>> cmds;
-  for (int r : ranks)
-    cmds.push_back({TP_RANK_MAIN, "comm", "--id", *shm_id, "--rank", std::to_string(r), "--world",
-                    std::to_string(world), "--case", "sums", "--out", shm_out});
-  expect_all_ok(run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
-  const std::vector<char> reference = read_file(shm_out + ".r0");
+  expect_all_ok(run_comm(Transport::tcp, world, "sums", ranks, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120, tcp_out));
+  expect_all_ok(run_comm(Transport::shm, world, "sums", ranks, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120, shm_out));
+  const std::vector<char> reference = read_bytes(shm_out + ".r0");
   ASSERT_EQ(reference.size(), (1001 + 1'000'003 + 300'001) * sizeof(float));
   for (int r = 0; r < world; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
-    const std::vector<char> tcp = read_file(tcp_out + ".r" + std::to_string(r));
-    const std::vector<char> shm = read_file(shm_out + ".r" + std::to_string(r));
+    const std::vector<char> tcp = read_bytes(tcp_out + ".r" + std::to_string(r));
+    const std::vector<char> shm = read_bytes(shm_out + ".r" + std::to_string(r));
     // all_reduce results are the same on every rank; reduce_scatter's block is each rank's own.
     const size_t reduced = (1001 + 1'000'003) * sizeof(float);
     ASSERT_EQ(tcp.size(), reference.size());
@@ -122,25 +83,18 @@ TEST(TcpCommunicatorProcesses, AThirdRankSumsLikeSharedMemoryToo) {
   // Three ranks split 1,000,003 floats unevenly in reduce-scatter then all-gather.
   ASSERT_NE(testing::cpu_platform(), nullptr);
   TempDir dir;
-  expect_all_ok(run_tcp(3, "sums", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120, dir.path() + "/tcp"));
-  ParallelConfig p;
-  p.tensor_parallel_size = 3;
-  auto shm_id = testing::cpu_platform()->make_communicator_id(p);
-  ASSERT_TRUE(shm_id.ok());
-  std::vector<std::vector<std::string>> cmds;
+  for (Transport t : {Transport::tcp, Transport::shm})
+    expect_all_ok(run_comm(t, 3, "sums", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120,
+                           dir.path() + (t == Transport::tcp ? "/tcp" : "/shm")));
   for (int r = 0; r < 3; ++r)
-    cmds.push_back({TP_RANK_MAIN, "comm", "--id", *shm_id, "--rank", std::to_string(r), "--world", "3", "--case",
-                    "sums", "--out", dir.path() + "/shm"});
-  expect_all_ok(run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
-  for (int r = 0; r < 3; ++r)
-    EXPECT_EQ(read_file(dir.path() + "/tcp.r" + std::to_string(r)),
-              read_file(dir.path() + "/shm.r" + std::to_string(r)))
+    EXPECT_EQ(read_bytes(dir.path() + "/tcp.r" + std::to_string(r)),
+              read_bytes(dir.path() + "/shm.r" + std::to_string(r)))
         << "rank " << r;
 }
 
 TEST(TcpCommunicatorProcesses, AKilledRankIsReportedAtOnceAsUnavailable) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_tcp(3, "kill", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "120"}}, 60);
+  auto exits = run_comm(Transport::tcp, 3, "kill", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "120"}}, 60);
   ASSERT_EQ(exits.size(), 3u);
   EXPECT_EQ(exits[2].code, -1) << exits[2].output;  // SIGKILL
   for (size_t r = 0; r < 2; ++r) {
@@ -156,7 +110,7 @@ TEST(TcpCommunicatorProcesses, AKilledRankIsReportedAtOnceAsUnavailable) {
 
 TEST(TcpCommunicatorProcesses, ARankThatNeverReachesTheCollectiveFailsTheOthersAtTheTimeout) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_tcp(3, "late", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);
+  auto exits = run_comm(Transport::tcp, 3, "late", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);
   for (size_t r = 0; r < 2; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
@@ -171,7 +125,7 @@ TEST(TcpCommunicatorProcesses, ARankThatNeverReachesTheCollectiveFailsTheOthersA
 TEST(TcpCommunicatorProcesses, ARankThatNeverComesFailsTheRendezvousAtTheTimeout) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
   const auto t0 = Clock::now();
-  auto exits = run_tcp(3, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);  // rank 2 never starts
+  auto exits = run_comm(Transport::tcp, 3, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);  // rank 2 never starts
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0);
   ASSERT_EQ(exits.size(), 2u);
   const std::string r0 = last_result(exits[0].output), r1 = last_result(exits[1].output);
@@ -184,37 +138,9 @@ TEST(TcpCommunicatorProcesses, ARankThatNeverComesFailsTheRendezvousAtTheTimeout
       << r1;
 }
 
-TEST(TcpCommunicatorProcesses, RanksThatCallDifferentCollectivesAllFail) {
-  ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_tcp(3, "mismatch", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
-  for (size_t r = 0; r < exits.size(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
-    const std::string result = last_result(exits[r].output);
-    // Rank 2 may learn it from rank 1's message or from rank 0's end; 0 and 1 see the other op.
-    if (r < 2) {
-      EXPECT_EQ(result.rfind("internal: cpu communicator: rank ", 0), 0u) << exits[r].output;
-      EXPECT_NE(result.find("broadcast"), std::string::npos) << exits[r].output;
-      EXPECT_NE(result.find("all_reduce"), std::string::npos) << exits[r].output;
-    } else {
-      EXPECT_NE(result, "ok") << exits[r].output;
-    }
-  }
-}
-
-TEST(TcpCommunicatorProcesses, AReceiveOfAnotherSizeThanTheMessageIsAnError) {
-  ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_tcp(2, "size", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
-  ASSERT_EQ(exits.size(), 2u);
-  EXPECT_EQ(last_result(exits[0].output), "ok") << exits[0].output;
-  EXPECT_EQ(last_result(exits[1].output),
-            "internal: cpu communicator: rank 0 sent a message of 40 bytes, rank 1 expected 44")
-      << exits[1].output;
-}
-
 TEST(TcpCommunicatorProcesses, AWrongTokenIsRefusedOnBothSides) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_tcp(2, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "3"}}, 60, "", {{1, {"--tamper", "token"}}});
+  auto exits = run_comm(Transport::tcp, 2, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "3"}}, 60, "", {{1, {"--tamper", "token"}}});
   ASSERT_EQ(exits.size(), 2u);
   const std::string r0 = last_result(exits[0].output), r1 = last_result(exits[1].output);
   EXPECT_EQ(r1.rfind("invalid_argument: cpu communicator cpu-tcp:127.0.0.1:", 0), 0u) << exits[1].output;
@@ -228,7 +154,7 @@ TEST(TcpCommunicatorProcesses, AWrongTokenIsRefusedOnBothSides) {
 
 TEST(TcpCommunicatorProcesses, AnotherWorldSizeIsRefusedOnBothSides) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_tcp(2, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60, "", {{1, {"--tamper", "world"}}});
+  auto exits = run_comm(Transport::tcp, 2, "all", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60, "", {{1, {"--tamper", "world"}}});
   ASSERT_EQ(exits.size(), 2u);
   const std::string why = "rank 1 joined with a world of 3 ranks, rank 0 has 2: the ranks disagree on the world size";
   const std::string r0 = last_result(exits[0].output), r1 = last_result(exits[1].output);
@@ -244,27 +170,53 @@ TEST(TcpCommunicatorProcesses, AModelSplitTwoByTwoGivesTheLogitsOfSharedMemoryBi
   Platform* platform = testing::cpu_platform();
   ASSERT_NE(platform, nullptr);
   TempDir dir;
-  auto run = [&](const std::string& out, bool tcp) {
-    ParallelConfig p;
-    p.tensor_parallel_size = 4;
-    const std::string id = tcp ? "" : *platform->make_communicator_id(p);
-    const std::string token_id = tcp ? "" : *platform->make_communicator_id(p);
-    std::vector<std::vector<std::string>> cmds;
-    for (int r = 0; r < 4; ++r) {
-      std::vector<std::string> c = {TP_RANK_MAIN, "model", "--model", testing::stories_path(), "--rank",
-                                    std::to_string(r), "--tp", "2", "--pp", "2", "--steps", "4", "--out", out};
-      if (tcp) c.insert(c.end(), {"--tcp-host", "127.0.0.1", "--id-file", out + ".ids"});
-      else c.insert(c.end(), {"--id", id, "--token-id", token_id});
-      cmds.push_back(c);
-    }
-    expect_all_ok(run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}, {"TROUPE_LOG_LEVEL", "warning"}}, 120));
-  };
-  run(dir.path() + "/tcp.bin", true);
-  run(dir.path() + "/shm.bin", false);
-  const std::vector<char> tcp = read_file(dir.path() + "/tcp.bin"), shm = read_file(dir.path() + "/shm.bin");
+  for (Transport t : {Transport::tcp, Transport::shm})
+    expect_all_ok(testing::run_model(t, testing::stories_path(), 2, 2,
+                                     dir.path() + (t == Transport::tcp ? "/tcp.bin" : "/shm.bin"), {"--steps", "4"},
+                                     120));
+  const std::vector<char> tcp = read_bytes(dir.path() + "/tcp.bin"), shm = read_bytes(dir.path() + "/shm.bin");
   ASSERT_GT(shm.size(), 16u);
   EXPECT_EQ(tcp, shm);
 }
+
+// ---------------------------------------------------------------------------------------
+// Either transport: the same errors through shared memory and over TCP
+
+class EitherTransport : public ::testing::TestWithParam<Transport> {};
+
+TEST_P(EitherTransport, RanksThatCallDifferentCollectivesAllFail) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_comm(GetParam(), 3, "mismatch", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
+  for (size_t r = 0; r < exits.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
+    const std::string result = last_result(exits[r].output);
+    // Over TCP rank 2 may learn it from rank 1's message or from rank 0's end; the others see
+    // the other op.
+    if (r < 2 || GetParam() == Transport::shm) {
+      EXPECT_EQ(result.rfind("internal: cpu communicator: rank ", 0), 0u) << exits[r].output;
+      EXPECT_NE(result.find("broadcast"), std::string::npos) << exits[r].output;
+      EXPECT_NE(result.find("all_reduce"), std::string::npos) << exits[r].output;
+    } else {
+      EXPECT_NE(result, "ok") << exits[r].output;
+    }
+  }
+}
+
+TEST_P(EitherTransport, AReceiveOfAnotherSizeThanTheMessageIsAnError) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  auto exits = run_comm(GetParam(), 2, "size", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(last_result(exits[0].output), "ok") << exits[0].output;
+  EXPECT_EQ(last_result(exits[1].output),
+            "internal: cpu communicator: rank 0 sent a message of 40 bytes, rank 1 expected 44")
+      << exits[1].output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, EitherTransport, ::testing::Values(Transport::shm, Transport::tcp),
+                         [](const ::testing::TestParamInfo<Transport>& i) {
+                           return std::string(i.param == Transport::shm ? "shm" : "tcp");
+                         });
 
 // ---------------------------------------------------------------------------------------
 // In one process

@@ -2,7 +2,8 @@
 // tp_rank_main runs one rank each, the ranks meet through the shared-memory
 // communicator, and rank 0's logits and greedy tokens are compared with a run
 // in a single process. Also the communicator's collectives between three
-// processes, and its bounded waits when a rank never arrives or dies.
+// processes, and its bounded waits when a rank never arrives or dies (the
+// checks that hold for either transport are in tcp_communicator_test).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -14,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,49 +30,25 @@ namespace troupe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::Exit;
+using testing::expect_all_ok;
 using testing::last_result;
-using testing::run_processes;
+using testing::run_comm;
 using testing::TempDir;
+using testing::Transport;
 using testing::waited_seconds;
-
-std::string new_id(int world) {
-  ParallelConfig p;
-  p.tensor_parallel_size = world;
-  auto id = testing::cpu_platform()->make_communicator_id(p);
-  EXPECT_TRUE(id.ok()) << id.status().to_string();
-  return id.ok() ? *id : std::string();
-}
 
 // ---------------------------------------------------------------------------------------
 // The communicator between processes
 
-std::vector<Exit> run_comm(int world, const std::string& which, const std::vector<int>& ranks,
-                           const std::map<std::string, std::string>& env, double timeout_s) {
-  const std::string id = new_id(world);
-  std::vector<std::vector<std::string>> cmds;
-  for (int r : ranks)
-    cmds.push_back({TP_RANK_MAIN, "comm", "--id", id, "--rank", std::to_string(r), "--world", std::to_string(world),
-                    "--case", which});
-  return run_processes(cmds, env, timeout_s);
-}
-
 TEST(CpuCommunicatorProcesses, EveryCollectiveBetweenThreeProcessesGivesExactValues) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_comm(3, "all", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120);
-  for (size_t r = 0; r < exits.size(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
-    EXPECT_EQ(exits[r].code, 0) << exits[r].output;
-    EXPECT_EQ(last_result(exits[r].output), "ok") << exits[r].output;
-  }
+  expect_all_ok(run_comm(Transport::shm, 3, "all", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}}, 120));
 }
-
 
 TEST(CpuCommunicatorProcesses, ARankThatNeverArrivesFailsTheOthersWithUnavailableAtTheTimeout) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
   const auto t0 = Clock::now();
-  auto exits = run_comm(3, "stall", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);  // rank 2 never starts
+  auto exits = run_comm(Transport::shm, 3, "stall", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "2"}}, 60);  // rank 2 never starts
   const double total = std::chrono::duration<double>(Clock::now() - t0).count();
   for (size_t r = 0; r < exits.size(); ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -88,7 +64,7 @@ TEST(CpuCommunicatorProcesses, ARankThatNeverArrivesFailsTheOthersWithUnavailabl
 
 TEST(CpuCommunicatorProcesses, ARankThatExitsIsNoticedLongBeforeTheTimeout) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_comm(3, "die", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "120"}}, 60);
+  auto exits = run_comm(Transport::shm, 3, "die", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "120"}}, 60);
   ASSERT_EQ(exits.size(), 3u);
   EXPECT_EQ(exits[2].code, 0) << exits[2].output;  // it attached and left
   for (size_t r = 0; r < 2; ++r) {
@@ -101,32 +77,9 @@ TEST(CpuCommunicatorProcesses, ARankThatExitsIsNoticedLongBeforeTheTimeout) {
   }
 }
 
-TEST(CpuCommunicatorProcesses, RanksThatCallDifferentCollectivesAllFail) {
-  ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_comm(3, "mismatch", {0, 1, 2}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
-  for (size_t r = 0; r < exits.size(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
-    const std::string result = last_result(exits[r].output);
-    EXPECT_EQ(result.rfind("internal: cpu communicator: rank ", 0), 0u) << exits[r].output;
-    EXPECT_NE(result.find("broadcast"), std::string::npos) << exits[r].output;
-    EXPECT_NE(result.find("all_reduce"), std::string::npos) << exits[r].output;
-  }
-}
-
-TEST(CpuCommunicatorProcesses, AReceiveOfAnotherSizeThanTheMessageIsAnError) {
-  ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_comm(2, "size", {0, 1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "30"}}, 60);
-  ASSERT_EQ(exits.size(), 2u);
-  EXPECT_EQ(last_result(exits[0].output), "ok") << exits[0].output;
-  EXPECT_EQ(last_result(exits[1].output),
-            "internal: cpu communicator: rank 0 sent a message of 40 bytes, rank 1 expected 44")
-      << exits[1].output;
-}
-
 TEST(CpuCommunicatorProcesses, ARankWhoseRankZeroNeverComesGivesUp) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
-  auto exits = run_comm(2, "all", {1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "1"}}, 30);
+  auto exits = run_comm(Transport::shm, 2, "all", {1}, {{"TROUPE_CPU_COMM_TIMEOUT_S", "1"}}, 30);
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_FALSE(exits[0].timed_out);
   const std::string result = last_result(exits[0].output);
@@ -199,28 +152,13 @@ struct Split {
 Logits run_split(const std::string& model, Split split, const std::vector<std::string>& extra, double timeout_s,
                  double* seconds = nullptr, std::string* rank0_output = nullptr) {
   TempDir dir;
-  const int world = split.tp * split.pp;
-  const std::string id = world > 1 ? new_id(world) : "", token_id = world > 1 ? new_id(world) : "";
   const std::string out = dir.path() + "/logits.bin";
-  std::vector<std::vector<std::string>> cmds;
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> c = {TP_RANK_MAIN, "model", "--model", model, "--rank", std::to_string(r),
-                                  "--tp", std::to_string(split.tp), "--pp", std::to_string(split.pp),
-                                  "--out", out};
-    if (world > 1) c.insert(c.end(), {"--id", id, "--token-id", token_id});
-    c.insert(c.end(), extra.begin(), extra.end());
-    cmds.push_back(c);
-  }
   const auto t0 = Clock::now();
-  auto exits = run_processes(cmds, {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"}, {"TROUPE_LOG_LEVEL", "warning"}}, timeout_s);
+  auto exits = testing::run_model(Transport::shm, model, split.tp, split.pp, out, extra, timeout_s);
   if (seconds) *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   Logits l;
   if (rank0_output && !exits.empty()) *rank0_output = exits[0].output;
-  for (size_t r = 0; r < exits.size(); ++r) {
-    EXPECT_FALSE(exits[r].timed_out) << "rank " << r << ": " << exits[r].output;
-    EXPECT_EQ(exits[r].code, 0) << "rank " << r << ": " << exits[r].output;
-    EXPECT_EQ(last_result(exits[r].output), "ok") << "rank " << r << ": " << exits[r].output;
-  }
+  expect_all_ok(exits);
   EXPECT_TRUE(read_logits(out, &l)) << out;
   return l;
 }
