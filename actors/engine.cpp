@@ -53,6 +53,10 @@ Result<T> ask(caf::scoped_actor& self, const Handle& dest, const std::string& wh
   return out;
 }
 
+Status sleep_mode_off() {
+  return not_supported("sleep mode is off: start the engine with enable_sleep_mode (troupe serve --enable-sleep-mode)");
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -398,6 +402,32 @@ void Engine::unsubscribe_stats(uint64_t id) {
   self->request(impl_->actors.stat_logger, std::chrono::seconds(10), actors::unsub_atom_v, id)
       .receive([](bool) {}, [](caf::error&) {});  // a stat logger that is gone calls nobody
 }
+Result<int64_t> Engine::sleep(int level) {
+  if (!impl_->config.model.enable_sleep_mode)
+    return sleep_mode_off();
+  caf::scoped_actor self{*impl_->system};
+  return ask<int64_t>(self, impl_->actors.scheduler, "sleep", actors::sleep_atom_v, static_cast<int32_t>(level));
+}
+
+Status Engine::wake_up(const std::vector<std::string>& tags) {
+  if (!impl_->config.model.enable_sleep_mode) return sleep_mode_off();
+  std::string joined;
+  for (const std::string& t : tags) {
+    if (t != "weights" && t != "kv_cache")
+      return invalid_argument("wake_up tag '" + t + "' is unknown (weights, kv_cache)");
+    joined += (joined.empty() ? "" : ",") + t;
+  }
+  caf::scoped_actor self{*impl_->system};
+  auto r = ask<bool>(self, impl_->actors.scheduler, "wake_up", actors::wake_atom_v, joined);
+  return r.ok() ? Status{} : r.status();
+}
+
+int Engine::sleep_level() const {
+  caf::scoped_actor self{*impl_->system};
+  auto r = ask<int32_t>(self, impl_->actors.scheduler, "is_sleeping", actors::sleeping_atom_v);
+  return r.ok() ? *r : 0;
+}
+
 actors::stat_logger_actor Engine::stat_logger() const { return impl_->actors.stat_logger; }
 Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& host, const std::string& secret) {
   auto& im = *impl_;

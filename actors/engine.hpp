@@ -109,6 +109,17 @@ class Engine {
   std::string unhealthy_reason() const;
   /// Prometheus text exposition of the engine's metrics (GET /metrics).
   std::string metrics_text() const;
+  /// Sleep mode (vLLM's; needs config.model.enable_sleep_mode). Level 1 frees the ranks'
+  /// device copies of the weights and the KV cache, keeping the weights in host memory;
+  /// level 2 also lets the host drop the mapped weights. Refused while requests are
+  /// unfinished; requests submitted while asleep wait for wake_up. Returns the resident
+  /// bytes the ranks' processes freed.
+  Result<int64_t> sleep(int level);
+  /// Wakes the ranks: `tags` "weights" and/or "kv_cache" (empty: both). The engine steps
+  /// again once both are awake; the prefix cache starts empty.
+  Status wake_up(const std::vector<std::string>& tags = {});
+  /// 0 when awake, else the level the engine sleeps at.
+  int sleep_level() const;
   /// Most requests that ran in one step so far, and other totals (for --stats).
   int64_t max_running_requests() const;
 

@@ -48,6 +48,9 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, challenge_atom, "challenge")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, hello_atom, "hello")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, reset_atom, "reset")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, comm_id_atom, "comm_id")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, sleep_atom, "sleep")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, wake_atom, "wake_up")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, sleeping_atom, "sleeping")
 
 namespace troupe::actors {
 
@@ -82,7 +85,9 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<kv_spec_atom>::with<KvSizing>,
     caf::replies_to<init_kv_atom, KvCacheSpec, int64_t>::with<bool>,
     caf::replies_to<warmup_atom>::with<bool>,
-    caf::replies_to<execute_atom, StepInput>::with<StepOutput>>;
+    caf::replies_to<execute_atom, StepInput>::with<StepOutput>,
+    caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
+    caf::replies_to<wake_atom, std::string>::with<bool>>;
 
 /// One per node: loads its plugins (load: answers the platform it would choose by
 /// itself), activates the platform the head names and spawns workers on it
@@ -106,11 +111,18 @@ using kv_cache_actor = caf::typed_actor<
 /// Hosts the EngineCore: requests in, steps fanned out to the workers.
 /// (reset_atom, workers): after lost ranks were rebuilt, start over with a
 /// fresh core on these workers (their KV caches are empty).
+/// Sleep mode: (sleep_atom, level) -> resident bytes the ranks freed, once every rank
+/// sleeps (refused while requests are unfinished); (wake_atom, tags) wakes them
+/// ("weights,kv_cache" or a part; "" = all); (sleeping_atom) -> the level (0: awake).
+/// Requests submitted while asleep wait for the wake-up.
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<submit_atom, CoreRequest>::with<bool>,
     caf::reacts_to<abort_atom, std::string>,
     caf::reacts_to<step_atom>,
-    caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>>;
+    caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>,
+    caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
+    caf::replies_to<wake_atom, std::string>::with<bool>,
+    caf::replies_to<sleeping_atom>::with<int32_t>>;
 
 /// Request intake and output delivery to each caller's callback.
 using engine_actor = caf::typed_actor<

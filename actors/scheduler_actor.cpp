@@ -2,7 +2,11 @@
 
 #include <caf/all.hpp>
 
+#include <functional>
+#include <memory>
 #include <optional>
+#include <string>
+#include <type_traits>
 
 #include "actors/status_error.hpp"
 #include "troupe/log.hpp"
@@ -19,6 +23,7 @@ struct SchedulerState {
   // step's answer (or its timeout) has come back, since it calls into them.
   std::vector<std::pair<std::unique_ptr<engine::EngineCore>, std::unique_ptr<engine::Executor>>> retired;
   uint64_t generation = 0;  // of the current core; a retired core's late outputs are dropped
+  bool weights_asleep = false, kv_asleep = false;  // sleep mode: the parts not woken yet
   static inline const char* name = "troupe.scheduler";
 };
 
@@ -87,6 +92,39 @@ std::string worker_name(const SchedulerSetup& setup, size_t rank) {
   return name;
 }
 
+/// Sends `message` to every worker (finite timeout) and calls done(total of the replies, or
+/// the first failure naming the rank) once every rank answered.
+template <class Reply, class... Ts>
+void fan_out(Self self, std::function<void(Result<int64_t>)> done, Ts... message) {
+  auto& st = self->state;
+  struct Round {
+    std::function<void(Result<int64_t>)> done;
+    size_t pending = 0;
+    bool finished = false;
+    int64_t total = 0;
+  };
+  auto round = std::make_shared<Round>();
+  round->done = std::move(done);
+  round->pending = st.workers.size();
+  for (size_t r = 0; r < st.workers.size(); ++r) {
+    const std::string who = worker_name(*st.setup, r);
+    self->request(st.workers[r], st.setup->step_timeout, message...)
+        .then(
+            [round](Reply value) {
+              if (round->finished) return;
+              if constexpr (std::is_same_v<Reply, int64_t>) round->total += value;
+              if (--round->pending > 0) return;
+              round->finished = true;
+              round->done(round->total);
+            },
+            [round, who](caf::error& err) {
+              if (round->finished) return;
+              round->finished = true;
+              round->done(to_status(err, who));
+            });
+  }
+}
+
 void run_step(Self self) {
   auto& st = self->state;
   std::erase_if(st.retired, [](const auto& r) { return !r.first->step_in_flight(); });
@@ -136,6 +174,58 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
       },
       [=](abort_atom, const std::string& id) { (void)self->state.core->abort_request(id); },
       [=](step_atom) { run_step(self); },
+      [=](sleep_atom, int32_t level) -> caf::result<int64_t> {
+        auto& core = *self->state.core;
+        if (level != 1 && level != 2)
+          return to_error(invalid_argument("sleep level must be 1 or 2, got " + std::to_string(level)));
+        if (!core.healthy()) return to_error(unavailable("the engine is unhealthy: " + core.health().message()));
+        if (core.has_unfinished_requests() || core.step_in_flight())
+          return to_error(unavailable("the engine cannot sleep while requests are unfinished (" +
+                                      std::to_string(core.stats().num_running_reqs) + " running, " +
+                                      std::to_string(core.stats().num_waiting_reqs) +
+                                      " waiting): finish or abort them first"));
+        core.set_sleep_level(level);  // no step starts from now on; requests wait
+        self->state.weights_asleep = self->state.kv_asleep = true;
+        auto promise = self->make_response_promise<int64_t>();
+        fan_out<int64_t>(
+            self,
+            [self, promise, level](Result<int64_t> freed) mutable {
+              if (!freed.ok()) {
+                promise.deliver(to_error(freed.status()));
+                return;
+              }
+              TROUPE_LOG_INFO("the engine sleeps at level {}: {:.1f} MiB of resident memory freed", level,
+                              static_cast<double>(*freed) / (1 << 20));
+              promise.deliver(*freed);
+            },
+            sleep_atom_v, level);
+        return promise;
+      },
+      [=](wake_atom, const std::string& tags) -> caf::result<bool> {
+        auto promise = self->make_response_promise<bool>();
+        const bool weights = tags.empty() || tags.find("weights") != std::string::npos;
+        const bool kv = tags.empty() || tags.find("kv_cache") != std::string::npos;
+        fan_out<bool>(
+            self,
+            [self, promise, weights, kv](Result<int64_t> woke) mutable {
+              if (!woke.ok()) {
+                promise.deliver(to_error(woke.status()));
+                return;
+              }
+              auto& st = self->state;
+              if (weights) st.weights_asleep = false;
+              if (kv) st.kv_asleep = false;
+              if (!st.weights_asleep && !st.kv_asleep && st.core->sleep_level() != 0) {
+                self->state.core->set_sleep_level(0);
+                TROUPE_LOG_INFO("the engine is awake");
+                self->send(self, step_atom_v);  // requests that waited run now
+              }
+              promise.deliver(true);
+            },
+            wake_atom_v, tags);
+        return promise;
+      },
+      [=](sleeping_atom) -> int32_t { return self->state.core->sleep_level(); },
       [=](reset_atom, std::vector<worker_actor>& workers) -> bool {
         auto& st = self->state;
         if (st.core->healthy() && st.core->has_unfinished_requests())

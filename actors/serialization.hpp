@@ -18,7 +18,7 @@ typename Inspector::result_type inspect(Inspector& f, ModelConfig& x) {
   return f(caf::meta::type_name("ModelConfig"), x.model_path, x.load_format, x.model_shape, x.weight_type,
            x.served_model_name, x.architecture,
            x.max_model_len, x.dtype, x.quantization, x.seed, x.runner, x.pooling_type, x.pooling_normalize,
-           x.pooling_matryoshka);
+           x.pooling_matryoshka, x.enable_sleep_mode);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CacheConfig& x) {
@@ -67,7 +67,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerStats& x) {
   return f(caf::meta::type_name("SchedulerStats"), x.step, x.num_running_reqs, x.num_waiting_reqs,
            x.kv_cache_usage, x.prefix_cache_queries, x.prefix_cache_hits, x.num_preempted_reqs,
-           x.num_scheduled_tokens, x.step_seconds, x.model_seconds, x.communicator_bytes, x.communicator_seconds);
+           x.num_scheduled_tokens, x.step_seconds, x.model_seconds, x.communicator_bytes, x.communicator_seconds,
+           x.sleep_level);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinishedRequestStats& x) {

@@ -2,7 +2,10 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "actors/drop_unexpected.hpp"
 #include "actors/status_error.hpp"
@@ -65,6 +68,22 @@ worker_actor::behavior_type worker_behavior(Self self, const Platform* platform)
         auto& r = self->state.runner;
         if (!r) return without_model<StepOutput>();
         return reply(r->execute(std::move(in)));
+      },
+      [=](sleep_atom, int32_t level) -> caf::result<int64_t> {
+        auto& r = self->state.runner;
+        if (!r) return without_model<int64_t>();
+        return reply(r->sleep(level));
+      },
+      [=](wake_atom, const std::string& tags) -> caf::result<bool> {
+        auto& r = self->state.runner;
+        if (!r) return without_model<bool>();
+        std::vector<std::string> list;
+        for (size_t at = 0; at < tags.size();) {
+          const size_t comma = std::min(tags.find(',', at), tags.size());
+          if (comma > at) list.push_back(tags.substr(at, comma - at));
+          at = comma + 1;
+        }
+        return reply(r->wake_up(list));
       },
   };
 }

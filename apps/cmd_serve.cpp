@@ -53,6 +53,7 @@ struct Options {
   std::string runner = "auto";
   std::string kv_cache_dtype = "auto";
   std::string io_processor_plugin;
+  bool enable_sleep_mode = false;
   LoadFormatOptions load;
 };
 
@@ -105,6 +106,7 @@ int run_serve(Options o) {
   c.model.max_model_len = o.max_model_len;
   c.model.seed = o.seed;
   c.model.runner = o.runner;
+  c.model.enable_sleep_mode = o.enable_sleep_mode;
   c.cache.block_size = o.block_size;
   c.cache.enable_prefix_caching = o.enable_prefix_caching;
   c.cache.num_gpu_blocks_override = o.num_gpu_blocks_override;
@@ -214,6 +216,8 @@ const CommandRegistration kRegistration(
       sub.add_option("--block-size", o->block_size, "Tokens per KV cache block (default 16)");
       sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->enable_prefix_caching,
                    "Reuse KV blocks of shared prompt prefixes (default on)");
+      sub.add_flag("--enable-sleep-mode", o->enable_sleep_mode,
+                   "POST /sleep?level=1|2, POST /wake_up, GET /is_sleeping: free the model's memory while idle");
       sub.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (also $TROUPE_API_KEY)");
       sub.add_flag("--disable-log-stats", o->disable_log_stats, "No periodic throughput/KV log line");
       sub.add_option("--max-num-queued-requests", o->max_num_queued_requests,

@@ -15,6 +15,9 @@ ModelRunnerWorker::~ModelRunnerWorker() = default;
 Status ModelRunnerWorker::init_device() {
   model_.reset();  // it would point at the parts replaced below
   device_out_ = {};
+  kv_config_.reset();
+  sleep_level_ = 0;
+  weights_asleep_ = kv_asleep_ = false;
   tp_comm_.reset();  // a communicator id serves one world: leave the old one before meeting again
   comm_.reset();
   const std::string& dev = platform_.device_type();
@@ -83,6 +86,8 @@ Status ModelRunnerWorker::load_model(const ModelSource& source) {
   auto model = model_registry::create(source.architecture(), source, ctx);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
+  source_ = &source;
+  weights_asleep_ = false;
   return {};
 }
 
@@ -139,16 +144,66 @@ Status ModelRunnerWorker::initialize_from_config(const KvCacheConfig& config) {
   if (want->num_layers == 0) return {};  // an encoder keeps no KV cache: the blocks are bookkeeping only
   KvCacheSpec mine = s;
   mine.num_layers = want->num_layers;
-  return attention_->allocate(mine, config.num_blocks);
+  TROUPE_RETURN_IF_ERROR(attention_->allocate(mine, config.num_blocks));
+  kv_config_ = KvCacheConfig{mine, config.num_blocks};
+  return {};
 }
 
 Status ModelRunnerWorker::initialize_cache(int64_t num_blocks) {
   auto spec = get_kv_cache_spec();
   if (!spec.ok()) return spec.status();
-  return attention_->allocate(*spec, num_blocks);
+  TROUPE_RETURN_IF_ERROR(attention_->allocate(*spec, num_blocks));
+  kv_config_ = KvCacheConfig{*spec, num_blocks};
+  return {};
+}
+
+void* ModelRunnerWorker::get_extension(std::string_view name) {
+  if (name == SleepModeExtension::kName) return static_cast<SleepModeExtension*>(this);
+  return nullptr;
+}
+
+Status ModelRunnerWorker::sleep(int level) {
+  if (level != 1 && level != 2) return invalid_argument("sleep level must be 1 or 2, got " + std::to_string(level));
+  if (!model_ && !weights_asleep_) return unavailable("sleep before load_model");
+  if (level <= sleep_level_ && weights_asleep_ && kv_asleep_) return {};
+  // The model points at the attention backend: free it first. A fresh, empty backend takes
+  // the old one's place, so waking the weights alone can build the model again.
+  model_.reset();
+  device_out_ = {};
+  weights_asleep_ = true;
+  auto fresh = platform_.make_attention_backend(config_);
+  if (!fresh.ok()) return fresh.status();
+  attention_ = std::move(*fresh);
+  kv_asleep_ = kv_config_.has_value();
+  if (level == 2 && source_ != nullptr) {
+    if (Status s = source_->release_pages(); !s.ok())
+      TROUPE_LOG_WARNING("sleep level 2 keeps the weights in host memory: {}", s.message());
+  }
+  sleep_level_ = std::max(sleep_level_, level);
+  return {};
+}
+
+Status ModelRunnerWorker::wake_up(const std::vector<std::string>& tags) {
+  bool weights = tags.empty(), kv = tags.empty();
+  for (const std::string& t : tags) {
+    if (t == "weights") weights = true;
+    else if (t == "kv_cache") kv = true;
+    else return invalid_argument("wake_up tag '" + t + "' is unknown (weights, kv_cache)");
+  }
+  if (weights && weights_asleep_) {
+    if (source_ == nullptr) return unavailable("wake_up: the worker never loaded a model");
+    TROUPE_RETURN_IF_ERROR(load_model(*source_));
+  }
+  if (kv && kv_asleep_) {
+    TROUPE_RETURN_IF_ERROR(attention_->allocate(kv_config_->spec, kv_config_->num_blocks));
+    kv_asleep_ = false;
+  }
+  if (!weights_asleep_ && !kv_asleep_) sleep_level_ = 0;
+  return {};
 }
 
 Status ModelRunnerWorker::execute_dummy_batch() {
+  TROUPE_RETURN_IF_ERROR(check_awake());
   if (!model_) return unavailable("execute_dummy_batch before load_model");
   // One short sequence in block 0; any later sequence overwrites its own slots before reading them.
   const int bs = attention_->spec().block_size;
@@ -183,7 +238,15 @@ Status ModelRunnerWorker::copy_out(std::vector<float>& host, int64_t count,
                           CopyKind::device_to_host);
 }
 
+Status ModelRunnerWorker::check_awake() const {
+  if (weights_asleep_ || kv_asleep_)
+    return unavailable("the " + platform_.device_type() + " worker of rank " + std::to_string(rank_) +
+                       " is asleep (sleep level " + std::to_string(sleep_level_) + "): wake it up first");
+  return {};
+}
+
 Result<ModelRunnerOutput> ModelRunnerWorker::execute_model(const ExecuteModelRequest& request) {
+  TROUPE_RETURN_IF_ERROR(check_awake());
   if (!model_) return unavailable("execute_model before load_model");
   if (model_->kv_cache_shape().num_layers > 0) TROUPE_RETURN_IF_ERROR(attention_->check_batch(request.batch));
   ModelRunnerOutput out;

@@ -118,6 +118,8 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
       {"/tokenize", true, false},       {"/detokenize", true, false},
       {"/v1/embeddings", true, false},  {"/pooling", true, false},
       {"/score", true, false},
+      {"/sleep", true, false},          {"/wake_up", true, false},
+      {"/is_sleeping", false, false},
   };
   const Route* found = nullptr;
   for (const auto& r : routes)
@@ -151,6 +153,7 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   if (path == "/v1/embeddings") return handle_embeddings(ctx, req, /*vllm_pooling=*/false);
   if (path == "/pooling") return handle_embeddings(ctx, req, /*vllm_pooling=*/true);
   if (path == "/score") return handle_score(ctx, req);
+  if (path == "/sleep" || path == "/wake_up" || path == "/is_sleeping") return handle_sleep_mode(ctx, req, path, *e);
 }
 
 }  // namespace

@@ -52,5 +52,8 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
 void handle_embeddings(ServerContext& ctx, const restinio::request_handle_t& req, bool vllm_pooling);
 /// POST /score: cosine similarity of text_1 to each text_2 under a pooling model.
 void handle_score(ServerContext& ctx, const restinio::request_handle_t& req);
+/// POST /sleep, POST /wake_up, GET /is_sleeping (404 without --enable-sleep-mode).
+void handle_sleep_mode(ServerContext& ctx, const restinio::request_handle_t& req, const std::string& path,
+                       engine::Engine& e);
 
 }  // namespace troupe::apps::serve

@@ -21,6 +21,7 @@ class JsonlStatLogger final : public troupe::StatLogger {
       running_ = s->num_running_reqs;
       waiting_ = s->num_waiting_reqs;
       kv_cache_usage_ = s->kv_cache_usage;
+      sleep_level_ = s->sleep_level;
       prefix_queries_ += s->prefix_cache_queries;
       prefix_hits_ += s->prefix_cache_hits;
       preempted_ += s->num_preempted_reqs;
@@ -49,9 +50,9 @@ class JsonlStatLogger final : public troupe::StatLogger {
         "{{\"engine_index\": {}, \"interval\": {}, \"steps\": {}, \"prompt_tokens\": {}, "
         "\"generation_tokens\": {}, \"finished_requests\": {}, \"preempted_requests\": {}, "
         "\"prefix_cache_queries\": {}, \"prefix_cache_hits\": {}, \"running\": {}, \"waiting\": {}, "
-        "\"kv_cache_usage\": {}}}\n",
+        "\"kv_cache_usage\": {}, \"sleep_level\": {}}}\n",
         engine_index_, interval_, steps_, prompt_tokens_, generation_tokens_, finished_, preempted_, prefix_queries_,
-        prefix_hits_, running_, waiting_, kv_cache_usage_);
+        prefix_hits_, running_, waiting_, kv_cache_usage_, sleep_level_);
     reset();
   }
 
@@ -67,6 +68,7 @@ class JsonlStatLogger final : public troupe::StatLogger {
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
   int running_ = 0, waiting_ = 0;
   double kv_cache_usage_ = 0.0;
+  int sleep_level_ = 0;
 };
 
 troupe::StatLogger* make_jsonl_logger(const troupe::EngineConfig& /*config*/, int engine_index) {

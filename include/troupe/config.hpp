@@ -27,6 +27,8 @@ struct ModelConfig {
   std::string pooling_type = "last";
   bool pooling_normalize = false;
   bool pooling_matryoshka = false;   // whether a request may keep fewer dimensions
+  /// vLLM's --enable-sleep-mode: the engine may be put to sleep (Engine::sleep, POST /sleep).
+  bool enable_sleep_mode = false;
 };
 
 struct CacheConfig {

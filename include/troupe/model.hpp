@@ -48,6 +48,9 @@ class ModelSource {
   virtual std::optional<int64_t> get_int(std::string_view key) const = 0;
   virtual std::optional<double> get_float(std::string_view key) const = 0;
   virtual std::optional<std::string> get_string(std::string_view key) const = 0;
+  /// Lets the operating system drop the tensors' resident host pages (sleep level 2); the
+  /// tensors stay valid and come back from the file when read. Default: not_supported.
+  virtual Status release_pages() const { return not_supported("this model source keeps its weights resident"); }
 };
 
 /// Shapes a model reports once built; the engine sizes caches and checks requests with them.

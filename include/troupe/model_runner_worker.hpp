@@ -6,15 +6,21 @@
 // process: rank r of tensor_parallel_size x pipeline_parallel_size is tensor
 // rank r % tp of pipeline stage r / tp; every rank runs every step in lock step.
 // Platforms derive from it for their memory budget, KV dtypes and warm-up.
+// It offers sleep mode (SleepModeExtension) on any platform: sleeping frees the
+// model (its device weights and activations) and the KV cache; waking builds
+// them again from the model source, which stays mapped in host memory.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "troupe/attention.hpp"
 #include "troupe/communicator.hpp"
 #include "troupe/device_memory.hpp"
+#include "troupe/extensions.hpp"
 #include "troupe/metered_communicator.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/platform.hpp"
@@ -22,7 +28,7 @@
 
 namespace troupe {
 
-class ModelRunnerWorker : public Worker {
+class ModelRunnerWorker : public Worker, public SleepModeExtension {
  public:
   /// `platform` makes this worker's parts; it must outlive the worker (the host keeps
   /// platforms for the life of the process).
@@ -44,6 +50,19 @@ class ModelRunnerWorker : public Worker {
   void recycle_output(ModelRunnerOutput&& used) override;
   const ModelInfo* model_info() const override { return model_ ? &model_->info() : nullptr; }
   Status execute_dummy_batch() override;
+  /// SleepModeExtension.
+  void* get_extension(std::string_view name) override;
+
+  /// Level 1: frees the model's device memory (weights, activations) and the KV cache; the
+  /// weights stay in host memory (the mapped file). Level 2 also lets the host drop the
+  /// mapped weights (ModelSource::release_pages), so they come back from the file. Sleeping
+  /// again at a level at or below the current one is a no-op.
+  Status sleep(int level) override;
+  /// Builds again what sleep() freed: "weights" (the model), "kv_cache" (an empty cache of
+  /// the last geometry), or both when `tags` is empty. The KV cache's contents are gone.
+  Status wake_up(const std::vector<std::string>& tags) override;
+  /// 0 when awake, else the level of the last sleep() not yet fully woken from.
+  int sleep_level() const { return sleep_level_; }
 
  protected:
   /// The KV cache element type for config.cache.cache_dtype ("auto", "fp16", "fp32"...).
@@ -60,6 +79,7 @@ class ModelRunnerWorker : public Worker {
   AttentionBackend* attention() const { return attention_.get(); }
 
  private:
+  Status check_awake() const;
   Status copy_out(std::vector<float>& host, int64_t count, Status (Model::*run)(const ForwardBatch&, float*),
                   const ForwardBatch& batch);
 
@@ -77,6 +97,11 @@ class ModelRunnerWorker : public Worker {
   DeviceArray<float> device_out_;               // logits or hidden states when memory is not the host's
   std::vector<float> spare_logits_;             // a recycled output's buffers, reused by the next step
   std::vector<float> spare_hidden_;
+  // Sleep mode: what load_model and the KV cache were given, to build them again.
+  const ModelSource* source_ = nullptr;         // owned by the caller of load_model, which outlives this
+  std::optional<KvCacheConfig> kv_config_;
+  int sleep_level_ = 0;
+  bool weights_asleep_ = false, kv_asleep_ = false;
 };
 
 }  // namespace troupe

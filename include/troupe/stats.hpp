@@ -22,6 +22,7 @@ struct SchedulerStats {
   double model_seconds = 0.0;            // of which inside execute_model
   int64_t communicator_bytes = 0;        // payload through the ranks' communicators, all ranks
   double communicator_seconds = 0.0;     // the longest any rank spent communicating
+  int sleep_level = 0;                   // sleep mode: 0 awake, else the level the engine sleeps at
 };
 
 /// One finished request.

@@ -66,6 +66,7 @@ Status EngineCore::add_request(CoreRequest request, Clock::time_point arrival) {
       RequestTracker(request.request_id, std::move(request.prompt_token_ids), request.sampling, *tokenizer_, arrival),
       std::move(sampling), false});
   requests_[request.request_id] = std::move(live);
+  if (sleep_level_ != 0) emit(EngineCoreOutputs{}, /*with_stats=*/true);  // no step will report it while asleep
   return {};
 }
 
@@ -91,6 +92,7 @@ void EngineCore::emit(EngineCoreOutputs out, bool with_stats) {
   if (with_stats) {
     out.has_stats = true;
     out.stats.scheduler = between_steps(scheduler_);
+    out.stats.scheduler.sleep_level = sleep_level_;
     out.stats.iteration.finished_requests = std::move(pending_finished_);
     pending_finished_.clear();
   }
@@ -111,8 +113,15 @@ void EngineCore::fail_all(const Status& error) {
   emit(std::move(out), /*with_stats=*/true);
 }
 
+void EngineCore::set_sleep_level(int level) {
+  if (level != 0 && sleep_level_ == 0) (void)scheduler_.kv_cache().reset_prefix_cache();
+  sleep_level_ = level;
+  emit(EngineCoreOutputs{}, /*with_stats=*/true);
+}
+
 StepStatus EngineCore::step(Executor& executor) {
-  if (in_flight_ || !health_.ok() || !scheduler_.has_unfinished_requests()) return StepStatus::idle;
+  if (in_flight_ || !health_.ok() || sleep_level_ != 0 || !scheduler_.has_unfinished_requests())
+    return StepStatus::idle;
   auto step = std::make_shared<InFlight>();
   step->started = Clock::now();
   step->output = scheduler_.schedule();
@@ -223,6 +232,7 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
   out.stats.scheduler.model_seconds = result->model_seconds;
   out.stats.scheduler.communicator_bytes = result->communicator_bytes;
   out.stats.scheduler.communicator_seconds = result->communicator_seconds;
+  out.stats.scheduler.sleep_level = sleep_level_;
   iter.num_prompt_tokens = std::max<int64_t>(0, scheduled.num_scheduled_tokens - decode_tokens);
   iter.finished_requests = std::move(pending_finished_);
   pending_finished_.clear();

@@ -96,6 +96,11 @@ class EngineCore {
   StepStatus step(Executor& executor);
   /// End every live request with `error` and mark the core unhealthy.
   void fail_all(const Status& error);
+  /// Sleep mode: the level the ranks sleep at (0: awake). While it is not 0, step() runs
+  /// nothing (requests wait). Reports the state to the sink at once, as stats. Going to
+  /// sleep also forgets the prefix cache: the KV cache's contents do not survive it.
+  void set_sleep_level(int level);
+  int sleep_level() const { return sleep_level_; }
 
   bool has_unfinished_requests() const { return scheduler_.has_unfinished_requests(); }
   bool step_in_flight() const { return in_flight_; }
@@ -119,6 +124,7 @@ class EngineCore {
   std::unordered_map<std::string, std::unique_ptr<LiveRequest>> requests_;
   std::vector<FinishedRequestStats> pending_finished_;  // ended between steps; reported with the next stats
   bool in_flight_ = false;
+  int sleep_level_ = 0;
   Status health_;
 };
 

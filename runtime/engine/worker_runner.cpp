@@ -1,9 +1,14 @@
 #include "runtime/engine/worker_runner.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/sampling/sampler.hpp"
+#include "troupe/extensions.hpp"
+#include "troupe/log.hpp"
 
 namespace troupe::engine {
 namespace {
@@ -137,6 +142,34 @@ Status WorkerRunner::sample(const StepInput& input, const ModelRunnerOutput& res
     }
   }
   return {};
+}
+
+namespace {
+// Resident set size of this process (/proc/self/statm), or -1 where it cannot be read.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return -1;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+}  // namespace
+
+Result<int64_t> WorkerRunner::sleep(int level) {
+  auto ext = require_extension<SleepModeExtension>(*worker_, "sleep mode");
+  if (!ext.ok()) return ext.status();
+  const int64_t before = resident_bytes();
+  TROUPE_RETURN_IF_ERROR((*ext)->sleep(level));
+  const int64_t after = resident_bytes();
+  const int64_t freed = before >= 0 && after >= 0 ? before - after : 0;
+  TROUPE_LOG_INFO("rank {} sleeps at level {}: {:.1f} MiB of resident memory freed", rank_, level,
+                  static_cast<double>(freed) / (1 << 20));
+  return freed;
+}
+
+Status WorkerRunner::wake_up(const std::vector<std::string>& tags) {
+  auto ext = require_extension<SleepModeExtension>(*worker_, "sleep mode");
+  if (!ext.ok()) return ext.status();
+  return (*ext)->wake_up(tags);
 }
 
 }  // namespace troupe::engine

@@ -37,6 +37,10 @@ class WorkerRunner {
   Status warm_up();
   /// Run one step; the driver rank also samples a token for each sample_ids row.
   Result<StepOutput> execute(StepInput input);
+  /// Sleep mode (the worker's SleepModeExtension): the resident bytes of this process the
+  /// sleep freed (it may be 0 or less when the memory was never touched).
+  Result<int64_t> sleep(int level);
+  Status wake_up(const std::vector<std::string>& tags);
 
   int32_t rank() const { return rank_; }
   bool is_driver() const { return rank_ == kDriverRank; }

@@ -500,6 +500,13 @@ class Parser {
 GgufFile::GgufFile() : impl_(std::make_unique<Impl>()) {}
 GgufFile::~GgufFile() = default;
 
+Status GgufFile::release_pages() const {
+  if (!impl_->mapping)
+    return not_supported("a model held in memory (not mapped from a file) cannot drop its weights: they would have "
+                         "nowhere to come back from");
+  return impl_->mapping->release_pages();
+}
+
 Result<std::unique_ptr<GgufFile>> GgufFile::from_memory(const void* data, size_t size) {
   if (data == nullptr && size != 0) return invalid_argument("GGUF: null buffer");
   std::unique_ptr<GgufFile> file(new GgufFile());

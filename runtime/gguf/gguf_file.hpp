@@ -58,6 +58,9 @@ class GgufFile {
   /// Bytes of the whole file / of all tensor data.
   uint64_t file_size() const;
   uint64_t tensor_data_bytes() const;
+  /// Drops the resident pages of a mapped file (they come back from the file when read);
+  /// not_supported for a buffer (from_memory), whose bytes have nowhere to come back from.
+  Status release_pages() const;
 
  private:
   GgufFile();
@@ -74,6 +77,7 @@ class GgufModelSource final : public ModelSource {
   std::optional<int64_t> get_int(std::string_view key) const override { return file_->get_int(key); }
   std::optional<double> get_float(std::string_view key) const override { return file_->get_float(key); }
   std::optional<std::string> get_string(std::string_view key) const override { return file_->get_string(key); }
+  Status release_pages() const override { return file_->release_pages(); }
   const GgufFile& file() const { return *file_; }
 
  private:

@@ -14,6 +14,12 @@ namespace {
 std::string errno_text(int err) { return std::strerror(err); }
 }  // namespace
 
+Status MappedFile::release_pages() const {
+  if (madvise(const_cast<uint8_t*>(data_), static_cast<size_t>(size_), MADV_DONTNEED) != 0)
+    return internal_error("cannot release the pages of a mapped model file: " + errno_text(errno));
+  return {};
+}
+
 MappedFile::~MappedFile() {
   munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
 }

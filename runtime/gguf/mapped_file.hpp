@@ -21,6 +21,9 @@ class MappedFile {
   static Result<std::unique_ptr<MappedFile>> open(const std::string& path);
 
   const uint8_t* data() const { return data_; }
+  /// Lets the kernel drop the resident pages (madvise MADV_DONTNEED); reading them again
+  /// faults them back in from the file.
+  Status release_pages() const;
   uint64_t size() const { return size_; }
 
  private:

@@ -34,12 +34,14 @@ std::string LoggingStatLogger::format_line() const {
       "Engine {:03d}: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, "
       "Running: {} reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
       engine_index_, prompt_tokens_ / seconds, generation_tokens_ / seconds, last_.num_running_reqs,
-      last_.num_waiting_reqs, 100.0 * last_.kv_cache_usage, hit_rate);
+      last_.num_waiting_reqs, 100.0 * last_.kv_cache_usage, hit_rate) +
+         (last_.sleep_level != 0 ? fmt::format(", Sleeping (level {})", last_.sleep_level) : std::string());
 }
 
 void LoggingStatLogger::log() {
   bool idle = prompt_tokens_ == 0 && generation_tokens_ == 0 && last_.num_running_reqs == 0 &&
-              last_.num_waiting_reqs == 0;
+              last_.num_waiting_reqs == 0 && last_.sleep_level == last_logged_sleep_level_;
+  last_logged_sleep_level_ = last_.sleep_level;
   // Like vLLM, an idle engine logs once and then stays quiet until work arrives.
   if (!idle || !idle_logged_) sink_(format_line());
   idle_logged_ = idle;

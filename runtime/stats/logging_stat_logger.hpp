@@ -35,6 +35,7 @@ class LoggingStatLogger final : public StatLogger {
   int64_t prefix_hits_ = 0;
   SchedulerStats last_{};
   bool idle_logged_ = false;
+  int last_logged_sleep_level_ = 0;  // a change of sleep state is worth a line
 };
 
 }  // namespace troupe::stats

@@ -36,6 +36,7 @@ class PrometheusStatLogger final : public StatLogger {
   prometheus::Gauge* waiting_;
   prometheus::Gauge* kv_usage_;
   prometheus::Gauge* num_blocks_;
+  prometheus::Gauge* sleep_state_;
   prometheus::Counter* prefix_queries_;
   prometheus::Counter* prefix_hits_;
   prometheus::Counter* preemptions_;

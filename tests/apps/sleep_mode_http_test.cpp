@@ -1,0 +1,109 @@
+// Sleep mode through a real `troupe serve` on loopback: the routes, the API key,
+// requests that wait while the engine sleeps, identical greedy output after
+// waking (both levels, and waking in parts), the Prometheus gauge, and errors.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <future>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/bench/http_client.hpp"
+#include "tests/apps/serve_process.hpp"
+
+namespace troupe {
+namespace {
+
+using json = nlohmann::json;
+namespace http = apps::http;
+
+class SleepModeHttp : public ::testing::Test {
+ protected:
+  http::Response call(const std::string& method, const std::string& target, const std::string& body = "",
+                      bool with_key = true) {
+    http::Headers headers = {{"Content-Type", "application/json"}};
+    if (with_key) headers.push_back({"Authorization", "Bearer sleepy"});
+    auto r = http::request("127.0.0.1", server_->port(), method, target, body, headers, {}, std::chrono::seconds(60));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : http::Response{};
+  }
+  std::string complete() {
+    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}};
+    http::Response r = call("POST", "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body, nullptr, false);
+    return j.is_object() ? j["choices"][0]["text"].get<std::string>() : std::string();
+  }
+  // A gauge of /metrics ("troupe:num_requests_waiting"), or -1.
+  double gauge(const std::string& name) {
+    const std::string text = call("GET", "/metrics").body;
+    const size_t at = text.find("\n" + name + "{");
+    if (at == std::string::npos) return -1;
+    const size_t space = text.find("} ", at);
+    return std::stod(text.substr(space + 2, text.find('\n', space) - space - 2));
+  }
+  void start(std::vector<std::string> extra) {
+    server_ = std::make_unique<tests::ServeProcess>(std::move(extra));
+    ASSERT_TRUE(server_->wait_healthy()) << server_->log();
+  }
+  std::unique_ptr<tests::ServeProcess> server_;
+};
+
+TEST_F(SleepModeHttp, TheRoutesAreOffWithoutTheFlag) {
+  start({});
+  http::Response r = call("POST", "/sleep?level=1");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(r.body.find("start troupe serve with --enable-sleep-mode"), std::string::npos) << r.body;
+  EXPECT_EQ(call("GET", "/is_sleeping").status, 404);
+}
+
+TEST_F(SleepModeHttp, RequestsWaitWhileAsleepAndTheOutputIsTheSameAfterWaking) {
+  start({"--enable-sleep-mode", "--api-key", "sleepy"});
+  EXPECT_EQ(call("POST", "/sleep?level=1", "", /*with_key=*/false).status, 401);
+  const std::string awake = complete();
+  ASSERT_FALSE(awake.empty());
+  EXPECT_EQ(json::parse(call("GET", "/is_sleeping").body)["is_sleeping"], false);
+
+  http::Response slept = call("POST", "/sleep?level=1");
+  ASSERT_EQ(slept.status, 200) << slept.body;
+  json s = json::parse(slept.body);
+  EXPECT_EQ(s["level"], 1);
+  EXPECT_TRUE(s["freed_resident_bytes"].is_number_integer());
+  json state = json::parse(call("GET", "/is_sleeping").body);
+  EXPECT_EQ(state["is_sleeping"], true);
+  EXPECT_EQ(state["level"], 1);
+  EXPECT_EQ(gauge("troupe:engine_sleep_state"), 1);
+
+  // A request sent now waits in the queue until the engine wakes.
+  auto waiting = std::async(std::launch::async, [this] { return complete(); });
+  for (int i = 0; i < 2000 && gauge("troupe:num_requests_waiting") < 1; ++i) usleep(5000);
+  ASSERT_EQ(gauge("troupe:num_requests_waiting"), 1);
+  http::Response refused = call("POST", "/sleep?level=2");  // a request is unfinished
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("cannot sleep while requests are unfinished"), std::string::npos) << refused.body;
+  ASSERT_EQ(call("POST", "/wake_up").status, 200);
+  EXPECT_EQ(waiting.get(), awake);
+  EXPECT_EQ(gauge("troupe:engine_sleep_state"), 0);
+
+  // Level 2, woken in parts: asleep until both parts are back.
+  ASSERT_EQ(call("POST", "/sleep?level=2").status, 200);
+  EXPECT_EQ(gauge("troupe:engine_sleep_state"), 2);
+  ASSERT_EQ(call("POST", "/wake_up?tags=weights").status, 200);
+  EXPECT_EQ(json::parse(call("GET", "/is_sleeping").body)["is_sleeping"], true);
+  ASSERT_EQ(call("POST", "/wake_up?tags=kv_cache").status, 200);
+  EXPECT_EQ(json::parse(call("GET", "/is_sleeping").body)["is_sleeping"], false);
+  EXPECT_EQ(complete(), awake);
+
+  http::Response bad_level = call("POST", "/sleep?level=3");
+  EXPECT_EQ(bad_level.status, 400) << bad_level.body;
+  EXPECT_NE(bad_level.body.find("sleep level must be 1 or 2"), std::string::npos) << bad_level.body;
+  http::Response bad_tag = call("POST", "/wake_up?tags=lora");
+  EXPECT_EQ(bad_tag.status, 400) << bad_tag.body;
+  EXPECT_EQ(call("GET", "/sleep").status, 405);
+}
+
+}  // namespace
+}  // namespace troupe
