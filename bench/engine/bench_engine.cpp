@@ -2,14 +2,15 @@
 //                               [--threads N] [--json FILE]
 // troupe_bench_engine --load-format dummy --model-shape llama-3.2-1b [--weight-type q8_0] [--seed 0] [...]
 //   (random weights built in memory: the same model `troupe make-gguf` writes)
-//   [--kv-cache-dtype auto|fp16|fp32] [--device auto|cpu|cuda] [--hbm-gbps 4800] on either
+//   [--kv-cache-dtype auto|fp16|fp32] [--device auto|cpu|cuda] [--hbm-gbps 4800] [--prefill-len 512] on either
 //
 // Total decode throughput of the actor engine for several numbers of
 // concurrent requests (distinct random prompts, greedy, EOS ignored), and the
 // share of wall time spent outside the model (actors, scheduling, sampling,
 // detokenization). The reference is the same engine at concurrency 1 in the
 // same run: the batching gain is throughput(C) / throughput(1). Prefill tok/s
-// is every prompt token over the time until the last request's first token.
+// is every prompt token over the time until the last request's first token;
+// --prefill-len N adds one request of N prompt tokens alone (prefill only).
 // With --hbm-gbps B, "roofline" is decode tok/s over the weight-streaming
 // bound C * B / (bytes of weights read per step): KV cache reads are left out,
 // so the bound is optimistic and the fraction a lower bound.
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
   CLI::App app{"troupe_bench_engine: decode throughput of the actor engine under concurrency"};
   std::string model, levels_arg = "1,4,16,32", json_path, kv_cache_dtype = "auto";
   double hbm_gbps = 0;
-  int prompt_len = 128, gen_len = 128, threads = 0;
+  int prompt_len = 128, gen_len = 128, threads = 0, prefill_len = 0;
   troupe::engine::EngineOptions opts;
   app.add_option("model", model, "GGUF model (none with --load-format dummy)");
   app.add_option("--load-format", opts.config.model.load_format, "auto (MODEL) or dummy (random weights, no file)");
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", opts.config.device, "the platform: auto (default), cpu, cuda, ...");
   app.add_option("--max-num-batched-tokens", opts.config.scheduler.max_num_batched_tokens,
                  "most tokens in one step (default 2048)");
+  app.add_option("--prefill-len", prefill_len, "also time one request of this many prompt tokens alone (0: no)");
   app.add_option("--hbm-gbps", hbm_gbps, "memory bandwidth in GB/s: adds the weight-streaming roofline fraction");
   app.add_option("--json", json_path, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
     }
     levels.push_back(static_cast<int>(v));
   }
-  if (levels.empty() || prompt_len < 1 || gen_len < 1 || threads < 0) {
+  if (levels.empty() || prompt_len < 1 || gen_len < 1 || threads < 0 || prefill_len < 0) {
     std::fprintf(stderr, "--concurrency needs a level; --prompt-len and --gen-len must be >= 1\n");
     return 2;
   }
@@ -201,6 +203,14 @@ int main(int argc, char** argv) {
                     {"model_share", r.model_s / r.wall_s},
                     {"outside_model", outside}});
   }
+  nlohmann::json prefill = nullptr;
+  if (prefill_len > 0) {
+    // One request alone; its second token is generated so the first one's arrival is timed.
+    auto r = run(**engine, 1, prefill_len, 2, rng);
+    std::printf("prefill of %d tokens alone: %.1f tok/s (%.1f ms to the first token)\n", prefill_len, r.prefill_tps,
+                r.prefill_tps > 0 ? 1e3 * prefill_len / r.prefill_tps : 0.0);
+    prefill = {{"prompt_len", prefill_len}, {"prefill_tps", r.prefill_tps}};
+  }
   std::printf("\n'output tok/s' counts all generated tokens over the whole run (prefill included); 'decode tok/s'\n"
               "only the tokens after every request had its first one. 'vs C=1' compares decode tok/s.\n"
               "'outside model' = 1 - (time inside Worker::execute_model) / wall time: actors, scheduling,\n"
@@ -209,7 +219,8 @@ int main(int argc, char** argv) {
     nlohmann::json j = {{"model", model},         {"device", (*engine)->config().device},
                         {"threads", threads},     {"prompt_len", prompt_len},
                         {"gen_len", gen_len},     {"weight_bytes_per_step", weight_bytes},
-                        {"hbm_gbps", hbm_gbps},   {"levels", rows}};
+                        {"hbm_gbps", hbm_gbps},   {"levels", rows},
+                        {"prefill", prefill}};
     std::ofstream f(json_path);
     f << j.dump(2) << "\n";
     if (!f) {
