@@ -2,13 +2,18 @@
 //                               [--threads N] [--json FILE]
 // troupe_bench_engine --load-format dummy --model-shape llama-3.2-1b [--weight-type q8_0] [--seed 0] [...]
 //   (random weights built in memory: the same model `troupe make-gguf` writes)
-//   [--kv-cache-dtype auto|fp16|fp32] on either
+//   [--kv-cache-dtype auto|fp16|fp32] [--device auto|cpu|cuda] [--hbm-gbps 4800] [--prefill-len 512] on either
 //
 // Total decode throughput of the actor engine for several numbers of
 // concurrent requests (distinct random prompts, greedy, EOS ignored), and the
 // share of wall time spent outside the model (actors, scheduling, sampling,
 // detokenization). The reference is the same engine at concurrency 1 in the
-// same run: the batching gain is throughput(C) / throughput(1).
+// same run: the batching gain is throughput(C) / throughput(1). Prefill tok/s
+// is every prompt token over the time until the last request's first token;
+// --prefill-len N adds one request of N prompt tokens alone (prefill only).
+// With --hbm-gbps B, "roofline" is decode tok/s over the weight-streaming
+// bound C * B / (bytes of weights read per step): KV cache reads are left out,
+// so the bound is optimistic and the fraction a lower bound.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,6 +42,7 @@ struct RunResult {
   int concurrency = 0;
   int64_t generated = 0;
   double decode_tps = 0;  // tokens/s once every request had its first token (all decoding)
+  double prefill_tps = 0; // prompt tokens / seconds until every request had its first token
   double wall_s = 0;
   double model_s = 0;
   double step_s = 0;
@@ -95,6 +101,8 @@ RunResult run(Engine& engine, int concurrency, int prompt_len, int gen_len, std:
   r.generated = generated.load();
   // Decode phase: from the moment the last request got its first token to the end.
   auto decode_start = *std::max_element(first_token.begin(), first_token.end());
+  const double prefill_s = std::chrono::duration<double>(decode_start - start).count();
+  r.prefill_tps = prefill_s > 0 ? static_cast<double>(concurrency) * prompt_len / prefill_s : 0.0;
   auto decode_end = *std::max_element(token_times.begin(), token_times.end());
   int64_t decode_tokens = 0;
   for (auto t : token_times) decode_tokens += t > decode_start;
@@ -111,7 +119,8 @@ RunResult run(Engine& engine, int concurrency, int prompt_len, int gen_len, std:
 int main(int argc, char** argv) {
   CLI::App app{"troupe_bench_engine: decode throughput of the actor engine under concurrency"};
   std::string model, levels_arg = "1,4,16,32", json_path, kv_cache_dtype = "auto";
-  int prompt_len = 128, gen_len = 128, threads = 0;
+  double hbm_gbps = 0;
+  int prompt_len = 128, gen_len = 128, threads = 0, prefill_len = 0;
   troupe::engine::EngineOptions opts;
   app.add_option("model", model, "GGUF model (none with --load-format dummy)");
   app.add_option("--load-format", opts.config.model.load_format, "auto (MODEL) or dummy (random weights, no file)");
@@ -123,6 +132,11 @@ int main(int argc, char** argv) {
   app.add_option("--gen-len", gen_len, "new tokens per request (default 128)");
   app.add_option("--concurrency", levels_arg, "concurrent requests, comma-separated (default 1,4,16,32)");
   app.add_option("--threads", threads, "CPU compute threads (default: all cores)");
+  app.add_option("--device", opts.config.device, "the platform: auto (default), cpu, cuda, ...");
+  app.add_option("--max-num-batched-tokens", opts.config.scheduler.max_num_batched_tokens,
+                 "most tokens in one step (default 2048)");
+  app.add_option("--prefill-len", prefill_len, "also time one request of this many prompt tokens alone (0: no)");
+  app.add_option("--hbm-gbps", hbm_gbps, "memory bandwidth in GB/s: adds the weight-streaming roofline fraction");
   app.add_option("--json", json_path, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
   std::vector<int> levels;
@@ -136,7 +150,7 @@ int main(int argc, char** argv) {
     }
     levels.push_back(static_cast<int>(v));
   }
-  if (levels.empty() || prompt_len < 1 || gen_len < 1 || threads < 0) {
+  if (levels.empty() || prompt_len < 1 || gen_len < 1 || threads < 0 || prefill_len < 0) {
     std::fprintf(stderr, "--concurrency needs a level; --prompt-len and --gen-len must be >= 1\n");
     return 2;
   }
@@ -159,11 +173,13 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1234);
   run(**engine, 2, 16, 4, rng);  // warm-up: threads, caches, page faults
 
-  std::printf("\nmodel %s: %d-token prompts, %d new tokens each, greedy, %s threads\n",
-              (*engine)->served_model_name().c_str(), prompt_len, gen_len,
-              threads > 0 ? std::to_string(threads).c_str() : "all");
-  std::printf("%-12s %10s %14s %14s %9s %13s %14s\n", "concurrency", "wall (s)", "output tok/s", "decode tok/s",
-              "vs C=1", "model share", "outside model");
+  const auto weight_bytes = static_cast<double>((*engine)->model_info().weight_bytes);
+  std::printf("\nmodel %s on %s: %d-token prompts, %d new tokens each, greedy, %s threads, %.1f MiB of weights "
+              "read per step\n",
+              (*engine)->served_model_name().c_str(), (*engine)->config().device.c_str(), prompt_len, gen_len,
+              threads > 0 ? std::to_string(threads).c_str() : "all", weight_bytes / (1 << 20));
+  std::printf("%-12s %10s %14s %14s %14s %9s %13s %14s %9s\n", "concurrency", "wall (s)", "output tok/s",
+              "prefill tok/s", "decode tok/s", "vs C=1", "model share", "outside model", "roofline");
   double base = 0;
   nlohmann::json rows = nlohmann::json::array();
   for (int c : levels) {
@@ -171,23 +187,40 @@ int main(int argc, char** argv) {
     double tps = static_cast<double>(r.generated) / r.wall_s;
     if (base == 0) base = r.decode_tps;
     double outside = std::max(0.0, 1.0 - r.model_s / r.wall_s);
-    std::printf("%-12d %10.2f %14.1f %14.1f %8.2fx %12.1f%% %13.1f%%\n", c, r.wall_s, tps, r.decode_tps,
-                r.decode_tps / base, 100.0 * r.model_s / r.wall_s, 100.0 * outside);
+    // Decode reads every weight once per step for c tokens: at most c * bandwidth / weight bytes tok/s.
+    const double roofline =
+        hbm_gbps > 0 && weight_bytes > 0 ? r.decode_tps / (c * hbm_gbps * 1e9 / weight_bytes) : 0.0;
+    std::printf("%-12d %10.2f %14.1f %14.1f %14.1f %8.2fx %12.1f%% %13.1f%% %8.1f%%\n", c, r.wall_s, tps,
+                r.prefill_tps, r.decode_tps, base > 0 ? r.decode_tps / base : 0.0, 100.0 * r.model_s / r.wall_s, 100.0 * outside,
+                100.0 * roofline);
     rows.push_back({{"concurrency", c},
                     {"wall_s", r.wall_s},
                     {"generated", r.generated},
                     {"output_tps", tps},
                     {"decode_tps", r.decode_tps},
+                    {"prefill_tps", r.prefill_tps},
+                    {"roofline_fraction", roofline},
                     {"model_share", r.model_s / r.wall_s},
                     {"outside_model", outside}});
+  }
+  nlohmann::json prefill = nullptr;
+  if (prefill_len > 0) {
+    // One request alone; its second token is generated so the first one's arrival is timed.
+    auto r = run(**engine, 1, prefill_len, 2, rng);
+    std::printf("prefill of %d tokens alone: %.1f tok/s (%.1f ms to the first token)\n", prefill_len, r.prefill_tps,
+                r.prefill_tps > 0 ? 1e3 * prefill_len / r.prefill_tps : 0.0);
+    prefill = {{"prompt_len", prefill_len}, {"prefill_tps", r.prefill_tps}};
   }
   std::printf("\n'output tok/s' counts all generated tokens over the whole run (prefill included); 'decode tok/s'\n"
               "only the tokens after every request had its first one. 'vs C=1' compares decode tok/s.\n"
               "'outside model' = 1 - (time inside Worker::execute_model) / wall time: actors, scheduling,\n"
               "sampling and detokenization. References come from a side-by-side run (bench/), never from here.\n");
   if (!json_path.empty()) {
-    nlohmann::json j = {{"model", model}, {"threads", threads}, {"prompt_len", prompt_len}, {"gen_len", gen_len},
-                        {"levels", rows}};
+    nlohmann::json j = {{"model", model},         {"device", (*engine)->config().device},
+                        {"threads", threads},     {"prompt_len", prompt_len},
+                        {"gen_len", gen_len},     {"weight_bytes_per_step", weight_bytes},
+                        {"hbm_gbps", hbm_gbps},   {"levels", rows},
+                        {"prefill", prefill}};
     std::ofstream f(json_path);
     f << j.dump(2) << "\n";
     if (!f) {

@@ -1,6 +1,7 @@
-// The CUDA platform: identity, device queries and config defaults. The
-// compute side (worker, ops, attention, NCCL communicator) is not written
-// yet: those factories answer not_supported, naming the platform.
+// The CUDA platform: one worker per rank on its own device (CudaWorker), the
+// kernels of kernels/cuda behind Ops (CudaOps), a paged KV cache in device
+// memory (CudaAttentionBackend), device memory through CudaAllocator, and NCCL
+// between ranks (NcclCommunicator; a world of one rank needs no NCCL).
 #pragma once
 
 #include "troupe/platform.hpp"
@@ -16,19 +17,27 @@ class CudaPlatform final : public Platform {
   /// cudaGetDeviceProperties(...).name, e.g. "NVIDIA H200".
   std::string device_name(int device_id = 0) const override;
   int device_count() const override { return device_count_; }
+  /// Worker class, block size 16, KV cache f16 unless asked otherwise, eager execution
+  /// (no CUDA graphs yet).
   Status check_and_update_config(EngineConfig& config) const override;
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
+  /// On the device current on the calling thread (CudaWorker::init_device sets it).
   Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
+  /// cudaMalloc'd memory of the current device.
+  Result<std::unique_ptr<DeviceAllocator>> make_allocator(const EngineConfig& config) const override;
+  /// "" for a world of 1; otherwise a fresh ncclUniqueId as "nccl:<hex>" (NCCL's bootstrap
+  /// root then runs in this process, which must live until every rank has joined).
+  Result<std::string> make_communicator_id(const ParallelConfig& parallel) const override;
+  /// A world of 1: device copies. Otherwise an NCCL communicator at parallel.communicator_id.
   Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
                                                                        int rank) const override;
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
   /// cudaMemGetInfo on `device_id`.
   DeviceMemory memory_info(int device_id = 0) const override;
   std::vector<std::string> supported_dtypes() const override;
+  /// Exactly the weight types the CUDA kernels compute (kernels::cuda::supports_weight_type).
   std::vector<std::string> supported_quantizations() const override;
-  /// Refuses every weight type until the CUDA worker exists, so that automatic
-  /// platform choice passes cuda over (and runs on the CPU) instead of failing.
-  Status verify_quantization(std::string_view quant) const override;
+  bool supports(std::string_view capability) const override;
 
  private:
   int device_count_;

@@ -1,0 +1,52 @@
+// The cuda attention backend: a paged KV cache in device memory with the CPU
+// backend's layout (per layer, K and V of [num_blocks * block_size][num_kv_heads]
+// [head_dim]), f16 by default, f32 or bf16 on request, and the paged attention
+// kernel of kernels/cuda for prefill chunks and decodes alike. The step's host
+// arrays (slot mapping, query starts, sequence lengths, block tables) are
+// staged into device memory once per step (the context reuses the staging for
+// every layer of the same batch).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "platforms/cuda/cuda_context.hpp"
+#include "troupe/attention.hpp"
+
+namespace troupe::cuda {
+
+/// The cache dtype a config's cache_dtype names: "auto" (f16), "fp16"/"float16"/"f16"/"half",
+/// "bf16"/"bfloat16", "fp32"/"float32"/"f32"/"float"; anything else is invalid_argument.
+Result<DType> cuda_kv_cache_dtype(const std::string& cache_dtype);
+
+class CudaAttentionBackend final : public AttentionBackend {
+ public:
+  explicit CudaAttentionBackend(std::shared_ptr<CudaContext> ctx) : ctx_(std::move(ctx)) {}
+  ~CudaAttentionBackend() override;
+  std::string name() const override { return "cuda_paged"; }
+  /// cudaMalloc of the whole cache (resource_exhausted when the device is full).
+  Status allocate(const KvCacheSpec& spec, int64_t num_blocks) override;
+  const KvCacheSpec& spec() const override { return spec_; }
+  int64_t num_blocks() const override { return num_blocks_; }
+  /// Also: head_dim at most the kernel's 256.
+  Status check_batch(const ForwardBatch& batch) const override;
+  /// Failures are recorded in the context (the worker fails the step with them).
+  void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
+               const ForwardBatch& batch, float scale) override;
+  /// Drops the cache (its device memory is freed); allocate() makes a new one.
+  void release();
+
+ private:
+  Status run(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
+             const ForwardBatch& batch, float scale);
+
+  std::shared_ptr<CudaContext> ctx_;
+  KvCacheSpec spec_;
+  int64_t num_blocks_ = 0;
+  void* storage_ = nullptr;
+  int64_t layer_bytes_ = 0;            // one layer's K (or V)
+  std::vector<uint8_t> packed_;        // the step's host arrays, packed for one staging copy
+};
+
+}  // namespace troupe::cuda

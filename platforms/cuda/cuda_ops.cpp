@@ -1,0 +1,128 @@
+#include "platforms/cuda/cuda_ops.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/encoder.hpp"
+#include "kernels/cuda/matmul.hpp"
+
+namespace troupe::cuda {
+
+namespace kc = troupe::kernels::cuda;
+
+std::vector<std::string> weight_type_names() {
+  std::vector<std::string> names;
+  for (uint32_t id = 0; id < 256; ++id) {
+    auto tr = dtype_traits(id);
+    if (tr && kc::supports_weight_type(static_cast<DType>(id))) names.emplace_back(tr->name);
+  }
+  return names;
+}
+
+CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx) : ctx_(std::move(ctx)) {}
+
+CudaOps::~CudaOps() {
+  if (scratch_ != nullptr) {
+    (void)ctx_->make_current();
+    (void)cudaFree(scratch_);
+  }
+}
+
+Status CudaOps::check_weight_type(DType type) const {
+  if (dtype_traits(static_cast<uint32_t>(type)) && kc::supports_weight_type(type)) return {};
+  std::string list;
+  for (const auto& n : weight_type_names()) list += (list.empty() ? "" : ", ") + n;
+  return not_supported("weights of type " + std::string(to_string(type)) + " (id " +
+                       std::to_string(static_cast<uint32_t>(type)) +
+                       ") cannot be computed by platform cuda (supported: " + list + ")");
+}
+
+Status CudaOps::reserve_scratch(int64_t bytes) {
+  if (bytes <= scratch_bytes_) return {};
+  if (scratch_ != nullptr) (void)cudaFree(scratch_);  // waits for the work that may still read it
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  TROUPE_RETURN_IF_ERROR(cuda_check(cudaMalloc(&scratch_, static_cast<size_t>(bytes)),
+                                    ctx_->name() + ": cudaMalloc of the cuBLAS activation scratch"));
+  scratch_bytes_ = bytes;
+  return {};
+}
+
+Status CudaOps::run_matmul(const WeightTensor& w, const float* x, int64_t n, float* y) {
+  TROUPE_RETURN_IF_ERROR(ctx_->make_current());
+  const int64_t in = w.ne[0], out = w.rows();
+  const bool half = w.type == DType::f16 || w.type == DType::bf16;
+  if (!half || n <= kc::kGemvMaxTokens)
+    return kc::matmul(w.type, w.data, w.row_stride, in, out, x, DType::f32, n, y, ctx_->stream());
+  auto blas = ctx_->blas();
+  if (!blas.ok()) return blas.status();
+  TROUPE_RETURN_IF_ERROR(reserve_scratch(n * in * 2));
+  TROUPE_RETURN_IF_ERROR(kc::convert_from_f32(x, w.type, scratch_, n * in, ctx_->stream()));
+  return (*blas)->gemm(w.type, w.data, w.row_stride, in, out, scratch_, n, y, ctx_->stream());
+}
+
+void CudaOps::matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
+  const Status s = run_matmul(w, x, n_tokens, y);
+  if (!s.ok()) ctx_->record(Status(s.code(), "matmul of '" + w.name + "': " + s.message()));
+}
+
+void CudaOps::embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) {
+  auto staged = ctx_->stage(ids, n * static_cast<int64_t>(sizeof(int32_t)));
+  if (!staged.ok()) return ctx_->record(staged.status());
+  ctx_->record(kc::embedding(w.type, w.data, w.row_stride, w.ne[0], w.rows(), static_cast<const int32_t*>(*staged), n,
+                             out, ctx_->stream()));
+}
+
+void CudaOps::rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) {
+  ctx_->record(ctx_->make_current());
+  ctx_->record(kc::rms_norm(x, weight, n_tokens, dim, eps, out, ctx_->stream()));
+}
+
+void CudaOps::rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                   bool neox) {
+  auto staged = ctx_->stage(positions, n_tokens * static_cast<int64_t>(sizeof(int32_t)));
+  if (!staged.ok()) return ctx_->record(staged.status());
+  ctx_->record(kc::rope(x, static_cast<const int32_t*>(*staged), n_tokens, n_heads, head_dim, theta, neox,
+                        ctx_->stream()));
+}
+
+void CudaOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  ctx_->record(ctx_->make_current());
+  ctx_->record(kc::silu_mul(gate, up, n, out, ctx_->stream()));
+}
+
+void CudaOps::add_inplace(float* y, const float* x, int64_t n) {
+  ctx_->record(ctx_->make_current());
+  ctx_->record(kc::add_inplace(y, x, n, ctx_->stream()));
+}
+
+void CudaOps::layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim,
+                         float eps, float* out) {
+  ctx_->record(ctx_->make_current());
+  ctx_->record(kc::layer_norm(x, weight, bias, n_tokens, dim, eps, out, ctx_->stream()));
+}
+
+void CudaOps::gelu(const float* x, int64_t n, float* out) {
+  ctx_->record(ctx_->make_current());
+  ctx_->record(kc::gelu_erf(x, n, out, ctx_->stream()));
+}
+
+void CudaOps::add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) {
+  ctx_->record(ctx_->make_current());
+  ctx_->record(kc::add_bias(y, bias, n_tokens, dim, ctx_->stream()));
+}
+
+void CudaOps::dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
+                              int num_seqs, int n_heads, int head_dim, float scale, bool causal) {
+  if (num_seqs < 0) return ctx_->record(invalid_argument("dense_attention: negative number of sequences"));
+  auto staged = ctx_->stage(seq_starts, (int64_t{num_seqs} + 1) * static_cast<int64_t>(sizeof(int32_t)));
+  if (!staged.ok()) return ctx_->record(staged.status());
+  int64_t max_len = 0;
+  for (int s = 0; s < num_seqs; ++s) max_len = std::max<int64_t>(max_len, seq_starts[s + 1] - seq_starts[s]);
+  ctx_->record(kc::dense_attention(q, k, v, out, static_cast<const int32_t*>(*staged), num_seqs, seq_starts[num_seqs],
+                                   n_heads, head_dim, scale, causal, max_len, ctx_->stream()));
+}
+
+}  // namespace troupe::cuda

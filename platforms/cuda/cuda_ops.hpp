@@ -1,0 +1,53 @@
+// troupe::Ops on a CUDA device: the kernels of kernels/cuda, enqueued on the
+// device's stream (CudaContext). Float pointers and weights are device memory
+// (CudaAllocator); token ids and positions are host memory, staged by the
+// context. Ops methods return nothing: a failure (bad shape, launch error,
+// an op with no CUDA kernel) is recorded in the context and the worker fails
+// the step with it (CudaWorker::execute_model).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "platforms/cuda/cuda_context.hpp"
+#include "troupe/ops.hpp"
+
+namespace troupe::cuda {
+
+/// Names of the weight types the CUDA kernels compute, in ggml id order.
+std::vector<std::string> weight_type_names();
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(std::shared_ptr<CudaContext> ctx);
+  ~CudaOps() override;
+  Status check_weight_type(DType type) const override;
+  /// Quantized and f32 weights: the dequantizing GEMV (<= 8 tokens) or tiled GEMM. f16 and
+  /// bf16 weights with more than 8 tokens: cuBLAS on activations converted to the weight type.
+  void matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) override;
+  void embedding(const WeightTensor& w, const int32_t* ids, int64_t n, float* out) override;
+  void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) override;
+  void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+            bool neox) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override;
+  void add_inplace(float* y, const float* x, int64_t n) override;
+  void layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim, float eps,
+                  float* out) override;
+  void gelu(const float* x, int64_t n, float* out) override;
+  void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) override;
+  void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
+                       int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
+
+  CudaContext& context() const { return *ctx_; }
+
+ private:
+  Status run_matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y);
+  Status reserve_scratch(int64_t bytes);
+
+  std::shared_ptr<CudaContext> ctx_;
+  void* scratch_ = nullptr;  // activations converted to f16/bf16 for cuBLAS
+  int64_t scratch_bytes_ = 0;
+};
+
+}  // namespace troupe::cuda

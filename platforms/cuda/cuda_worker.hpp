@@ -1,0 +1,45 @@
+// The CUDA worker: the SDK's ModelRunnerWorker on one CUDA device. Rank r uses
+// device r % device_count (one rank per device and process, vLLM's layout on
+// one host). Its memory budget is vLLM's: --gpu-memory-utilization of the
+// device's total memory, less what is in use once the model is loaded.
+// Warm-up runs eager steps of the shapes serving will see; CUDA graphs are not
+// captured (yet). Failures recorded by the ops and the attention backend fail
+// the step that caused them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "platforms/cuda/cuda_context.hpp"
+#include "troupe/model_runner_worker.hpp"
+
+namespace troupe::cuda {
+
+class CudaWorker final : public ModelRunnerWorker {
+ public:
+  CudaWorker(const EngineConfig& config, int rank, const Platform& platform, int device_count);
+
+  /// Makes this rank's device current, then the SDK worker's set-up (its factories use it).
+  Status init_device() override;
+  /// Refuses a model the device cannot serve (found while building it) with its reason.
+  Status load_model(const ModelSource& source) override;
+  /// kv_cache_memory_bytes when set; else memory_utilization x total - in use (cudaMemGetInfo).
+  Result<int64_t> determine_available_memory() override;
+  /// Eager warm-up: a prefill-shaped step and a one-token decode (kernels loaded, cuBLAS
+  /// heuristics and scratch settled). No CUDA graph capture.
+  Status compile_or_warm_up_model() override;
+  Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) override;
+
+  int device() const { return device_; }
+
+ protected:
+  /// auto/fp16 (f16), bf16, fp32.
+  Result<DType> kv_cache_dtype(const std::string& cache_dtype) const override;
+  std::string describe_device() const override;
+
+ private:
+  int device_;
+  std::shared_ptr<CudaContext> ctx_;
+};
+
+}  // namespace troupe::cuda
