@@ -165,7 +165,7 @@ int run(const CheckOptions& o) {
   if (!goldens.ok() || !file.ok()) {
     conf::CaseResult c;
     c.group = "worker";
-    c.op = "load the model and golden tokens";
+    c.op = "model_files";
     c.outcome = conf::Outcome::fail;
     c.detail = !file.ok() ? file.status().to_string() : goldens.status().to_string();
     report.cases.push_back(std::move(c));
