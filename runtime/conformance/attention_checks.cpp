@@ -85,7 +85,10 @@ class Scenario {
       b.query_start.push_back(b.num_tokens());
       b.seq_lens.push_back(seq.len);
       b.block_tables.push_back(seq.table);
-      lens += (lens.empty() ? "" : ",") + std::to_string(n) + "/" + std::to_string(seq.len);
+      if (!lens.empty()) lens += ',';
+      lens += std::to_string(n);
+      lens += '/';
+      lens += std::to_string(seq.len);
     }
     const int64_t T = b.num_tokens();
     std::vector<std::vector<float>> q, k, v;

@@ -15,7 +15,12 @@ namespace {
 
 std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims) {
   std::string s;
-  for (const auto& [name, v] : dims) s += (s.empty() ? "" : " ") + std::string(name) + "=" + std::to_string(v);
+  for (const auto& [name, v] : dims) {
+    if (!s.empty()) s += ' ';
+    s += name;
+    s += '=';
+    s += std::to_string(v);
+  }
   return s;
 }
 
@@ -287,7 +292,10 @@ void check_kernels(const Platform& target, const Platform& reference, const Opti
                               " is claimed by both but not checked: the check cannot make weights of it");
   }
   std::string names;
-  for (DType d : k.types) names += (names.empty() ? "" : ", ") + std::string(to_string(d));
+  for (DType d : k.types) {
+    if (!names.empty()) names += ", ";
+    names += to_string(d);
+  }
   report->notes.push_back("weight types checked (claimed by both " + target.device_type() + " and " +
                           reference.device_type() + "): " + (names.empty() ? "none" : names));
   k.matmuls();
