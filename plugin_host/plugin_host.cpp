@@ -313,9 +313,11 @@ Result<size_t> PluginHost::Impl::choose(const PlatformRequest& request) const {
   if (oot.size() >= 2)
     return invalid_argument("Only one out-of-tree platform plugin can be activated, but got: " + names(oot) +
                             ". Use TROUPE_PLUGINS to choose one.");
-  if (oot.size() == 1) {  // installed on purpose: it is chosen, or its refusal is the answer
-    if (Status st = can_serve(*oot[0], request); !st.ok()) return cannot_serve(*oot[0], st, request);
-    return index_of(oot[0]);
+  if (oot.size() == 1) {  // installed on purpose: it wins whenever it can run the model
+    if (Status st = can_serve(*oot[0], request); st.ok()) return index_of(oot[0]);
+    else
+      TROUPE_LOG_INFO("Platform {} is available but cannot run {}: {}", oot[0]->name,
+                      request.what.empty() ? "this model" : request.what, st.message());
   }
   // A real accelerator beats the CPU (vLLM: CUDA is chosen over CPU when both are
   // present), but only one that can run the model.
@@ -418,6 +420,21 @@ Result<std::string> PluginHost::preview_platform(const PlatformRequest& request)
   auto chosen = impl_->choose(request);
   if (!chosen.ok()) return chosen.status();
   return impl_->available[*chosen].name;
+}
+
+Result<Platform*> PluginHost::platform(const std::string& device) {
+  load_all();
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->probed) impl_->probe_platforms();
+  for (const auto& a : impl_->available)
+    if (impl_->matches(a, device)) return a.platform;
+  for (const auto& c : impl_->candidates)
+    if (c.name == device || c.device_type == device)
+      return unavailable("platform " + c.name + " is not available: " + c.reason);
+  std::vector<std::string> known;
+  for (const auto& c : impl_->candidates) known.push_back(c.name + (c.available ? "" : " (not available)"));
+  return not_found("no platform plugin provides '" + device + "' (platforms: " +
+                   (known.empty() ? std::string("none") : join(known)) + ")");
 }
 
 const std::vector<PluginRecord>& PluginHost::records() const { return impl_->records; }

@@ -100,10 +100,15 @@ class PluginHost {
   /// An explicit device (request, else TROUPE_DEVICE) activates that platform or fails
   /// with the probe's reason. Automatically: one out-of-tree platform beats built-ins
   /// (two or more are an error), an accelerator beats the CPU; a platform that cannot
-  /// serve the request's model is passed over.
+  /// serve the request's model (out-of-tree ones included) is passed over.
   Result<Platform*> activate_platform(const PlatformRequest& request = {});
   /// The name of the platform activate_platform(request) would give, activating nothing.
   Result<std::string> preview_platform(const PlatformRequest& request = {});
+
+  /// The platform named `device` (plugin name or device type) as its probe returned it,
+  /// activating nothing: for tools that compare platforms (platform-check's CPU reference).
+  /// unavailable with the probe's reason when it declined; not_found when none provides it.
+  Result<Platform*> platform(const std::string& device);
 
   const std::vector<PluginRecord>& records() const;
   const std::vector<PlatformCandidate>& platform_candidates() const;

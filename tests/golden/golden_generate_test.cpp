@@ -124,6 +124,69 @@ TEST(GoldenStories260K, PromptsFileRunsConcurrentlyThroughTheEngine) {
   EXPECT_EQ(stats["generation_tokens"].get<int64_t>(), 64 * static_cast<int64_t>(g["cases"].size()));
 }
 
+// The same goldens on the out-of-tree sim accelerator (examples/sim_accelerator), whose
+// memory the core cannot read: one request alone, then every prompt at once through the
+// engine. Any core access to device memory would crash the process.
+TEST(GoldenStories260K, SimAcceleratorMatchesLlamaCppThroughTheEngine) {
+  if (!TROUPE_HAVE_EXAMPLES) GTEST_SKIP() << "examples are not built";
+  const std::string env = std::string("env -u TROUPE_PLUGINS -u TROUPE_DEVICE TROUPE_PLUGIN_PATH=") + SIM_PLUGIN_DIR;
+  const auto g = golden();
+  const auto c0 = g["cases"][0];
+  auto one = run_troupe("generate " + testing::stories_path() + " -p " + quote(c0["prompt"].get<std::string>()) +
+                            " -n 64 --json --device sim",
+                        env);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("Platform plugin sim is activated"), std::string::npos) << one.err;
+  EXPECT_NE(one.err.find("memory sim:0"), std::string::npos) << one.err;
+  expect_matches_case(c0, nlohmann::json::parse(one.out)["token_ids"].get<std::vector<int32_t>>());
+
+  const std::string file = ::testing::TempDir() + "golden_prompts_sim_" + std::to_string(::getpid()) + ".txt";
+  {
+    std::ofstream out(file);
+    for (const auto& c : g["cases"]) out << c["prompt"].get<std::string>() << "\n";
+  }
+  auto r = run_troupe("generate " + testing::stories_path() + " --prompts-file " + quote(file) + " -n 64 --stats", env);
+  std::remove(file.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("Platform plugin sim is activated"), std::string::npos) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int exact = 0;
+  size_t i = 0;
+  for (; i < g["cases"].size() && std::getline(lines, line); ++i) {
+    const auto& c = g["cases"][i];
+    SCOPED_TRACE(c["prompt"].get<std::string>());
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["prompt_token_ids"], c["prompt_ids"]);
+    const auto ids = j["token_ids"].get<std::vector<int32_t>>();
+    expect_matches_case(c, ids);
+    exact += ids == c["output_ids"].get<std::vector<int32_t>>();
+  }
+  ASSERT_EQ(i, g["cases"].size());
+  EXPECT_GE(exact, static_cast<int>(g["cases"].size()) - 3);
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_GT(nlohmann::json::parse(line)["max_running_requests"].get<int>(), 1);
+}
+
+// A model in a type the sim cannot compute: automatic choice passes over it (the CPU runs
+// it), and --device sim is an error naming the type and the platforms that could.
+TEST(GoldenStories260K, SimAcceleratorIsPassedOverForWeightsItCannotCompute) {
+  if (!TROUPE_HAVE_EXAMPLES) GTEST_SKIP() << "examples are not built";
+  const char* model = std::getenv("TROUPE_TEST_MODEL");
+  if (!model || !*model) GTEST_SKIP() << "TROUPE_TEST_MODEL (a quantized GGUF) is not set";
+  const std::string env = std::string("env -u TROUPE_PLUGINS -u TROUPE_DEVICE TROUPE_PLUGIN_PATH=") + SIM_PLUGIN_DIR;
+  auto automatic = run_troupe(std::string("generate ") + quote(model) + " -p hi -n 2 --threads 2", env);
+  EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_NE(automatic.err.find("Platform sim is available but cannot run"), std::string::npos) << automatic.err;
+  EXPECT_NE(automatic.err.find("Platform plugin cpu is activated"), std::string::npos) << automatic.err;
+  auto forced = run_troupe(std::string("generate ") + quote(model) + " -p hi -n 2 --device sim", env);
+  EXPECT_EQ(forced.exit_code, 1);
+  EXPECT_NE(forced.err.find("platform sim cannot run"), std::string::npos) << forced.err;
+  EXPECT_NE(forced.err.find("is not supported by platform sim (supported: f32, f16, bf16)"), std::string::npos)
+      << forced.err;
+  EXPECT_NE(forced.err.find("platforms that could: cpu"), std::string::npos) << forced.err;
+}
+
 // The same prompts with the model split over separate node processes (local
 // nodes the engine starts): tensor parallel 2 and 4, pipeline parallel 2.
 // Greedy output equals one process's token for token, and the goldens hold up

@@ -64,6 +64,24 @@ if(NOT activated MATCHES "^(cpu|cuda)$")
 endif()
 message(STATUS "installed troupe loaded the standalone dummy_model; platform ${activated}")
 
+# The simulated accelerator, built against the install as a hardware vendor starts
+# (docs/writing-a-platform-plugin.md), must pass the installed `troupe platform-check`,
+# which finds stories260K and its goldens in the install's share/troupe/conformance.
+set(sim_build ${WORK_DIR}/sim_accelerator_build)
+run_step("configuring examples/sim_accelerator against the install"
+  ${CMAKE_COMMAND} -S ${TROUPE_SOURCE_DIR}/examples/sim_accelerator -B ${sim_build} -G ${GENERATOR}
+  -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release)
+run_step("building examples/sim_accelerator" ${CMAKE_COMMAND} --build ${sim_build})
+run_step("installed troupe platform-check --platform sim"
+  ${CMAKE_COMMAND} -E env --unset=TROUPE_PLUGINS --unset=TROUPE_BUILTIN_PLUGIN_DIR --unset=TROUPE_DEVICE
+  TROUPE_PLUGIN_PATH=${sim_build}/plugins/sim ${prefix}/bin/troupe platform-check --platform sim --json --no-speed)
+string(JSON passed GET "${step_out}" passed)
+string(JSON platform GET "${step_out}" platform)
+if(NOT passed OR NOT platform STREQUAL "sim")
+  message(FATAL_ERROR "the standalone sim accelerator did not pass the installed platform-check:\n${step_out}")
+endif()
+message(STATUS "the standalone sim accelerator passed the installed troupe platform-check")
+
 # The embedding API: build examples/embed_service against the same install and run it.
 if(DEFINED MODEL)
   set(embed_build ${WORK_DIR}/embed_service_build)

@@ -324,6 +324,37 @@ TEST(PlatformChoice, AcceleratorThatCannotRunTheModelIsPassedOver) {
   EXPECT_EQ(host.activated_platform_name(), "fake_cpu");
 }
 
+// An out-of-tree platform wins only for models it can run (the sim accelerator has no
+// quantized kernels): automatically it is passed over, explicitly its refusal is the answer.
+TEST(PlatformChoice, OutOfTreePlatformThatCannotRunTheModelIsPassedOver) {
+  ph::PluginHost host(opts({"fake_cpu", "oot_a"}));
+  auto p = host.activate_platform(model_for({"fake_cpu"}));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(host.activated_platform_name(), "fake_cpu");
+  ph::PluginHost forced(opts({"fake_cpu", "oot_a"}));
+  auto f = forced.activate_platform(model_for({"fake_cpu"}, "oot_a"));
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(contains(f.status().message(), "platform oot_a cannot run m.gguf")) << f.status().message();
+  EXPECT_TRUE(contains(f.status().message(), "platforms that could: fake_cpu")) << f.status().message();
+}
+
+// A platform by name without activating it (platform-check's reference).
+TEST(PlatformChoice, APlatformByNameActivatesNothing) {
+  ph::PluginHost host(opts({"fake_cpu", "oot_a", "declining"}));
+  auto cpu = host.platform("fake_cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  EXPECT_EQ((*cpu)->device_type(), "fake_cpu");
+  EXPECT_FALSE(host.activated_platform_name().has_value());
+  auto active = host.activate_platform();
+  ASSERT_TRUE(active.ok());
+  EXPECT_EQ(host.activated_platform_name(), "oot_a");
+  auto again = host.platform("fake_cpu");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *cpu);
+  EXPECT_EQ(host.platform("declining").status().code(), troupe::StatusCode::unavailable);
+  EXPECT_EQ(host.platform("tpu9").status().code(), troupe::StatusCode::not_found);
+}
+
 TEST(PlatformChoice, AcceleratorThatCanRunTheModelWins) {
   ph::PluginHost host(opts({"fake_cpu", "fake_accel"}));
   auto p = host.activate_platform(model_for({"fake_cpu", "fake_accel"}));

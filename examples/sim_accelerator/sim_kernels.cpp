@@ -1,0 +1,153 @@
+#include "sim_kernels.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "sim_device.hpp"
+
+namespace sim::kernels {
+
+using troupe::DType;
+
+bool reads_weight_type(DType type) { return type == DType::f32 || type == DType::f16 || type == DType::bf16; }
+
+int64_t row_bytes(DType type, int64_t n) { return n * (type == DType::f32 ? 4 : 2); }
+
+void weight_row(DType type, const uint8_t* w, int64_t stride, int64_t row, int64_t n, float* out) {
+  const uint8_t* r = w + row * stride;
+  switch (type) {
+    case DType::f32: std::memcpy(out, r, static_cast<size_t>(n) * 4); return;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(reinterpret_cast<const uint16_t*>(r)[i]);
+      return;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(reinterpret_cast<const uint16_t*>(r)[i]);
+      return;
+    default: std::abort();  // the ops refuse other types before they get here
+  }
+}
+
+void matmul(DType type, const uint8_t* w, int64_t stride, int64_t in, int64_t out, const float* x, int64_t n_tokens,
+            float* y) {
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t o = 0; o < out; ++o) {
+    weight_row(type, w, stride, o, in, row.data());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x + t * in;
+      float s = 0;
+      for (int64_t i = 0; i < in; ++i) s += xt[i] * row[static_cast<size_t>(i)];
+      y[t * out + o] = s;
+    }
+  }
+}
+
+void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double{x[t * dim + i]} * x[t * dim + i];
+    const auto scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+    for (int64_t i = 0; i < dim; ++i) out[t * dim + i] = x[t * dim + i] * scale * (weight ? weight[i] : 1.0f);
+  }
+}
+
+void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox) {
+  const int half = head_dim / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = positions[t] * std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+      const auto c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      for (int h = 0; h < n_heads; ++h) {
+        float* v = x + (t * n_heads + h) * int64_t{head_dim};
+        // NeoX rotates (i, i + d/2); the original layout rotates neighbours (2i, 2i + 1).
+        float& a = neox ? v[i] : v[2 * i];
+        float& b = neox ? v[i + half] : v[2 * i + 1];
+        const float x0 = a, x1 = b;
+        a = x0 * c - x1 * s;
+        b = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim, float eps,
+                float* out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* r = x + t * dim;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += r[i];
+    mean /= static_cast<double>(dim);
+    for (int64_t i = 0; i < dim; ++i) var += (r[i] - mean) * (r[i] - mean);
+    var /= static_cast<double>(dim);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      out[t * dim + i] = static_cast<float>((r[i] - mean) * inv) * weight[i] + (bias ? bias[i] : 0.0f);
+  }
+}
+
+void gelu(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0))));
+}
+
+void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < dim; ++i) y[t * dim + i] += bias[i];
+}
+
+void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
+                     int num_seqs, int n_heads, int head_dim, float scale, bool causal) {
+  const int64_t row = int64_t{n_heads} * head_dim;
+  for (int s = 0; s < num_seqs; ++s) {
+    const int64_t b = seq_starts[s], e = seq_starts[s + 1];
+    std::vector<double> w(static_cast<size_t>(e - b));
+    for (int64_t i = b; i < e; ++i) {
+      for (int h = 0; h < n_heads; ++h) {
+        const float* qi = q + i * row + h * head_dim;
+        const int64_t last = causal ? i : e - 1;
+        double mx = -INFINITY;
+        for (int64_t j = b; j <= last; ++j) {
+          const float* kj = k + j * row + h * head_dim;
+          float d = 0;
+          for (int c = 0; c < head_dim; ++c) d += qi[c] * kj[c];
+          w[static_cast<size_t>(j - b)] = double{d} * scale;
+          mx = std::max(mx, w[static_cast<size_t>(j - b)]);
+        }
+        double sum = 0;
+        for (int64_t j = b; j <= last; ++j) sum += (w[static_cast<size_t>(j - b)] = std::exp(w[static_cast<size_t>(j - b)] - mx));
+        float* o = out + i * row + h * head_dim;
+        for (int c = 0; c < head_dim; ++c) {
+          double acc = 0;
+          for (int64_t j = b; j <= last; ++j) acc += w[static_cast<size_t>(j - b)] * v[j * row + h * head_dim + c];
+          o[c] = static_cast<float>(acc / sum);
+        }
+      }
+    }
+  }
+}
+
+void kv_store(const KvLayer& cache, const float* k, const float* v, const int64_t* slots, int64_t n_tokens) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t slot = slots[t];
+    if (slot < 0) continue;
+    for (int64_t i = 0; i < cache.kv_dim; ++i) {
+      const float kv[2] = {k[t * cache.kv_dim + i], v[t * cache.kv_dim + i]};
+      uint8_t* dst[2] = {cache.k, cache.v};
+      for (int j = 0; j < 2; ++j) {
+        if (cache.f16)
+          reinterpret_cast<uint16_t*>(dst[j])[slot * cache.kv_dim + i] = float_to_half(kv[j]);
+        else
+          reinterpret_cast<float*>(dst[j])[slot * cache.kv_dim + i] = kv[j];
+      }
+    }
+  }
+}
+
+}  // namespace sim::kernels

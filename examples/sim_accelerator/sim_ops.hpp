@@ -1,0 +1,36 @@
+// The sim accelerator's Ops: every float pointer and weight is device memory,
+// translated to the device's real bytes before the kernel runs; the small
+// integer arrays (ids, positions, sequence starts) are host memory. matmul_multi
+// and matmul_silu_mul are the SDK's defaults (built from matmul and silu_mul).
+#pragma once
+
+#include "sim_device.hpp"
+#include "troupe/ops.hpp"
+
+namespace sim {
+
+class SimOps final : public troupe::Ops {
+ public:
+  explicit SimOps(SimDevice& device) : d_(device) {}
+  troupe::Status check_weight_type(troupe::DType type) const override;
+  void matmul(const troupe::WeightTensor& w, const float* x, int64_t n_tokens, float* y) override;
+  void embedding(const troupe::WeightTensor& w, const int32_t* ids, int64_t n, float* out) override;
+  void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out) override;
+  void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+            bool neox) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override;
+  void add_inplace(float* y, const float* x, int64_t n) override;
+  void layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim, float eps,
+                  float* out) override;
+  void gelu(const float* x, int64_t n, float* out) override;
+  void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) override;
+  void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
+                       int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
+
+ private:
+  /// The real bytes of weight `w` (all its rows), aborting on memory that is not the device's.
+  const uint8_t* weight_bytes(const troupe::WeightTensor& w, int64_t* stride, const char* op) const;
+  SimDevice& d_;
+};
+
+}  // namespace sim
