@@ -11,12 +11,14 @@
 
 #include "troupe/config.hpp"
 #include "troupe/io_processor.hpp"
+#include "troupe/logits_processor.hpp"
 #include "troupe/platform.hpp"
+#include "troupe/scheduler_policy.hpp"
 #include "troupe/stat_logger.hpp"
 #include "troupe/status.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
-#define TROUPE_ABI_VERSION 5u
+#define TROUPE_ABI_VERSION 6u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -68,7 +70,9 @@ constexpr uint64_t sdk_layout_fingerprint() {
            sizeof(DeviceMemory), sizeof(KvCacheSpec), sizeof(KvCacheConfig), sizeof(ForwardBatch),
            sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput), sizeof(SchedulerStats),
            sizeof(Platform), sizeof(Worker), sizeof(Ops), sizeof(AttentionBackend), sizeof(DeviceCommunicator),
-           sizeof(IOProcessor), sizeof(StatLogger)})
+           sizeof(IOProcessor), sizeof(StatLogger), sizeof(SchedulingRequest), sizeof(SchedulerPolicy),
+           sizeof(TokenizerView), sizeof(LogitsProcessorContext), sizeof(LogitsRequest), sizeof(LogitsRow),
+           sizeof(LogitsBatch), sizeof(LogitsProcessor)})
     mix(v);
   return h;
 }
