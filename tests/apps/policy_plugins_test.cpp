@@ -165,6 +165,52 @@ TEST(PriorityScheduler, FcfsRefusesANonZeroPriority) {
   EXPECT_EQ(zero->status, 200) << zero->body;
 }
 
+/// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old) old_ = old;
+    had_ = old != nullptr;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(PriorityScheduler, APlatformsCheckAndUpdateConfigChoosesThePolicy) {
+  // sched_cpu (tests/plugin_host/plugins) is the CPU platform, out of tree, and sets
+  // scheduler_cls = "priority" in check_and_update_config; no --scheduler-cls is given.
+  ScopedEnv path("TROUPE_PLUGIN_PATH", std::string(TROUPE_BINARY_DIR) + "/examples/plugins:" + TROUPE_BINARY_DIR +
+                                           "/tests/plugin_host/plugins/sched_cpu");
+  {
+    ScopedEnv only("TROUPE_PLUGINS", "sched_cpu,priority_scheduler");
+    ServeProcess s({"--disable-log-stats"});  // stories260K
+    ASSERT_TRUE(s.wait_healthy()) << s.log();
+    EXPECT_NE(s.log().find("Platform plugin sched_cpu is activated"), std::string::npos) << s.log();
+    EXPECT_NE(s.log().find("scheduler policy: priority"), std::string::npos) << s.log();
+    auto r = post(s, {{"prompt", "Hello"}, {"max_tokens", 2}, {"priority", 7}});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;  // under the default FCFS this is a 400
+  }
+  {
+    // Without the plugin that registers "priority", the platform's choice cannot be met.
+    ScopedEnv only("TROUPE_PLUGINS", "sched_cpu");
+    ServeProcess s({"--disable-log-stats"});
+    EXPECT_FALSE(s.wait_healthy(std::chrono::seconds(60)));
+    EXPECT_NE(s.log().find("scheduler policy 'priority' (--scheduler-cls) is not registered; registered: fcfs"),
+              std::string::npos)
+        << s.log();
+  }
+}
+
 TEST(PolicyPlugins, UnknownNamesStopTheServerListingTheRegisteredOnes) {
   {
     ServeProcess s({"--scheduler-cls", "shortest-first", "--disable-log-stats"});
