@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "serve_process.hpp"
+#include "tests/run_troupe.hpp"
 
 namespace troupe::tests {
 namespace {
@@ -284,6 +285,29 @@ TEST(BannedWords, WordsNeverAppearAndTheRestOfTheBatchIsUnaffected) {
   EXPECT_FALSE(banned.text.empty());
   EXPECT_NE(banned.text, unbanned);
   EXPECT_EQ(other.text, other_alone) << "a request without arguments changed because of its neighbour";
+}
+
+}  // namespace
+}  // namespace troupe::tests
+
+namespace troupe::tests {
+namespace {
+
+TEST(BannedWords, OfflineGenerateWithTheSamplingRankInANodeProcess) {
+  // `troupe generate` runs the C++ engine API; with two tensor-parallel ranks the
+  // sampling rank (rank 0) runs in a local node process, which loads the plugin itself.
+  const std::string base = "generate " + std::string(TROUPE_TEST_DATA_DIR) +
+                           "/stories260K.gguf -p 'Once upon a time' -n 40 --threads 1";
+  auto plain = testing::run_troupe(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_NE(plain.out.find("Lily"), std::string::npos) << plain.out;  // else the test proves nothing
+  ASSERT_NE(plain.out.find("girl"), std::string::npos) << plain.out;
+  auto banned = testing::run_troupe(base + " --tensor-parallel-size 2 --logits-processors banned_words"
+                                           " --vllm-xargs '{\"banned_words\": [\"Lily\", \"girl\"]}'");
+  ASSERT_EQ(banned.exit_code, 0) << banned.err;
+  EXPECT_EQ(banned.out.find("Lily"), std::string::npos) << banned.out;
+  EXPECT_EQ(banned.out.find("girl"), std::string::npos) << banned.out;
+  EXPECT_GT(banned.out.size(), 20u) << banned.out;
 }
 
 }  // namespace
