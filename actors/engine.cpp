@@ -19,12 +19,14 @@
 #include "actors/ranks.hpp"
 #include "actors/status_error.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "runtime/engine/logits_processing.hpp"
 #include "runtime/engine/model_artifacts.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/stats/logging_stat_logger.hpp"
 #include "runtime/stats/prometheus_stat_logger.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
+#include "troupe/scheduler_policy.hpp"
 
 namespace troupe::engine {
 namespace {
@@ -69,6 +71,9 @@ struct Engine::Impl {
   ModelArtifacts artifacts;
   Platform* platform = nullptr;
   KvCachePlan kv_plan;
+  std::shared_ptr<const SchedulerPolicy> policy;      // of config.scheduler.scheduler_cls
+  std::mutex processors_mu;                           // a processor is called from one thread at a time
+  std::unique_ptr<LogitsProcessorChain> processors;   // this process's, for validate_request only
   std::shared_ptr<stats::PrometheusStatLogger> prometheus;
   std::shared_ptr<actors::EngineCounters> counters = std::make_shared<actors::EngineCounters>();
   actors::plugin_host_actor plugin_host;
@@ -136,7 +141,24 @@ Status Engine::Impl::load_artifacts() {
   platform = *activated;
   config.device = *host.activated_platform_name();
   TROUPE_RETURN_IF_ERROR(verify_parallel_config(config, artifacts));
-  return platform->check_and_update_config(config);
+  TROUPE_RETURN_IF_ERROR(platform->check_and_update_config(config));
+  // The platform may have chosen the scheduler policy; unknown names fail here,
+  // before any rank loads weights.
+  auto made = scheduler_policy_registry::create(config.scheduler.scheduler_cls, config);
+  if (!made) return made.status();
+  policy = std::shared_ptr<const SchedulerPolicy>(std::move(made).value());
+  TROUPE_LOG_INFO("scheduler policy: {}", config.scheduler.scheduler_cls);
+  if (!config.model.logits_processors.empty() && config.model.runner == "pooling")
+    return invalid_argument("logits processors (--logits-processors) apply to generation; model " +
+                            config.model.served_model_name + " runs as a pooling model");
+  for (const auto& name : config.model.logits_processors) {
+    if (logits_processor_registry::is_registered(name)) continue;
+    std::string list;
+    for (const auto& n : logits_processor_registry::registered_processors()) list += (list.empty() ? "" : ", ") + n;
+    return not_found("logits processor '" + name + "' (--logits-processors) is not registered; registered: " +
+                     (list.empty() ? "(none)" : list) + " (general plugins register them; is it loaded? see `troupe plugins`)");
+  }
+  return {};
 }
 
 // The nodes that host the ranks: the ones given, or local node processes when
@@ -216,6 +238,14 @@ Status Engine::Impl::start_ranks() {
   kv_plan = *plan;
   config.cache.block_size = kv_plan.spec.block_size;
   config.model.max_model_len = kv_plan.max_model_len;
+  auto chain = LogitsProcessorChain::create(config, model_info.vocab_size, artifacts.tokenizer);
+  if (!chain) return chain.status();
+  processors = std::move(chain).value();
+  if (!processors->empty()) {
+    std::string names;
+    for (const auto& n : processors->names()) names += (names.empty() ? "" : ", ") + n;
+    TROUPE_LOG_INFO("logits processors: {}", names);
+  }
   return actors::warm_up(*system, workers, layout, kStartTimeout);
 }
 
@@ -230,6 +260,7 @@ void Engine::Impl::spawn_actors() {
   setup.rank_places = layout.places();
   setup.counters = counters;
   setup.step_timeout = options.step_timeout;
+  setup.policy = policy;
   setup.stat_loggers.log_interval_s = options.stat_log_interval_s;
   if (options.stat_log_interval_s > 0)
     setup.stat_loggers.loggers.push_back(std::make_unique<stats::LoggingStatLogger>(0));
@@ -309,6 +340,9 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
                             "requests, not generation");
   if (!request.pooling)
     if (auto s = request.sampling.validate(); !s) return s;
+  if (request.priority != 0 && !im.policy->uses_priority())
+    return invalid_argument("priority: scheduler policy '" + im.config.scheduler.scheduler_cls +
+                            "' does not use priorities; start the engine with a policy that does (--scheduler-cls)");
   // Checked here, not on the worker: a step that fails there fails every request in it.
   if (request.pooling && request.pooling->dimensions) {
     if (!im.config.model.pooling_matryoshka)
@@ -363,7 +397,13 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
     core.request_id = request.request_id.empty() ? "req-" + std::to_string(im.next_request++) : request.request_id;
     core.seed = request.sampling.seed ? *request.sampling.seed : im.rng();
   }
+  if (!request.pooling) {
+    // Checked here, not on the driver rank: a step that fails there fails every request in it.
+    std::lock_guard lock(im.processors_mu);
+    if (auto s = im.processors->validate(core.request_id, request.sampling.extra_args, ids); !s) return s;
+  }
   core.prompt_token_ids = std::move(ids);
+  core.priority = request.priority;
   core.sampling = std::move(request.sampling);
   core.cache_salt = std::move(request.cache_salt);
   core.pooling = std::move(request.pooling);

@@ -32,6 +32,7 @@ EngineActors spawn_engine_actors(caf::actor_system& system, EngineActorsSetup se
   a.engine = spawn_engine_actor(system, {a.stat_logger, setup.counters});
   SchedulerSetup sched;
   sched.core = core_config(setup.config, setup.kv_plan);
+  sched.core.policy = std::move(setup.policy);
   sched.tokenizer = setup.tokenizer;
   sched.workers = std::move(setup.workers);
   sched.rank_places = std::move(setup.rank_places);

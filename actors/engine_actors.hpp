@@ -30,6 +30,8 @@ struct EngineActorsSetup {
   StatLoggerSetup stat_loggers;
   std::shared_ptr<EngineCounters> counters = std::make_shared<EngineCounters>();
   std::chrono::milliseconds step_timeout = std::chrono::minutes(10);
+  /// The scheduler policy of config.scheduler.scheduler_cls; null: FCFS.
+  std::shared_ptr<const SchedulerPolicy> policy;
 };
 
 struct EngineActors {

@@ -18,7 +18,7 @@ typename Inspector::result_type inspect(Inspector& f, ModelConfig& x) {
   return f(caf::meta::type_name("ModelConfig"), x.model_path, x.load_format, x.model_shape, x.weight_type,
            x.served_model_name, x.architecture,
            x.max_model_len, x.dtype, x.quantization, x.seed, x.runner, x.pooling_type, x.pooling_normalize,
-           x.pooling_matryoshka, x.enable_sleep_mode);
+           x.pooling_matryoshka, x.enable_sleep_mode, x.logits_processors);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CacheConfig& x) {
@@ -28,7 +28,7 @@ typename Inspector::result_type inspect(Inspector& f, CacheConfig& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerConfig& x) {
   return f(caf::meta::type_name("SchedulerConfig"), x.max_num_seqs, x.max_num_batched_tokens,
-           x.max_num_queued_requests);
+           x.max_num_queued_requests, x.scheduler_cls);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ParallelConfig& x) {
@@ -92,7 +92,7 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   uint64_t seed = x.seed.value_or(0);
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_p, x.top_k, x.min_p,
            x.repetition_penalty, x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop,
-           x.stop_token_ids, x.ignore_eos, x.logprobs, caf::meta::load_callback([&]() -> caf::error {
+           x.stop_token_ids, x.ignore_eos, x.logprobs, x.extra_args, caf::meta::load_callback([&]() -> caf::error {
              x.seed = has_seed ? std::optional<uint64_t>(seed) : std::nullopt;
              return caf::none;
            }));
@@ -168,7 +168,7 @@ typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {
   bool pooling = x.pooling.has_value();
   PoolingParams params = x.pooling.value_or(PoolingParams{});
   return f(caf::meta::type_name("CoreRequest"), x.request_id, x.prompt_token_ids, x.sampling, x.seed, x.cache_salt,
-           pooling, params, caf::meta::load_callback([&]() -> caf::error {
+           x.priority, pooling, params, caf::meta::load_callback([&]() -> caf::error {
              x.pooling = pooling ? std::optional<PoolingParams>(params) : std::nullopt;
              return caf::none;
            }));

@@ -20,6 +20,7 @@
 #include "apps/command.hpp"
 #include "apps/default_model.hpp"
 #include "apps/load_format_options.hpp"
+#include "apps/policy_options.hpp"
 #include "runtime/chat/chat_template.hpp"
 #include "actors/engine.hpp"
 #include "apps/node_options.hpp"
@@ -54,6 +55,8 @@ struct Options {
   std::string secret_file;
   std::string runner = "auto";
   LoadFormatOptions load;
+  PolicyOptions policy;
+  std::string vllm_xargs;  // per-request arguments of the logits processors (JSON object)
   std::string kv_cache_dtype = "auto";
 };
 
@@ -141,6 +144,7 @@ double mean(const std::vector<double>& v) {
 int run_generate(const Options& o) {
   engine::EngineOptions eo;
   if (Status s = apply_load_format(o.load, o.model, &eo.config.model); !s.ok()) return fail(s.message());
+  if (Status s = apply_policy_options(o.policy, &eo.config); !s.ok()) return fail(s.message());
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
@@ -168,6 +172,7 @@ int run_generate(const Options& o) {
   params.min_p = o.min_p;
   params.seed = o.seed;
   params.max_tokens = o.max_tokens;
+  params.extra_args = o.vllm_xargs;
   if (Status s = params.validate(); !s.ok()) return fail(s.message());
   if (o.threads < 0) return fail("--threads must be >= 0");
 
@@ -271,6 +276,10 @@ const CommandRegistration kRegistration(
                      std::string("GGUF model file or Hugging Face model folder (default: $TROUPE_MODEL_CACHE/") +
                          kDefaultModelName + "; none with --load-format dummy)");
       add_load_format_options(sub, &o->load);
+      add_policy_options(sub, &o->policy);
+      sub.add_option("--vllm-xargs", o->vllm_xargs,
+                     "Arguments for the logits processors of every prompt, as a JSON object (the request body's "
+                     "'vllm_xargs'), e.g. '{\"banned_words\": [\"dragon\"]}'");
       sub.add_option("--runner", o->runner,
                      "generate or pooling (prints each prompt's embedding as JSON); default: from the model");
       sub.add_option("-p,--prompt", o->prompt, "Prompt text");

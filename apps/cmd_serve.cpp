@@ -17,6 +17,7 @@
 #include "apps/command.hpp"
 #include "apps/default_model.hpp"
 #include "apps/load_format_options.hpp"
+#include "apps/policy_options.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
 
@@ -55,6 +56,7 @@ struct Options {
   std::string io_processor_plugin;
   bool enable_sleep_mode = false;
   LoadFormatOptions load;
+  PolicyOptions policy;
 };
 
 int fail(const std::string& message) {
@@ -66,6 +68,7 @@ int run_serve(Options o) {
   engine::EngineOptions eo;
   auto& c = eo.config;
   if (Status st = apply_load_format(o.load, o.model, &c.model); !st.ok()) return fail(st.message());
+  if (Status st = apply_policy_options(o.policy, &c); !st.ok()) return fail(st.message());
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
@@ -203,6 +206,7 @@ const CommandRegistration kRegistration(
                      std::string("GGUF model file or Hugging Face model folder (default: $TROUPE_MODEL_CACHE/") +
                          kDefaultModelName + "; none with --load-format dummy)");
       add_load_format_options(sub, &o->load);
+      add_policy_options(sub, &o->policy);
       sub.add_option("--io-processor-plugin", o->io_processor_plugin,
                      "IO processor plugin (troupe.io_processor_plugins) that POST /pooling goes through");
       sub.add_option("--runner", o->runner,

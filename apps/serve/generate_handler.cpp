@@ -267,6 +267,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     g.request_id = fmt::format("{}-{}", gen->id, k);
     g.prompt_token_ids = ids[c.prompt_index];
     g.sampling = openai::choice_sampling(per_prompt[c.prompt_index], static_cast<int>(k % common.n));
+    g.priority = common.priority;
     // The engine holds this callback until the choice finished; its strong
     // reference keeps the generation state alive exactly that long.
     auto submitted = e->submit(std::move(g), [io, gen, k](engine::RequestOutput o) {

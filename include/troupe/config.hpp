@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace troupe {
 
@@ -29,6 +30,9 @@ struct ModelConfig {
   bool pooling_matryoshka = false;   // whether a request may keep fewer dimensions
   /// vLLM's --enable-sleep-mode: the engine may be put to sleep (Engine::sleep, POST /sleep).
   bool enable_sleep_mode = false;
+  /// Logits processors applied to every step's logits before sampling, in this order
+  /// (vLLM's --logits-processors): names in troupe/logits_processor.hpp's registry.
+  std::vector<std::string> logits_processors;
 };
 
 struct CacheConfig {
@@ -44,6 +48,9 @@ struct SchedulerConfig {
   int max_num_seqs = 256;
   int64_t max_num_batched_tokens = 2048;
   int64_t max_num_queued_requests = 0;   // 0: unbounded
+  /// The scheduling policy (vLLM's --scheduler-cls): a name in troupe/scheduler_policy.hpp's
+  /// registry; "fcfs" is built in, general plugins register more.
+  std::string scheduler_cls = "fcfs";
 };
 
 struct ParallelConfig {

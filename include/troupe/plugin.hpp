@@ -13,12 +13,14 @@
 #include "troupe/device_memory.hpp"
 #include "troupe/io_processor.hpp"
 #include "troupe/model_runner_worker.hpp"
+#include "troupe/logits_processor.hpp"
 #include "troupe/platform.hpp"
+#include "troupe/scheduler_policy.hpp"
 #include "troupe/stat_logger.hpp"
 #include "troupe/status.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
-#define TROUPE_ABI_VERSION 6u
+#define TROUPE_ABI_VERSION 7u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -71,7 +73,9 @@ constexpr uint64_t sdk_layout_fingerprint() {
            sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput), sizeof(SchedulerStats),
            sizeof(Platform), sizeof(Worker), sizeof(Ops), sizeof(AttentionBackend), sizeof(DeviceCommunicator),
            sizeof(IOProcessor), sizeof(StatLogger), sizeof(ModelContext), sizeof(WeightTensor),
-           sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights), sizeof(ModelRunnerWorker)})
+           sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights), sizeof(ModelRunnerWorker),
+           sizeof(SchedulingRequest), sizeof(SchedulerPolicy), sizeof(TokenizerView), sizeof(LogitsProcessorContext),
+           sizeof(LogitsRequest), sizeof(LogitsRow), sizeof(LogitsBatch), sizeof(LogitsProcessor)})
     mix(v);
   return h;
 }

@@ -38,7 +38,7 @@ struct EngineCore::InFlight {
 
 EngineCore::EngineCore(EngineCoreConfig config, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                        OutputSink sink)
-    : scheduler_(config.scheduler, config.kv), tokenizer_(std::move(tokenizer)), sink_(std::move(sink)) {
+    : scheduler_(config.scheduler, config.kv, std::move(config.policy)), tokenizer_(std::move(tokenizer)), sink_(std::move(sink)) {
   TROUPE_CHECK(tokenizer_ != nullptr, "EngineCore needs a tokenizer");
   TROUPE_CHECK(static_cast<bool>(sink_), "EngineCore needs an output sink");
 }
@@ -53,6 +53,7 @@ Status EngineCore::add_request(CoreRequest request, Clock::time_point arrival) {
   const bool pooling = request.pooling.has_value();
   nr.max_tokens = pooling ? 1 : request.sampling.max_tokens;  // a pooling request takes its prompt's one step
   nr.prompt_only = pooling;
+  nr.priority = request.priority;
   if (!request.cache_salt.empty()) nr.cache_salt = request.cache_salt;
   TROUPE_RETURN_IF_ERROR(scheduler_.add_request(std::move(nr)));
   SamplingState sampling;

@@ -40,6 +40,8 @@ class Executor {
 struct EngineCoreConfig {
   sched::SchedulerConfig scheduler;
   sched::KvCacheConfig kv;
+  /// Orders the requests (--scheduler-cls); null: the built-in FCFS policy.
+  std::shared_ptr<const SchedulerPolicy> policy;
 };
 
 /// A request as the core takes it: tokenized and validated by the caller.
@@ -49,6 +51,7 @@ struct CoreRequest {
   sampling::SamplingParams sampling;
   uint64_t seed = 0;          // the request's seed (given or drawn)
   std::string cache_salt;     // isolates its prefix-cache entries; empty: none
+  int32_t priority = 0;       // lower is served first, under a policy that uses priorities
   /// Set: a pooling request (the prompt only, one pooled vector back).
   std::optional<PoolingParams> pooling;
 };

@@ -139,6 +139,14 @@ Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
   return a;
 }
 
+Result<std::shared_ptr<const tokenizer::Tokenizer>> load_tokenizer(const OpenedModel& model) {
+  if (!model.owner) return invalid_argument("load_tokenizer: no model is open");
+  if (model.folder) return std::static_pointer_cast<const hf::HfModelFolder>(model.owner)->tokenizer_ptr();
+  auto tok = tokenizer::Tokenizer::from_gguf(*std::static_pointer_cast<const gguf::GgufFile>(model.owner));
+  if (!tok) return tok.status();
+  return std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
+}
+
 Status verify_parallel_config(const EngineConfig& config, const ModelArtifacts& artifacts) {
   const int tp = config.parallel.tensor_parallel_size;
   const int pp = config.parallel.pipeline_parallel_size;

@@ -37,6 +37,9 @@ struct ModelArtifacts {
 /// Errors name the file and the problem (data_loss for a malformed file).
 Result<ModelArtifacts> load_model_artifacts(EngineConfig& config);
 
+/// The tokenizer of an opened model (GGUF metadata, or the folder's tokenizer.json).
+Result<std::shared_ptr<const tokenizer::Tokenizer>> load_tokenizer(const OpenedModel& model);
+
 /// vLLM's checks of tensor and pipeline parallel sizes against the model's
 /// heads and layers, before any rank starts: e.g. "Total number of attention
 /// heads (9) must be divisible by tensor parallel size (2)." (invalid_argument).

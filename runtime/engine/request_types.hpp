@@ -22,6 +22,8 @@ struct GenerateRequest {
   bool add_special_tokens = true;         // BOS etc. when tokenizing `prompt`
   sampling::SamplingParams sampling;
   std::string cache_salt;                 // isolates this request's prefix-cache entries
+  /// vLLM's priority: lower is served first; needs a scheduler policy that uses it (--scheduler-cls).
+  int32_t priority = 0;
   /// Set: a pooling request (the pooling runner): one vector back, no text.
   std::optional<PoolingParams> pooling;
   /// Keep only the last N prompt tokens of a longer prompt (vLLM); unset: too long is an error.

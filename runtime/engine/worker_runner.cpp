@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "runtime/engine/model_artifacts.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/sampling/sampler.hpp"
 #include "troupe/extensions.hpp"
@@ -47,6 +48,16 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
   r->init_reply_.info = *info;
   r->init_reply_.platform = platform.device_type();
   r->init_reply_.device_name = platform.device_name(rank);
+  if (r->is_driver() && !config.model.logits_processors.empty()) {
+    if (r->pooling_runner_)
+      return invalid_argument("logits processors (--logits-processors) apply to generation; this model runs as a "
+                              "pooling model");
+    auto tok = load_tokenizer(r->model_);
+    if (!tok) return tok.status();
+    auto chain = LogitsProcessorChain::create(config, info->vocab_size, std::move(tok).value());
+    if (!chain) return chain.status();
+    r->processors_ = std::move(chain).value();
+  }
   r->init_reply_.load_seconds = since(start);
   return r;
 }
@@ -67,8 +78,16 @@ Status WorkerRunner::warm_up() { return worker_->compile_or_warm_up_model(); }
 
 Result<StepOutput> WorkerRunner::execute(StepInput input) {
   if (is_driver()) {
-    for (auto& id : input.finished_ids) requests_.erase(id);
-    for (auto& r : input.new_requests) requests_[r.request_id] = std::move(r);
+    for (auto& id : input.finished_ids) {
+      requests_.erase(id);
+      if (processors_) processors_->remove_request(id);
+    }
+    for (auto& r : input.new_requests) {
+      // Again after a preemption: the processors replace its state.
+      if (processors_ && !r.pooling)
+        TROUPE_RETURN_IF_ERROR(processors_->add_request(r.request_id, r.params.extra_args, r.prompt_token_ids));
+      requests_[r.request_id] = std::move(r);
+    }
   }
   StepOutput out;
   out.step = input.step;
@@ -117,13 +136,22 @@ Status WorkerRunner::pool_rows(const StepInput& input, const ModelRunnerOutput& 
   return {};
 }
 
-Status WorkerRunner::sample(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out) {
-  const auto& logits = result.logits;
+Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, StepOutput& out) {
+  auto& logits = result.logits;
   const int64_t vocab = result.vocab_size;
   const size_t rows = input.sample_ids.size();
   if (vocab <= 0 || static_cast<int64_t>(logits.size()) != vocab * static_cast<int64_t>(rows))
     return internal_error("rank " + std::to_string(rank_) + " returned " + std::to_string(logits.size()) +
                           " logits for " + std::to_string(rows) + " rows of vocabulary " + std::to_string(vocab));
+  if (processors_) {
+    std::vector<LogitsRow> views(rows);
+    for (size_t i = 0; i < rows; ++i) {
+      auto it = requests_.find(input.sample_ids[i]);
+      if (it == requests_.end()) return internal_error("no sampling state for request " + input.sample_ids[i]);
+      views[i] = LogitsRow{it->first, it->second.output_token_ids};
+    }
+    TROUPE_RETURN_IF_ERROR(processors_->apply(logits.data(), vocab, views));
+  }
   out.tokens.resize(rows);
   for (size_t i = 0; i < rows; ++i) {
     auto it = requests_.find(input.sample_ids[i]);

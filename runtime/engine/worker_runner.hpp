@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/engine/logits_processing.hpp"
 #include "runtime/engine/worker_protocol.hpp"
 #include "runtime/engine/model_source.hpp"
 #include "troupe/config.hpp"
@@ -24,7 +25,8 @@ inline constexpr int32_t kDriverRank = 0;
 class WorkerRunner {
  public:
   /// Make `platform`'s worker for `rank`, bind it to its device and load the
-  /// model file named by config.model.model_path.
+  /// model file named by config.model.model_path. The driver rank also makes
+  /// the logits processors of config.model.logits_processors.
   static Result<std::unique_ptr<WorkerRunner>> create(const Platform& platform, const EngineConfig& config,
                                                       int32_t rank);
   ~WorkerRunner();
@@ -35,7 +37,8 @@ class WorkerRunner {
   /// Allocate the KV cache the engine decided on.
   Status initialize_cache(const KvCacheSpec& spec, int64_t num_blocks);
   Status warm_up();
-  /// Run one step; the driver rank also samples a token for each sample_ids row.
+  /// Run one step; the driver rank also applies the logits processors and
+  /// samples a token for each sample_ids row.
   Result<StepOutput> execute(StepInput input);
   /// Sleep mode (the worker's SleepModeExtension): the resident bytes of this process the
   /// sleep freed (it may be 0 or less when the memory was never touched).
@@ -48,7 +51,7 @@ class WorkerRunner {
 
  private:
   WorkerRunner() = default;
-  Status sample(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
+  Status sample(const StepInput& input, ModelRunnerOutput& result, StepOutput& out);
   Status pool_rows(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
 
   int32_t rank_ = 0;
@@ -58,6 +61,7 @@ class WorkerRunner {
   std::unique_ptr<Worker> worker_;
   WorkerInitReply init_reply_;
   std::unordered_map<std::string, SamplingState> requests_;  // driver only: request id → sampling state
+  std::unique_ptr<LogitsProcessorChain> processors_;          // driver only, when any is enabled
   ExecuteModelRequest request_;                               // reused across steps
 };
 

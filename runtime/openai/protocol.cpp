@@ -196,6 +196,30 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
 
   if (auto e = get_bool(j, "ignore_eos", &s.ignore_eos)) return e;
 
+  i.reset();
+  if (auto e = get_int(j, "priority", &i)) return e;
+  if (i) {
+    if (*i < std::numeric_limits<int32_t>::min() || *i > std::numeric_limits<int32_t>::max())
+      return invalid_param("priority", fmt::format("must fit in 32 bits, got {}", *i));
+    c->priority = static_cast<int32_t>(*i);
+  }
+  if (const json* x = field(j, "vllm_xargs")) {
+    // vLLM: an object whose values are strings, numbers or lists of them.
+    if (!x->is_object()) return invalid_param("vllm_xargs", "must be an object");
+    auto scalar = [](const json& v) { return v.is_string() || v.is_number(); };
+    for (const auto& [key, v] : x->items()) {
+      bool ok = scalar(v);
+      if (v.is_array()) {
+        ok = true;
+        for (const auto& item : v) ok = ok && scalar(item);
+      }
+      if (!ok)
+        return invalid_param("vllm_xargs", fmt::format("value of '{}' must be a string, a number or a list of them",
+                                                       key));
+    }
+    s.extra_args = x->dump();
+  }
+
   if (const json* st = field(j, "stop")) {
     s.stop.clear();
     if (st->is_string()) {
@@ -300,7 +324,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
   log_unknown_fields(j, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n",
                          "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty",
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
-                         "stream_options"},
+                         "stream_options", "priority", "vllm_xargs"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -352,7 +376,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
   log_unknown_fields(j, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
                          "top_k", "min_p", "n", "stop", "stop_token_ids", "seed", "presence_penalty",
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
-                         "user", "stream", "stream_options", "add_generation_prompt"},
+                         "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs"},
                      "chat.completions");
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;

@@ -41,6 +41,8 @@ struct CommonFields {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+  int32_t priority = 0;        // vLLM: lower is served first (needs a priority scheduler policy)
+  // vllm_xargs (per-request arguments of logits processors) goes to sampling.extra_args.
 };
 
 struct CompletionRequest {

@@ -24,6 +24,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t logprobs = -1;             // number of top logprobs to return; -1: none
+  /// Arguments for logits processors (vLLM's extra_args, the body's `vllm_xargs`): a JSON
+  /// object as text; empty: none.
+  std::string extra_args;
 
   bool greedy() const { return temperature == 0.0f; }
   /// ok, or invalid_argument naming the offending parameter.

@@ -50,6 +50,7 @@ Request::Request(NewRequest spec, int64_t arrival_order)
       all_(prompt_),
       max_tokens_(spec.max_tokens),
       arrival_order_(arrival_order),
+      priority_(spec.priority),
       cache_salt_(std::move(spec.cache_salt)) {}
 
 void Request::set_num_computed_tokens(int64_t n) {

@@ -36,6 +36,8 @@ struct NewRequest {
   /// A pooling request: its prompt is all it computes (max_tokens is 1 for the
   /// bookkeeping), so only the prompt counts against the model length.
   bool prompt_only = false;
+  /// Served earlier the lower it is (vLLM), under a policy that reads it (SchedulerPolicy::uses_priority).
+  int32_t priority = 0;
 };
 
 class Request {
@@ -52,6 +54,7 @@ class Request {
   int64_t num_tokens() const { return static_cast<int64_t>(all_.size()); }
   int64_t max_tokens() const { return max_tokens_; }
   int64_t arrival_order() const { return arrival_order_; }
+  int32_t priority() const { return priority_; }
   const std::optional<std::string>& cache_salt() const { return cache_salt_; }
 
   RequestStatus status() const { return status_; }
@@ -74,6 +77,7 @@ class Request {
   std::vector<int32_t> all_;
   int64_t max_tokens_;
   int64_t arrival_order_;
+  int32_t priority_;
   std::optional<std::string> cache_salt_;
   RequestStatus status_ = RequestStatus::waiting;
   int64_t num_computed_tokens_ = 0;

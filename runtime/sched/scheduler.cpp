@@ -10,8 +10,27 @@
 
 namespace troupe::sched {
 
-Scheduler::Scheduler(SchedulerConfig config, KvCacheConfig kv_config)
+namespace {
+std::shared_ptr<const SchedulerPolicy> fcfs_policy() {
+  auto policy = scheduler_policy_registry::create(kFcfsSchedulerPolicy, EngineConfig{});
+  TROUPE_CHECK(policy.ok(), "the built-in FCFS scheduler policy is missing");
+  return std::shared_ptr<const SchedulerPolicy>(std::move(policy).value());
+}
+
+SchedulingRequest view(const Request& r) {
+  SchedulingRequest v;
+  v.request_id = r.id();
+  v.priority = r.priority();
+  v.arrival_order = r.arrival_order();
+  v.num_prompt_tokens = r.num_prompt_tokens();
+  v.num_output_tokens = r.num_output_tokens();
+  return v;
+}
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig config, KvCacheConfig kv_config, std::shared_ptr<const SchedulerPolicy> policy)
     : config_(config),
+      policy_(policy ? std::move(policy) : fcfs_policy()),
       kv_(kv_config),
       max_model_len_(config.max_model_len > 0 ? config.max_model_len : kv_.capacity_tokens()) {
   TROUPE_CHECK(config.max_num_batched_tokens > 0, "max_num_batched_tokens must be positive");
@@ -27,6 +46,11 @@ Status Scheduler::add_request(NewRequest request) {
   if (request.max_tokens < 1)
     return invalid_argument(fmt::format("request '{}': max_tokens must be at least 1, got {}", request.id,
                                         request.max_tokens));
+  if (request.priority != 0 && !policy_->uses_priority())
+    return invalid_argument(fmt::format(
+        "request '{}' has priority {}, but the scheduler policy does not use priorities (start the engine with a "
+        "priority policy: --scheduler-cls NAME)",
+        request.id, request.priority));
   for (int32_t t : request.prompt_token_ids)
     if (t < 0) return invalid_argument(fmt::format("request '{}' has a negative token id {}", request.id, t));
   const auto prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
@@ -49,8 +73,9 @@ Status Scheduler::add_request(NewRequest request) {
 
   std::string id = request.id;
   auto owned = std::make_unique<Request>(std::move(request), next_arrival_++);
-  waiting_.push_back(owned.get());
+  Request* r = owned.get();
   requests_.emplace(std::move(id), std::move(owned));
+  enqueue_waiting(r);
   return Status::ok_status();
 }
 
@@ -59,13 +84,31 @@ const Request* Scheduler::find_request(const std::string& request_id) const {
   return it == requests_.end() ? nullptr : it->second.get();
 }
 
+bool Scheduler::before(const Request& a, const Request& b) const { return policy_->before(view(a), view(b)); }
+
+void Scheduler::enqueue_waiting(Request* request) {
+  // Under FCFS a new request has the latest arrival (the back) and a preempted
+  // one an earlier arrival than every waiting request (the front).
+  auto at = std::upper_bound(waiting_.begin(), waiting_.end(), request,
+                             [this](const Request* a, const Request* b) { return before(*a, *b); });
+  waiting_.insert(at, request);
+}
+
+Request* Scheduler::pick_victim() const {
+  TROUPE_CHECK(!running_.empty(), "no running request to preempt");
+  Request* victim = running_.back();
+  for (auto it = running_.rbegin() + 1; it != running_.rend(); ++it)
+    if (before(*victim, **it)) victim = *it;
+  return victim;
+}
+
 void Scheduler::preempt(Request* request) {
   // Recompute: drop its KV; its freed blocks stay cached, so resuming often
   // hits them again.
   kv_.free(request->id());
   request->set_num_computed_tokens(0);
   request->set_status(RequestStatus::preempted);
-  waiting_.push_front(request);
+  enqueue_waiting(request);
 }
 
 void Scheduler::remove(Request* request, RequestStatus status) {
@@ -106,8 +149,8 @@ SchedulerOutput Scheduler::schedule() {
   std::vector<Pick> picks;
   int64_t budget = config_.max_num_batched_tokens;
 
-  // 1. Running requests, oldest first: a decode takes 1 token, an unfinished
-  // prefill the rest of its prompt (as far as the budget goes).
+  // 1. Running requests in admission order: a decode takes 1 token, an
+  // unfinished prefill the rest of its prompt (as far as the budget goes).
   size_t index = 0;
   while (index < running_.size() && budget > 0) {
     Request* request = running_[index];
@@ -122,9 +165,21 @@ SchedulerOutput Scheduler::schedule() {
         scheduled = true;
         break;
       }
-      // No room: preempt the most recently admitted request (maybe this one).
-      Request* victim = running_.back();
-      running_.pop_back();
+      // No room: preempt the request last in the policy's order (maybe this
+      // one; under FCFS the most recently admitted).
+      Request* victim = pick_victim();
+      const auto at = std::find(running_.begin(), running_.end(), victim);
+      const auto position = static_cast<size_t>(at - running_.begin());
+      running_.erase(at);
+      if (position < index) {
+        // Scheduled earlier in this step (never under FCFS): take its share back.
+        --index;
+        auto pick = std::find_if(picks.begin(), picks.end(), [victim](const Pick& p) { return p.request == victim; });
+        if (pick != picks.end()) {
+          budget += pick->num_new_tokens;
+          picks.erase(pick);
+        }
+      }
       preempt(victim);
       out.preempted_ids.push_back(victim->id());
       if (victim == request) break;
@@ -135,7 +190,7 @@ SchedulerOutput Scheduler::schedule() {
     ++index;
   }
 
-  // 2. Waiting requests in FIFO order, unless this step had to preempt (then
+  // 2. Waiting requests in the policy's order, unless this step had to preempt (then
   // memory is short and admitting more would only thrash).
   if (out.preempted_ids.empty()) {
     while (!waiting_.empty() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {

@@ -2,11 +2,14 @@
 // plain C++ so it runs and is tested without actors or a device.
 //
 // One step: schedule() picks, under a token budget and a seat limit, how many
-// tokens each request advances (running requests first, then waiting ones in
-// FIFO order with prefix-cache hits and chunked prefill), preempting the most
-// recently admitted running request by recompute when blocks run out. The
-// caller runs the model on the result, then calls update_from_output() with
-// the sampled tokens before the next schedule().
+// tokens each request advances (running requests first, in admission order,
+// then waiting ones in the policy's order with prefix-cache hits and chunked
+// prefill), preempting by recompute the running request that is last in the
+// policy's order when blocks run out. The policy (troupe/scheduler_policy.hpp)
+// only orders requests; the default, FCFS, orders them by arrival: admission
+// in arrival order, the latest arrival preempted first. The caller runs the
+// model on the result, then calls update_from_output() with the sampled tokens
+// before the next schedule().
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 
 #include "runtime/sched/kv_cache_manager.hpp"
 #include "runtime/sched/request.hpp"
+#include "troupe/scheduler_policy.hpp"
 #include "troupe/stats.hpp"
 #include "troupe/status.hpp"
 
@@ -62,11 +66,13 @@ struct RequestUpdate {
 
 class Scheduler {
  public:
-  Scheduler(SchedulerConfig config, KvCacheConfig kv_config);
+  /// `policy` orders the requests; null: the built-in FCFS policy.
+  Scheduler(SchedulerConfig config, KvCacheConfig kv_config, std::shared_ptr<const SchedulerPolicy> policy = nullptr);
 
-  /// Queues a request. invalid_argument for an empty prompt, a duplicate id or
-  /// max_tokens < 1; out_of_range when prompt + max_tokens can never fit
-  /// (longer than max_model_len or than the whole KV cache).
+  /// Queues a request. invalid_argument for an empty prompt, a duplicate id,
+  /// max_tokens < 1 or a non-zero priority under a policy that ignores
+  /// priorities; out_of_range when prompt + max_tokens can never fit (longer
+  /// than max_model_len or than the whole KV cache).
   Status add_request(NewRequest request);
 
   /// Plans the next step. Must be followed by update_from_output() before the
@@ -100,18 +106,27 @@ class Scheduler {
   const KvCacheManager& kv_cache() const { return kv_; }
   KvCacheManager& kv_cache() { return kv_; }
   const SchedulerConfig& config() const { return config_; }
+  const SchedulerPolicy& policy() const { return *policy_; }
   int64_t max_model_len() const { return max_model_len_; }
 
  private:
+  /// Whether `a` comes before `b` in the policy's order.
+  bool before(const Request& a, const Request& b) const;
+  /// Into the waiting queue at its place in the policy's order (after equals).
+  void enqueue_waiting(Request* request);
+  /// The running request to preempt first: last in the policy's order, the
+  /// most recently admitted among equals.
+  Request* pick_victim() const;
   void preempt(Request* request);
   void remove(Request* request, RequestStatus status);
   ScheduledRequest make_scheduled(const Request& request, int64_t num_new_tokens, bool is_new) const;
 
   SchedulerConfig config_;
+  std::shared_ptr<const SchedulerPolicy> policy_;
   KvCacheManager kv_;
   int64_t max_model_len_;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;  // live requests
-  std::deque<Request*> waiting_;   // FIFO; preempted requests go back to the front
+  std::deque<Request*> waiting_;   // in the policy's order (FCFS: arrival; a preempted request goes back to the front)
   std::vector<Request*> running_;  // admission order; the tail is preempted first
   std::vector<std::string> finished_since_schedule_;
   int64_t next_arrival_ = 0;
