@@ -4,8 +4,12 @@
 #
 #   bench/compare.sh [MODEL.gguf] [--threads N] [--quick] [--json FILE] [--no-serve] [--requantize TYPE]
 #                    [--llama-no-repack] [--quiet-busy PCT] [--quiet-wait SECONDS] [--runs N]
+#                    [--model-shape SHAPE [--weight-type TYPE]]
 #
 # MODEL defaults to SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model.sh).
+# --model-shape llama-3.2-1b --weight-type q4_1 runs on a random-weights model of
+# that shape instead, which troupe writes itself (`troupe make-gguf`, seed 0,
+# cached beside the llama.cpp build): both engines load the same file.
 # --requantize Q8_0 runs on MODEL requantized by llama.cpp's llama-quantize
 # --allow-requantize (cached beside the llama.cpp build): same shapes, Q8_0
 # bytes, the values the source held (its Q4_1 rounding stays), which is what a
@@ -54,6 +58,8 @@ no_repack=0
 quiet_busy=25
 quiet_wait=120
 runs=
+shape=""
+shape_type=q8_0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --threads) threads=${2:?--threads needs a number}; shift 2 ;;
@@ -68,6 +74,8 @@ while [[ $# -gt 0 ]]; do
     --quiet-wait) quiet_wait=${2:?--quiet-wait needs seconds}; shift 2 ;;
     --json) json_out=${2:?--json needs a file}; shift 2 ;;
     --json=*) json_out=${1#*=}; shift ;;
+    --model-shape) shape=${2:?--model-shape needs a shape, e.g. llama-3.2-1b}; shift 2 ;;
+    --weight-type) shape_type=${2:?--weight-type needs a type, e.g. q4_1}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; exit 0 ;;
     -*) echo "compare.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [[ -z $model ]] || { echo "compare.sh: one model only" >&2; exit 2; }; model=$1; shift ;;
@@ -75,11 +83,16 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --threads must be a positive number" >&2; exit 2; }
 [[ $quiet_busy =~ ^[0-9]+$ && $quiet_wait =~ ^[0-9]+$ ]] || { echo "compare.sh: --quiet-busy and --quiet-wait take whole numbers" >&2; exit 2; }
-if [[ -z $model ]]; then
-  model=$(scripts/fetch-model.sh) || { echo "compare.sh: scripts/fetch-model.sh failed; give a MODEL.gguf" >&2; exit 1; }
+if [[ -n $shape ]]; then
+  [[ -z $model ]] || { echo "compare.sh: give a MODEL or --model-shape, not both" >&2; exit 2; }
+  [[ $shape =~ ^[A-Za-z0-9._-]+$ && $shape_type =~ ^[A-Za-z0-9_]+$ ]] || { echo "compare.sh: bad --model-shape or --weight-type" >&2; exit 2; }
+else
+  if [[ -z $model ]]; then
+    model=$(scripts/fetch-model.sh) || { echo "compare.sh: scripts/fetch-model.sh failed; give a MODEL.gguf" >&2; exit 1; }
+  fi
+  [[ -f $model ]] || { echo "compare.sh: no model file at $model" >&2; exit 1; }
+  model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
 fi
-[[ -f $model ]] || { echo "compare.sh: no model file at $model" >&2; exit 1; }
-model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
 
 stamp=$(date +%Y%m%d-%H%M%S)
 if [[ -z $json_out ]]; then
@@ -198,6 +211,16 @@ for t in troupe troupe_bench_e2e troupe_bench_engine troupe_bench_bounds; do
   [[ -x $bin/$t ]] || { echo "compare.sh: $bin/$t is missing after the build" >&2; exit 1; }
 done
 llama_bin=$(bench/compare/build-llama-cpp.sh) || { echo "compare.sh: building llama.cpp failed" >&2; exit 1; }
+if [[ -n $shape ]]; then
+  mkdir -p "$llama_bin/../models"
+  model=$(cd "$llama_bin/../models" && pwd)/dummy-$shape-$shape_type-seed0.gguf
+  if [[ ! -s $model ]]; then
+    echo "compare.sh: writing a random-weights $shape model ($shape_type) with troupe make-gguf" >&2
+    "$bin/troupe" make-gguf --model-shape "$shape" --weight-type "$shape_type" --seed 0 -o "$model.tmp" \
+      >"$work/make-gguf.log" 2>&1 || { rm -f "$model.tmp"; fail "troupe make-gguf" "$work/make-gguf.log"; }
+    mv "$model.tmp" "$model"
+  fi
+fi
 if [[ -n $requant ]]; then
   [[ $requant =~ ^[A-Za-z0-9_]+$ ]] || { echo "compare.sh: --requantize: '$requant' is not a type name" >&2; exit 2; }
   mkdir -p "$llama_bin/../models"
