@@ -22,6 +22,7 @@
 #include "kernels/cpu/bandwidth.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "runtime/engine/model_artifacts.hpp"
 #include "runtime/generation/offline_generator.hpp"
 #include "troupe/log.hpp"
 
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--decode-prompt", decode_prompt, "prompt tokens before the timed decode steps (default 16)");
   app.add_option("--warmup", warmup, "untimed runs first (default 0)");
   app.add_option("--json", json_path, "also write every run's figures as JSON here");
+  app.add_option("--device", config.device, "the platform: auto (default: one that can run the model), cpu, cuda, ...");
   CLI11_PARSE(app, argc, argv);
   const bool dummy = config.model.load_format == "dummy";
   if (!dummy && model.empty() && std::getenv("TROUPE_TEST_MODEL")) model = std::getenv("TROUPE_TEST_MODEL");
@@ -83,7 +85,18 @@ int main(int argc, char** argv) {
   troupe::log::set_level(troupe::log::Level::warning);
   auto& host = troupe::plugin_host::PluginHost::instance();
   host.load_all();
-  auto platform = host.activate_platform();
+  // Like the engine: automatic choice passes over a platform that cannot run the model.
+  config.model.model_path = model;
+  auto artifacts = troupe::engine::load_model_artifacts(config);
+  if (!artifacts.ok()) {
+    std::fprintf(stderr, "%s\n", artifacts.status().to_string().c_str());
+    return 1;
+  }
+  troupe::plugin_host::PlatformRequest request;
+  request.device = config.device;
+  request.what = dummy ? "the dummy " + config.model.model_shape + " model" : model;
+  request.can_serve = [&](const troupe::Platform& p) { return troupe::engine::verify_weight_types(p, *artifacts); };
+  auto platform = host.activate_platform(request);
   if (!platform.ok()) {
     std::fprintf(stderr, "%s\n", platform.status().to_string().c_str());
     return 1;
