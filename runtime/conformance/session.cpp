@@ -5,7 +5,6 @@ namespace troupe::conformance {
 Result<std::unique_ptr<Session>> Session::open(const Platform& platform, int num_threads) {
   EngineConfig config;
   config.parallel.num_threads = num_threads;
-  config.lora.enable_lora = true;  // the worker offers its LoRA extension to the feature checks
   TROUPE_RETURN_IF_ERROR(platform.check_and_update_config(config));
   std::unique_ptr<Session> s(new Session(platform, std::move(config)));
   auto memory = platform.make_allocator(s->config_);

@@ -247,6 +247,7 @@ void check_worker(const Platform& target, const ModelSource& model, const std::v
   EngineConfig config;
   config.parallel.num_threads = options.num_threads;
   config.scheduler.max_num_batched_tokens = 512;
+  config.lora.enable_lora = true;  // the worker offers its LoRA extension to the feature checks
   if (!c.step("check_and_update_config", target.check_and_update_config(config))) return;
   auto made = target.make_worker(config, 0);
   if (!c.step("make_worker", made.ok() ? Status{} : made.status())) return;
