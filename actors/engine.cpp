@@ -8,7 +8,9 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <random>
+#include <set>
 
 #include "actors/engine_actors.hpp"
 #include "actors/gate_actor.hpp"
@@ -55,6 +57,10 @@ Result<T> ask(caf::scoped_actor& self, const Handle& dest, const std::string& wh
   return out;
 }
 
+Status lora_off() {
+  return not_supported("LoRA is off: start the engine with enable_lora (troupe serve --enable-lora)");
+}
+
 Status sleep_mode_off() {
   return not_supported("sleep mode is off: start the engine with enable_sleep_mode (troupe serve --enable-sleep-mode)");
 }
@@ -87,6 +93,11 @@ struct Engine::Impl {
   mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
   std::vector<actors::worker_actor> workers;
   std::mutex mu;
+  // LoRA adapters by name; ids are never reused, so no cached KV block of an unloaded adapter matches.
+  mutable std::mutex lora_mu;
+  std::map<std::string, LoraAdapterInfo> loras;
+  std::set<std::string> loras_changing;  // names being loaded or unloaded now
+  int64_t next_lora_id = 1;
   std::mt19937_64 rng;
   uint64_t next_request = 0;
   std::atomic<uint64_t> next_subscription{1};
@@ -323,7 +334,14 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
   TROUPE_RETURN_IF_ERROR(impl->start_ranks());
   impl->spawn_actors();
   impl->rng.seed(impl->config.model.seed != 0 ? impl->config.model.seed : std::random_device{}());
-  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  auto modules = impl->options.lora_modules;
+  std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
+  for (const auto& [name, path] : modules) {
+    auto loaded = engine->load_lora_adapter(name, path);
+    if (!loaded.ok()) return Status(loaded.status().code(), "--lora-modules " + name + "=" + path + ": " +
+                                                                loaded.status().message());
+  }
+  return engine;
 }
 
 Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_output) {
@@ -406,6 +424,12 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
   core.priority = request.priority;
   core.sampling = std::move(request.sampling);
   core.cache_salt = std::move(request.cache_salt);
+  if (!request.lora_name.empty()) {
+    std::lock_guard lock(im.lora_mu);
+    auto it = im.loras.find(request.lora_name);
+    if (it == im.loras.end()) return not_found("The model `" + request.lora_name + "` does not exist.");
+    core.lora_id = it->second.id;
+  }
   core.pooling = std::move(request.pooling);
   sr.on_output = std::move(on_output);
   std::string id = core.request_id;
@@ -460,6 +484,63 @@ Status Engine::wake_up(const std::vector<std::string>& tags) {
   caf::scoped_actor self{*impl_->system};
   auto r = ask<bool>(self, impl_->actors.scheduler, "wake_up", actors::wake_atom_v, joined);
   return r.ok() ? Status{} : r.status();
+}
+
+Result<LoraAdapterInfo> Engine::load_lora_adapter(const std::string& name, const std::string& path) {
+  auto& im = *impl_;
+  if (!im.config.lora.enable_lora) return lora_off();
+  if (name.empty()) return invalid_argument("lora_name: a LoRA adapter needs a name");
+  if (path.empty()) return invalid_argument("lora_path: a LoRA adapter needs the path of its GGUF file");
+  if (name == im.config.model.served_model_name)
+    return invalid_argument("lora_name: '" + name + "' is the base model's name");
+  LoraAdapterInfo info{name, 0, path};
+  {
+    std::lock_guard lock(im.lora_mu);
+    if (im.loras.contains(name) || im.loras_changing.contains(name))
+      return invalid_argument("The lora adapter '" + name + "' has already been loaded.");
+    im.loras_changing.insert(name);
+    info.id = im.next_lora_id++;
+  }
+  caf::scoped_actor self{*im.system};
+  auto added = ask<bool>(self, im.actors.scheduler, "load_lora_adapter " + name, actors::lora_add_atom_v, info.id, path);
+  std::lock_guard lock(im.lora_mu);
+  im.loras_changing.erase(name);
+  if (!added.ok()) return added.status();
+  im.loras[name] = info;
+  TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) loaded from {}", name, info.id, path);
+  return info;
+}
+
+Status Engine::unload_lora_adapter(const std::string& name) {
+  auto& im = *impl_;
+  if (!im.config.lora.enable_lora) return lora_off();
+  LoraAdapterInfo info;
+  {
+    std::lock_guard lock(im.lora_mu);
+    auto it = im.loras.find(name);
+    if (it == im.loras.end() || im.loras_changing.contains(name))
+      return not_found("The lora adapter '" + name + "' cannot be found.");
+    info = it->second;
+    im.loras_changing.insert(name);
+  }
+  caf::scoped_actor self{*im.system};
+  auto removed = ask<bool>(self, im.actors.scheduler, "unload_lora_adapter " + name, actors::lora_rm_atom_v, info.id);
+  std::lock_guard lock(im.lora_mu);
+  im.loras_changing.erase(name);
+  // Once the scheduler forgot the id (even if a rank then failed), no request may name it.
+  if (removed.ok() || removed.status().code() != StatusCode::unavailable ||
+      removed.status().message().find("in use") == std::string::npos)
+    im.loras.erase(name);
+  if (!removed.ok()) return removed.status();
+  TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) unloaded", name, info.id);
+  return {};
+}
+
+std::vector<LoraAdapterInfo> Engine::lora_adapters() const {
+  std::lock_guard lock(impl_->lora_mu);
+  std::vector<LoraAdapterInfo> out;
+  for (const auto& [name, info] : impl_->loras) out.push_back(info);
+  return out;
 }
 
 int Engine::sleep_level() const {

@@ -50,6 +50,8 @@ struct EngineOptions {
   std::string node_executable;
   /// A rank that does not answer a step within this fails it.
   std::chrono::milliseconds step_timeout = std::chrono::minutes(10);
+  /// LoRA adapters to load at start (vLLM's --lora-modules name=path); needs config.lora.enable_lora.
+  std::vector<std::pair<std::string, std::string>> lora_modules;
 };
 
 /// Called for every delta, on one of the actor system's threads: must not block.
@@ -120,6 +122,14 @@ class Engine {
   Status wake_up(const std::vector<std::string>& tags = {});
   /// 0 when awake, else the level the engine sleeps at.
   int sleep_level() const;
+  /// LoRA (needs config.lora.enable_lora): every rank reads the adapter file at `path` (on its
+  /// own host) and checks it against the model; then requests may name it (GenerateRequest::
+  /// lora_name). invalid_argument naming the problem for a bad file or a used name.
+  Result<LoraAdapterInfo> load_lora_adapter(const std::string& name, const std::string& path);
+  /// not_found for an unknown name; unavailable while unfinished requests use it.
+  Status unload_lora_adapter(const std::string& name);
+  /// The loaded adapters, by name.
+  std::vector<LoraAdapterInfo> lora_adapters() const;
   /// Most requests that ran in one step so far, and other totals (for --stats).
   int64_t max_running_requests() const;
 

@@ -14,6 +14,7 @@ engine::EngineCoreConfig core_config(const EngineConfig& config, const engine::K
   core.scheduler.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
   core.scheduler.max_num_seqs = config.scheduler.max_num_seqs;
   core.scheduler.max_model_len = plan.max_model_len;
+  core.scheduler.max_loras = config.lora.enable_lora ? std::max(1, config.lora.max_loras) : 0;
   core.kv.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan.num_blocks, INT32_MAX));
   core.kv.block_size = plan.spec.block_size;
   core.kv.enable_prefix_caching = config.cache.enable_prefix_caching;

@@ -51,6 +51,10 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, comm_id_atom, "comm_id")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, sleep_atom, "sleep")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, wake_atom, "wake_up")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, sleeping_atom, "sleeping")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_add_atom, "lora_add")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_rm_atom, "lora_rm")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_list_atom, "lora_list")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_pin_atom, "lora_pin")
 
 namespace troupe::actors {
 
@@ -80,6 +84,8 @@ struct SubmitRequest {
 
 /// One rank of the model (actors/worker_actor.hpp). Every reply is the
 /// rank's answer or an error carrying its Status (actors/status_error.hpp).
+/// LoRA (the worker's LoraExtension): (lora_add, id, path) reads the adapter file on the
+/// rank's own host; lora_rm, lora_list and lora_pin as the extension's quartet.
 using worker_actor = caf::typed_actor<
     caf::replies_to<init_atom, EngineConfig, int32_t>::with<WorkerInitReply>,
     caf::replies_to<kv_spec_atom>::with<KvSizing>,
@@ -87,7 +93,11 @@ using worker_actor = caf::typed_actor<
     caf::replies_to<warmup_atom>::with<bool>,
     caf::replies_to<execute_atom, StepInput>::with<StepOutput>,
     caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
-    caf::replies_to<wake_atom, std::string>::with<bool>>;
+    caf::replies_to<wake_atom, std::string>::with<bool>,
+    caf::replies_to<lora_add_atom, int64_t, std::string>::with<bool>,
+    caf::replies_to<lora_rm_atom, int64_t>::with<bool>,
+    caf::replies_to<lora_list_atom>::with<std::vector<int64_t>>,
+    caf::replies_to<lora_pin_atom, int64_t>::with<bool>>;
 
 /// One per node: loads its plugins (load: answers the platform it would choose by
 /// itself), activates the platform the head names and spawns workers on it
@@ -115,6 +125,8 @@ using kv_cache_actor = caf::typed_actor<
 /// sleeps (refused while requests are unfinished); (wake_atom, tags) wakes them
 /// ("weights,kv_cache" or a part; "" = all); (sleeping_atom) -> the level (0: awake).
 /// Requests submitted while asleep wait for the wake-up.
+/// LoRA: (lora_add, id, path) has every rank load the adapter, then lets requests name the
+/// id; (lora_rm, id) refuses while unfinished requests use it, else every rank drops it.
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<submit_atom, CoreRequest>::with<bool>,
     caf::reacts_to<abort_atom, std::string>,
@@ -122,7 +134,9 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>,
     caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
     caf::replies_to<wake_atom, std::string>::with<bool>,
-    caf::replies_to<sleeping_atom>::with<int32_t>>;
+    caf::replies_to<sleeping_atom>::with<int32_t>,
+    caf::replies_to<lora_add_atom, int64_t, std::string>::with<bool>,
+    caf::replies_to<lora_rm_atom, int64_t>::with<bool>>;
 
 /// Request intake and output delivery to each caller's callback.
 using engine_actor = caf::typed_actor<
@@ -182,6 +196,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::node_gate_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_gate_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::ParallelConfig))
+  CAF_ADD_TYPE_ID(troupe_actors, (std::vector<int64_t>))
 CAF_END_TYPE_ID_BLOCK(troupe_actors)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SubmitRequest)

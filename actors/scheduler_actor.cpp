@@ -226,6 +226,39 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
         return promise;
       },
       [=](sleeping_atom) -> int32_t { return self->state.core->sleep_level(); },
+      [=](lora_add_atom, int64_t id, const std::string& path) -> caf::result<bool> {
+        auto promise = self->make_response_promise<bool>();
+        fan_out<bool>(
+            self,
+            [self, promise, id](Result<int64_t> added) mutable {
+              Status st = added.status();
+              if (st.ok()) st = self->state.core->add_lora(id);
+              if (!st.ok()) {
+                // Some ranks may hold it: drop it there again (a rank without it answers not_found).
+                for (auto& w : self->state.workers)
+                  self->request(w, self->state.setup->step_timeout, lora_rm_atom_v, id)
+                      .then([](bool) {}, [](caf::error&) {});
+                promise.deliver(to_error(st));
+                return;
+              }
+              promise.deliver(true);
+            },
+            lora_add_atom_v, id, path);
+        return promise;
+      },
+      [=](lora_rm_atom, int64_t id) -> caf::result<bool> {
+        // Refused while requests use it; from now on no request can name it.
+        if (Status st = self->state.core->remove_lora(id); !st.ok()) return to_error(st);
+        auto promise = self->make_response_promise<bool>();
+        fan_out<bool>(
+            self,
+            [promise](Result<int64_t> removed) mutable {
+              if (!removed.ok()) promise.deliver(to_error(removed.status()));
+              else promise.deliver(true);
+            },
+            lora_rm_atom_v, id);
+        return promise;
+      },
       [=](reset_atom, std::vector<worker_actor>& workers) -> bool {
         auto& st = self->state;
         if (st.core->healthy() && st.core->has_unfinished_requests())

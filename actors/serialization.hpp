@@ -40,9 +40,13 @@ typename Inspector::result_type inspect(Inspector& f, CompilationConfig& x) {
   return f(caf::meta::type_name("CompilationConfig"), x.enforce_eager, x.graph_mode);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LoraConfig& x) {
+  return f(caf::meta::type_name("LoraConfig"), x.enable_lora, x.max_loras, x.max_lora_rank);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineConfig& x) {
   return f(caf::meta::type_name("EngineConfig"), x.device, x.model, x.cache, x.scheduler, x.parallel, x.compilation,
-           x.extra);
+           x.lora, x.extra);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelInfo& x) {
@@ -61,7 +65,7 @@ typename Inspector::result_type inspect(Inspector& f, KvCacheSpec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
   return f(caf::meta::type_name("ForwardBatch"), x.token_ids, x.positions, x.query_start, x.seq_lens,
-           x.block_tables, x.slot_mapping, x.logits_indices);
+           x.block_tables, x.slot_mapping, x.logits_indices, x.lora_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerStats& x) {
@@ -168,7 +172,7 @@ typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {
   bool pooling = x.pooling.has_value();
   PoolingParams params = x.pooling.value_or(PoolingParams{});
   return f(caf::meta::type_name("CoreRequest"), x.request_id, x.prompt_token_ids, x.sampling, x.seed, x.cache_salt,
-           x.priority, pooling, params, caf::meta::load_callback([&]() -> caf::error {
+           x.priority, x.lora_id, pooling, params, caf::meta::load_callback([&]() -> caf::error {
              x.pooling = pooling ? std::optional<PoolingParams>(params) : std::nullopt;
              return caf::none;
            }));

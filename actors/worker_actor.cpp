@@ -85,6 +85,26 @@ worker_actor::behavior_type worker_behavior(Self self, const Platform* platform)
         }
         return reply(r->wake_up(list));
       },
+      [=](lora_add_atom, int64_t id, const std::string& path) -> caf::result<bool> {
+        auto& r = self->state.runner;
+        if (!r) return without_model<bool>();
+        return reply(r->add_lora(id, path));
+      },
+      [=](lora_rm_atom, int64_t id) -> caf::result<bool> {
+        auto& r = self->state.runner;
+        if (!r) return without_model<bool>();
+        return reply(r->remove_lora(id));
+      },
+      [=](lora_list_atom) -> caf::result<std::vector<int64_t>> {
+        auto& r = self->state.runner;
+        if (!r) return without_model<std::vector<int64_t>>();
+        return reply(r->list_loras());
+      },
+      [=](lora_pin_atom, int64_t id) -> caf::result<bool> {
+        auto& r = self->state.runner;
+        if (!r) return without_model<bool>();
+        return reply(r->pin_lora(id));
+      },
   };
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "actors/engine.hpp"
@@ -55,6 +56,10 @@ struct Options {
   std::string kv_cache_dtype = "auto";
   std::string io_processor_plugin;
   bool enable_sleep_mode = false;
+  bool enable_lora = false;
+  std::vector<std::string> lora_modules;  // name=path
+  int max_loras = 1;
+  int max_lora_rank = 16;
   LoadFormatOptions load;
   PolicyOptions policy;
 };
@@ -110,6 +115,25 @@ int run_serve(Options o) {
   c.model.seed = o.seed;
   c.model.runner = o.runner;
   c.model.enable_sleep_mode = o.enable_sleep_mode;
+  c.lora.enable_lora = o.enable_lora;
+  c.lora.max_loras = o.max_loras;
+  c.lora.max_lora_rank = o.max_lora_rank;
+  for (const std::string& m : o.lora_modules) {
+    const size_t eq = m.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == m.size()) {
+      server.stop();
+      return fail("--lora-modules takes name=path, got '" + m + "'");
+    }
+    eo.lora_modules.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  if (!o.enable_lora && !eo.lora_modules.empty()) {
+    server.stop();
+    return fail("--lora-modules needs --enable-lora");
+  }
+  if (o.max_loras < 1 || o.max_lora_rank < 1) {
+    server.stop();
+    return fail("--max-loras and --max-lora-rank must be at least 1");
+  }
   c.cache.block_size = o.block_size;
   c.cache.enable_prefix_caching = o.enable_prefix_caching;
   c.cache.num_gpu_blocks_override = o.num_gpu_blocks_override;
@@ -222,6 +246,12 @@ const CommandRegistration kRegistration(
                    "Reuse KV blocks of shared prompt prefixes (default on)");
       sub.add_flag("--enable-sleep-mode", o->enable_sleep_mode,
                    "POST /sleep?level=1|2, POST /wake_up, GET /is_sleeping: free the model's memory while idle");
+      sub.add_flag("--enable-lora", o->enable_lora,
+                   "Serve LoRA adapters (GGUF, llama.cpp's format): POST /v1/load_lora_adapter, "
+                   "/v1/unload_lora_adapter; a request picks one by its model name");
+      sub.add_option("--lora-modules", o->lora_modules, "LoRA adapters to load at start: name=path [name=path ...]");
+      sub.add_option("--max-loras", o->max_loras, "Distinct LoRA adapters in one step (default 1)");
+      sub.add_option("--max-lora-rank", o->max_lora_rank, "Largest LoRA rank accepted (default 16)");
       sub.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (also $TROUPE_API_KEY)");
       sub.add_flag("--disable-log-stats", o->disable_log_stats, "No periodic throughput/KV log line");
       sub.add_option("--max-num-queued-requests", o->max_num_queued_requests,

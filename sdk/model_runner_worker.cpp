@@ -83,6 +83,7 @@ Status ModelRunnerWorker::load_model(const ModelSource& source) {
   ctx.tp_size = config_.parallel.tensor_parallel_size;
   ctx.pp_rank = pp_rank_;
   ctx.pp_size = config_.parallel.pipeline_parallel_size;
+  if (config_.lora.enable_lora) ctx.loras = &loras_;
   auto model = model_registry::create(source.architecture(), source, ctx);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
@@ -159,8 +160,29 @@ Status ModelRunnerWorker::initialize_cache(int64_t num_blocks) {
 
 void* ModelRunnerWorker::get_extension(std::string_view name) {
   if (name == SleepModeExtension::kName) return static_cast<SleepModeExtension*>(this);
+  if (name == LoraExtension::kName && config_.lora.enable_lora) return static_cast<LoraExtension*>(this);
   return nullptr;
 }
+
+Status ModelRunnerWorker::add_lora(int64_t lora_id, const LoraAdapterSpec& adapter) {
+  if (!config_.lora.enable_lora) return not_supported("LoRA is off: start the engine with --enable-lora");
+  if (config_.parallel.world_size() > 1)
+    return not_supported("LoRA with tensor or pipeline parallelism (world size " +
+                         std::to_string(config_.parallel.world_size()) + ") is not implemented yet");
+  TROUPE_RETURN_IF_ERROR(check_awake());
+  if (!model_ || source_ == nullptr) return unavailable("add_lora before load_model");
+  TROUPE_RETURN_IF_ERROR(loras_.add(lora_id, adapter, *source_, *model_, *allocator_, config_.lora.max_lora_rank));
+  TROUPE_LOG_INFO("rank {}: LoRA adapter {} ({}) loaded, {} tensors, {:.2f} MiB on {}", rank_, lora_id, adapter.path,
+                  adapter.targets.size() * 2, static_cast<double>(loras_.device_bytes()) / (1 << 20),
+                  allocator_->name());
+  return {};
+}
+
+Status ModelRunnerWorker::remove_lora(int64_t lora_id) { return loras_.remove(lora_id); }
+
+Result<std::vector<int64_t>> ModelRunnerWorker::list_loras() const { return loras_.ids(); }
+
+Status ModelRunnerWorker::pin_lora(int64_t lora_id) { return loras_.pin(lora_id); }
 
 Status ModelRunnerWorker::sleep(int level) {
   if (level != 1 && level != 2) return invalid_argument("sleep level must be 1 or 2, got " + std::to_string(level));

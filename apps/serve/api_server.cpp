@@ -120,6 +120,7 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
       {"/score", true, false},
       {"/sleep", true, false},          {"/wake_up", true, false},
       {"/is_sleeping", false, false},
+      {"/v1/load_lora_adapter", true, false}, {"/v1/unload_lora_adapter", true, false},
   };
   const Route* found = nullptr;
   for (const auto& r : routes)
@@ -142,10 +143,14 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   engine::Engine* e = ready_engine(ctx, req);
   if (!e) return;
   if (path == "/metrics") return respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", e->metrics_text());
-  if (path == "/v1/models")
+  if (path == "/v1/models") {
+    std::vector<openai::LoraCard> loras;
+    for (const auto& a : e->lora_adapters()) loras.push_back({a.name, a.path});
     return respond(req, 200, "application/json",
                    openai::render_models(e->served_model_name(), ctx.options.model_path, openai::unix_time_now(),
-                                         max_model_len(*e)));
+                                         max_model_len(*e), loras));
+  }
+  if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") return handle_lora(ctx, req, path, *e);
   if (path == "/v1/completions") return handle_completions(ctx, req, /*chat=*/false);
   if (path == "/v1/chat/completions") return handle_completions(ctx, req, /*chat=*/true);
   if (path == "/tokenize") return handle_tokenize(ctx, req);

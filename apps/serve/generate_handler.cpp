@@ -19,6 +19,14 @@ namespace {
 
 using ChunkedResponse = restinio::response_builder_t<restinio::chunked_output_t>;
 
+// The base model (empty or its served name) or a loaded LoRA adapter's name.
+bool known_model(const engine::Engine& e, const std::string& model) {
+  if (model.empty() || model == e.served_model_name()) return true;
+  for (const auto& a : e.lora_adapters())
+    if (a.name == model) return true;
+  return false;
+}
+
 struct ChoiceState {
   std::string engine_id;
   int prompt_index = 0;
@@ -206,8 +214,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     common = std::move(r.common);
     std::vector<chat::Message> messages;
     for (auto& m : r.messages) messages.push_back({m.role, m.content});
-    if (!common.model.empty() && common.model != e->served_model_name())
-      return respond_error(req, openai::model_not_found(common.model));
+    if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
     auto text = e->apply_chat_template(messages, r.add_generation_prompt);
     if (!text.ok()) return respond_error(req, openai::from_status(text.status(), "messages"));
     ids.push_back(encode(*e, *text));
@@ -217,8 +224,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     if (auto err = openai::parse_completion_request(req->body(), ctx.options.limits, &r))
       return respond_error(req, *err);
     common = std::move(r.common);
-    if (!common.model.empty() && common.model != e->served_model_name())
-      return respond_error(req, openai::model_not_found(common.model));
+    if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
     gen->echo = r.echo;
     for (auto& p : r.prompts) {
       if (p.is_tokens) {
@@ -245,7 +251,9 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   gen->include_usage = common.include_usage;
   gen->id = openai::make_request_id(chat ? "chatcmpl" : "cmpl");
   gen->created = openai::unix_time_now();
-  gen->model = e->served_model_name();
+  // A LoRA adapter's name picks the adapter (vLLM); the response names what was asked for.
+  const bool lora = !common.model.empty() && common.model != e->served_model_name();
+  gen->model = lora ? common.model : e->served_model_name();
   gen->prompt_texts = texts;
   gen->prompt_ids = ids;
   for (size_t p = 0; p < ids.size(); ++p) {
@@ -268,6 +276,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     g.prompt_token_ids = ids[c.prompt_index];
     g.sampling = openai::choice_sampling(per_prompt[c.prompt_index], static_cast<int>(k % common.n));
     g.priority = common.priority;
+    if (lora) g.lora_name = common.model;
     // The engine holds this callback until the choice finished; its strong
     // reference keeps the generation state alive exactly that long.
     auto submitted = e->submit(std::move(g), [io, gen, k](engine::RequestOutput o) {

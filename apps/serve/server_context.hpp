@@ -55,5 +55,7 @@ void handle_score(ServerContext& ctx, const restinio::request_handle_t& req);
 /// POST /sleep, POST /wake_up, GET /is_sleeping (404 without --enable-sleep-mode).
 void handle_sleep_mode(ServerContext& ctx, const restinio::request_handle_t& req, const std::string& path,
                        engine::Engine& e);
+/// POST /v1/load_lora_adapter and /v1/unload_lora_adapter (404 without --enable-lora).
+void handle_lora(ServerContext& ctx, const restinio::request_handle_t& req, const std::string& path, engine::Engine& e);
 
 }  // namespace troupe::apps::serve

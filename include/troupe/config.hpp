@@ -74,6 +74,13 @@ struct CompilationConfig {
   std::string graph_mode = "none";       // set by the platform: "none", "cuda_graph", ...
 };
 
+/// LoRA adapters (vLLM's --enable-lora, --max-loras, --max-lora-rank).
+struct LoraConfig {
+  bool enable_lora = false;
+  int max_loras = 1;        // distinct adapters in one step
+  int max_lora_rank = 16;   // adapters of a larger rank are refused
+};
+
 struct EngineConfig {
   /// The platform to run on (vLLM's --device): a platform plugin's name or device type
   /// ("cpu", "cuda"); "auto" lets the plugin host choose. After start-up it names the
@@ -84,6 +91,7 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   ParallelConfig parallel;
   CompilationConfig compilation;
+  LoraConfig lora;
   /// Free-form settings a platform or plugin may add or read.
   std::map<std::string, std::string> extra;
 };

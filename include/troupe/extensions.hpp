@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "troupe/lora.hpp"
 #include "troupe/status.hpp"
 #include "troupe/worker.hpp"
 
@@ -29,14 +30,17 @@ class SleepModeExtension {
   ~SleepModeExtension() = default;
 };
 
-/// LoRA adapters applied on top of the base weights.
+/// LoRA adapters applied on top of the base weights (troupe/lora.hpp). The runtime reads the
+/// adapter file on each rank and hands its tensors over; the worker checks them against the
+/// loaded model and keeps them in device memory until remove_lora.
 class LoraExtension {
  public:
-  static constexpr std::string_view kName = "troupe.lora.v1";
-  virtual Status add_lora(int64_t lora_id, const std::string& path) = 0;
+  static constexpr std::string_view kName = "troupe.lora.v2";
+  /// invalid_argument naming the file, tensor and problem when `adapter` does not fit the model.
+  virtual Status add_lora(int64_t lora_id, const LoraAdapterSpec& adapter) = 0;
   virtual Status remove_lora(int64_t lora_id) = 0;
   virtual Result<std::vector<int64_t>> list_loras() const = 0;
-  /// Keep an adapter resident.
+  /// Keep an adapter resident (adapters are only ever dropped by remove_lora).
   virtual Status pin_lora(int64_t lora_id) = 0;
 
  protected:

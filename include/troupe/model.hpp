@@ -19,6 +19,7 @@ class Ops;
 class AttentionBackend;
 class DeviceAllocator;
 class DeviceCommunicator;
+class LoraAdapterSet;
 
 /// One weight tensor, memory-mapped from the model file.
 /// ne[0] is the fastest-moving dimension (GGUF order): a matrix that maps
@@ -76,6 +77,9 @@ struct ForwardBatch {
   std::vector<std::vector<int32_t>> block_tables;  // [num_seqs][blocks]
   std::vector<int64_t> slot_mapping;  // [num_tokens] KV slot = block * block_size + offset
   std::vector<int32_t> logits_indices;// token rows whose logits are wanted, in order
+  /// [num_seqs] the LoRA adapter of each sequence (ModelContext::loras; 0: the base model),
+  /// or empty when no sequence of the step uses one.
+  std::vector<int64_t> lora_ids;
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
 };
@@ -97,6 +101,9 @@ struct ModelContext {
   DeviceCommunicator* tp_communicator = nullptr;
   int tp_rank = 0, tp_size = 1;
   int pp_rank = 0, pp_size = 1;
+  /// The LoRA adapters that ForwardBatch::lora_ids name (troupe/lora.hpp); owned by the
+  /// worker, alive as long as the model. nullptr: LoRA is off.
+  const LoraAdapterSet* loras = nullptr;
 };
 
 /// What this rank's share of a model keeps in the KV cache.
@@ -122,6 +129,9 @@ class Model {
   /// gets logits; other ranks may pass nullptr. Every rank of the world runs the same batch
   /// in lock step (the collectives are inside).
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
+  /// Whether forward() applies a LoRA adapter's update of the base tensor `name` (troupe/lora.hpp).
+  /// Default: none (the model does not support LoRA).
+  virtual bool applies_lora(std::string_view /*name*/) const { return false; }
   /// The pooling runner: the last hidden states of every token of the batch
   /// ([num_tokens][info().hidden_size]) into device memory, like forward's logits.
   /// Default: not_supported.

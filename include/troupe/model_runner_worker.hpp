@@ -9,6 +9,10 @@
 // It offers sleep mode (SleepModeExtension) on any platform: sleeping frees the
 // model (its device weights and activations) and the KV cache; waking builds
 // them again from the model source, which stays mapped in host memory.
+// It offers LoRA (LoraExtension) on any platform whose model supports it: the
+// adapters live in the platform's memory (LoraAdapterSet) and the model reads
+// them through ModelContext::loras. LoRA over ranks (tensor or pipeline
+// parallelism) is refused as not implemented yet.
 #pragma once
 
 #include <memory>
@@ -21,6 +25,7 @@
 #include "troupe/communicator.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/extensions.hpp"
+#include "troupe/lora.hpp"
 #include "troupe/metered_communicator.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/platform.hpp"
@@ -28,7 +33,7 @@
 
 namespace troupe {
 
-class ModelRunnerWorker : public Worker, public SleepModeExtension {
+class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraExtension {
  public:
   /// `platform` makes this worker's parts; it must outlive the worker (the host keeps
   /// platforms for the life of the process).
@@ -50,7 +55,7 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension {
   void recycle_output(ModelRunnerOutput&& used) override;
   const ModelInfo* model_info() const override { return model_ ? &model_->info() : nullptr; }
   Status execute_dummy_batch() override;
-  /// SleepModeExtension.
+  /// SleepModeExtension and (with config.lora.enable_lora) LoraExtension.
   void* get_extension(std::string_view name) override;
 
   /// Level 1: frees the model's device memory (weights, activations) and the KV cache; the
@@ -63,6 +68,13 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension {
   Status wake_up(const std::vector<std::string>& tags) override;
   /// 0 when awake, else the level of the last sleep() not yet fully woken from.
   int sleep_level() const { return sleep_level_; }
+
+  /// LoRA: checks `adapter` against the loaded model (config.lora.max_lora_rank included) and
+  /// copies it into device memory. The adapters survive sleep and wake_up.
+  Status add_lora(int64_t lora_id, const LoraAdapterSpec& adapter) override;
+  Status remove_lora(int64_t lora_id) override;
+  Result<std::vector<int64_t>> list_loras() const override;
+  Status pin_lora(int64_t lora_id) override;
 
  protected:
   /// The KV cache element type for config.cache.cache_dtype ("auto", "fp16", "fp32"...).
@@ -101,6 +113,7 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension {
   const ModelSource* source_ = nullptr;         // owned by the caller of load_model, which outlives this
   std::optional<KvCacheConfig> kv_config_;
   int sleep_level_ = 0;
+  LoraAdapterSet loras_;                        // ModelContext::loras when config.lora.enable_lora
   bool weights_asleep_ = false, kv_asleep_ = false;
 };
 

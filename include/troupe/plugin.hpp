@@ -20,7 +20,7 @@
 #include "troupe/status.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
-#define TROUPE_ABI_VERSION 7u
+#define TROUPE_ABI_VERSION 8u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -75,7 +75,9 @@ constexpr uint64_t sdk_layout_fingerprint() {
            sizeof(IOProcessor), sizeof(StatLogger), sizeof(ModelContext), sizeof(WeightTensor),
            sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights), sizeof(ModelRunnerWorker),
            sizeof(SchedulingRequest), sizeof(SchedulerPolicy), sizeof(TokenizerView), sizeof(LogitsProcessorContext),
-           sizeof(LogitsRequest), sizeof(LogitsRow), sizeof(LogitsBatch), sizeof(LogitsProcessor)})
+           sizeof(LogitsRequest), sizeof(LogitsRow), sizeof(LogitsBatch), sizeof(LogitsProcessor),
+           sizeof(LoraConfig), sizeof(LoraTargetSpec), sizeof(LoraAdapterSpec), sizeof(LoraWeights),
+           sizeof(LoraAdapterSet)})
     mix(v);
   return h;
 }

@@ -175,13 +175,45 @@ void check_features(Worker& w, const std::vector<GoldenCase>& goldens, int block
   }
   if (selected(c.options(), "feature", "lora")) {
     if (auto* lora = find_extension<LoraExtension>(w)) {
-      auto listed = lora->list_loras();
-      Status st = listed.ok() ? Status{} : listed.status();
-      // A missing adapter file must be an error, not a crash.
-      if (st.ok() && lora->add_lora(1, "/nonexistent/troupe-platform-check/adapter").ok())
-        st = internal_error("add_lora of a file that does not exist succeeded");
+      // The quartet on the loaded model: a rank-1 adapter of blk.0.attn_q (B = 0) is added,
+      // listed, pinned and removed; one naming a tensor the model lacks is refused.
+      const ModelInfo* info = w.model_info();
+      const int64_t in = info ? info->hidden_size : 0;
+      const int64_t out = info ? int64_t{info->num_heads} * info->head_dim : 0;
+      std::vector<float> a(static_cast<size_t>(std::max<int64_t>(in, 1)), 0.01f);
+      std::vector<float> b(static_cast<size_t>(std::max<int64_t>(out, 1)), 0.0f);
+      auto matrix = [](const std::string& name, std::vector<float>& v, int64_t ne0, int64_t ne1) {
+        WeightTensor t;
+        t.name = name;
+        t.n_dims = 2;
+        t.ne[0] = ne0;
+        t.ne[1] = ne1;
+        t.data = v.data();
+        t.nbytes = v.size() * sizeof(float);
+        return t;
+      };
+      LoraAdapterSpec good{"platform-check:zero-adapter", 1.0f, {}};
+      good.targets.push_back({"blk.0.attn_q.weight", matrix("a", a, in, 1), matrix("b", b, 1, out)});
+      LoraAdapterSpec bad = good;
+      bad.path = "platform-check:wrong-name";
+      bad.targets[0].base_name = "blk.0.no_such_tensor.weight";
+      Status st = lora->add_lora(1, good);
+      if (st.ok()) {
+        auto listed = lora->list_loras();
+        if (!listed.ok()) st = listed.status();
+        else if (*listed != std::vector<int64_t>{1}) st = internal_error("list_loras does not list the added adapter 1");
+      }
+      if (st.ok()) st = lora->pin_lora(1);
+      if (st.ok()) {
+        Status refused = lora->add_lora(2, bad);
+        if (refused.code() != StatusCode::invalid_argument)
+          st = internal_error("an adapter naming a tensor the model lacks was not refused as invalid: " +
+                              refused.to_string());
+      }
+      if (st.ok()) st = lora->remove_lora(1);
+      if (st.ok() && lora->remove_lora(1).ok()) st = internal_error("remove_lora of a removed adapter succeeded");
       c.feature("lora", st.ok() ? Outcome::pass : Outcome::fail,
-                st.ok() ? "list_loras answers; add_lora of a missing file is a clear error" : st.to_string());
+                st.ok() ? "add_lora, list_loras, pin_lora, remove_lora; a wrong tensor name is refused" : st.to_string());
     } else {
       c.feature("lora", Outcome::not_offered, "the worker has no " + std::string(LoraExtension::kName) + " extension");
     }
@@ -215,6 +247,7 @@ void check_worker(const Platform& target, const ModelSource& model, const std::v
   EngineConfig config;
   config.parallel.num_threads = options.num_threads;
   config.scheduler.max_num_batched_tokens = 512;
+  config.lora.enable_lora = true;  // the worker offers its LoRA extension to the feature checks
   if (!c.step("check_and_update_config", target.check_and_update_config(config))) return;
   auto made = target.make_worker(config, 0);
   if (!c.step("make_worker", made.ok() ? Status{} : made.status())) return;

@@ -54,6 +54,7 @@ Status EngineCore::add_request(CoreRequest request, Clock::time_point arrival) {
   nr.max_tokens = pooling ? 1 : request.sampling.max_tokens;  // a pooling request takes its prompt's one step
   nr.prompt_only = pooling;
   nr.priority = request.priority;
+  nr.lora_id = request.lora_id;
   if (!request.cache_salt.empty()) nr.cache_salt = request.cache_salt;
   TROUPE_RETURN_IF_ERROR(scheduler_.add_request(std::move(nr)));
   SamplingState sampling;

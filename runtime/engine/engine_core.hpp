@@ -52,6 +52,7 @@ struct CoreRequest {
   uint64_t seed = 0;          // the request's seed (given or drawn)
   std::string cache_salt;     // isolates its prefix-cache entries; empty: none
   int32_t priority = 0;       // lower is served first, under a policy that uses priorities
+  int64_t lora_id = 0;        // the LoRA adapter it runs with (0: the base model)
   /// Set: a pooling request (the prompt only, one pooled vector back).
   std::optional<PoolingParams> pooling;
 };
@@ -104,6 +105,11 @@ class EngineCore {
   /// sleep also forgets the prefix cache: the KV cache's contents do not survive it.
   void set_sleep_level(int level);
   int sleep_level() const { return sleep_level_; }
+
+  /// LoRA: adapter ids requests may name, once every rank holds them (Scheduler::add_lora);
+  /// removal is refused while live requests use the adapter.
+  Status add_lora(int64_t lora_id) { return scheduler_.add_lora(lora_id); }
+  Status remove_lora(int64_t lora_id) { return scheduler_.remove_lora(lora_id); }
 
   bool has_unfinished_requests() const { return scheduler_.has_unfinished_requests(); }
   bool step_in_flight() const { return in_flight_; }

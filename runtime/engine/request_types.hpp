@@ -28,6 +28,16 @@ struct GenerateRequest {
   std::optional<PoolingParams> pooling;
   /// Keep only the last N prompt tokens of a longer prompt (vLLM); unset: too long is an error.
   std::optional<int64_t> truncate_prompt_tokens;
+  /// The LoRA adapter to run with, by the name it was loaded under (Engine::load_lora_adapter,
+  /// --lora-modules); empty: the base model.
+  std::string lora_name;
+};
+
+/// A loaded LoRA adapter (vLLM's LoRARequest): its name, the id the ranks know it by, its file.
+struct LoraAdapterInfo {
+  std::string name;
+  int64_t id = 0;
+  std::string path;
 };
 
 struct TokenLogprob {

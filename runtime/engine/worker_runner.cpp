@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "runtime/engine/model_artifacts.hpp"
+#include "runtime/lora/lora_file.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/sampling/sampler.hpp"
 #include "troupe/extensions.hpp"
@@ -198,6 +199,36 @@ Status WorkerRunner::wake_up(const std::vector<std::string>& tags) {
   auto ext = require_extension<SleepModeExtension>(*worker_, "sleep mode");
   if (!ext.ok()) return ext.status();
   return (*ext)->wake_up(tags);
+}
+
+Status WorkerRunner::add_lora(int64_t lora_id, const std::string& path) {
+  auto ext = require_extension<LoraExtension>(*worker_, "LoRA");
+  if (!ext.ok()) return ext.status();
+  auto file = lora::read_lora_file(path);
+  if (!file.ok()) return file.status();
+  const std::string base_arch = model_.source->architecture();
+  if ((*file)->architecture != base_arch)
+    return invalid_argument("LoRA adapter " + path + " is for architecture '" + (*file)->architecture +
+                            "', the model is '" + base_arch + "'");
+  return (*ext)->add_lora(lora_id, (*file)->spec);  // the worker copies what it keeps
+}
+
+Status WorkerRunner::remove_lora(int64_t lora_id) {
+  auto ext = require_extension<LoraExtension>(*worker_, "LoRA");
+  if (!ext.ok()) return ext.status();
+  return (*ext)->remove_lora(lora_id);
+}
+
+Result<std::vector<int64_t>> WorkerRunner::list_loras() {
+  auto ext = require_extension<LoraExtension>(*worker_, "LoRA");
+  if (!ext.ok()) return ext.status();
+  return (*ext)->list_loras();
+}
+
+Status WorkerRunner::pin_lora(int64_t lora_id) {
+  auto ext = require_extension<LoraExtension>(*worker_, "LoRA");
+  if (!ext.ok()) return ext.status();
+  return (*ext)->pin_lora(lora_id);
 }
 
 }  // namespace troupe::engine

@@ -44,6 +44,12 @@ class WorkerRunner {
   /// sleep freed (it may be 0 or less when the memory was never touched).
   Result<int64_t> sleep(int level);
   Status wake_up(const std::vector<std::string>& tags);
+  /// LoRA (the worker's LoraExtension): reads the adapter file at `path` on this rank
+  /// (runtime/lora/lora_file.hpp) and hands it to the worker, which checks it against the model.
+  Status add_lora(int64_t lora_id, const std::string& path);
+  Status remove_lora(int64_t lora_id);
+  Result<std::vector<int64_t>> list_loras();
+  Status pin_lora(int64_t lora_id);
 
   int32_t rank() const { return rank_; }
   bool is_driver() const { return rank_ == kDriverRank; }

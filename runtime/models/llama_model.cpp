@@ -8,6 +8,7 @@
 #include "troupe/attention.hpp"
 #include "troupe/communicator.hpp"
 #include "troupe/log.hpp"
+#include "troupe/lora.hpp"
 #include "troupe/ops.hpp"
 
 namespace troupe::models {
@@ -127,6 +128,59 @@ Status LlamaModel::validate(const ForwardBatch& b) const {
   }
   for (int32_t r : b.logits_indices)
     if (r < 0 || r >= T) return out_of_range("logits index " + std::to_string(r) + " is outside the batch");
+  if (!b.lora_ids.empty()) {
+    if (static_cast<int64_t>(b.lora_ids.size()) != S)
+      return invalid_argument("forward batch: lora_ids needs one entry per sequence (or none)");
+    for (int64_t id : b.lora_ids) {
+      if (id == 0) continue;
+      if (ctx_.loras == nullptr) return invalid_argument("forward batch names LoRA adapter " + std::to_string(id) +
+                                                         ", but LoRA is off (--enable-lora)");
+      if (!ctx_.loras->contains(id))
+        return not_found("forward batch names LoRA adapter " + std::to_string(id) + ", which is not loaded");
+    }
+  }
+  return {};
+}
+
+bool LlamaModel::applies_lora(std::string_view name) const {
+  constexpr std::string_view kPrefix = "blk.", kSuffix = ".weight";
+  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return false;
+  name.remove_prefix(kPrefix.size());
+  name.remove_suffix(kSuffix.size());
+  const size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 6) return false;
+  int layer = 0;
+  for (char c : name.substr(0, dot)) {
+    if (c < '0' || c > '9') return false;
+    layer = layer * 10 + (c - '0');
+  }
+  if (layer >= hp_.n_layer) return false;
+  const std::string_view kind = name.substr(dot + 1);
+  for (std::string_view k : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+    if (kind == k) return true;
+  return false;
+}
+
+Status LlamaModel::apply_lora(const ForwardBatch& b, const WeightTensor& w, const float* x, float* y) {
+  if (b.lora_ids.empty() || ctx_.loras == nullptr) return {};
+  Ops& ops = *ctx_.ops;
+  const int64_t in = w.ne[0], out = w.rows();
+  const int32_t S = b.num_seqs();
+  for (int32_t s = 0; s < S;) {
+    const int64_t id = b.lora_ids[static_cast<size_t>(s)];
+    int32_t e = s + 1;  // sequences are contiguous rows: one range for a run of equal adapters
+    while (e < S && b.lora_ids[static_cast<size_t>(e)] == id) ++e;
+    const LoraWeights* lw = id != 0 ? ctx_.loras->find(id, w.name) : nullptr;
+    if (lw != nullptr) {
+      const int64_t r0 = b.query_start[static_cast<size_t>(s)], n = b.query_start[static_cast<size_t>(e)] - r0;
+      TROUPE_RETURN_IF_ERROR(lora_mid_.reserve(*ctx_.allocator, n * lw->rank));
+      TROUPE_RETURN_IF_ERROR(lora_out_.reserve(*ctx_.allocator, n * out));
+      ops.matmul(lw->a, x + r0 * in, n, lora_mid_.data());
+      ops.matmul(lw->b, lora_mid_.data(), n, lora_out_.data());
+      ops.add_inplace(y + r0 * out, lora_out_.data(), n * out);
+    }
+    s = e;
+  }
   return {};
 }
 
@@ -210,7 +264,9 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   // Every rank of a stage holds the same residual stream; the partial sums of the
   // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.
   DeviceCommunicator* group = ctx_.tp_communicator;
-  const bool fused_silu = silu_and_mul_.chosen() == "native";
+  const bool lora = !b.lora_ids.empty() && ctx_.loras != nullptr;
+  // LoRA updates gate and up before the activation: the unfused path then.
+  const bool fused_silu = silu_and_mul_.chosen() == "native" && !lora;
 
   if (shard_.first_stage()) {
     TROUPE_RETURN_IF_ERROR(embed(b));
@@ -227,22 +283,30 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
     const WeightTensor* qkv[3] = {&L.wq, &L.wk, &L.wv};
     float* qkv_out[3] = {q_.data(), k_.data(), v_.data()};
     ops.matmul_multi(qkv, qkv_out, 3, xn_.data(), T);
+    if (lora)
+      for (int j = 0; j < 3; ++j) TROUPE_RETURN_IF_ERROR(apply_lora(b, *qkv[j], xn_.data(), qkv_out[j]));
     rope_(ops, q_.data(), b.positions.data(), T, shard_.n_head_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
     rope_(ops, k_.data(), b.positions.data(), T, shard_.n_head_kv_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
     attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, scale);
     ops.matmul(L.wo, attn_.data(), T, tmp_.data());
+    if (lora) TROUPE_RETURN_IF_ERROR(apply_lora(b, L.wo, attn_.data(), tmp_.data()));
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
 
     rms_norm_(ops, x_.data(), static_cast<const float*>(L.ffn_norm.data), T, E, hp_.rms_eps, xn_.data());
     if (fused_silu) {
       ops.matmul_silu_mul(L.ffn_gate, L.ffn_up, xn_.data(), T, gate_.data(), up_.data());
-    } else {  // silu_and_mul is overridden: the projections, then the override
+    } else {  // silu_and_mul is overridden, or LoRA: the projections, then the activation
       ops.matmul(L.ffn_gate, xn_.data(), T, gate_.data());
       ops.matmul(L.ffn_up, xn_.data(), T, up_.data());
+      if (lora) {
+        TROUPE_RETURN_IF_ERROR(apply_lora(b, L.ffn_gate, xn_.data(), gate_.data()));
+        TROUPE_RETURN_IF_ERROR(apply_lora(b, L.ffn_up, xn_.data(), up_.data()));
+      }
       silu_and_mul_(ops, gate_.data(), up_.data(), T * (shard_.ff_end - shard_.ff_begin), gate_.data());
     }
     ops.matmul(L.ffn_down, gate_.data(), T, tmp_.data());
+    if (lora) TROUPE_RETURN_IF_ERROR(apply_lora(b, L.ffn_down, gate_.data(), tmp_.data()));
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
   }

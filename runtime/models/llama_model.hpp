@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "runtime/models/llama_hparams.hpp"
@@ -28,6 +29,9 @@ class LlamaModel final : public Model {
   Status forward(const ForwardBatch& batch, float* logits) override;
   /// The final norm's output of every token (last-token pooling over a decoder).
   Status forward_hidden(const ForwardBatch& batch, float* hidden) override;
+  /// LoRA targets: the attention and MLP projections of every layer
+  /// (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight).
+  bool applies_lora(std::string_view name) const override;
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaShard& shard() const { return shard_; }
 
@@ -38,6 +42,9 @@ class LlamaModel final : public Model {
   Status run_layers(const ForwardBatch& batch);
   Status embed(const ForwardBatch& batch);
   Status output(const ForwardBatch& batch, float* logits);
+  /// LoRA: y += B (A x) of base matrix `w` on the rows of every sequence whose adapter
+  /// targets it (x: [T][in], y: [T][out]); nothing when no sequence of the step has one.
+  Status apply_lora(const ForwardBatch& batch, const WeightTensor& w, const float* x, float* y);
   int global_rank(int pp_rank, int tp_rank) const { return pp_rank * shard_.tp_size + tp_rank; }
 
   LlamaHParams hp_;
@@ -64,6 +71,9 @@ class LlamaModel final : public Model {
   DeviceArray<float> vocab_part_;  // [R][vocab_max]: this rank's vocabulary slice of the logits
   DeviceArray<float> gathered_;    // [tp][R][vocab_max]: every slice, at tensor rank 0
   DeviceArray<float> logits_buf_;  // [R][n_vocab]: the last stage's logits when it is not rank 0
+  // LoRA scratch, grown to the largest row range a step applies an adapter to.
+  DeviceArray<float> lora_mid_;    // [rows][rank]: A x
+  DeviceArray<float> lora_out_;    // [rows][out]: B (A x)
 };
 
 }  // namespace troupe::models

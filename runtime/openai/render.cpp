@@ -157,7 +157,7 @@ std::string render_usage_chunk(const std::string& id, int64_t created, const std
 std::string sse_event(const std::string& json_text) { return "data: " + json_text + "\n\n"; }
 
 std::string render_models(const std::string& served_name, const std::string& root, int64_t created,
-                          int64_t max_model_len) {
+                          int64_t max_model_len, const std::vector<LoraCard>& loras) {
   json model = {{"id", served_name},
                 {"object", "model"},
                 {"created", created},
@@ -165,7 +165,15 @@ std::string render_models(const std::string& served_name, const std::string& roo
                 {"root", root},
                 {"parent", nullptr},
                 {"max_model_len", max_model_len}};
-  return dump({{"object", "list"}, {"data", json::array({model})}});
+  json data = json::array({model});
+  for (const LoraCard& l : loras)
+    data.push_back({{"id", l.name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "troupe"},
+                    {"root", l.path},
+                    {"parent", served_name}});
+  return dump({{"object", "list"}, {"data", data}});
 }
 
 std::string render_tokenize(const std::vector<int32_t>& tokens, int64_t max_model_len) {

@@ -57,8 +57,13 @@ std::string render_usage_chunk(const std::string& id, int64_t created, const std
 std::string sse_event(const std::string& json_text);
 inline const char* sse_done() { return "data: [DONE]\n\n"; }
 
+/// A loaded LoRA adapter in /v1/models: its name and file (vLLM lists it with parent = the base model).
+struct LoraCard {
+  std::string name;
+  std::string path;
+};
 std::string render_models(const std::string& served_name, const std::string& root, int64_t created,
-                          int64_t max_model_len);
+                          int64_t max_model_len, const std::vector<LoraCard>& loras = {});
 std::string render_tokenize(const std::vector<int32_t>& tokens, int64_t max_model_len);
 std::string render_detokenize(const std::string& text);
 std::string render_version(const std::string& version);

@@ -6,7 +6,7 @@ namespace troupe::sched {
 
 BlockHash hash_block_tokens(const std::optional<BlockHash>& parent,
                             std::span<const int32_t> block_tokens,
-                            std::optional<std::string_view> extra_key) {
+                            std::optional<std::string_view> extra_key, int64_t lora_id) {
   Sha256 h;
   // Every field is length- or tag-prefixed so no two inputs serialize alike.
   const uint8_t has_parent = parent ? 1 : 0;
@@ -30,11 +30,18 @@ BlockHash hash_block_tokens(const std::optional<BlockHash>& parent,
     h.update(le, 8);
     h.update(*extra_key);
   }
+  if (lora_id != 0) {  // absent for the base model: its hashes stay what they were
+    const uint8_t tag = 2;
+    h.update(&tag, 1);
+    const auto id = static_cast<uint64_t>(lora_id);
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(id >> (8 * i));
+    h.update(le, 8);
+  }
   return BlockHash{h.finish()};
 }
 
 void extend_block_hashes(std::vector<BlockHash>& hashes, std::span<const int32_t> tokens,
-                         int block_size, const std::optional<std::string>& cache_salt) {
+                         int block_size, const std::optional<std::string>& cache_salt, int64_t lora_id) {
   TROUPE_CHECK(block_size > 0, "block size must be positive");
   const size_t num_full = tokens.size() / static_cast<size_t>(block_size);
   for (size_t i = hashes.size(); i < num_full; ++i) {
@@ -42,7 +49,8 @@ void extend_block_hashes(std::vector<BlockHash>& hashes, std::span<const int32_t
     if (i > 0) parent = hashes[i - 1];
     std::optional<std::string_view> extra;
     if (i == 0 && cache_salt) extra = *cache_salt;
-    hashes.push_back(hash_block_tokens(parent, tokens.subspan(i * block_size, block_size), extra));
+    hashes.push_back(
+        hash_block_tokens(parent, tokens.subspan(i * block_size, block_size), extra, i == 0 ? lora_id : 0));
   }
 }
 

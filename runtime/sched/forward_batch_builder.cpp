@@ -29,6 +29,12 @@ ForwardBatch make_forward_batch(const SchedulerOutput& output) {
     batch.block_tables.push_back(s.block_table);
     if (s.needs_logits) batch.logits_indices.push_back(batch.query_start.back() - 1);
   }
+  // Adapters only when some sequence has one: a base-model step keeps lora_ids empty.
+  for (const ScheduledRequest& s : output.scheduled)
+    if (s.lora_id != 0) {
+      for (const ScheduledRequest& t : output.scheduled) batch.lora_ids.push_back(t.lora_id);
+      break;
+    }
   return batch;
 }
 

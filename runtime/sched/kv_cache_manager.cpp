@@ -26,7 +26,7 @@ void KvCacheManager::set_prefix_caching(bool enabled) {
 
 void KvCacheManager::update_block_hashes(Request& request) const {
   extend_block_hashes(request.block_hashes(), request.all_token_ids(), config_.block_size,
-                      request.cache_salt());
+                      request.cache_salt(), request.lora_id());
 }
 
 ComputedBlocks KvCacheManager::get_computed_blocks(Request& request) {

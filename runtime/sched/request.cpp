@@ -51,7 +51,8 @@ Request::Request(NewRequest spec, int64_t arrival_order)
       max_tokens_(spec.max_tokens),
       arrival_order_(arrival_order),
       priority_(spec.priority),
-      cache_salt_(std::move(spec.cache_salt)) {}
+      cache_salt_(std::move(spec.cache_salt)),
+      lora_id_(spec.lora_id) {}
 
 void Request::set_num_computed_tokens(int64_t n) {
   TROUPE_CHECK(n >= 0 && n <= num_tokens(), "num_computed_tokens out of range");

@@ -38,6 +38,8 @@ struct NewRequest {
   bool prompt_only = false;
   /// Served earlier the lower it is (vLLM), under a policy that reads it (SchedulerPolicy::uses_priority).
   int32_t priority = 0;
+  /// The LoRA adapter the request runs with (0: the base model); its KV blocks are cached apart.
+  int64_t lora_id = 0;
 };
 
 class Request {
@@ -56,6 +58,7 @@ class Request {
   int64_t arrival_order() const { return arrival_order_; }
   int32_t priority() const { return priority_; }
   const std::optional<std::string>& cache_salt() const { return cache_salt_; }
+  int64_t lora_id() const { return lora_id_; }
 
   RequestStatus status() const { return status_; }
   void set_status(RequestStatus s) { status_ = s; }
@@ -79,6 +82,7 @@ class Request {
   int64_t arrival_order_;
   int32_t priority_;
   std::optional<std::string> cache_salt_;
+  int64_t lora_id_ = 0;
   RequestStatus status_ = RequestStatus::waiting;
   int64_t num_computed_tokens_ = 0;
   std::vector<BlockHash> block_hashes_;

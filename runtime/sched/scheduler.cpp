@@ -51,6 +51,9 @@ Status Scheduler::add_request(NewRequest request) {
         "request '{}' has priority {}, but the scheduler policy does not use priorities (start the engine with a "
         "priority policy: --scheduler-cls NAME)",
         request.id, request.priority));
+  if (request.lora_id != 0 && !loras_.contains(request.lora_id))
+    return not_found(fmt::format("request '{}' names LoRA adapter {}, which is not loaded", request.id,
+                                 request.lora_id));
   for (int32_t t : request.prompt_token_ids)
     if (t < 0) return invalid_argument(fmt::format("request '{}' has a negative token id {}", request.id, t));
   const auto prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
@@ -77,6 +80,27 @@ Status Scheduler::add_request(NewRequest request) {
   requests_.emplace(std::move(id), std::move(owned));
   enqueue_waiting(r);
   return Status::ok_status();
+}
+
+Status Scheduler::add_lora(int64_t lora_id) {
+  if (config_.max_loras <= 0) return invalid_argument("LoRA is off (start the engine with --enable-lora)");
+  if (lora_id <= 0) return invalid_argument(fmt::format("a LoRA adapter id must be positive, got {}", lora_id));
+  if (!loras_.insert(lora_id).second) return invalid_argument(fmt::format("LoRA adapter {} is already loaded", lora_id));
+  return Status::ok_status();
+}
+
+Status Scheduler::remove_lora(int64_t lora_id) {
+  if (!loras_.contains(lora_id)) return not_found(fmt::format("LoRA adapter {} is not loaded", lora_id));
+  if (const int32_t n = num_requests_with_lora(lora_id); n > 0)
+    return unavailable(fmt::format("LoRA adapter {} is in use by {} unfinished request(s)", lora_id, n));
+  loras_.erase(lora_id);
+  return Status::ok_status();
+}
+
+int32_t Scheduler::num_requests_with_lora(int64_t lora_id) const {
+  int32_t n = 0;
+  for (const auto& [id, r] : requests_) n += r->lora_id() == lora_id ? 1 : 0;
+  return n;
 }
 
 const Request* Scheduler::find_request(const std::string& request_id) const {
@@ -130,6 +154,7 @@ ScheduledRequest Scheduler::make_scheduled(const Request& request, int64_t num_n
   s.block_table = kv_.block_table(request.id());
   s.needs_logits = s.num_computed_tokens + num_new_tokens == request.num_tokens();
   s.is_new = is_new;
+  s.lora_id = request.lora_id();
   return s;
 }
 
@@ -189,12 +214,24 @@ SchedulerOutput Scheduler::schedule() {
     budget -= n;
     ++index;
   }
+  // Distinct adapters of the running requests (at most max_loras, so every step's are too):
+  // a waiting request whose adapter would exceed the limit waits, later ones may go first.
+  std::set<int64_t> step_loras;
+  for (const Request* r : running_)
+    if (r->lora_id() != 0) step_loras.insert(r->lora_id());
 
   // 2. Waiting requests in the policy's order, unless this step had to preempt (then
   // memory is short and admitting more would only thrash).
   if (out.preempted_ids.empty()) {
-    while (!waiting_.empty() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
-      Request* request = waiting_.front();
+    size_t at = 0;  // waiting requests before `at` wait for another step's adapters
+    while (at < waiting_.size() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+      Request* request = waiting_[at];
+      const int64_t lora = request->lora_id();
+      if (lora != 0 && !step_loras.contains(lora) &&
+          static_cast<int32_t>(step_loras.size()) >= config_.max_loras) {
+        ++at;
+        continue;
+      }
       TROUPE_CHECK(request->num_computed_tokens() == 0, "a waiting request holds computed tokens");
       const ComputedBlocks hit = kv_.get_computed_blocks(*request);
       int64_t n = request->num_tokens() - hit.num_tokens;
@@ -202,7 +239,8 @@ SchedulerOutput Scheduler::schedule() {
       n = std::min(n, budget);
       TROUPE_CHECK(n > 0, "a cache hit never covers the last token");
       if (!kv_.allocate_slots(*request, n, hit.num_tokens, hit.blocks)) break;
-      waiting_.pop_front();
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(at));
+      if (lora != 0) step_loras.insert(lora);
       running_.push_back(request);
       request->set_status(RequestStatus::running);
       request->set_num_computed_tokens(hit.num_tokens);

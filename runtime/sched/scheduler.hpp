@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,8 @@ struct SchedulerConfig {
   int64_t max_model_len = 0;
   /// Off: a prompt that does not fit the remaining budget waits for a later step.
   bool enable_chunked_prefill = true;
+  /// LoRA: distinct adapters in one step at most (vLLM's --max-loras); 0: LoRA is off.
+  int32_t max_loras = 0;
 };
 
 /// One request's share of a step.
@@ -44,6 +47,7 @@ struct ScheduledRequest {
   std::vector<int32_t> block_table;   // all its blocks, in sequence order
   bool needs_logits = false;          // this step reaches its last known token: sample
   bool is_new = false;                // first step since admission (new or resumed after preemption)
+  int64_t lora_id = 0;                // its LoRA adapter (0: the base model)
 };
 
 struct SchedulerOutput {
@@ -95,6 +99,15 @@ class Scheduler {
   /// finish_request(id, abort); works for waiting and running requests.
   Status abort_request(const std::string& request_id) { return finish_request(request_id, FinishReason::abort); }
 
+  /// LoRA: adapters requests may name (once every rank holds them). add: invalid_argument
+  /// when LoRA is off (max_loras 0) or the id is known; remove: not_found when unknown,
+  /// unavailable while live requests use it.
+  Status add_lora(int64_t lora_id);
+  Status remove_lora(int64_t lora_id);
+  bool has_lora(int64_t lora_id) const { return loras_.contains(lora_id); }
+  /// Live requests (waiting or running) that use adapter `lora_id`.
+  int32_t num_requests_with_lora(int64_t lora_id) const;
+
   bool has_unfinished_requests() const { return !requests_.empty(); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
@@ -129,6 +142,7 @@ class Scheduler {
   std::deque<Request*> waiting_;   // in the policy's order (FCFS: arrival; a preempted request goes back to the front)
   std::vector<Request*> running_;  // admission order; the tail is preempted first
   std::vector<std::string> finished_since_schedule_;
+  std::set<int64_t> loras_;        // adapters every rank holds
   int64_t next_arrival_ = 0;
   int64_t step_ = 0;
   bool awaiting_update_ = false;

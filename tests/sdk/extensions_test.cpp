@@ -52,7 +52,7 @@ TEST(Extensions, AWorkerWithoutAnExtensionAnswersNull) {
   auto lora = require_extension<LoraExtension>(w, "LoRA");
   ASSERT_FALSE(lora.ok());
   EXPECT_EQ(lora.status().code(), StatusCode::not_supported);
-  EXPECT_EQ(lora.status().message(), "LoRA is not supported by platform plain (its worker has no troupe.lora.v1 extension)");
+  EXPECT_EQ(lora.status().message(), "LoRA is not supported by platform plain (its worker has no troupe.lora.v2 extension)");
 }
 
 TEST(Extensions, AnImplementedExtensionIsFoundAndCalledThrough) {
