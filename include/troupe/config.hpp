@@ -74,6 +74,18 @@ struct CompilationConfig {
   std::string graph_mode = "none";       // set by the platform: "none", "cuda_graph", ...
 };
 
+/// Speculative decoding (vLLM's --speculative-config). Only the "ngram" method (prompt
+/// lookup) is implemented: the drafter proposes up to num_speculative_tokens tokens that
+/// followed the longest earlier occurrence of the sequence's last n tokens,
+/// prompt_lookup_min <= n <= prompt_lookup_max; the target model verifies them in one step.
+struct SpeculativeConfig {
+  std::string method;                    // empty: speculative decoding is off
+  int num_speculative_tokens = 0;
+  int prompt_lookup_max = 0;
+  int prompt_lookup_min = 0;
+  bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
+};
+
 struct EngineConfig {
   /// The platform to run on (vLLM's --device): a platform plugin's name or device type
   /// ("cpu", "cuda"); "auto" lets the plugin host choose. After start-up it names the
@@ -84,6 +96,7 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   ParallelConfig parallel;
   CompilationConfig compilation;
+  SpeculativeConfig speculative;
   /// Free-form settings a platform or plugin may add or read.
   std::map<std::string, std::string> extra;
 };
