@@ -43,10 +43,10 @@ struct ScheduledRequest {
   int64_t num_computed_tokens = 0;    // tokens already in the KV cache before the step
   std::vector<int32_t> block_table;   // all its blocks, in sequence order
   bool needs_logits = false;          // this step reaches its last known token: sample
+  bool is_new = false;                // first step since admission (new or resumed after preemption)
   /// Speculative decoding: the drafts at the end of token_ids, to verify this step (needs_logits
   /// is then set, and the batch asks for logits after the last known token and after each draft).
   std::vector<int32_t> draft_token_ids;
-  bool is_new = false;                // first step since admission (new or resumed after preemption)
 };
 
 struct SchedulerOutput {
