@@ -44,9 +44,14 @@ typename Inspector::result_type inspect(Inspector& f, LoraConfig& x) {
   return f(caf::meta::type_name("LoraConfig"), x.enable_lora, x.max_loras, x.max_lora_rank);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SpeculativeConfig& x) {
+  return f(caf::meta::type_name("SpeculativeConfig"), x.method, x.num_speculative_tokens, x.prompt_lookup_max,
+           x.prompt_lookup_min);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineConfig& x) {
   return f(caf::meta::type_name("EngineConfig"), x.device, x.model, x.cache, x.scheduler, x.parallel, x.compilation,
-           x.lora, x.extra);
+           x.lora, x.speculative, x.extra);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelInfo& x) {
@@ -68,11 +73,16 @@ typename Inspector::result_type inspect(Inspector& f, ForwardBatch& x) {
            x.block_tables, x.slot_mapping, x.logits_indices, x.lora_ids);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SpecDecodingStats& x) {
+  return f(caf::meta::type_name("SpecDecodingStats"), x.num_drafts, x.num_draft_tokens, x.num_accepted_tokens,
+           x.num_accepted_tokens_per_pos);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerStats& x) {
   return f(caf::meta::type_name("SchedulerStats"), x.step, x.num_running_reqs, x.num_waiting_reqs,
            x.kv_cache_usage, x.prefix_cache_queries, x.prefix_cache_hits, x.num_preempted_reqs,
            x.num_scheduled_tokens, x.step_seconds, x.model_seconds, x.communicator_bytes, x.communicator_seconds,
-           x.sleep_level);
+           x.sleep_level, x.spec_decoding);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinishedRequestStats& x) {
@@ -156,7 +166,8 @@ typename Inspector::result_type inspect(Inspector& f, SamplingState& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepInput& x) {
-  return f(caf::meta::type_name("StepInput"), x.step, x.batch, x.new_requests, x.finished_ids, x.sample_ids);
+  return f(caf::meta::type_name("StepInput"), x.step, x.batch, x.new_requests, x.finished_ids, x.sample_ids,
+           x.draft_token_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
@@ -164,8 +175,8 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepOutput& x) {
-  return f(caf::meta::type_name("StepOutput"), x.step, x.rank, x.tokens, x.model_seconds, x.sample_seconds,
-           x.communicator_bytes, x.communicator_seconds);
+  return f(caf::meta::type_name("StepOutput"), x.step, x.rank, x.tokens, x.num_accepted, x.draft_token_ids,
+           x.model_seconds, x.sample_seconds, x.communicator_bytes, x.communicator_seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {

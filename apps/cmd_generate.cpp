@@ -21,6 +21,7 @@
 #include "apps/default_model.hpp"
 #include "apps/load_format_options.hpp"
 #include "apps/policy_options.hpp"
+#include "apps/speculative_options.hpp"
 #include "runtime/chat/chat_template.hpp"
 #include "actors/engine.hpp"
 #include "apps/node_options.hpp"
@@ -56,6 +57,7 @@ struct Options {
   std::string runner = "auto";
   LoadFormatOptions load;
   PolicyOptions policy;
+  std::string speculative_config;  // --speculative-config JSON
   std::string vllm_xargs;  // per-request arguments of the logits processors (JSON object)
   std::string kv_cache_dtype = "auto";
 };
@@ -112,6 +114,7 @@ struct RunStats {
   int64_t prefix_queries = 0, prefix_hits = 0, finished = 0;
   double max_kv_usage = 0, model_seconds = 0, communicator_seconds = 0;
   int64_t communicator_bytes = 0;
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;  // speculative decoding
   std::vector<double> ttft, itl, e2e;
   void add(const engine::StatsEvent& ev) {
     std::lock_guard lock(mu);
@@ -125,6 +128,9 @@ struct RunStats {
     model_seconds += ev.scheduler.model_seconds;
     communicator_seconds += ev.scheduler.communicator_seconds;
     communicator_bytes += ev.scheduler.communicator_bytes;
+    spec_drafts += ev.scheduler.spec_decoding.num_drafts;
+    spec_draft_tokens += ev.scheduler.spec_decoding.num_draft_tokens;
+    spec_accepted_tokens += ev.scheduler.spec_decoding.num_accepted_tokens;
     ttft.insert(ttft.end(), ev.iteration.time_to_first_tokens_s.begin(), ev.iteration.time_to_first_tokens_s.end());
     itl.insert(itl.end(), ev.iteration.inter_token_latencies_s.begin(), ev.iteration.inter_token_latencies_s.end());
     for (const auto& f : ev.iteration.finished_requests) {
@@ -145,6 +151,7 @@ int run_generate(const Options& o) {
   engine::EngineOptions eo;
   if (Status s = apply_load_format(o.load, o.model, &eo.config.model); !s.ok()) return fail(s.message());
   if (Status s = apply_policy_options(o.policy, &eo.config); !s.ok()) return fail(s.message());
+  if (Status s = apply_speculative_options(o.speculative_config, &eo.config); !s.ok()) return fail(s.message());
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
@@ -260,6 +267,9 @@ int run_generate(const Options& o) {
                         {"model_seconds", stats.model_seconds},
                         {"communicator_seconds", stats.communicator_seconds},
                         {"communicator_bytes", stats.communicator_bytes},
+                        {"spec_decode_num_drafts", stats.spec_drafts},
+                        {"spec_decode_num_draft_tokens", stats.spec_draft_tokens},
+                        {"spec_decode_num_accepted_tokens", stats.spec_accepted_tokens},
                         {"generation_throughput", wall > 0 ? static_cast<double>(stats.generation_tokens) / wall : 0.0},
                         {"mean_ttft_ms", 1000 * mean(stats.ttft)},
                         {"mean_itl_ms", 1000 * mean(stats.itl)},
@@ -277,6 +287,7 @@ const CommandRegistration kRegistration(
                          kDefaultModelName + "; none with --load-format dummy)");
       add_load_format_options(sub, &o->load);
       add_policy_options(sub, &o->policy);
+      add_speculative_options(sub, &o->speculative_config);
       sub.add_option("--vllm-xargs", o->vllm_xargs,
                      "Arguments for the logits processors of every prompt, as a JSON object (the request body's "
                      "'vllm_xargs'), e.g. '{\"banned_words\": [\"dragon\"]}'");

@@ -19,6 +19,7 @@
 #include "apps/default_model.hpp"
 #include "apps/load_format_options.hpp"
 #include "apps/policy_options.hpp"
+#include "apps/speculative_options.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
 
@@ -62,6 +63,7 @@ struct Options {
   int max_lora_rank = 16;
   LoadFormatOptions load;
   PolicyOptions policy;
+  std::string speculative_config;  // --speculative-config JSON
 };
 
 int fail(const std::string& message) {
@@ -74,6 +76,7 @@ int run_serve(Options o) {
   auto& c = eo.config;
   if (Status st = apply_load_format(o.load, o.model, &c.model); !st.ok()) return fail(st.message());
   if (Status st = apply_policy_options(o.policy, &c); !st.ok()) return fail(st.message());
+  if (Status st = apply_speculative_options(o.speculative_config, &c); !st.ok()) return fail(st.message());
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
@@ -231,6 +234,7 @@ const CommandRegistration kRegistration(
                          kDefaultModelName + "; none with --load-format dummy)");
       add_load_format_options(sub, &o->load);
       add_policy_options(sub, &o->policy);
+      add_speculative_options(sub, &o->speculative_config);
       sub.add_option("--io-processor-plugin", o->io_processor_plugin,
                      "IO processor plugin (troupe.io_processor_plugins) that POST /pooling goes through");
       sub.add_option("--runner", o->runner,

@@ -45,7 +45,11 @@ nlohmann::json to_json(const actors::StatsEvent& ev) {
           {"communicator_bytes", s.communicator_bytes},
           {"prompt_tokens", it.num_prompt_tokens},
           {"generation_tokens", it.num_generation_tokens},
-          {"finished_requests", it.finished_requests.size()}};
+          {"finished_requests", it.finished_requests.size()},
+          {"spec_decode_num_drafts", s.spec_decoding.num_drafts},
+          {"spec_decode_num_draft_tokens", s.spec_decoding.num_draft_tokens},
+          {"spec_decode_num_accepted_tokens", s.spec_decoding.num_accepted_tokens},
+          {"spec_decode_num_accepted_tokens_per_pos", s.spec_decoding.num_accepted_tokens_per_pos}};
 }
 
 int fail(const std::string& message) {

@@ -81,6 +81,18 @@ struct LoraConfig {
   int max_lora_rank = 16;   // adapters of a larger rank are refused
 };
 
+/// Speculative decoding (vLLM's --speculative-config). Only the "ngram" method (prompt
+/// lookup) is implemented: the drafter proposes up to num_speculative_tokens tokens that
+/// followed the longest earlier occurrence of the sequence's last n tokens,
+/// prompt_lookup_min <= n <= prompt_lookup_max; the target model verifies them in one step.
+struct SpeculativeConfig {
+  std::string method;                    // empty: speculative decoding is off
+  int num_speculative_tokens = 0;
+  int prompt_lookup_max = 0;
+  int prompt_lookup_min = 0;
+  bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
+};
+
 struct EngineConfig {
   /// The platform to run on (vLLM's --device): a platform plugin's name or device type
   /// ("cpu", "cuda"); "auto" lets the plugin host choose. After start-up it names the
@@ -92,6 +104,7 @@ struct EngineConfig {
   ParallelConfig parallel;
   CompilationConfig compilation;
   LoraConfig lora;
+  SpeculativeConfig speculative;
   /// Free-form settings a platform or plugin may add or read.
   std::map<std::string, std::string> extra;
 };

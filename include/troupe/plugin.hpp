@@ -20,7 +20,7 @@
 #include "troupe/status.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
-#define TROUPE_ABI_VERSION 8u
+#define TROUPE_ABI_VERSION 9u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -68,9 +68,9 @@ constexpr uint64_t sdk_layout_fingerprint() {
   for (uint64_t v : std::initializer_list<uint64_t>{
            sizeof(std::string), alignof(std::string), sizeof(std::vector<float>), sizeof(Status),
            alignof(Status), sizeof(ModelConfig), sizeof(CacheConfig), sizeof(SchedulerConfig),
-           sizeof(ParallelConfig), sizeof(CompilationConfig), sizeof(EngineConfig), alignof(EngineConfig),
+           sizeof(ParallelConfig), sizeof(CompilationConfig), sizeof(SpeculativeConfig), sizeof(EngineConfig), alignof(EngineConfig),
            sizeof(DeviceMemory), sizeof(KvCacheSpec), sizeof(KvCacheConfig), sizeof(ForwardBatch),
-           sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput), sizeof(SchedulerStats),
+           sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput), sizeof(SpecDecodingStats), sizeof(SchedulerStats),
            sizeof(Platform), sizeof(Worker), sizeof(Ops), sizeof(AttentionBackend), sizeof(DeviceCommunicator),
            sizeof(IOProcessor), sizeof(StatLogger), sizeof(ModelContext), sizeof(WeightTensor),
            sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights), sizeof(ModelRunnerWorker),

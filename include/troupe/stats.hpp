@@ -8,6 +8,16 @@
 
 namespace troupe {
 
+/// Speculative decoding in one step (vLLM's SpecDecodingStats): drafts verified and
+/// accepted. All zero when speculative decoding is off.
+struct SpecDecodingStats {
+  int64_t num_drafts = 0;            // requests that had draft tokens verified
+  int64_t num_draft_tokens = 0;      // draft tokens verified
+  int64_t num_accepted_tokens = 0;   // of those, accepted
+  /// Accepted drafts by position in the draft (index 0: the first draft token).
+  std::vector<int64_t> num_accepted_tokens_per_pos;
+};
+
 /// The scheduler's state after one step.
 struct SchedulerStats {
   int64_t step = 0;
@@ -23,6 +33,7 @@ struct SchedulerStats {
   int64_t communicator_bytes = 0;        // payload through the ranks' communicators, all ranks
   double communicator_seconds = 0.0;     // the longest any rank spent communicating
   int sleep_level = 0;                   // sleep mode: 0 awake, else the level the engine sleeps at
+  SpecDecodingStats spec_decoding;       // this step's speculative decoding
 };
 
 /// One finished request.

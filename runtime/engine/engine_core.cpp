@@ -1,6 +1,7 @@
 #include "runtime/engine/engine_core.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -33,8 +34,23 @@ struct EngineCore::LiveRequest {
 struct EngineCore::InFlight {
   sched::SchedulerOutput output;
   std::vector<std::string> sample_ids;
+  std::vector<size_t> num_drafts;  // drafts verified per sample_ids entry
   Clock::time_point started;
 };
+
+namespace {
+/// Appends a later delta of the same request (speculative decoding emits several tokens per step).
+void append_delta(RequestOutput& into, RequestOutput&& more) {
+  into.new_token_ids.insert(into.new_token_ids.end(), more.new_token_ids.begin(), more.new_token_ids.end());
+  into.new_text += more.new_text;
+  for (auto& lp : more.new_logprobs) into.new_logprobs.push_back(std::move(lp));
+  into.finished = more.finished;
+  into.finish_reason = more.finish_reason;
+  into.stop_reason = std::move(more.stop_reason);
+  into.error = std::move(more.error);
+  into.num_generated_tokens = more.num_generated_tokens;
+}
+}  // namespace
 
 EngineCore::EngineCore(EngineCoreConfig config, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                        OutputSink sink)
@@ -132,6 +148,7 @@ StepStatus EngineCore::step(Executor& executor) {
   StepInput in;
   in.step = step->output.step;
   in.batch = sched::make_forward_batch(step->output);
+  bool any_drafts = false;
   for (const auto& sr : step->output.scheduled) {
     auto it = requests_.find(sr.request_id);
     TROUPE_CHECK(it != requests_.end(), "the scheduler scheduled a request the core does not know");
@@ -140,8 +157,14 @@ StepStatus EngineCore::step(Executor& executor) {
       if (const auto* r = scheduler_.find_request(sr.request_id)) s.output_token_ids = r->output_token_ids();
       in.new_requests.push_back(std::move(s));
     }
-    if (sr.needs_logits) in.sample_ids.push_back(sr.request_id);
+    if (sr.needs_logits) {
+      in.sample_ids.push_back(sr.request_id);
+      in.draft_token_ids.push_back(sr.draft_token_ids);
+      step->num_drafts.push_back(sr.draft_token_ids.size());
+      any_drafts = any_drafts || !sr.draft_token_ids.empty();
+    }
   }
+  if (!any_drafts) in.draft_token_ids.clear();  // the common case travels without them
   in.finished_ids = step->output.finished_ids;
   step->sample_ids = in.sample_ids;
   in_flight_ = true;
@@ -156,23 +179,56 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
   Status failure;
   if (!result) {
     failure = Status(result.status().code(), fmt::format("step {} failed: {}", scheduled.step, result.status().message()));
-  } else if (result->tokens.size() != step.sample_ids.size()) {
-    failure = internal_error(fmt::format("step {}: the driver rank returned {} tokens for {} rows", scheduled.step,
-                                         result->tokens.size(), step.sample_ids.size()));
+  } else if (!result->num_accepted.empty() && result->num_accepted.size() != step.sample_ids.size()) {
+    failure = internal_error(fmt::format("step {}: the driver rank returned {} acceptance counts for {} rows",
+                                         scheduled.step, result->num_accepted.size(), step.sample_ids.size()));
+  } else if (!result->draft_token_ids.empty() && result->draft_token_ids.size() != step.sample_ids.size()) {
+    failure = internal_error(fmt::format("step {}: the driver rank returned {} draft lists for {} rows",
+                                         scheduled.step, result->draft_token_ids.size(), step.sample_ids.size()));
+  } else {
+    size_t expected = step.sample_ids.size();
+    for (size_t i = 0; i < result->num_accepted.size(); ++i) {
+      if (result->num_accepted[i] < 0 || static_cast<size_t>(result->num_accepted[i]) > step.num_drafts[i]) {
+        failure = internal_error(fmt::format("step {}: the driver rank accepted {} of {} drafts", scheduled.step,
+                                             result->num_accepted[i], step.num_drafts[i]));
+        break;
+      }
+      expected += static_cast<size_t>(result->num_accepted[i]);
+    }
+    if (failure.ok() && result->tokens.size() != expected)
+      failure = internal_error(fmt::format("step {}: the driver rank returned {} tokens for {} rows", scheduled.step,
+                                           result->tokens.size(), expected));
   }
   if (!failure.ok()) {
     fail_all(failure);
-    (void)scheduler_.update_from_output(scheduled, {});  // closes the step: every request has ended
+    (void)scheduler_.update_from_output(scheduled, {});  // closes the step
     return;
   }
-  std::unordered_map<std::string, int32_t> sampled;
-  std::unordered_map<std::string, size_t> row_of;
+  // Each entry's tokens: [first_of[i], first_of[i] + count) of result->tokens.
+  std::unordered_map<std::string, sched::StepTokens> sampled;
+  std::unordered_map<std::string, size_t> first_of;
+  SpecDecodingStats spec;
+  size_t at = 0;
   for (size_t i = 0; i < step.sample_ids.size(); ++i) {
+    const size_t accepted = result->num_accepted.empty() ? 0 : static_cast<size_t>(result->num_accepted[i]);
+    const size_t count = 1 + accepted;
+    if (step.num_drafts[i] > 0) {
+      ++spec.num_drafts;
+      spec.num_draft_tokens += static_cast<int64_t>(step.num_drafts[i]);
+      spec.num_accepted_tokens += static_cast<int64_t>(accepted);
+      if (spec.num_accepted_tokens_per_pos.size() < step.num_drafts[i])
+        spec.num_accepted_tokens_per_pos.resize(step.num_drafts[i], 0);
+      for (size_t p = 0; p < accepted; ++p) ++spec.num_accepted_tokens_per_pos[p];
+    }
+    const size_t first = at;
+    at += count;
     if (!requests_.contains(step.sample_ids[i])) continue;  // aborted while the step ran
-    sampled[step.sample_ids[i]] = result->tokens[i].token;
-    row_of[step.sample_ids[i]] = i;
+    auto& tokens = sampled[step.sample_ids[i]];
+    for (size_t j = first; j < first + count; ++j) tokens.token_ids.push_back(result->tokens[j].token);
+    if (!result->draft_token_ids.empty()) tokens.draft_token_ids = std::move(result->draft_token_ids[i]);
+    first_of[step.sample_ids[i]] = first;
   }
-  auto updates = scheduler_.update_from_output(scheduled, sampled);
+  auto updates = scheduler_.update_from_tokens(scheduled, sampled);
   if (!updates) {
     fail_all(internal_error("scheduler update failed: " + updates.status().message()));
     (void)scheduler_.update_from_output(scheduled, {});
@@ -194,8 +250,9 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
     auto it = requests_.find(u.request_id);
     if (it == requests_.end() || u.new_token_ids.empty()) continue;
     auto& tracker = it->second->tracker;
-    SampledToken& tok = result->tokens[row_of.at(u.request_id)];
+    const size_t first = first_of.at(u.request_id);
     if (it->second->sampling.pooling) {
+      SampledToken& tok = result->tokens[first];
       if (tok.embedding.empty()) {
         failure = internal_error(fmt::format("step {}: no pooled output for pooling request '{}'", scheduled.step,
                                              u.request_id));
@@ -207,22 +264,36 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
       requests_.erase(it);
       continue;
     }
-    TokenLogprob lp{tok.token, tok.logprob, tok.top_ids, tok.top_logprobs};
-    RequestOutput delta = tracker.on_token(tok.token, tracker.wants_logprobs() ? &lp : nullptr, u.finished, now);
-    ++iter.num_generation_tokens;
-    if (tracker.last_was_first_token()) {
-      iter.time_to_first_tokens_s.push_back(tracker.last_latency_s());
-    } else {
-      ++decode_tokens;
-      iter.inter_token_latencies_s.push_back(tracker.last_latency_s());
+    // One token at a time through the stop check: a stop token, EOG or stop string ends the
+    // request there, and the tokens after it (accepted drafts) are dropped.
+    std::optional<RequestOutput> delta;
+    for (size_t j = 0; j < u.new_token_ids.size(); ++j) {
+      SampledToken& tok = result->tokens[first + j];
+      const bool last = j + 1 == u.new_token_ids.size();
+      TokenLogprob lp{tok.token, tok.logprob, tok.top_ids, tok.top_logprobs};
+      RequestOutput d =
+          tracker.on_token(tok.token, tracker.wants_logprobs() ? &lp : nullptr, u.finished && last, now);
+      ++iter.num_generation_tokens;
+      if (tracker.last_was_first_token()) {
+        iter.time_to_first_tokens_s.push_back(tracker.last_latency_s());
+      } else {
+        iter.inter_token_latencies_s.push_back(tracker.last_latency_s());
+      }
+      if (delta) {
+        append_delta(*delta, std::move(d));
+      } else {
+        delta = std::move(d);
+      }
+      if (delta->finished) break;
     }
-    if (delta.finished) {
+    if (!tracker.last_was_first_token() || u.new_token_ids.size() > 1) ++decode_tokens;
+    if (delta->finished) {
       // A stop token, EOG or stop string ended it; the scheduler may still think it runs.
-      if (!u.finished) (void)scheduler_.finish_request(u.request_id, delta.finish_reason);
+      if (!u.finished) (void)scheduler_.finish_request(u.request_id, delta->finish_reason);
       pending_finished_.push_back(tracker.finished_stats());
       requests_.erase(it);
     }
-    out.outputs.push_back(std::move(delta));
+    out.outputs.push_back(std::move(*delta));
   }
   if (!failure.ok()) {
     if (!out.outputs.empty()) sink_(std::move(out));  // what ended before the failure still reaches its callers
@@ -235,7 +306,10 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
   out.stats.scheduler.communicator_bytes = result->communicator_bytes;
   out.stats.scheduler.communicator_seconds = result->communicator_seconds;
   out.stats.scheduler.sleep_level = sleep_level_;
-  iter.num_prompt_tokens = std::max<int64_t>(0, scheduled.num_scheduled_tokens - decode_tokens);
+  out.stats.scheduler.spec_decoding = std::move(spec);
+  // Scheduled tokens that were neither a decode's last token nor a draft were prompt tokens.
+  iter.num_prompt_tokens =
+      std::max<int64_t>(0, scheduled.num_scheduled_tokens - decode_tokens - out.stats.scheduler.spec_decoding.num_draft_tokens);
   iter.finished_requests = std::move(pending_finished_);
   pending_finished_.clear();
   out.num_scheduled_requests = static_cast<int64_t>(scheduled.scheduled.size());

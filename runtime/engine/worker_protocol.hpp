@@ -46,7 +46,12 @@ struct StepInput {
   ForwardBatch batch;
   std::vector<SamplingState> new_requests;  // first appearance (or re-admission) on the driver
   std::vector<std::string> finished_ids;    // forget these
-  std::vector<std::string> sample_ids;      // request of each batch.logits_indices row
+  /// Request of each sampled row group: batch.logits_indices holds 1 + draft_token_ids[i].size()
+  /// rows for sample_ids[i] (just 1 without speculative decoding), in this order.
+  std::vector<std::string> sample_ids;
+  /// Speculative decoding: the drafts each sample_ids entry verifies this step (empty: none,
+  /// or all empty when the vector is empty).
+  std::vector<std::vector<int32_t>> draft_token_ids;
 };
 
 /// A sampled token and, when asked for, its logprobs; for a pooling request,
@@ -64,7 +69,12 @@ struct SampledToken {
 struct StepOutput {
   int64_t step = 0;
   int32_t rank = 0;
-  std::vector<SampledToken> tokens;         // driver: one per sample_ids entry
+  /// Driver: 1 + num_accepted[i] tokens for sample_ids entry i, in order (one each when
+  /// num_accepted is empty: no drafts were verified).
+  std::vector<SampledToken> tokens;
+  std::vector<int32_t> num_accepted;        // driver, speculative decoding: drafts accepted per entry
+  /// Driver, speculative decoding: the drafts proposed for each entry's next step.
+  std::vector<std::vector<int32_t>> draft_token_ids;
   double model_seconds = 0;                 // inside execute_model
   double sample_seconds = 0;
   /// Communication inside execute_model: this rank's, or (from the executor)

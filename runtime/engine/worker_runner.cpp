@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <span>
 
 #include "runtime/engine/model_artifacts.hpp"
 #include "runtime/lora/lora_file.hpp"
 #include "runtime/models/builtin_models.hpp"
+#include "runtime/sampling/rejection_sampler.hpp"
 #include "runtime/sampling/sampler.hpp"
+#include "runtime/spec_decode/speculative_config.hpp"
 #include "troupe/extensions.hpp"
 #include "troupe/log.hpp"
 
@@ -58,6 +62,17 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
     auto chain = LogitsProcessorChain::create(config, info->vocab_size, std::move(tok).value());
     if (!chain) return chain.status();
     r->processors_ = std::move(chain).value();
+  }
+  if (r->is_driver() && config.speculative.enabled()) {
+    TROUPE_RETURN_IF_ERROR(spec_decode::validate(config.speculative));
+    if (r->pooling_runner_)
+      return invalid_argument("speculative decoding (--speculative-config) applies to generation; this model runs as "
+                              "a pooling model");
+    if (r->processors_)
+      return not_supported("speculative decoding (--speculative-config) together with logits processors "
+                           "(--logits-processors) is not implemented yet");
+    r->drafter_ = std::make_unique<spec_decode::NgramDrafter>(config.speculative);
+    TROUPE_LOG_INFO("Speculative decoding: {}", spec_decode::describe(config.speculative));
   }
   r->init_reply_.load_seconds = since(start);
   return r;
@@ -140,11 +155,21 @@ Status WorkerRunner::pool_rows(const StepInput& input, const ModelRunnerOutput& 
 Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, StepOutput& out) {
   auto& logits = result.logits;
   const int64_t vocab = result.vocab_size;
-  const size_t rows = input.sample_ids.size();
+  const size_t entries = input.sample_ids.size();
+  const bool with_drafts = !input.draft_token_ids.empty();
+  if (with_drafts && input.draft_token_ids.size() != entries)
+    return internal_error("step " + std::to_string(input.step) + ": " + std::to_string(input.draft_token_ids.size()) +
+                          " draft lists for " + std::to_string(entries) + " sampled requests");
+  auto drafts_of = [&](size_t i) -> std::span<const int32_t> {
+    return with_drafts ? std::span<const int32_t>(input.draft_token_ids[i]) : std::span<const int32_t>();
+  };
+  size_t rows = 0;
+  for (size_t i = 0; i < entries; ++i) rows += 1 + drafts_of(i).size();
   if (vocab <= 0 || static_cast<int64_t>(logits.size()) != vocab * static_cast<int64_t>(rows))
     return internal_error("rank " + std::to_string(rank_) + " returned " + std::to_string(logits.size()) +
                           " logits for " + std::to_string(rows) + " rows of vocabulary " + std::to_string(vocab));
   if (processors_) {
+    if (rows != entries) return internal_error("draft tokens reached a driver with logits processors");
     std::vector<LogitsRow> views(rows);
     for (size_t i = 0; i < rows; ++i) {
       auto it = requests_.find(input.sample_ids[i]);
@@ -153,23 +178,62 @@ Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, S
     }
     TROUPE_RETURN_IF_ERROR(processors_->apply(logits.data(), vocab, views));
   }
-  out.tokens.resize(rows);
-  for (size_t i = 0; i < rows; ++i) {
+  out.tokens.clear();
+  out.tokens.reserve(rows);
+  if (with_drafts) out.num_accepted.assign(entries, 0);
+  size_t row = 0;
+  for (size_t i = 0; i < entries; ++i) {
     auto it = requests_.find(input.sample_ids[i]);
     if (it == requests_.end()) return internal_error("no sampling state for request " + input.sample_ids[i]);
     auto& req = it->second;
-    uint64_t step_seed = sampling::derive_step_seed(req.seed, req.output_token_ids.size());
-    auto s = sampling::sample(logits.data() + i * vocab, vocab, req.params, req.prompt_token_ids,
-                              req.output_token_ids, step_seed);
-    req.output_token_ids.push_back(s.token);
-    auto& tok = out.tokens[i];
-    tok.token = s.token;
-    tok.logprob = s.logprob;
-    for (auto& [id, lp] : s.top_logprobs) {
-      tok.top_ids.push_back(id);
-      tok.top_logprobs.push_back(lp);
+    const float* first_row = logits.data() + static_cast<int64_t>(row) * vocab;
+    const auto drafts = drafts_of(i);
+    row += 1 + drafts.size();
+    auto emit = [&](const sampling::SampleResult& s) {
+      req.output_token_ids.push_back(s.token);
+      SampledToken tok;
+      tok.token = s.token;
+      tok.logprob = s.logprob;
+      for (auto& [id, lp] : s.top_logprobs) {
+        tok.top_ids.push_back(id);
+        tok.top_logprobs.push_back(lp);
+      }
+      out.tokens.push_back(std::move(tok));
+    };
+    if (drafts.empty()) {
+      uint64_t step_seed = sampling::derive_step_seed(req.seed, req.output_token_ids.size());
+      emit(sampling::sample(first_row, vocab, req.params, req.prompt_token_ids, req.output_token_ids, step_seed));
+      continue;
     }
+    auto verified = sampling::verify_drafts(first_row, vocab, req.params, req.prompt_token_ids, req.output_token_ids,
+                                            drafts, req.seed);
+    out.num_accepted[i] = verified.num_accepted;
+    for (const auto& s : verified.tokens) emit(s);
   }
+  if (drafter_) return propose_drafts(input, out);
+  return {};
+}
+
+Status WorkerRunner::propose_drafts(const StepInput& input, StepOutput& out) {
+  const size_t entries = input.sample_ids.size();
+  std::vector<std::vector<int32_t>> contexts(entries);
+  std::vector<std::span<const int32_t>> views(entries);
+  std::vector<int32_t> budgets(entries, 0);
+  for (size_t i = 0; i < entries; ++i) {
+    const SamplingState& req = requests_.at(input.sample_ids[i]);
+    contexts[i].reserve(req.prompt_token_ids.size() + req.output_token_ids.size());
+    contexts[i].assign(req.prompt_token_ids.begin(), req.prompt_token_ids.end());
+    contexts[i].insert(contexts[i].end(), req.output_token_ids.begin(), req.output_token_ids.end());
+    views[i] = contexts[i];
+    // The next step emits its drafts' accepted prefix and one more token: stay within max_tokens.
+    const int64_t left = int64_t{req.params.max_tokens} - static_cast<int64_t>(req.output_token_ids.size()) - 1;
+    budgets[i] = req.pooling ? 0 : static_cast<int32_t>(std::clamp<int64_t>(left, 0, drafter_->num_speculative_tokens()));
+  }
+  drafter_->propose(views, budgets);
+  DraftTokensExtension& drafts = *drafter_;
+  auto taken = drafts.take_draft_token_ids();
+  if (!taken) return taken.status();
+  out.draft_token_ids = std::move(taken).value();
   return {};
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/engine/logits_processing.hpp"
 #include "runtime/engine/worker_protocol.hpp"
 #include "runtime/engine/model_source.hpp"
+#include "runtime/spec_decode/ngram_proposer.hpp"
 #include "troupe/config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/status.hpp"
@@ -38,7 +39,9 @@ class WorkerRunner {
   Status initialize_cache(const KvCacheSpec& spec, int64_t num_blocks);
   Status warm_up();
   /// Run one step; the driver rank also applies the logits processors and
-  /// samples a token for each sample_ids row.
+  /// samples a token for each sample_ids row. With speculative decoding it verifies each
+  /// row's drafts (runtime/sampling/rejection_sampler.hpp), then asks the drafter for
+  /// the next step's drafts (through its DraftTokensExtension interface).
   Result<StepOutput> execute(StepInput input);
   /// Sleep mode (the worker's SleepModeExtension): the resident bytes of this process the
   /// sleep freed (it may be 0 or less when the memory was never touched).
@@ -58,6 +61,8 @@ class WorkerRunner {
  private:
   WorkerRunner() = default;
   Status sample(const StepInput& input, ModelRunnerOutput& result, StepOutput& out);
+  /// The drafts for each sampled row's next step (drafter_ set).
+  Status propose_drafts(const StepInput& input, StepOutput& out);
   Status pool_rows(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
 
   int32_t rank_ = 0;
@@ -68,6 +73,7 @@ class WorkerRunner {
   WorkerInitReply init_reply_;
   std::unordered_map<std::string, SamplingState> requests_;  // driver only: request id → sampling state
   std::unique_ptr<LogitsProcessorChain> processors_;          // driver only, when any is enabled
+  std::unique_ptr<spec_decode::NgramDrafter> drafter_;         // driver only, with --speculative-config
   ExecuteModelRequest request_;                               // reused across steps
 };
 

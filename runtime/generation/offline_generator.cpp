@@ -52,9 +52,19 @@ Result<std::unique_ptr<OfflineGenerator>> OfflineGenerator::create(Platform& pla
   core.kv.enable_prefix_caching = g->config_.cache.enable_prefix_caching;
   g->executor_ = std::make_unique<engine::InProcessExecutor>(std::vector<engine::WorkerRunner*>{g->runner_.get()});
   auto* outputs = &g->outputs_;
+  auto* spec = &g->spec_;
   g->core_ = std::make_unique<engine::EngineCore>(
-      core, g->artifacts_.tokenizer, [outputs](engine::EngineCoreOutputs out) {
+      core, g->artifacts_.tokenizer, [outputs, spec](engine::EngineCoreOutputs out) {
         for (auto& o : out.outputs) outputs->push_back(std::move(o));
+        if (!out.has_stats) return;
+        const SpecDecodingStats& d = out.stats.scheduler.spec_decoding;
+        spec->num_drafts += d.num_drafts;
+        spec->num_draft_tokens += d.num_draft_tokens;
+        spec->num_accepted_tokens += d.num_accepted_tokens;
+        if (spec->num_accepted_tokens_per_pos.size() < d.num_accepted_tokens_per_pos.size())
+          spec->num_accepted_tokens_per_pos.resize(d.num_accepted_tokens_per_pos.size(), 0);
+        for (size_t i = 0; i < d.num_accepted_tokens_per_pos.size(); ++i)
+          spec->num_accepted_tokens_per_pos[i] += d.num_accepted_tokens_per_pos[i];
       });
   return g;
 }

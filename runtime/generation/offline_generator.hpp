@@ -46,6 +46,8 @@ class OfflineGenerator {
   const EngineConfig& config() const { return config_; }
   const ModelInfo& model_info() const { return runner_->init_reply().info; }
   int64_t max_model_len() const { return max_model_len_; }
+  /// Speculative decoding (config.speculative): drafts verified and accepted since creation.
+  const SpecDecodingStats& spec_decoding_stats() const { return spec_; }
 
  private:
   OfflineGenerator() = default;
@@ -56,6 +58,7 @@ class OfflineGenerator {
   std::unique_ptr<engine::InProcessExecutor> executor_;
   std::unique_ptr<engine::EngineCore> core_;
   std::vector<engine::RequestOutput> outputs_;  // the sink's deltas since the last generate() looked
+  SpecDecodingStats spec_;                      // summed over every step
   int64_t max_model_len_ = 0;
   uint64_t next_request_ = 0;
 };

@@ -67,6 +67,42 @@ int32_t argmax(const float* l, int64_t vocab) {
   return static_cast<int32_t>(best);
 }
 
+// Random sampling's candidates, as sample() draws from them: `l` becomes the
+// unnormalised probabilities exp((l - max) / T), and s.idx[0, returned) the ids
+// that survive min_p, top_k and top_p (sorted by probability when top_p applies).
+size_t keep_candidates(float* l, int64_t vocab, const SamplingParams& p, Scratch& s) {
+  const float inv_t = 1.0f / p.temperature;
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, l[i]);
+  for (int64_t i = 0; i < vocab; ++i) l[i] = std::exp((l[i] - mx) * inv_t);  // unnormalised, max is 1
+  s.idx.resize(vocab);
+  std::iota(s.idx.begin(), s.idx.end(), 0);
+  auto begin = s.idx.begin();
+  auto end = s.idx.end();
+  auto by_prob = [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+  if (p.min_p > 0.0f) end = std::remove_if(begin, end, [l, &p](int32_t i) { return l[i] < p.min_p; });
+  if (p.top_k > 0 && p.top_k < end - begin) {
+    std::nth_element(begin, begin + p.top_k, end, by_prob);
+    end = begin + p.top_k;
+  }
+  if (p.top_p < 1.0f) {
+    std::sort(begin, end, by_prob);
+    double total = 0;
+    for (auto it = begin; it != end; ++it) total += l[*it];
+    double cum = 0;
+    auto it = begin;
+    for (; it != end; ++it) {
+      cum += l[*it];
+      if (cum >= p.top_p * total) {
+        ++it;
+        break;
+      }
+    }
+    end = it;
+  }
+  return static_cast<size_t>(end - begin);
+}
+
 }  // namespace
 
 uint64_t derive_step_seed(uint64_t request_seed, uint64_t num_output_tokens) {
@@ -85,35 +121,9 @@ SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& p,
   if (p.greedy()) {
     token = argmax(l, vocab);
   } else {
-    const float inv_t = 1.0f / p.temperature;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, l[i]);
-    for (int64_t i = 0; i < vocab; ++i) l[i] = std::exp((l[i] - mx) * inv_t);  // unnormalised, max is 1
-    s.idx.resize(vocab);
-    std::iota(s.idx.begin(), s.idx.end(), 0);
+    const size_t kept = keep_candidates(l, vocab, p, s);
     auto begin = s.idx.begin();
-    auto end = s.idx.end();
-    auto by_prob = [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
-    if (p.min_p > 0.0f) end = std::remove_if(begin, end, [l, &p](int32_t i) { return l[i] < p.min_p; });
-    if (p.top_k > 0 && p.top_k < end - begin) {
-      std::nth_element(begin, begin + p.top_k, end, by_prob);
-      end = begin + p.top_k;
-    }
-    if (p.top_p < 1.0f) {
-      std::sort(begin, end, by_prob);
-      double total = 0;
-      for (auto it = begin; it != end; ++it) total += l[*it];
-      double cum = 0;
-      auto it = begin;
-      for (; it != end; ++it) {
-        cum += l[*it];
-        if (cum >= p.top_p * total) {
-          ++it;
-          break;
-        }
-      }
-      end = it;
-    }
+    auto end = begin + static_cast<std::ptrdiff_t>(kept);
     if (begin == end) {  // cannot happen (max prob is 1 >= min_p), but never sample from nothing
       token = argmax(logits, vocab);
     } else {
@@ -132,19 +142,27 @@ SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& p,
     }
   }
 
-  // Log-probabilities of the raw model distribution (vLLM's default logprobs mode),
-  // only when asked for: a log-sum-exp over the whole vocabulary per token.
   SampleResult r;
   r.token = token;
-  if (p.logprobs < 0) return r;
+  add_logprobs(r, logits, vocab, p.logprobs);
+  return r;
+}
+
+void add_logprobs(SampleResult& r, const float* logits, int64_t vocab, int32_t num_logprobs) {
+  // Log-probabilities of the raw model distribution (vLLM's default logprobs mode),
+  // only when asked for: a log-sum-exp over the whole vocabulary per token.
+  if (num_logprobs < 0) return;
+  Scratch& s = scratch();
+  const int32_t token = r.token;
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, logits[i]);
   double sum = 0;
   for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
   const float lse = mx + static_cast<float>(std::log(sum));
   r.logprob = logits[token] - lse;
-  if (p.logprobs > 0) {
-    const int64_t n = std::min<int64_t>(p.logprobs, vocab);
+  r.top_logprobs.clear();
+  if (num_logprobs > 0) {
+    const int64_t n = std::min<int64_t>(num_logprobs, vocab);
     s.idx.resize(vocab);
     std::iota(s.idx.begin(), s.idx.end(), 0);
     std::partial_sort(s.idx.begin(), s.idx.begin() + n, s.idx.end(), [logits](int32_t a, int32_t b) {
@@ -152,7 +170,27 @@ SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& p,
     });
     for (int64_t i = 0; i < n; ++i) r.top_logprobs.emplace_back(s.idx[i], logits[s.idx[i]] - lse);
   }
-  return r;
 }
+
+void target_probs(const float* logits, int64_t vocab, const SamplingParams& p, std::span<const int32_t> prompt_ids,
+                  std::span<const int32_t> output_ids, std::vector<float>& probs) {
+  TROUPE_CHECK(vocab > 0 && logits != nullptr, "target_probs() needs a non-empty logits row");
+  TROUPE_CHECK(!p.greedy(), "target_probs() is for random sampling");
+  Scratch& s = scratch();
+  s.work.assign(logits, logits + vocab);
+  float* l = s.work.data();
+  apply_penalties(l, vocab, p, prompt_ids, output_ids, s);
+  const size_t kept = keep_candidates(l, vocab, p, s);
+  probs.assign(static_cast<size_t>(vocab), 0.0f);
+  double total = 0;
+  for (size_t i = 0; i < kept; ++i) total += l[s.idx[i]];
+  if (kept == 0 || !(total > 0)) {
+    probs[static_cast<size_t>(argmax(logits, vocab))] = 1.0f;
+    return;
+  }
+  for (size_t i = 0; i < kept; ++i) probs[static_cast<size_t>(s.idx[i])] = static_cast<float>(l[s.idx[i]] / total);
+}
+
+double uniform01(uint64_t seed) { return static_cast<double>(splitmix64(seed) >> 11) * 0x1.0p-53; }
 
 }  // namespace troupe::sampling

@@ -26,4 +26,16 @@ SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& pa
                     std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids,
                     uint64_t seed_for_this_step);
 
+/// Fills r.logprob (of r.token) and r.top_logprobs (the `num_logprobs` best) from the raw
+/// logits row; nothing when num_logprobs < 0 (not asked for).
+void add_logprobs(SampleResult& r, const float* logits, int64_t vocab, int32_t num_logprobs);
+
+/// The distribution sample() draws from for random (non-greedy) params: penalties,
+/// temperature, min_p, top_k and top_p applied, normalised; `probs` gets `vocab` entries.
+void target_probs(const float* logits, int64_t vocab, const SamplingParams& params,
+                  std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids, std::vector<float>& probs);
+
+/// A uniform draw in [0, 1) from a seed (53 bits).
+double uniform01(uint64_t seed);
+
 }  // namespace troupe::sampling

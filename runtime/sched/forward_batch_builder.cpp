@@ -27,7 +27,12 @@ ForwardBatch make_forward_batch(const SchedulerOutput& output) {
     batch.query_start.push_back(static_cast<int32_t>(batch.token_ids.size()));
     batch.seq_lens.push_back(static_cast<int32_t>(seq_len));
     batch.block_tables.push_back(s.block_table);
-    if (s.needs_logits) batch.logits_indices.push_back(batch.query_start.back() - 1);
+    if (s.needs_logits) {
+      // After the last known token, and after each draft (speculative decoding).
+      const auto num_drafts = static_cast<int32_t>(s.draft_token_ids.size());
+      for (int32_t row = batch.query_start.back() - 1 - num_drafts; row < batch.query_start.back(); ++row)
+        batch.logits_indices.push_back(row);
+    }
   }
   // Adapters only when some sequence has one: a base-model step keeps lora_ids empty.
   for (const ScheduledRequest& s : output.scheduled)

@@ -68,6 +68,11 @@ class Request {
 
   void append_output_token(int32_t token);
 
+  /// Speculative decoding: draft tokens to verify in the next step, after the known tokens.
+  /// They are not in all_token_ids() and never counted as computed.
+  const std::vector<int32_t>& spec_token_ids() const { return spec_; }
+  void set_spec_token_ids(std::vector<int32_t> drafts) { spec_ = std::move(drafts); }
+
   /// Hashes of the full blocks of all_token_ids(), kept current lazily by the
   /// KV cache manager (they depend on the block size).
   std::vector<BlockHash>& block_hashes() { return block_hashes_; }
@@ -78,6 +83,7 @@ class Request {
   std::vector<int32_t> prompt_;
   std::vector<int32_t> output_;
   std::vector<int32_t> all_;
+  std::vector<int32_t> spec_;
   int64_t max_tokens_;
   int64_t arrival_order_;
   int32_t priority_;

@@ -131,6 +131,7 @@ void Scheduler::preempt(Request* request) {
   // hits them again.
   kv_.free(request->id());
   request->set_num_computed_tokens(0);
+  request->set_spec_token_ids({});
   request->set_status(RequestStatus::preempted);
   enqueue_waiting(request);
 }
@@ -150,9 +151,16 @@ ScheduledRequest Scheduler::make_scheduled(const Request& request, int64_t num_n
   s.request_id = request.id();
   s.num_computed_tokens = request.num_computed_tokens();
   const auto& all = request.all_token_ids();
-  s.token_ids.assign(all.begin() + s.num_computed_tokens, all.begin() + s.num_computed_tokens + num_new_tokens);
+  const int64_t end = s.num_computed_tokens + num_new_tokens;
+  const int64_t known_end = std::min(end, request.num_tokens());
+  s.token_ids.assign(all.begin() + s.num_computed_tokens, all.begin() + known_end);
+  // Past the known tokens: the drafts (speculative decoding), as many as fit.
+  const auto& spec = request.spec_token_ids();
+  TROUPE_CHECK(end - known_end <= static_cast<int64_t>(spec.size()), "scheduled past the drafts");
+  s.draft_token_ids.assign(spec.begin(), spec.begin() + (end - known_end));
+  s.token_ids.insert(s.token_ids.end(), s.draft_token_ids.begin(), s.draft_token_ids.end());
   s.block_table = kv_.block_table(request.id());
-  s.needs_logits = s.num_computed_tokens + num_new_tokens == request.num_tokens();
+  s.needs_logits = end >= request.num_tokens();
   s.is_new = is_new;
   s.lora_id = request.lora_id();
   return s;
@@ -174,12 +182,14 @@ SchedulerOutput Scheduler::schedule() {
   std::vector<Pick> picks;
   int64_t budget = config_.max_num_batched_tokens;
 
-  // 1. Running requests in admission order: a decode takes 1 token, an
-  // unfinished prefill the rest of its prompt (as far as the budget goes).
+  // 1. Running requests in admission order: a decode takes 1 token (plus its
+  // drafts, with speculative decoding), an unfinished prefill the rest of its
+  // prompt (as far as the budget goes).
   size_t index = 0;
   while (index < running_.size() && budget > 0) {
     Request* request = running_[index];
-    const int64_t n = std::min(request->num_tokens() - request->num_computed_tokens(), budget);
+    const auto num_spec = static_cast<int64_t>(request->spec_token_ids().size());
+    const int64_t n = std::min(request->num_tokens() + num_spec - request->num_computed_tokens(), budget);
     if (n <= 0) {
       ++index;
       continue;
@@ -270,6 +280,14 @@ SchedulerOutput Scheduler::schedule() {
 
 Result<std::vector<RequestUpdate>> Scheduler::update_from_output(
     const SchedulerOutput& output, const std::unordered_map<std::string, int32_t>& sampled) {
+  std::unordered_map<std::string, StepTokens> tokens;
+  tokens.reserve(sampled.size());
+  for (const auto& [id, token] : sampled) tokens[id].token_ids.push_back(token);
+  return update_from_tokens(output, tokens);
+}
+
+Result<std::vector<RequestUpdate>> Scheduler::update_from_tokens(
+    const SchedulerOutput& output, const std::unordered_map<std::string, StepTokens>& tokens) {
   if (!awaiting_update_ || output.step != step_)
     return invalid_argument(fmt::format("update_from_output: output of step {} does not match the pending step {}",
                                         output.step, awaiting_update_ ? step_ : -1));
@@ -283,25 +301,49 @@ Result<std::vector<RequestUpdate>> Scheduler::update_from_output(
     return r;
   };
   for (const ScheduledRequest& s : output.scheduled) {
-    if (s.needs_logits && live(s) && !sampled.contains(s.request_id))
+    if (!s.needs_logits || !live(s)) continue;
+    auto it = tokens.find(s.request_id);
+    if (it == tokens.end() || it->second.token_ids.empty())
       return invalid_argument(fmt::format("update_from_output: no sampled token for request '{}'", s.request_id));
+    if (it->second.token_ids.size() > s.draft_token_ids.size() + 1)
+      return invalid_argument(fmt::format("update_from_output: request '{}' got {} tokens for {} drafts",
+                                          s.request_id, it->second.token_ids.size(), s.draft_token_ids.size()));
   }
 
   std::vector<RequestUpdate> updates;
   for (const ScheduledRequest& s : output.scheduled) {
     Request* r = live(s);
     if (!r) continue;
-    r->set_num_computed_tokens(s.num_computed_tokens + static_cast<int64_t>(s.token_ids.size()));
-    if (!s.needs_logits) continue;
-    const int32_t token = sampled.at(s.request_id);
-    r->append_output_token(token);
+    const int64_t scheduled_end = s.num_computed_tokens + static_cast<int64_t>(s.token_ids.size());
+    if (!s.needs_logits) {
+      r->set_num_computed_tokens(scheduled_end);
+      continue;
+    }
+    const StepTokens& step_tokens = tokens.at(s.request_id);
+    // The drafts after the accepted ones were computed into KV slots that now hold
+    // nothing valid: roll back over them, so that later steps compute them again.
+    const auto num_accepted = static_cast<int64_t>(step_tokens.token_ids.size()) - 1;
+    const int64_t num_rejected = static_cast<int64_t>(s.draft_token_ids.size()) - num_accepted;
     RequestUpdate u;
     u.request_id = s.request_id;
-    u.new_token_ids.push_back(token);
-    if (r->num_output_tokens() >= r->max_tokens() || r->num_tokens() >= max_model_len_) {
-      u.finished = true;
+    for (int32_t token : step_tokens.token_ids) {
+      r->append_output_token(token);
+      u.new_token_ids.push_back(token);
+      if (r->num_output_tokens() >= r->max_tokens() || r->num_tokens() >= max_model_len_) {
+        u.finished = true;
+        break;
+      }
+    }
+    r->set_num_computed_tokens(std::min(scheduled_end - num_rejected, r->num_tokens() - (u.finished ? 0 : 1)));
+    if (u.finished) {
       u.finish_reason = FinishReason::length;
       remove(r, RequestStatus::finished_length);
+    } else {
+      // The next step emits 1 + accepted drafts: keep it within max_tokens and the model length.
+      const int64_t room = std::min(r->max_tokens() - r->num_output_tokens(), max_model_len_ - r->num_tokens()) - 1;
+      std::vector<int32_t> drafts = step_tokens.draft_token_ids;
+      if (static_cast<int64_t>(drafts.size()) > room) drafts.resize(static_cast<size_t>(std::max<int64_t>(0, room)));
+      r->set_spec_token_ids(std::move(drafts));
     }
     updates.push_back(std::move(u));
   }

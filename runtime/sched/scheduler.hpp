@@ -48,6 +48,9 @@ struct ScheduledRequest {
   bool needs_logits = false;          // this step reaches its last known token: sample
   bool is_new = false;                // first step since admission (new or resumed after preemption)
   int64_t lora_id = 0;                // its LoRA adapter (0: the base model)
+  /// Speculative decoding: the drafts at the end of token_ids, to verify this step (needs_logits
+  /// is then set, and the batch asks for logits after the last known token and after each draft).
+  std::vector<int32_t> draft_token_ids;
 };
 
 struct SchedulerOutput {
@@ -58,6 +61,13 @@ struct SchedulerOutput {
   std::vector<std::string> preempted_ids;  // lost their KV this step; rescheduled later from scratch
   std::vector<std::string> finished_ids;   // finished or aborted since the previous step
   bool empty() const { return scheduled.empty(); }
+};
+
+/// What the driver rank produced for one request of a step: the tokens it emitted
+/// (1 + the drafts it accepted) and the drafts it proposes for the next step.
+struct StepTokens {
+  std::vector<int32_t> token_ids;
+  std::vector<int32_t> draft_token_ids;
 };
 
 /// What a step did to one request.
@@ -92,6 +102,12 @@ class Scheduler {
   /// returns an error.
   Result<std::vector<RequestUpdate>> update_from_output(
       const SchedulerOutput& output, const std::unordered_map<std::string, int32_t>& sampled);
+  /// update_from_output() with speculative decoding: each request's emitted tokens (the verified drafts
+  /// and one more) and its next drafts. The drafts it rejected are rolled back (their KV
+  /// slots are computed again by later steps); tokens past max_tokens or the model length
+  /// are dropped, and new drafts are cut so that the next step cannot pass either.
+  Result<std::vector<RequestUpdate>> update_from_tokens(const SchedulerOutput& output,
+                                                       const std::unordered_map<std::string, StepTokens>& tokens);
 
   /// Ends a request the engine decided is done (stop string, EOG, error);
   /// its blocks are freed at once. not_found when it is not live.

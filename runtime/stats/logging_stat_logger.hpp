@@ -1,5 +1,6 @@
 // The built-in logging stat logger: once per interval, vLLM's line
-// "Engine 000: Avg prompt throughput: ... Running: N reqs, Waiting: M reqs, KV cache usage: ...".
+// "Engine 000: Avg prompt throughput: ... Running: N reqs, Waiting: M reqs, KV cache usage: ...",
+// and with speculative decoding vLLM's "SpecDecoding metrics: Mean acceptance length: ..." line.
 #pragma once
 
 #include <chrono>
@@ -23,6 +24,8 @@ class LoggingStatLogger final : public StatLogger {
 
   /// The line log() would print now (without resetting the interval).
   std::string format_line() const;
+  /// The speculative decoding line log() would print now; empty when no draft was verified.
+  std::string format_spec_decoding_line() const;
 
  private:
   int engine_index_;
@@ -33,6 +36,7 @@ class LoggingStatLogger final : public StatLogger {
   int64_t generation_tokens_ = 0;
   int64_t prefix_queries_ = 0;
   int64_t prefix_hits_ = 0;
+  SpecDecodingStats spec_;  // summed over the interval
   SchedulerStats last_{};
   bool idle_logged_ = false;
   int last_logged_sleep_level_ = 0;  // a change of sleep state is worth a line

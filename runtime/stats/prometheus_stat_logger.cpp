@@ -73,6 +73,13 @@ PrometheusStatLogger::PrometheusStatLogger(std::string model_name, int engine_in
                                   kTokenBuckets);
   generation_tokens_hist_ = histogram("troupe:request_generation_tokens",
                                       "Number of generation tokens processed.", kTokenBuckets);
+  spec_drafts_ = counter("troupe:spec_decode_num_drafts_total", "Number of spec decoding drafts.");
+  spec_draft_tokens_ = counter("troupe:spec_decode_num_draft_tokens_total", "Number of draft tokens.");
+  spec_accepted_tokens_ = counter("troupe:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.");
+  spec_accepted_per_pos_family_ = &BuildCounter()
+                                       .Name("troupe:spec_decode_num_accepted_tokens_per_pos_total")
+                                       .Help("Accepted tokens per draft position.")
+                                       .Register(r);
   iteration_tokens_ = histogram("troupe:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                 {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384});
 }
@@ -87,6 +94,20 @@ void PrometheusStatLogger::record(const SchedulerStats* s, const IterationStats*
     prefix_queries_->Increment(static_cast<double>(s->prefix_cache_queries));
     prefix_hits_->Increment(static_cast<double>(s->prefix_cache_hits));
     preemptions_->Increment(static_cast<double>(s->num_preempted_reqs));
+    const SpecDecodingStats& d = s->spec_decoding;
+    if (d.num_drafts > 0) {
+      spec_drafts_->Increment(static_cast<double>(d.num_drafts));
+      spec_draft_tokens_->Increment(static_cast<double>(d.num_draft_tokens));
+      spec_accepted_tokens_->Increment(static_cast<double>(d.num_accepted_tokens));
+      for (size_t pos = 0; pos < d.num_accepted_tokens_per_pos.size(); ++pos) {
+        while (spec_accepted_per_pos_.size() <= pos) {
+          auto labels = labels_;
+          labels["position"] = std::to_string(spec_accepted_per_pos_.size());
+          spec_accepted_per_pos_.push_back(&spec_accepted_per_pos_family_->Add(labels));
+        }
+        spec_accepted_per_pos_[pos]->Increment(static_cast<double>(d.num_accepted_tokens_per_pos[pos]));
+      }
+    }
   }
   if (!it) return;
   prompt_tokens_->Increment(static_cast<double>(it->num_prompt_tokens));

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "troupe/stat_logger.hpp"
 
@@ -40,6 +41,11 @@ class PrometheusStatLogger final : public StatLogger {
   prometheus::Counter* prefix_queries_;
   prometheus::Counter* prefix_hits_;
   prometheus::Counter* preemptions_;
+  prometheus::Counter* spec_drafts_;           // speculative decoding (vLLM's spec_decode_* names)
+  prometheus::Counter* spec_draft_tokens_;
+  prometheus::Counter* spec_accepted_tokens_;
+  prometheus::Family<prometheus::Counter>* spec_accepted_per_pos_family_;
+  std::vector<prometheus::Counter*> spec_accepted_per_pos_;  // by draft position, made when first seen
   prometheus::Counter* prompt_tokens_;
   prometheus::Counter* generation_tokens_;
   prometheus::Family<prometheus::Counter>* request_success_family_;

@@ -87,6 +87,7 @@ StepInput sample_step_input() {
   in.new_requests = {s};
   in.finished_ids = {"req-0"};
   in.sample_ids = {"req-1", "req-2"};
+  in.draft_token_ids = {{}, {9, 10}};
   return in;
 }
 
@@ -114,6 +115,7 @@ void expect_equal(const StepInput& a, const StepInput& b) {
   EXPECT_EQ(x.output_token_ids, y.output_token_ids);
   EXPECT_EQ(a.finished_ids, b.finished_ids);
   EXPECT_EQ(a.sample_ids, b.sample_ids);
+  EXPECT_EQ(a.draft_token_ids, b.draft_token_ids);
 }
 
 TEST(Serialization, StepInputRoundTrips) {
@@ -136,9 +138,13 @@ TEST(Serialization, StepOutputRoundTrips) {
   out.step = 7;
   out.rank = 1;
   out.tokens = {SampledToken{17, -0.25f, {17, 3}, {-0.25f, -1.5f}, {}}, SampledToken{-1, 0.0f, {}, {}, {0.5f, -0.25f}}};
+  out.num_accepted = {1, 0};
+  out.draft_token_ids = {{4, 5, 6}, {}};
   out.model_seconds = 0.125;
   out.sample_seconds = 0.0625;
   auto back = round_trip(out);
+  EXPECT_EQ(back.num_accepted, out.num_accepted);
+  EXPECT_EQ(back.draft_token_ids, out.draft_token_ids);
   EXPECT_EQ(back.step, 7);
   EXPECT_EQ(back.rank, 1);
   ASSERT_EQ(back.tokens.size(), 2u);
@@ -199,7 +205,12 @@ TEST(Serialization, EngineConfigRoundTrips) {
   c.parallel.worker_cls = "troupe.cpu.CpuWorker";
   c.compilation.graph_mode = "cuda_graph";
   c.extra["chat_template"] = "chatml";
+  c.speculative = SpeculativeConfig{"ngram", 4, 5, 2};
   auto b = round_trip(c);
+  EXPECT_EQ(b.speculative.method, "ngram");
+  EXPECT_EQ(b.speculative.num_speculative_tokens, 4);
+  EXPECT_EQ(b.speculative.prompt_lookup_max, 5);
+  EXPECT_EQ(b.speculative.prompt_lookup_min, 2);
   EXPECT_EQ(b.device, "cpu");
   EXPECT_EQ(b.model.model_path, c.model.model_path);
   EXPECT_EQ(b.model.quantization, "q4_1");
