@@ -348,8 +348,8 @@ TEST(ForwardBatch, SlotMappingPositionsAndLogits) {
   SchedulerOutput out;
   out.block_size = 4;
   // A chunk in the middle of a prompt (no logits), then a decode.
-  out.scheduled.push_back({"p", {11, 12, 13, 14, 15}, 3, {7, 2, 9}, false, false, {}});
-  out.scheduled.push_back({"d", {99}, 6, {5, 1}, true, false, {}});
+  out.scheduled.push_back({"p", {11, 12, 13, 14, 15}, 3, {7, 2, 9}, false, false, 0, {}});
+  out.scheduled.push_back({"d", {99}, 6, {5, 1}, true, false, 0, {}});
   out.num_scheduled_tokens = 6;
   ForwardBatch b = make_forward_batch(out);
   EXPECT_EQ(b.token_ids, (std::vector<int32_t>{11, 12, 13, 14, 15, 99}));
