@@ -1,0 +1,128 @@
+// The 32-element block matmul kernels built with AVX-512 F/BW/VL/VNNI (this
+// file alone gets those flags): batches run vpdpwssd on 512-bit vectors with
+// 16 tokens in lanes (ActQ16x16 groups) over a tile of R rows x G groups, so
+// one activation load feeds R multiply-adds and one weight broadcast feeds G.
+// Single tokens (decode, and the tokens after the last group) run the AVX2
+// kernels of matmul_q8_avx2.hpp. Every lane computes matmul_impl.hpp's
+// per-(row, token) arithmetic exactly (exact integer block sums, then the same
+// fma chain in block order), so the results are bit-identical to the AVX2
+// kernels.
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_q8_avx2.hpp"
+
+// GCC 12 warns "'__Y' may be used uninitialized" inside its own 512-bit
+// intrinsics (their _mm512_undefined_* operands; GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512VNNI__)
+#error "matmul_avx512_vnni.cpp is built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
+#endif
+
+namespace troupe::kernels::cpu {
+namespace {
+
+// A weight block's 32 levels as 16-bit integers in element order.
+template <class W>
+inline __m512i widen512(const typename W::Block& blk) {
+  const __m256i q = W::q(blk);
+  if constexpr (W::kSigned) {
+    return _mm512_cvtepi8_epi16(q);
+  } else {
+    return _mm512_cvtepu8_epi16(q);
+  }
+}
+
+// R rows x G groups of 16 tokens. Per block each row's levels are widened once
+// into a small buffer; each pair of levels is broadcast straight from it (a
+// load, no shuffle) and multiplied with G groups' pairs, each activation
+// vector with R rows' pairs: the lanes end up holding whole block sums, so
+// there are no horizontal sums and one float step per block for 16 tokens.
+template <class W, int R, int G>
+inline void tile16(const MatmulArgs& a, int64_t o, int64_t g0) {
+  using Block = typename W::Block;
+  const int64_t nb = a.in / kQK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ16x16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xg16 + (g0 + g) * nb;
+  alignas(64) int32_t levels[R][kQK / 2];
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes, _MM_HINT_T0);
+      _mm512_store_si512(levels[r], widen512<W>(w[r][b]));
+    }
+    // Opaque to the compiler from here on, so it broadcasts from memory (a load)
+    // instead of extracting each pair from the register (a shuffle-port uop).
+    asm("" : "+m"(levels));
+    __m512i s[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) s[r][g] = _mm512_setzero_si512();
+    for (int i = 0; i < kQK / 2; ++i) {
+      __m512i xv[G];
+      for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[i]);
+      for (int r = 0; r < R; ++r) {
+        // vpbroadcastd from memory: a load-port uop only.
+        const __m512i wp = _mm512_set1_epi32(levels[r][i]);
+        for (int g = 0; g < G; ++g) s[r][g] = _mm512_dpwssd_epi32(s[r][g], wp, xv[g]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 dw = _mm512_set1_ps(W::d(w[r][b]));
+      for (int g = 0; g < G; ++g)
+        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), _mm512_mul_ps(dw, _mm512_load_ps(xg[g][b].d)),
+                                    acc[r][g]);
+      if constexpr (W::kMin) {
+        const __m512 mw = _mm512_set1_ps(W::m(w[r][b]));
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm512_fmadd_ps(mw, _mm512_load_ps(xg[g][b].s), acc[r][g]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t t0 = (g0 + g) * 16;
+    const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - t0));
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < n; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
+constexpr int kRows = 4;    // rows per tile
+constexpr int kGroups = 2;  // 32 tokens per pass: 8 block-sum and 8 float accumulators in registers
+
+template <class W, int G>
+inline void rows_groups16(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
+  int64_t o = o0;
+  for (; o + kRows <= o1; o += kRows) tile16<W, kRows, G>(a, o, g);
+  for (; o < o1; ++o) tile16<W, 1, G>(a, o, g);
+}
+
+template <class W>
+void range_q8_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  // One pass of groups at a time over all the rows: its activations stay close
+  // while the rows' weights come from L2.
+  int64_t g = 0;
+  for (; g + kGroups <= a.n_groups; g += kGroups) rows_groups16<W, kGroups>(a, o0, o1, g);
+  for (; g < a.n_groups; ++g) rows_groups16<W, 1>(a, o0, o1, g);
+  for (int64_t t = std::min(a.n_tokens, a.n_groups * 16); t < a.n_tokens; ++t) rows_token<W>(a, o0, o1, t);
+}
+
+}  // namespace
+
+MatmulRangeFn matmul_kernel_avx512_vnni(DType type) {
+  switch (type) {
+    case DType::q4_0: return range_q8_512<Q4_0W>;
+    case DType::q4_1: return range_q8_512<Q4_1W>;
+    case DType::q5_0: return range_q8_512<Q5_0W>;
+    case DType::q5_1: return range_q8_512<Q5_1W>;
+    case DType::q8_0: return range_q8_512<Q8_0W>;
+    default: return matmul_kernel_avx2(type);  // the other types gain nothing from it
+  }
+}
+
+}  // namespace troupe::kernels::cpu
