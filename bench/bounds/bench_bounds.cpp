@@ -6,7 +6,8 @@
 //    decoded token (and over kernels/cpu/bandwidth's fixed 128 MiB), and those
 //    bytes: decode tok/s <= bandwidth / bytes;
 //  - the peak integer multiply-add rate of the AVX2 int8 dot sequences (and,
-//    where the CPU has them, AVX-512 VNNI and AMX-INT8), on all N threads at
+//    where the CPU has them, AVX-512 VNNI, 512-bit vpdpwssd for troupe's
+//    avx512_vnni kernels, and AMX-INT8), on all N threads at
 //    once, and the model's multiply-adds per token: batched tok/s <= peak / MACs.
 // Bytes and MACs come from the GGUF's tensor table: every tensor but the token
 // embedding (one row of it per token), plus the embedding again when the

@@ -33,9 +33,8 @@ MatmulRangeFn kernel_for(Isa isa, DType type) {
   return matmul_kernel_scalar(type);
 }
 
-// Token t's blocks into lane `lane` of its group's ActQ16x8 (or ActQ16x16) blocks.
-template <class Group>
-void scatter_act_group(const ActQ16* row, int64_t nb, Group* group, int lane) {
+// Token t's blocks into lane `lane` of its group's ActQ16x8 blocks.
+void scatter_act_group(const ActQ16* row, int64_t nb, ActQ16x8* group, int lane) {
   for (int64_t b = 0; b < nb; ++b) {
     group[b].d[lane] = row[b].d;
     group[b].s[lane] = row[b].s;
@@ -47,8 +46,7 @@ void scatter_act_group(const ActQ16* row, int64_t nb, Group* group, int lane) {
   }
 }
 
-template <class Group>
-void clear_act_group_lane(Group* group, int64_t nb, int lane) {
+void clear_act_group_lane(ActQ16x8* group, int64_t nb, int lane) {
   for (int64_t b = 0; b < nb; ++b) {
     group[b].d[lane] = 0.0f;
     group[b].s[lane] = 0.0f;
@@ -98,43 +96,66 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       const int64_t nb = in / kQK;
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ16));
       const bool wide = group_tokens(isa) == 16;
-      const int64_t gt = wide ? 16 : 8;
       const int64_t groups = n_tokens <= 1 ? 0 : wide ? act_groups16(n_tokens) : act_groups(n_tokens);
       const size_t group_bytes = wide ? sizeof(ActQ16x16) : sizeof(ActQ16x8);
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
       const size_t bytes = row_part + static_cast<size_t>(groups * nb) * group_bytes;
       auto* base = scratch(0, bytes);
-      auto* xg8 = reinterpret_cast<ActQ16x8*>(base + row_part);
-      auto* xg16 = reinterpret_cast<ActQ16x16*>(base + row_part);
+      auto quantize = [&](int64_t t) {
+        auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
+        if (is_avx2(isa)) {
+          quantize_act_q16_avx2(x + t * in, in, blocks);
+        } else {
+          quantize_act_q16(x + t * in, in, blocks);
+        }
+        return blocks;
+      };
+      args->xq = base;
+      args->xq_row_bytes = row;
+      args->xg = nullptr;
+      args->xg16 = nullptr;
+      args->n_groups = groups;
+      if (wide) {
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+        // Work units: a group (its tokens quantized, then transposed into lanes), then
+        // the tokens after the groups one by one.
+        auto* xg = reinterpret_cast<ActQ16x16*>(base + row_part);
+        const int64_t grouped = std::min(n_tokens, groups * 16);
+        const int64_t units = groups + (n_tokens - grouped);
+        auto fn = [&](int64_t u0, int64_t u1) {
+          for (int64_t u = u0; u < u1; ++u) {
+            if (u >= groups) {
+              quantize(grouped + (u - groups));
+              continue;
+            }
+            const int64_t t0 = u * 16, t1 = std::min(n_tokens, t0 + 16);
+            const ActQ16* first = quantize(t0);
+            for (int64_t t = t0 + 1; t < t1; ++t) quantize(t);
+            act_group16_avx512(first, nb, static_cast<int>(t1 - t0), xg + u * nb);
+          }
+        };
+        if (pool != nullptr && pool->size() > 1 && n_tokens * in >= 16 * 1024) {
+          pool->parallel_for(units, fn);
+        } else {
+          fn(0, units);
+        }
+        args->xg16 = xg;
+        return;
+#else
+        TROUPE_CHECK(false, "matmul: avx512_vnni groups in a build without AVX-512 VNNI kernels");
+#endif
+      }
+      auto* xg = reinterpret_cast<ActQ16x8*>(base + row_part);
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-          auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
-          if (is_avx2(isa)) {
-            quantize_act_q16_avx2(x + t * in, in, blocks);
-          } else {
-            quantize_act_q16(x + t * in, in, blocks);
-          }
-          if (t / gt >= groups) continue;
-          if (wide) {
-            scatter_act_group(blocks, nb, xg16 + (t / gt) * nb, static_cast<int>(t % gt));
-          } else {
-            scatter_act_group(blocks, nb, xg8 + (t / gt) * nb, static_cast<int>(t % gt));
-          }
+          const ActQ16* blocks = quantize(t);
+          if (t / 8 < groups) scatter_act_group(blocks, nb, xg + (t / 8) * nb, static_cast<int>(t % 8));
         }
       });
       // Lanes of the last group past the last token stay zero.
-      for (int64_t t = n_tokens; t < groups * gt; ++t) {
-        if (wide) {
-          clear_act_group_lane(xg16 + (t / gt) * nb, nb, static_cast<int>(t % gt));
-        } else {
-          clear_act_group_lane(xg8 + (t / gt) * nb, nb, static_cast<int>(t % gt));
-        }
-      }
-      args->xq = base;
-      args->xq_row_bytes = row;
-      args->xg = wide ? nullptr : xg8;
-      args->xg16 = wide ? xg16 : nullptr;
-      args->n_groups = groups;
+      for (int64_t t = n_tokens; t < groups * 8; ++t)
+        clear_act_group_lane(xg + (t / 8) * nb, nb, static_cast<int>(t % 8));
+      args->xg = xg;
       return;
     }
     case ActFormat::q8k: {

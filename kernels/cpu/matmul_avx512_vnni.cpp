@@ -125,7 +125,54 @@ void range_q8_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (int64_t t = std::min(a.n_tokens, a.n_groups * 16); t < a.n_tokens; ++t) rows_token<W>(a, o0, o1, t);
 }
 
+// out[i] = element i of every r[t]: the 16x16 transpose of 32-bit lanes.
+inline void transpose16(const __m512i* r, __m512i* out) {
+  __m512i t[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);      // per 128-bit lane: a0 b0 a1 b1
+    t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);  // a2 b2 a3 b3
+  }
+  for (int k = 0; k < 4; ++k) {
+    u[4 * k] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);  // a0 b0 c0 d0
+    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+  }
+  // Lane L of u[4k + j] holds element 4L + j of rows 4k..4k+3.
+  for (int j = 0; j < 4; ++j) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    out[j] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    out[4 + j] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+    out[8 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    out[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+  }
+}
+
 }  // namespace
+
+void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group) {
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i r[16], q[16];
+    alignas(64) float d[16], sx[16];
+    for (int t = 0; t < 16; ++t) {
+      if (t < n) {
+        const ActQ16& blk = rows[t * nb + b];
+        r[t] = _mm512_loadu_si512(blk.qs);
+        d[t] = blk.d;
+        sx[t] = blk.s;
+      } else {
+        r[t] = _mm512_setzero_si512();
+        d[t] = sx[t] = 0.0f;
+      }
+    }
+    transpose16(r, q);
+    for (int i = 0; i < kQK / 2; ++i) _mm512_store_si512(group[b].q[i], q[i]);
+    _mm512_store_ps(group[b].d, _mm512_load_ps(d));
+    _mm512_store_ps(group[b].s, _mm512_load_ps(sx));
+  }
+}
 
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type) {
   switch (type) {

@@ -67,6 +67,9 @@ MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler 
 void quantize_act_q16(const float* x, int64_t n, ActQ16* out);
 /// The same integers as quantize_act_q16, vectorized (matmul_avx2.cpp).
 void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out);
+/// Group of 16 tokens from their ActQ16 rows (rows[t * nb + b] is block b of token t,
+/// t < n <= 16): tokens in lanes, lanes from n on zero (matmul_avx512_vnni.cpp).
+void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group);
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations
