@@ -6,7 +6,8 @@
 //    decoded token (and over kernels/cpu/bandwidth's fixed 128 MiB), and those
 //    bytes: decode tok/s <= bandwidth / bytes;
 //  - the peak integer multiply-add rate of the AVX2 int8 dot sequences (and,
-//    where the CPU has them, AVX-512 VNNI and AMX-INT8), on all N threads at
+//    where the CPU has them, AVX-512 VNNI, 512-bit vpdpwssd for troupe's
+//    avx512_vnni kernels, and AMX-INT8), on all N threads at
 //    once, and the model's multiply-adds per token: batched tok/s <= peak / MACs.
 // Bytes and MACs come from the GGUF's tensor table: every tensor but the token
 // embedding (one row of it per token), plus the embedding again when the
@@ -187,10 +188,13 @@ int main(int argc, char** argv) {
     if (tb::have_avx512_vnni()) {
       const double v256 = peak_gmacs(pool, tb::mac_peak_vnni256, tb::mac_peak_vnni256_macs);
       const double v512 = peak_gmacs(pool, tb::mac_peak_vnni512, tb::mac_peak_vnni512_macs);
+      const double w512 = peak_gmacs(pool, tb::mac_peak_wssd512, tb::mac_peak_wssd512_macs);
       j["int8_peak_gmacs_vnni256"] = v256;
       j["int8_peak_gmacs_vnni512"] = v512;
-      std::printf("VNNI multiply-add peak, %d threads: %.1f GMAC/s (vpdpbusd ymm), %.1f GMAC/s (vpdpbusd zmm)\n",
-                  threads, v256, v512);
+      j["int8_peak_gmacs_wssd512"] = w512;  // troupe's batched kernels under Isa::avx512_vnni
+      std::printf("VNNI multiply-add peak, %d threads: %.1f GMAC/s (vpdpbusd ymm), %.1f GMAC/s (vpdpbusd zmm), "
+                  "%.1f GMAC/s (vpdpwssd zmm on 16-bit)\n",
+                  threads, v256, v512, w512);
     }
     if (tb::have_amx_int8()) {
       const double v = peak_gmacs(pool, tb::mac_peak_amx, tb::mac_peak_amx_macs);

@@ -30,6 +30,10 @@ int64_t mac_peak_vnni256_macs(int64_t iterations);
 /// vpdpbusd on 512-bit registers (64 u8 x s8 products each).
 int64_t mac_peak_vnni512(int64_t iterations);
 int64_t mac_peak_vnni512_macs(int64_t iterations);
+/// vpdpwssd on 512-bit registers (32 s16 x s16 products each): troupe's batched
+/// kernels of the 32-element block types when the CPU has AVX-512 VNNI.
+int64_t mac_peak_wssd512(int64_t iterations);
+int64_t mac_peak_wssd512_macs(int64_t iterations);
 /// tdpbusd on 16x64-byte tiles (16 x 16 x 64 products each); have_amx_int8() first.
 int64_t mac_peak_amx(int64_t iterations);
 int64_t mac_peak_amx_macs(int64_t iterations);

@@ -65,6 +65,15 @@ int64_t mac_peak_vnni512(int64_t iterations) {
       [](__m512i acc, __m512i a, const __m512i* v) { return _mm512_dpbusd_epi32(acc, a, v[0]); });
 }
 
+int64_t mac_peak_wssd512_macs(int64_t iterations) { return iterations * kAcc * 32; }
+
+int64_t mac_peak_wssd512(int64_t iterations) {
+  __m512i b[] = {_mm512_set1_epi16(3)};
+  return mac_loop<kAcc>(
+      iterations, [](int i) { return _mm512_set1_epi16(static_cast<int16_t>(1 + i)); }, b,
+      [](__m512i acc, __m512i a, const __m512i* v) { return _mm512_dpwssd_epi32(acc, a, v[0]); });
+}
+
 // Four accumulator tiles (0-3) fed by two A tiles (4, 6) and two B tiles (5, 7):
 // each tdpbusd does 16 rows x 16 int32 columns x 64 bytes.
 int64_t mac_peak_amx_macs(int64_t iterations) { return iterations * 4 * 16 * 16 * 64; }

@@ -132,7 +132,9 @@ def main():
         return max(v) if v else None
 
     # Each engine against the multiply-add peak of the kernels it runs here:
-    # troupe's are AVX2 (vpmaddwd on 16-bit activations); llama.cpp's native build
+    # troupe's are AVX2 (vpmaddwd on 16-bit activations), or, where it chose the
+    # avx512_vnni ISA, vpdpwssd on 512-bit registers for the batched matmuls of the
+    # 32-element block types (Q4_0/Q4_1/Q5_x/Q8_0; K-quants stay AVX2); llama.cpp's native build
     # uses vpdpbusd on 256-bit registers where the CPU has VNNI, and AMX tiles for
     # batches when its AMX buffer is on (repacking not switched off) and the CPU has AMX.
     flags = set()
@@ -142,6 +144,8 @@ def main():
         pass
     llama_mode = open(f"{w}/llama-mode.txt").read().strip() if os.path.exists(f"{w}/llama-mode.txt") else "default"
     troupe_kernel = ("AVX2", peak_of("int8_peak_gmacs"))
+    if b0.get("isa") == "avx512_vnni" and peak_of("int8_peak_gmacs_wssd512"):
+        troupe_kernel = ("VNNI zmm", peak_of("int8_peak_gmacs_wssd512"))
     if llama_mode == "default" and "amx_int8" in flags and peak_of("int8_peak_gmacs_amx"):
         llama_kernel = ("AMX-INT8", peak_of("int8_peak_gmacs_amx"))
     elif ("avx512_vnni" in flags and "avx512vl" in flags or "avx_vnni" in flags) and peak_of("int8_peak_gmacs_vnni256"):

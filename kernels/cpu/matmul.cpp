@@ -20,6 +20,9 @@ constexpr int64_t kRowUnit = 8;
 constexpr int64_t kMinParallelWork = 48 * 1024;
 
 MatmulRangeFn kernel_for(Isa isa, DType type) {
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+  if (isa == Isa::avx512_vnni) return matmul_kernel_avx512_vnni(type);
+#endif
 #if defined(TROUPE_KERNELS_HAVE_AVX2_VNNI)
   if (isa == Isa::avx2_vnni) return matmul_kernel_avx2_vnni(type);
 #endif
@@ -92,29 +95,67 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
     case ActFormat::q8: {
       const int64_t nb = in / kQK;
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ16));
-      const int64_t groups = n_tokens > 1 ? act_groups(n_tokens) : 0;
+      const bool wide = group_tokens(isa) == 16;
+      const int64_t groups = n_tokens <= 1 ? 0 : wide ? act_groups16(n_tokens) : act_groups(n_tokens);
+      const size_t group_bytes = wide ? sizeof(ActQ16x16) : sizeof(ActQ16x8);
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
-      const size_t bytes = row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ16x8);
+      const size_t bytes = row_part + static_cast<size_t>(groups * nb) * group_bytes;
       auto* base = scratch(0, bytes);
+      auto quantize = [&](int64_t t) {
+        auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
+        if (is_avx2(isa)) {
+          quantize_act_q16_avx2(x + t * in, in, blocks);
+        } else {
+          quantize_act_q16(x + t * in, in, blocks);
+        }
+        return blocks;
+      };
+      args->xq = base;
+      args->xq_row_bytes = row;
+      args->xg = nullptr;
+      args->xg16 = nullptr;
+      args->n_groups = groups;
+      if (wide) {
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+        // Work units: a group (its tokens quantized, then transposed into lanes), then
+        // the tokens after the groups one by one.
+        auto* xg = reinterpret_cast<ActQ16x16*>(base + row_part);
+        const int64_t grouped = std::min(n_tokens, groups * 16);
+        const int64_t units = groups + (n_tokens - grouped);
+        auto fn = [&](int64_t u0, int64_t u1) {
+          for (int64_t u = u0; u < u1; ++u) {
+            if (u >= groups) {
+              quantize(grouped + (u - groups));
+              continue;
+            }
+            const int64_t t0 = u * 16, t1 = std::min(n_tokens, t0 + 16);
+            const ActQ16* first = quantize(t0);
+            for (int64_t t = t0 + 1; t < t1; ++t) quantize(t);
+            act_group16_avx512(first, nb, static_cast<int>(t1 - t0), xg + u * nb);
+          }
+        };
+        if (pool != nullptr && pool->size() > 1 && n_tokens * in >= 16 * 1024) {
+          pool->parallel_for(units, fn);
+        } else {
+          fn(0, units);
+        }
+        args->xg16 = xg;
+        return;
+#else
+        TROUPE_CHECK(false, "matmul: avx512_vnni groups in a build without AVX-512 VNNI kernels");
+#endif
+      }
       auto* xg = reinterpret_cast<ActQ16x8*>(base + row_part);
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-          auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
-          if (is_avx2(isa)) {
-            quantize_act_q16_avx2(x + t * in, in, blocks);
-          } else {
-            quantize_act_q16(x + t * in, in, blocks);
-          }
+          const ActQ16* blocks = quantize(t);
           if (t / 8 < groups) scatter_act_group(blocks, nb, xg + (t / 8) * nb, static_cast<int>(t % 8));
         }
       });
       // Lanes of the last group past the last token stay zero.
       for (int64_t t = n_tokens; t < groups * 8; ++t)
         clear_act_group_lane(xg + (t / 8) * nb, nb, static_cast<int>(t % 8));
-      args->xq = base;
-      args->xq_row_bytes = row;
       args->xg = xg;
-      args->n_groups = groups;
       return;
     }
     case ActFormat::q8k: {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/quant_blocks.hpp"
 #include "troupe/dtype.hpp"
 
@@ -22,9 +23,11 @@ struct MatmulArgs {
   const float* xf;         // float activations [n_tokens][in] (F32/F16/BF16 weights)
   const uint8_t* xq;       // quantized activations, one row of xq_row_bytes per token
   int64_t xq_row_bytes;
-  // 32-element block types: the first tokens again, 8 per group with tokens in lanes
-  // ([group][block], act_groups()); the tokens after them are read from xq one by one.
+  // 32-element block types: the first tokens again, in groups with tokens in lanes
+  // ([group][block]); the tokens after them are read from xq one by one. Isa::avx512_vnni
+  // gets groups of 16 (xg16, act_groups16()), the other ISAs groups of 8 (xg, act_groups()).
   const ActQ16x8* xg;
+  const ActQ16x16* xg16;
   int64_t n_groups;
   float* y;                // [n_tokens][out]
 };
@@ -33,6 +36,11 @@ struct MatmulArgs {
 /// kernels in ActQ16x8 form: whole groups, and a last partial group of at least
 /// 4 tokens (zero lanes cost less than that many tokens one at a time).
 inline int64_t act_groups(int64_t n_tokens) { return n_tokens / 8 + (n_tokens % 8 >= 4 ? 1 : 0); }
+/// The same in groups of 16 tokens (Isa::avx512_vnni): a group of 16 costs about
+/// what 4 tokens one at a time do.
+inline int64_t act_groups16(int64_t n_tokens) { return n_tokens / 16 + (n_tokens % 16 >= 4 ? 1 : 0); }
+/// Tokens per group for an ISA's batched 32-element block kernels.
+inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 
 /// Computes rows [o_begin, o_end) of y for all tokens.
 ///
@@ -52,12 +60,16 @@ ActFormat act_format(DType type);
 MatmulRangeFn matmul_kernel_scalar(DType type);
 MatmulRangeFn matmul_kernel_avx2(DType type);       // only when built for x86-64
 MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
+MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.
 void quantize_act_q16(const float* x, int64_t n, ActQ16* out);
 /// The same integers as quantize_act_q16, vectorized (matmul_avx2.cpp).
 void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out);
+/// Group of 16 tokens from their ActQ16 rows (rows[t * nb + b] is block b of token t,
+/// t < n <= 16): tokens in lanes, lanes from n on zero (matmul_avx512_vnni.cpp).
+void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group);
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations

@@ -1,7 +1,9 @@
 // The matmul kernels of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0) for AVX2, included by the translation units that build them: plain
 // AVX2/FMA/F16C (matmul_avx2.cpp) and the same with AVX-VNNI
-// (matmul_avx2_vnni.cpp), whose only difference is dot_pairs_acc. Everything
+// (matmul_avx2_vnni.cpp), whose only difference is dot_pairs_acc; the AVX-512
+// VNNI unit (matmul_avx512_vnni.cpp) takes the single-token kernels from here
+// and has its own batched ones. Everything
 // here has internal linkage, so each unit keeps its own instructions.
 #pragma once
 
@@ -127,6 +129,8 @@ inline void widen(const typename W::Block& blk, __m256i* lo, __m256i* hi) {
 inline __m256i dot_pairs_acc(__m256i acc, __m256i a, __m256i b) {
 #if defined(__AVXVNNI__)
   return _mm256_dpwssd_avx_epi32(acc, a, b);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(acc, a, b);
 #else
   return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 #endif

@@ -41,6 +41,8 @@ struct ActQ16 { float d; float s; int16_t qs[kQK]; };
 // batched matmuls: q[i][t] holds elements 2i and 2i+1 of token t (two int16, the
 // lower element in the low half), d[t] and s[t] as in ActQ16. Unused lanes are zero.
 struct ActQ16x8 { float d[8]; float s[8]; int32_t q[kQK / 2][8]; };
+// ActQ16x16: the same for 16 tokens (one 512-bit vector per pair of elements).
+struct ActQ16x16 { float d[16]; float s[16]; int32_t q[kQK / 2][16]; };
 // ActQ8K: 256 values, x = q * d, |q| <= 127; bsums[g] = sum of q over elements 16g..16g+15.
 struct ActQ8K { float d; int16_t bsums[kQKK / 16]; int8_t qs[kQKK]; };
 

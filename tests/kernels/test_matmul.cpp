@@ -78,6 +78,11 @@ TEST_P(Matmul, MatchesFp64ReferenceOnEveryIsa) {
     matmul_with_isa(Isa::avx2_vnni, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_vnni.data(), &pool);
     EXPECT_EQ(y_vnni, y_avx2) << "VNNI changes only how the same integers are summed";
   }
+  if (isa_available(Isa::avx512_vnni) && !y_avx2.empty()) {
+    std::vector<float> y_512(y_scalar.size(), NAN);
+    matmul_with_isa(Isa::avx512_vnni, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_512.data(), &pool);
+    EXPECT_EQ(y_512, y_avx2) << "512-bit VNNI changes only how the same integers are summed";
+  }
   std::vector<float> y_single(y_scalar.size(), NAN);  // default ISA, no pool
   matmul(type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, y_single.data(), nullptr);
 
@@ -134,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, Matmul, ::testing::ValuesIn(cases()),
 
 TEST(Matmul, IsaNameIsKnown) {
   const std::string name = isa_name();
-  EXPECT_TRUE(name == "avx2_vnni" || name == "avx2" || name == "scalar") << name;
+  EXPECT_TRUE(name == "avx512_vnni" || name == "avx2_vnni" || name == "avx2" || name == "scalar") << name;
 }
 
 TEST(Matmul, PoolSizesGiveTheSameResult) {
@@ -166,7 +171,7 @@ TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
     for (int64_t o = 0; o < full.out; ++o)
       std::copy_n(first + o * stride, slice_bytes, copy.data() + o * slice_bytes);
     for (int64_t n_tokens : {int64_t{1}, full.n_tokens}) {
-      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni}) {
+      for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
         if (!isa_available(isa)) continue;
         SCOPED_TRACE(std::string(tr.name) + " " + std::to_string(n_tokens) + " tokens, isa " +
                      std::to_string(static_cast<int>(isa)));
@@ -190,7 +195,7 @@ TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
                      DType::f16, DType::f32}) {
     const Shape s{512, 27, 70};
     const Problem p = make_problem(type, s, 11);
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni}) {
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
       if (!isa_available(isa)) continue;
       std::vector<float> alone(static_cast<size_t>(s.out * s.n_tokens));
       for (int64_t t = 0; t < s.n_tokens; ++t)
@@ -216,11 +221,11 @@ TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
 TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
   if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1}) {
-    for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}}) {
+    for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}, Shape{576, 21, 32}, Shape{1536, 13, 52}}) {
       const Problem p = make_problem(type, s, 5);
       std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
       matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, a.data(), nullptr);
-      for (Isa isa : {Isa::avx2, Isa::avx2_vnni}) {
+      for (Isa isa : {Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
         if (!isa_available(isa)) continue;
         matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, b.data(), nullptr);
         EXPECT_EQ(a, b) << to_string(type) << " " << s.n_tokens << " tokens, isa " << to_string(isa);
@@ -237,7 +242,7 @@ TEST(Matmul, MultiAndSiluMulEqualSeparateCalls) {
   const int64_t outs[3] = {37, 16, 9};
   std::vector<Problem> probs;
   for (int j = 0; j < 3; ++j) probs.push_back(make_problem(types[j], {in, outs[j], 13}, 20 + j));
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni}) {
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
     if (!isa_available(isa)) continue;
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
