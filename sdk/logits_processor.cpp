@@ -1,9 +1,6 @@
 #include "troupe/logits_processor.hpp"
 
-#include <map>
-#include <mutex>
-
-#include "troupe/log.hpp"
+#include "named_factories.hpp"
 
 namespace troupe {
 
@@ -11,54 +8,22 @@ Status LogitsProcessor::validate_request(const LogitsRequest&) const { return {}
 
 namespace logits_processor_registry {
 namespace {
-struct Registry {
-  std::mutex mu;
-  std::map<std::string, LogitsProcessorFactory, std::less<>> factories;
-};
-Registry& registry() {
-  static Registry r;
+detail::NamedFactories<LogitsProcessorFactory>& registry() {
+  static detail::NamedFactories<LogitsProcessorFactory> r("Logits processor");
   return r;
 }
 }  // namespace
 
-void register_processor(std::string_view name, LogitsProcessorFactory factory) {
-  auto& r = registry();
-  std::lock_guard lock(r.mu);
-  auto it = r.factories.find(name);
-  if (it != r.factories.end()) {
-    if (it->second == factory) return;  // the same registration again: idempotent
-    TROUPE_LOG_WARNING("Logits processor {} is already registered, and will be overwritten by the new one.", name);
-    it->second = factory;
-    return;
-  }
-  r.factories.emplace(std::string(name), factory);
-}
+void register_processor(std::string_view name, LogitsProcessorFactory factory) { registry().add(name, factory); }
 
-std::vector<std::string> registered_processors() {
-  auto& r = registry();
-  std::lock_guard lock(r.mu);
-  std::vector<std::string> out;
-  for (const auto& [name, f] : r.factories) out.push_back(name);
-  return out;
-}
+std::vector<std::string> registered_processors() { return registry().names(); }
 
-bool is_registered(std::string_view name) {
-  auto& r = registry();
-  std::lock_guard lock(r.mu);
-  return r.factories.find(name) != r.factories.end();
-}
+bool is_registered(std::string_view name) { return registry().find(name) != nullptr; }
 
 Result<std::unique_ptr<LogitsProcessor>> create(std::string_view name, const LogitsProcessorContext& context) {
-  LogitsProcessorFactory factory = nullptr;
-  {
-    auto& r = registry();
-    std::lock_guard lock(r.mu);
-    auto it = r.factories.find(name);
-    if (it != r.factories.end()) factory = it->second;
-  }
+  LogitsProcessorFactory factory = registry().find(name);
   if (!factory) {
-    std::string list;
-    for (const auto& n : registered_processors()) list += (list.empty() ? "" : ", ") + n;
+    const std::string list = registry().joined_names();
     return not_found("logits processor '" + std::string(name) + "' (--logits-processors) is not registered; registered: " +
                      (list.empty() ? "(none)" : list) + " (general plugins register them; is it loaded? see `troupe plugins`)");
   }

@@ -1,9 +1,6 @@
 #include "troupe/scheduler_policy.hpp"
 
-#include <map>
-#include <mutex>
-
-#include "troupe/log.hpp"
+#include "named_factories.hpp"
 
 namespace troupe::scheduler_policy_registry {
 namespace {
@@ -21,55 +18,23 @@ Result<std::unique_ptr<SchedulerPolicy>> make_fcfs(const EngineConfig&) {
   return std::unique_ptr<SchedulerPolicy>(std::make_unique<FcfsPolicy>());
 }
 
-struct Registry {
-  std::mutex mu;
-  std::map<std::string, SchedulerPolicyFactory, std::less<>> factories{{kFcfsSchedulerPolicy, &make_fcfs}};
-};
-Registry& registry() {
-  static Registry r;
+detail::NamedFactories<SchedulerPolicyFactory>& registry() {
+  static detail::NamedFactories<SchedulerPolicyFactory> r("Scheduler policy", {{kFcfsSchedulerPolicy, &make_fcfs}});
   return r;
 }
 
 }  // namespace
 
-void register_policy(std::string_view name, SchedulerPolicyFactory factory) {
-  auto& r = registry();
-  std::lock_guard lock(r.mu);
-  auto it = r.factories.find(name);
-  if (it != r.factories.end()) {
-    if (it->second == factory) return;  // the same registration again: idempotent
-    TROUPE_LOG_WARNING("Scheduler policy {} is already registered, and will be overwritten by the new one.", name);
-    it->second = factory;
-    return;
-  }
-  r.factories.emplace(std::string(name), factory);
-}
+void register_policy(std::string_view name, SchedulerPolicyFactory factory) { registry().add(name, factory); }
 
-std::vector<std::string> registered_policies() {
-  auto& r = registry();
-  std::lock_guard lock(r.mu);
-  std::vector<std::string> out;
-  for (const auto& [name, f] : r.factories) out.push_back(name);
-  return out;
-}
+std::vector<std::string> registered_policies() { return registry().names(); }
 
-bool is_registered(std::string_view name) {
-  auto& r = registry();
-  std::lock_guard lock(r.mu);
-  return r.factories.find(name) != r.factories.end();
-}
+bool is_registered(std::string_view name) { return registry().find(name) != nullptr; }
 
 Result<std::unique_ptr<SchedulerPolicy>> create(std::string_view name, const EngineConfig& config) {
-  SchedulerPolicyFactory factory = nullptr;
-  {
-    auto& r = registry();
-    std::lock_guard lock(r.mu);
-    auto it = r.factories.find(name);
-    if (it != r.factories.end()) factory = it->second;
-  }
+  SchedulerPolicyFactory factory = registry().find(name);
   if (!factory) {
-    std::string list;
-    for (const auto& n : registered_policies()) list += (list.empty() ? "" : ", ") + n;
+    const std::string list = registry().joined_names();
     return not_found("scheduler policy '" + std::string(name) + "' (--scheduler-cls) is not registered; registered: " +
                      list + " (a general plugin registers more; is it loaded? see `troupe plugins`)");
   }
