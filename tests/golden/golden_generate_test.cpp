@@ -17,16 +17,11 @@
 
 #include "runtime/generation/offline_generator.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/golden/golden_cases.hpp"
 
 namespace troupe {
 namespace {
 
-constexpr double kFragileMargin = 0.03;
-
-nlohmann::json golden() {
-  std::ifstream in(std::string(TROUPE_TEST_DATA_DIR) + "/golden/stories260K_llamacpp.json");
-  return nlohmann::json::parse(in);
-}
 
 using testing::CmdResult;
 using testing::run_troupe;
@@ -37,24 +32,6 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// Checks `got` against a golden case: equal, or diverging only after a fragile step.
-void expect_matches_case(const nlohmann::json& c, const std::vector<int32_t>& got) {
-  const auto want = c["output_ids"].get<std::vector<int32_t>>();
-  const auto margins = c["top1_top2_logit_margin"].get<std::vector<double>>();
-  ASSERT_EQ(got.size(), want.size()) << c["prompt"];
-  size_t first_diff = want.size();
-  for (size_t i = 0; i < want.size(); ++i)
-    if (got[i] != want[i]) {
-      first_diff = i;
-      break;
-    }
-  if (first_diff == want.size()) return;
-  bool fragile = false;
-  for (size_t i = 0; i <= first_diff; ++i) fragile |= margins[i] < kFragileMargin;
-  EXPECT_TRUE(fragile) << "prompt '" << c["prompt"].get<std::string>() << "' diverges from llama.cpp at step "
-                       << first_diff << " (margin " << margins[first_diff] << ") with no fragile step before it";
-}
-
 TEST(GoldenStories260K, GreedyMatchesLlamaCppThroughThePlugin) {
   Platform* platform = testing::cpu_platform();
   ASSERT_NE(platform, nullptr);
@@ -62,7 +39,7 @@ TEST(GoldenStories260K, GreedyMatchesLlamaCppThroughThePlugin) {
   config.parallel.num_threads = 2;
   auto gen = generation::OfflineGenerator::create(*platform, config, testing::stories_path());
   ASSERT_TRUE(gen.ok()) << gen.status().to_string();
-  const auto g = golden();
+  const auto g = testing::stories_golden();
   int exact = 0;
   for (const auto& c : g["cases"]) {
     SCOPED_TRACE(c["prompt"].get<std::string>());
@@ -75,7 +52,7 @@ TEST(GoldenStories260K, GreedyMatchesLlamaCppThroughThePlugin) {
     p.ignore_eos = true;  // the reference never stops early
     auto out = (*gen)->generate(prompt_ids, p);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
-    expect_matches_case(c, out->token_ids);
+    testing::expect_matches_case(c, out->token_ids);
     exact += out->token_ids == c["output_ids"].get<std::vector<int32_t>>();
   }
   std::printf("stories260K: %d of %zu cases token-exact with llama.cpp\n", exact, g["cases"].size());
@@ -83,13 +60,13 @@ TEST(GoldenStories260K, GreedyMatchesLlamaCppThroughThePlugin) {
 }
 
 TEST(GoldenStories260K, TroupeGenerateJson) {
-  const auto c = golden()["cases"][0];
+  const auto c = testing::stories_golden()["cases"][0];
   auto r = run_troupe("generate " + testing::stories_path() + " -p " + quote(c["prompt"].get<std::string>()) +
                       " -n 64 --json --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);  // exactly one object on stdout
   EXPECT_EQ(j["prompt_token_ids"], c["prompt_ids"]);
-  expect_matches_case(c, j["token_ids"].get<std::vector<int32_t>>());
+  testing::expect_matches_case(c, j["token_ids"].get<std::vector<int32_t>>());
   EXPECT_EQ(j["finish_reason"], "length");
   EXPECT_EQ(j["text"].get<std::string>().substr(0, 30), c["output_text"].get<std::string>().substr(0, 30));
 }
@@ -97,7 +74,7 @@ TEST(GoldenStories260K, TroupeGenerateJson) {
 // Every golden prompt at once through the actor engine (continuous batching):
 // each output must still match llama.cpp, and they must really have run together.
 TEST(GoldenStories260K, PromptsFileRunsConcurrentlyThroughTheEngine) {
-  const auto g = golden();
+  const auto g = testing::stories_golden();
   const std::string file = ::testing::TempDir() + "golden_prompts.txt";
   {
     std::ofstream out(file);
@@ -114,7 +91,7 @@ TEST(GoldenStories260K, PromptsFileRunsConcurrentlyThroughTheEngine) {
     SCOPED_TRACE(c["prompt"].get<std::string>());
     auto j = nlohmann::json::parse(line);
     EXPECT_EQ(j["prompt_token_ids"], c["prompt_ids"]);  // input order is kept
-    expect_matches_case(c, j["token_ids"].get<std::vector<int32_t>>());
+    testing::expect_matches_case(c, j["token_ids"].get<std::vector<int32_t>>());
   }
   ASSERT_EQ(i, g["cases"].size());
   ASSERT_TRUE(std::getline(lines, line));
@@ -130,7 +107,7 @@ TEST(GoldenStories260K, PromptsFileRunsConcurrentlyThroughTheEngine) {
 TEST(GoldenStories260K, SimAcceleratorMatchesLlamaCppThroughTheEngine) {
   if (!TROUPE_HAVE_EXAMPLES) GTEST_SKIP() << "examples are not built";
   const std::string env = std::string("env -u TROUPE_PLUGINS -u TROUPE_DEVICE TROUPE_PLUGIN_PATH=") + SIM_PLUGIN_DIR;
-  const auto g = golden();
+  const auto g = testing::stories_golden();
   const auto c0 = g["cases"][0];
   auto one = run_troupe("generate " + testing::stories_path() + " -p " + quote(c0["prompt"].get<std::string>()) +
                             " -n 64 --json --device sim",
@@ -138,7 +115,7 @@ TEST(GoldenStories260K, SimAcceleratorMatchesLlamaCppThroughTheEngine) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.err.find("Platform plugin sim is activated"), std::string::npos) << one.err;
   EXPECT_NE(one.err.find("memory sim:0"), std::string::npos) << one.err;
-  expect_matches_case(c0, nlohmann::json::parse(one.out)["token_ids"].get<std::vector<int32_t>>());
+  testing::expect_matches_case(c0, nlohmann::json::parse(one.out)["token_ids"].get<std::vector<int32_t>>());
 
   const std::string file = ::testing::TempDir() + "golden_prompts_sim_" + std::to_string(::getpid()) + ".txt";
   {
@@ -159,7 +136,7 @@ TEST(GoldenStories260K, SimAcceleratorMatchesLlamaCppThroughTheEngine) {
     auto j = nlohmann::json::parse(line);
     EXPECT_EQ(j["prompt_token_ids"], c["prompt_ids"]);
     const auto ids = j["token_ids"].get<std::vector<int32_t>>();
-    expect_matches_case(c, ids);
+    testing::expect_matches_case(c, ids);
     exact += ids == c["output_ids"].get<std::vector<int32_t>>();
   }
   ASSERT_EQ(i, g["cases"].size());
@@ -193,7 +170,7 @@ TEST(GoldenStories260K, SimAcceleratorIsPassedOverForWeightsItCannotCompute) {
 // to each case's fragile step. (The logits themselves are compared in
 // tests/platforms: largest difference ~1e-5 for TP, exactly 0 for PP.)
 TEST(GoldenStories260K, SplitOverNodeProcessesMatchesOneProcess) {
-  const auto g = golden();
+  const auto g = testing::stories_golden();
   const std::string file = ::testing::TempDir() + "golden_prompts_split.txt";
   {
     std::ofstream out(file);
@@ -213,7 +190,7 @@ TEST(GoldenStories260K, SplitOverNodeProcessesMatchesOneProcess) {
     std::istringstream lines(split.out);
     std::string line;
     for (size_t i = 0; i < g["cases"].size() && std::getline(lines, line); ++i)
-      expect_matches_case(g["cases"][i], nlohmann::json::parse(line)["token_ids"].get<std::vector<int32_t>>());
+      testing::expect_matches_case(g["cases"][i], nlohmann::json::parse(line)["token_ids"].get<std::vector<int32_t>>());
   }
   auto refused = run_troupe(base + " --tensor-parallel-size 3");
   EXPECT_EQ(refused.exit_code, 1);

@@ -19,6 +19,7 @@
 #include "runtime/generation/offline_generator.hpp"
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/models/builtin_models.hpp"
+#include "tests/golden/golden_cases.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/cuda/cuda_test_device.hpp"
 #include "tests/run_troupe.hpp"
@@ -45,7 +46,6 @@ Platform* cuda_platform(std::string* why) {
   return *p;
 }
 
-constexpr double kFragileMargin = 0.03;
 
 std::unique_ptr<Worker> start(const Platform& platform, const ModelSource& source, EngineConfig config) {
   config.scheduler.max_num_batched_tokens = 128;
@@ -181,34 +181,11 @@ TEST_F(CudaWorkerTest, MemoryBudgetIsTheUtilizationShareLessWhatIsInUse) {
   EXPECT_LT(*budget, mem.total_bytes / 2);
 }
 
-nlohmann::json golden() {
-  std::ifstream in(std::string(TROUPE_TEST_DATA_DIR) + "/golden/stories260K_llamacpp.json");
-  return nlohmann::json::parse(in);
-}
-
-// The CPU golden test's rule: equal, or diverging only after a step whose top-1/top-2 margin was fragile.
-void expect_matches_case(const nlohmann::json& c, const std::vector<int32_t>& got) {
-  const auto want = c["output_ids"].get<std::vector<int32_t>>();
-  const auto margins = c["top1_top2_logit_margin"].get<std::vector<double>>();
-  ASSERT_EQ(got.size(), want.size()) << c["prompt"];
-  size_t first_diff = want.size();
-  for (size_t i = 0; i < want.size(); ++i)
-    if (got[i] != want[i]) {
-      first_diff = i;
-      break;
-    }
-  if (first_diff == want.size()) return;
-  bool fragile = false;
-  for (size_t i = 0; i <= first_diff; ++i) fragile |= margins[i] < kFragileMargin;
-  EXPECT_TRUE(fragile) << "prompt '" << c["prompt"].get<std::string>() << "' diverges from llama.cpp at step "
-                       << first_diff << " (margin " << margins[first_diff] << ") with no fragile step before it";
-}
-
 TEST_F(CudaWorkerTest, GoldenStories260KGreedyMatchesLlamaCpp) {
   auto gen = generation::OfflineGenerator::create(*platform_, EngineConfig(), testing::stories_path());
   ASSERT_TRUE(gen.ok()) << gen.status().to_string();
   EXPECT_EQ((*gen)->worker().platform_name(), "cuda");
-  const auto g = golden();
+  const auto g = testing::stories_golden();
   int exact = 0;
   for (const auto& c : g["cases"]) {
     SCOPED_TRACE(c["prompt"].get<std::string>());
@@ -219,7 +196,7 @@ TEST_F(CudaWorkerTest, GoldenStories260KGreedyMatchesLlamaCpp) {
     p.ignore_eos = true;
     auto out = (*gen)->generate(prompt_ids, p);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
-    expect_matches_case(c, out->token_ids);
+    testing::expect_matches_case(c, out->token_ids);
     exact += out->token_ids == c["output_ids"].get<std::vector<int32_t>>();
   }
   std::printf("stories260K on cuda: %d of %zu cases token-exact with llama.cpp\n", exact, g["cases"].size());

@@ -46,19 +46,13 @@ using Drafter = std::function<std::vector<int32_t>(const std::string&, const std
 // while they equal it (greedy verification), then the target's token is emitted.
 class SpecFakeModel {
  public:
-  SpecFakeModel(int32_t num_blocks, int32_t block_size)
-      : slots_(static_cast<size_t>(num_blocks) * block_size, Slot{-1, -1}) {}
+  SpecFakeModel(int32_t num_blocks, int32_t block_size) : kv_(num_blocks, block_size) {}
 
   std::unordered_map<std::string, StepTokens> run(const SchedulerOutput& out, const Drafter& drafter,
                                                   std::map<std::string, std::vector<int32_t>>& outputs) {
     const ForwardBatch b = make_forward_batch(out);
     EXPECT_EQ(b.num_tokens(), out.num_scheduled_tokens);
-    for (int32_t i = 0; i < b.num_tokens(); ++i) {
-      const auto slot = static_cast<size_t>(b.slot_mapping[i]);
-      EXPECT_LT(slot, slots_.size());
-      if (slot >= slots_.size()) return {};
-      slots_[slot] = Slot{b.token_ids[i], b.positions[i]};
-    }
+    if (!kv_.write(b)) return {};
     std::unordered_map<std::string, StepTokens> result;
     size_t logits_row = 0;
     for (int32_t s = 0; s < b.num_seqs(); ++s) {
@@ -78,15 +72,8 @@ class SpecFakeModel {
       }
       logits_row += static_cast<size_t>(nd) + 1;
       StepTokens& st = result[sr.request_id];
-      const int64_t bs = out.block_size;
       for (int32_t j = 0; j <= nd; ++j) {
-        std::vector<int32_t> history;
-        for (int64_t pos = 0; pos < b.seq_lens[s] - nd + j; ++pos) {
-          const Slot& kv = slots_[static_cast<size_t>(b.block_tables[s][pos / bs] * bs + pos % bs)];
-          EXPECT_EQ(kv.position, pos) << sr.request_id << " reads a stale slot";
-          history.push_back(kv.token);
-        }
-        const int32_t target = next_token(history);
+        const int32_t target = next_token(kv_.read(b, s, b.seq_lens[s] - nd + j, out.block_size, sr.request_id));
         st.token_ids.push_back(target);
         if (j == nd || sr.draft_token_ids[static_cast<size_t>(j)] != target) break;
         ++accepted_;
@@ -105,11 +92,7 @@ class SpecFakeModel {
   int64_t accepted() const { return accepted_; }
 
  private:
-  struct Slot {
-    int32_t token;
-    int32_t position;
-  };
-  std::vector<Slot> slots_;
+  testing::SimulatedKvCache kv_;
   int64_t drafted_ = 0, accepted_ = 0;
 };
 
