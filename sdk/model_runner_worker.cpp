@@ -282,21 +282,48 @@ Result<ModelRunnerOutput> ModelRunnerWorker::execute_model(const ExecuteModelReq
     TROUPE_RETURN_IF_ERROR(copy_out(out.hidden_states, request.batch.num_tokens() * out.hidden_size,
                                     &Model::forward_hidden, request.batch));
   } else if (rank_ == 0) {
-    out.logits = std::move(spare_logits_);
-    TROUPE_RETURN_IF_ERROR(copy_out(out.logits,
-                                    static_cast<int64_t>(request.batch.logits_indices.size()) * out.vocab_size,
-                                    &Model::forward, request.batch));
+    TROUPE_RETURN_IF_ERROR(forward_on_device(request, out));
   } else {
-    TROUPE_RETURN_IF_ERROR(model_->forward(request.batch, nullptr));
+    TROUPE_RETURN_IF_ERROR(run_forward(request.batch, nullptr));
   }
   out.communicator_bytes = meter_->bytes.load();
   out.communicator_seconds = static_cast<double>(meter_->nanoseconds.load()) * 1e-9;
   return out;
 }
 
+Status ModelRunnerWorker::run_forward(const ForwardBatch& batch, float* out) { return model_->forward(batch, out); }
+
+Status ModelRunnerWorker::forward_on_device(const ExecuteModelRequest& request, ModelRunnerOutput& out) {
+  const ForwardBatch& batch = request.batch;
+  const auto rows = static_cast<int64_t>(batch.logits_indices.size());
+  const int64_t count = rows * out.vocab_size;
+  if (allocator_->host_addressable() || count == 0) {
+    out.logits = std::move(spare_logits_);
+    // The host sampler reads these logits where they are: nothing to save by choosing on the device.
+    out.logits.resize(static_cast<size_t>(count));
+    return run_forward(batch, out.logits.data());
+  }
+  TROUPE_RETURN_IF_ERROR(device_out_.reserve(*allocator_, count));
+  TROUPE_RETURN_IF_ERROR(run_forward(batch, device_out_.data()));
+  if (static_cast<int64_t>(request.token_selection.size()) == rows) {
+    TROUPE_RETURN_IF_ERROR(device_tokens_.reserve(*allocator_, rows));
+    if (ops_->select_tokens(device_out_.data(), rows, out.vocab_size, request.token_selection.data(),
+                            device_tokens_.data())) {
+      out.sampled_token_ids.resize(static_cast<size_t>(rows));
+      return allocator_->copy(out.sampled_token_ids.data(), device_tokens_.data(),
+                              rows * static_cast<int64_t>(sizeof(int32_t)), CopyKind::device_to_host);
+    }
+  }
+  out.logits = std::move(spare_logits_);
+  out.logits.resize(static_cast<size_t>(count));
+  return allocator_->copy(out.logits.data(), device_out_.data(), count * static_cast<int64_t>(sizeof(float)),
+                          CopyKind::device_to_host);
+}
+
 void ModelRunnerWorker::recycle_output(ModelRunnerOutput&& used) {
-  spare_logits_ = std::move(used.logits);
-  spare_hidden_ = std::move(used.hidden_states);
+  // A step whose tokens were chosen on the device returned no logits: keep the older buffer.
+  if (used.logits.capacity() > 0) spare_logits_ = std::move(used.logits);
+  if (used.hidden_states.capacity() > 0) spare_hidden_ = std::move(used.hidden_states);
 }
 
 }  // namespace troupe

@@ -1,7 +1,9 @@
 #include "sim_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "sim_device.hpp"
@@ -131,6 +133,41 @@ void dense_attention(const float* q, const float* k, const float* v, float* out,
       }
     }
   }
+}
+
+int32_t select_token(const float* logits, int64_t vocab, float temperature, float top_p, float min_p, int32_t top_k,
+                     double u) {
+  if (temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  const float peak = *std::max_element(logits, logits + vocab);
+  const float inv_t = 1.0f / temperature;
+  std::vector<std::pair<float, int32_t>> cand;  // (probability relative to the peak, id)
+  for (int64_t i = 0; i < vocab; ++i) {
+    const float p = std::exp((logits[i] - peak) * inv_t);
+    if (min_p <= 0.0f || p >= min_p) cand.emplace_back(p, static_cast<int32_t>(i));
+  }
+  std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  if (top_k > 0 && static_cast<size_t>(top_k) < cand.size()) cand.resize(static_cast<size_t>(top_k));
+  if (top_p < 1.0f) {
+    double all = 0;
+    for (const auto& c : cand) all += c.first;
+    double run = 0;
+    size_t n = 0;
+    while (n < cand.size()) {
+      run += cand[n++].first;
+      if (run >= top_p * all) break;
+    }
+    cand.resize(n);
+  }
+  double total = 0;
+  for (const auto& c : cand) total += c.first;
+  double run = 0;
+  for (const auto& c : cand) {
+    run += c.first;
+    if (u * total < run) return c.second;
+  }
+  return cand.back().second;
 }
 
 void kv_store(const KvLayer& cache, const float* k, const float* v, const int64_t* slots, int64_t n_tokens) {

@@ -31,6 +31,12 @@ void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim);
 void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                      int num_seqs, int n_heads, int head_dim, float scale, bool causal);
 
+/// One token from a row of logits (troupe::TokenSelection's rule): argmax at temperature <= 0,
+/// else the u-quantile of the tempered distribution cut by min_p, top_k and top_p, walked in
+/// descending probability order.
+int32_t select_token(const float* logits, int64_t vocab, float temperature, float top_p, float min_p, int32_t top_k,
+                     double u);
+
 /// One layer's paged KV cache: [num_slots][kv_dim] keys and values, f32 or f16.
 struct KvLayer {
   uint8_t* k = nullptr;

@@ -111,4 +111,17 @@ void SimOps::dense_attention(const float* q, const float* k, const float* v, flo
   maybe_break("dense_attention", o, n);
 }
 
+bool SimOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params,
+                           int32_t* out) {
+  const float* l = dev_f32(d_, logits, rows * vocab, "select_tokens");
+  auto* ids = reinterpret_cast<int32_t*>(d_.must_map(out, rows * int64_t{sizeof(int32_t)}, "select_tokens"));
+  const bool broken = broken_op() == "select_tokens";
+  for (int64_t r = 0; r < rows; ++r) {
+    const troupe::TokenSelection& s = params[r];
+    ids[r] = kernels::select_token(l + r * vocab, vocab, s.temperature, s.top_p, s.min_p, s.top_k, s.u);
+    if (broken) ids[r] = static_cast<int32_t>((ids[r] + 1) % vocab);  // SIM_ACCEL_BREAK_OP: the wrong token
+  }
+  return true;
+}
+
 }  // namespace sim

@@ -2,6 +2,7 @@
 // translated to the device's real bytes before the kernel runs; the small
 // integer arrays (ids, positions, sequence starts) are host memory. matmul_multi
 // and matmul_silu_mul are the SDK's defaults (built from matmul and silu_mul).
+// It offers select_tokens, so a step's sampled tokens leave it as ids.
 #pragma once
 
 #include "sim_device.hpp"
@@ -26,6 +27,9 @@ class SimOps final : public troupe::Ops {
   void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) override;
   void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                        int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
+  /// Token selection on the device (only ids come back): params are host memory.
+  bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params,
+                     int32_t* out) override;
 
  private:
   /// The real bytes of weight `w` (all its rows), aborting on memory that is not the device's.

@@ -13,6 +13,10 @@
 // adapters live in the platform's memory (LoraAdapterSet) and the model reads
 // them through ModelContext::loras. LoRA over ranks (tensor or pipeline
 // parallelism) is refused as not implemented yet.
+// When the step asks for it (ExecuteModelRequest::token_selection) and the
+// platform's memory is not the host's, the driver chooses the tokens on the
+// device (Ops::select_tokens) and copies out only their ids; a platform that does
+// not offer it has its logits copied out as before.
 #pragma once
 
 #include <memory>
@@ -84,8 +88,15 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   /// A line about the device for the start-up log ("8 threads, kernels avx2").
   virtual std::string describe_device() const;
 
+  /// The model's forward pass writing logits of batch.logits_indices into `out`, or
+  /// nothing when out is null (ranks that do not sample). A platform may run it another
+  /// way (a captured CUDA graph) as long as `out` gets exactly what the model writes.
+  virtual Status run_forward(const ForwardBatch& batch, float* out);
+
   const EngineConfig& config() const { return config_; }
   const Platform& platform() const { return platform_; }
+  Model* model() const { return model_.get(); }
+  Ops* ops() const { return ops_.get(); }
   int rank() const { return rank_; }
   DeviceAllocator* allocator() const { return allocator_.get(); }
   AttentionBackend* attention() const { return attention_.get(); }
@@ -94,6 +105,9 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   Status check_awake() const;
   Status copy_out(std::vector<float>& host, int64_t count, Status (Model::*run)(const ForwardBatch&, float*),
                   const ForwardBatch& batch);
+  /// The driver's step when memory is not the host's: logits into device_out_, then either
+  /// tokens chosen on the device (out.sampled_token_ids) or the logits copied out.
+  Status forward_on_device(const ExecuteModelRequest& request, ModelRunnerOutput& out);
 
   EngineConfig config_;
   int rank_;
@@ -107,6 +121,7 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   std::unique_ptr<DeviceCommunicator> tp_comm_; // this pipeline stage's ranks (pp > 1): comm_->new_group
   std::unique_ptr<Model> model_;                // points at the members above: declared after them
   DeviceArray<float> device_out_;               // logits or hidden states when memory is not the host's
+  DeviceArray<int32_t> device_tokens_;          // tokens chosen on the device (token_selection)
   std::vector<float> spare_logits_;             // a recycled output's buffers, reused by the next step
   std::vector<float> spare_hidden_;
   // Sleep mode: what load_model and the KV cache were given, to build them again.

@@ -12,6 +12,24 @@
 
 namespace troupe {
 
+/// How one row's token is chosen on the device (Ops::select_tokens): with
+/// temperature 0, the largest logit (the lowest id on ties); otherwise
+/// p_i = exp((logit_i - max) / temperature) (unnormalised, max is 1), tokens with
+/// p_i < min_p dropped, the top_k largest kept (top_k <= 0: all), sorted by p
+/// descending (ties: lower id first), cut to the shortest prefix whose mass reaches
+/// top_p times its total, then the first token in that order whose running mass
+/// exceeds u times the kept total. That is the CPU sampler's draw whenever top_p < 1;
+/// with top_p 1 the CPU walks ids in another order: the same distribution, another
+/// token for the same u. Penalties and logprobs are not covered: rows needing them
+/// are sampled on the host from copied-out logits.
+struct TokenSelection {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int32_t top_k = 0;
+  double u = 0.0;  // the step's uniform draw in [0, 1), made on the host
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -57,6 +75,14 @@ class Ops {
   /// Every row attends to every row of its sequence, or only to earlier ones when causal.
   virtual void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                                int num_seqs, int n_heads, int head_dim, float scale, bool causal) = 0;
+
+  // Optional.
+  /// Token selection on the device, so only token ids leave it: out[r] (device memory,
+  /// int32) = the token of row r of logits [rows][vocab] (device memory) under params[r]
+  /// (host memory), as TokenSelection says. Returns false when the platform does not offer
+  /// it (the default): the caller then copies the logits out and samples on the host.
+  virtual bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
+                             int32_t* out);
 };
 
 }  // namespace troupe

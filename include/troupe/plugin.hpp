@@ -20,7 +20,7 @@
 #include "troupe/status.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
-#define TROUPE_ABI_VERSION 9u
+#define TROUPE_ABI_VERSION 10u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with

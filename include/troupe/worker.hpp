@@ -11,6 +11,7 @@
 #include "troupe/attention.hpp"
 #include "troupe/config.hpp"
 #include "troupe/model.hpp"
+#include "troupe/ops.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe {
@@ -20,6 +21,10 @@ struct ExecuteModelRequest {
   ForwardBatch batch;
   /// The pooling runner: the final hidden states of every token row, instead of logits.
   bool return_hidden_states = false;
+  /// Empty, or one entry per logits row: the driver may then choose those rows' tokens on
+  /// the device (Ops::select_tokens) and return sampled_token_ids instead of logits. Set
+  /// only for rows the host sampler would treat the same (no penalties, no logprobs).
+  std::vector<TokenSelection> token_selection;
 };
 
 /// What one step produced: logits of the rows the batch asked for, or (when
@@ -29,6 +34,9 @@ struct ModelRunnerOutput {
   std::vector<float> logits;         // [batch.logits_indices.size()][vocab_size]
   int64_t hidden_size = 0;
   std::vector<float> hidden_states;  // [batch.num_tokens()][hidden_size], with return_hidden_states
+  /// One token per logits row when the worker chose them on the device (token_selection);
+  /// `logits` is then empty.
+  std::vector<int32_t> sampled_token_ids;
   /// This rank's communication in the step: payload bytes through its communicators, time inside them.
   int64_t communicator_bytes = 0;
   double communicator_seconds = 0;

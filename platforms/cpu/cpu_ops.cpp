@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/encoder.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "kernels/cpu/thread_pool.hpp"
+#include "kernels/cpu/token_select.hpp"
 #include "troupe/dtype.hpp"
 
 namespace troupe::cpu {
@@ -149,6 +151,18 @@ void CpuOps::dense_attention(const float* q, const float* k, const float* v, flo
     return;
   }
   pool_->parallel_for(items, run);
+}
+
+bool CpuOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
+                           int32_t* out) {
+  std::vector<float> probs;
+  std::vector<int32_t> order;
+  for (int64_t r = 0; r < rows; ++r) {
+    const TokenSelection& s = params[r];
+    out[r] = kernels::cpu::select_token(logits + r * vocab, vocab, s.temperature, s.top_p, s.min_p, s.top_k, s.u, probs,
+                                        order);
+  }
+  return true;
 }
 
 }  // namespace troupe::cpu

@@ -35,6 +35,11 @@ class CpuOps final : public Ops {
   void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) override;
   void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                        int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
+  /// The reference of TokenSelection's semantics (kernels/cpu/token_select). The worker never
+  /// needs it here (the host sampler reads the logits in place); platform-check compares
+  /// device platforms with it.
+  bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
+                     int32_t* out) override;
 
  private:
   kernels::cpu::ThreadPool* pool_;

@@ -7,6 +7,7 @@
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/encoder.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/sampling.hpp"
 
 namespace troupe::cuda {
 
@@ -24,9 +25,10 @@ std::vector<std::string> weight_type_names() {
 CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx) : ctx_(std::move(ctx)) {}
 
 CudaOps::~CudaOps() {
-  if (scratch_ != nullptr) {
+  if (scratch_ != nullptr || sampling_workspace_ != nullptr) {
     (void)ctx_->make_current();
-    (void)cudaFree(scratch_);
+    if (scratch_ != nullptr) (void)cudaFree(scratch_);
+    if (sampling_workspace_ != nullptr) (void)cudaFree(sampling_workspace_);
   }
 }
 
@@ -123,6 +125,43 @@ void CudaOps::dense_attention(const float* q, const float* k, const float* v, fl
   for (int s = 0; s < num_seqs; ++s) max_len = std::max<int64_t>(max_len, seq_starts[s + 1] - seq_starts[s]);
   ctx_->record(kc::dense_attention(q, k, v, out, static_cast<const int32_t*>(*staged), num_seqs, seq_starts[num_seqs],
                                    n_heads, head_dim, scale, causal, max_len, ctx_->stream()));
+}
+
+Status CudaOps::run_select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
+                                  int32_t* out) {
+  TROUPE_RETURN_IF_ERROR(ctx_->make_current());
+  const bool all_greedy =
+      std::all_of(params, params + rows, [](const TokenSelection& t) { return !(t.temperature > 0.0f); });
+  if (all_greedy) return kc::argmax_rows(logits, rows, vocab, out, ctx_->stream());
+  std::vector<kc::SamplingRow> rows_params(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    kc::SamplingRow& k = rows_params[static_cast<size_t>(r)];
+    k.u = params[r].u;
+    k.temperature = params[r].temperature;
+    k.top_p = params[r].top_p;
+    k.min_p = params[r].min_p;
+    k.top_k = params[r].top_k;
+  }
+  auto need = kc::sampling_workspace_bytes(rows, vocab);
+  if (!need.ok()) return need.status();
+  if (*need > sampling_workspace_bytes_) {
+    if (sampling_workspace_ != nullptr) (void)cudaFree(sampling_workspace_);  // waits for work still reading it
+    sampling_workspace_ = nullptr;
+    sampling_workspace_bytes_ = 0;
+    TROUPE_RETURN_IF_ERROR(cuda_check(cudaMalloc(&sampling_workspace_, static_cast<size_t>(*need)),
+                                      ctx_->name() + ": cudaMalloc of the sampling workspace"));
+    sampling_workspace_bytes_ = *need;
+  }
+  auto staged = ctx_->stage(rows_params.data(), rows * static_cast<int64_t>(sizeof(kc::SamplingRow)));
+  if (!staged.ok()) return staged.status();
+  return kc::sample_rows(logits, rows, vocab, static_cast<const kc::SamplingRow*>(*staged), out, sampling_workspace_,
+                         sampling_workspace_bytes_, ctx_->stream());
+}
+
+bool CudaOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
+                            int32_t* out) {
+  ctx_->record(run_select_tokens(logits, rows, vocab, params, out));
+  return true;
 }
 
 }  // namespace troupe::cuda

@@ -38,16 +38,24 @@ class CudaOps final : public Ops {
   void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) override;
   void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                        int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
+  /// argmax_rows when every row is greedy, else sample_rows (kernels/cuda/sampling) with the
+  /// rows' parameters staged; its workspace grows with rows x vocab and is kept.
+  bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
+                     int32_t* out) override;
 
   CudaContext& context() const { return *ctx_; }
 
  private:
   Status run_matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y);
   Status reserve_scratch(int64_t bytes);
+  Status run_select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
+                           int32_t* out);
 
   std::shared_ptr<CudaContext> ctx_;
   void* scratch_ = nullptr;  // activations converted to f16/bf16 for cuBLAS
   int64_t scratch_bytes_ = 0;
+  void* sampling_workspace_ = nullptr;  // sample_rows' keys and cub's sort scratch
+  int64_t sampling_workspace_bytes_ = 0;
 };
 
 }  // namespace troupe::cuda

@@ -1,5 +1,7 @@
 #include "platforms/cuda/cuda_worker.hpp"
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <string>
 
@@ -12,6 +14,14 @@ CudaWorker::CudaWorker(const EngineConfig& config, int rank, const Platform& pla
     : ModelRunnerWorker(config, rank, platform), device_(device_count > 0 ? rank % device_count : 0) {}
 
 Status CudaWorker::init_device() {
+  if (!claim_ && !devices_shared_on_purpose()) {
+    char bus_id[64] = {};
+    TROUPE_RETURN_IF_ERROR(cuda_check(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device_),
+                                      "cudaDeviceGetPCIBusId of cuda:" + std::to_string(device_)));
+    auto claim = DeviceClaim::acquire(bus_id, "cuda:" + std::to_string(device_) + " (" + bus_id + ")", rank());
+    if (!claim.ok()) return claim.status();
+    claim_ = std::move(*claim);
+  }
   auto ctx = CudaContext::for_device(device_);
   if (!ctx.ok()) return ctx.status();
   ctx_ = *ctx;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "platforms/cuda/cuda_context.hpp"
+#include "platforms/cuda/device_claim.hpp"
 #include "troupe/model_runner_worker.hpp"
 
 namespace troupe::cuda {
@@ -19,7 +20,8 @@ class CudaWorker final : public ModelRunnerWorker {
  public:
   CudaWorker(const EngineConfig& config, int rank, const Platform& platform, int device_count);
 
-  /// Makes this rank's device current, then the SDK worker's set-up (its factories use it).
+  /// Claims this rank's device (refused when another rank of this host holds it), makes it
+  /// current, then the SDK worker's set-up (its factories use it).
   Status init_device() override;
   /// Refuses a model the device cannot serve (found while building it) with its reason.
   Status load_model(const ModelSource& source) override;
@@ -39,6 +41,7 @@ class CudaWorker final : public ModelRunnerWorker {
 
  private:
   int device_;
+  std::shared_ptr<DeviceClaim> claim_;  // held for the life of the worker
   std::shared_ptr<CudaContext> ctx_;
 };
 

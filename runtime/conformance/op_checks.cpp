@@ -10,6 +10,7 @@ namespace troupe::conformance {
 
 void check_attention(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
 void check_communicator(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
+void check_token_selection(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
 
 namespace {
 
@@ -301,6 +302,7 @@ void check_kernels(const Platform& target, const Platform& reference, const Opti
   k.matmuls();
   k.norms_and_elementwise();
   k.dense_attention();
+  check_token_selection(**t, **r, options, rng, report);
   check_attention(**t, **r, options, rng, report);
   check_communicator(**t, **r, options, rng, report);
   if (options.measure_speed) measure_speeds(**t, **r, k.types, options, report);

@@ -111,6 +111,7 @@ Result<StepOutput> WorkerRunner::execute(StepInput input) {
   auto t0 = Clock::now();
   request_.batch = std::move(input.batch);
   request_.return_hidden_states = pooling_runner_;
+  plan_device_selection(input);
   auto result = worker_->execute_model(request_);
   if (!result) return result.status();
   out.model_seconds = since(t0);
@@ -152,7 +153,26 @@ Status WorkerRunner::pool_rows(const StepInput& input, const ModelRunnerOutput& 
   return {};
 }
 
+void WorkerRunner::plan_device_selection(const StepInput& input) {
+  auto& plan = request_.token_selection;
+  plan.clear();
+  // Only a plain step qualifies: one row per request, no logits processors (they read the logits).
+  if (!is_driver() || pooling_runner_ || processors_ || !input.draft_token_ids.empty() ||
+      input.sample_ids.size() != request_.batch.logits_indices.size())
+    return;
+  plan.reserve(input.sample_ids.size());
+  for (const auto& id : input.sample_ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second.pooling) return plan.clear();
+    const SamplingState& req = it->second;
+    auto row = sampling::device_selection(req.params, sampling::derive_step_seed(req.seed, req.output_token_ids.size()));
+    if (!row) return plan.clear();  // one row needs the logits: they all come out
+    plan.push_back(*row);
+  }
+}
+
 Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, StepOutput& out) {
+  if (!result.sampled_token_ids.empty()) return take_device_tokens(input, result, out);
   auto& logits = result.logits;
   const int64_t vocab = result.vocab_size;
   const size_t entries = input.sample_ids.size();
@@ -209,6 +229,28 @@ Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, S
                                             drafts, req.seed);
     out.num_accepted[i] = verified.num_accepted;
     for (const auto& s : verified.tokens) emit(s);
+  }
+  if (drafter_) return propose_drafts(input, out);
+  return {};
+}
+
+Status WorkerRunner::take_device_tokens(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out) {
+  const auto& ids = result.sampled_token_ids;
+  if (request_.token_selection.empty() || ids.size() != input.sample_ids.size())
+    return internal_error("rank " + std::to_string(rank_) + " chose " + std::to_string(ids.size()) +
+                          " tokens on the device for " + std::to_string(input.sample_ids.size()) + " sampled requests");
+  out.tokens.clear();
+  out.tokens.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = requests_.find(input.sample_ids[i]);
+    if (it == requests_.end()) return internal_error("no sampling state for request " + input.sample_ids[i]);
+    if (ids[i] < 0 || ids[i] >= result.vocab_size)
+      return internal_error("the device chose token " + std::to_string(ids[i]) + " outside the vocabulary of " +
+                            std::to_string(result.vocab_size));
+    it->second.output_token_ids.push_back(ids[i]);
+    SampledToken tok;
+    tok.token = ids[i];
+    out.tokens.push_back(std::move(tok));
   }
   if (drafter_) return propose_drafts(input, out);
   return {};

@@ -60,7 +60,12 @@ class WorkerRunner {
 
  private:
   WorkerRunner() = default;
+  /// request_.token_selection for this step: one row per sampled request when every one of
+  /// them can have its token chosen on the device (sampling::device_selection), else empty.
+  void plan_device_selection(const StepInput& input);
   Status sample(const StepInput& input, ModelRunnerOutput& result, StepOutput& out);
+  /// The tokens the worker chose on the device (result.sampled_token_ids), one per request.
+  Status take_device_tokens(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
   /// The drafts for each sampled row's next step (drafter_ set).
   Status propose_drafts(const StepInput& input, StepOutput& out);
   Status pool_rows(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);

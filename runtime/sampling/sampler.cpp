@@ -193,4 +193,16 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& p, s
 
 double uniform01(uint64_t seed) { return static_cast<double>(splitmix64(seed) >> 11) * 0x1.0p-53; }
 
+std::optional<TokenSelection> device_selection(const SamplingParams& p, uint64_t seed_for_this_step) {
+  if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
+    return std::nullopt;
+  TokenSelection s;
+  s.temperature = p.greedy() ? 0.0f : p.temperature;
+  s.top_p = p.top_p;
+  s.min_p = p.min_p;
+  s.top_k = p.top_k;
+  s.u = p.greedy() ? 0.0 : uniform01(seed_for_this_step);
+  return s;
+}
+
 }  // namespace troupe::sampling

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "runtime/sampling/sampling_params.hpp"
+#include "troupe/ops.hpp"
 
 namespace troupe::sampling {
 
@@ -37,5 +39,10 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& para
 
 /// A uniform draw in [0, 1) from a seed (53 bits).
 double uniform01(uint64_t seed);
+
+/// The device's version of sample() for one row (Ops::select_tokens), or nothing when the
+/// row needs the host: penalties or logprobs. The draw u is the one sample() makes from the
+/// same step seed, so greedy rows and rows with top_p < 1 get the host's token.
+std::optional<TokenSelection> device_selection(const SamplingParams& params, uint64_t seed_for_this_step);
 
 }  // namespace troupe::sampling

@@ -99,7 +99,7 @@ TEST(PlatformCheck, TheTableEndsWithASummaryAndTheDefaultIsTheActivePlatform) {
 // A deliberately wrong op makes the check fail and name exactly that op.
 TEST(PlatformCheck, ABrokenOpFailsTheCheckAndIsNamed) {
   if (!TROUPE_HAVE_EXAMPLES) GTEST_SKIP() << "examples are not built";
-  for (const std::string op : {"rms_norm", "paged_attention", "rope", "all_gather"}) {
+  for (const std::string op : {"rms_norm", "paged_attention", "rope", "all_gather", "select_tokens"}) {
     SCOPED_TRACE(op);
     auto r = run_troupe("platform-check --platform sim --json --no-speed", kSim + " SIM_ACCEL_BREAK_OP=" + op);
     EXPECT_EQ(r.exit_code, 1) << r.err;

@@ -4,6 +4,9 @@
 // the probe's reason in `troupe plugins` on a machine without a GPU.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "platforms/cuda/cuda_attention.hpp"
 #include "platforms/cuda/cuda_ops.hpp"
 #include "platforms/cuda/cuda_platform.hpp"
+#include "platforms/cuda/device_claim.hpp"
 #ifdef TROUPE_CUDA_HAVE_NCCL
 #include "platforms/cuda/nccl_communicator.hpp"
 #endif
@@ -42,6 +46,40 @@ TEST(CudaPlatformConfig, DefaultsAndRefusals) {
   config.parallel.tensor_parallel_size = 1;
   config.parallel.worker_cls = "some.OtherWorker";
   EXPECT_EQ(platform.make_worker(config, 0).status().code(), StatusCode::not_found);
+}
+
+// In a child process: 0 when claiming `key` is refused naming `holder`, 1 when it succeeds,
+// 2 when it fails otherwise.
+int claim_in_child(const std::string& key, const std::string& holder) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto c = DeviceClaim::acquire(key, "cuda:9", 1);
+    if (c.ok()) ::_exit(1);
+    const bool named = c.status().code() == StatusCode::resource_exhausted &&
+                       c.status().message().find(holder) != std::string::npos &&
+                       c.status().message().find("fewer CUDA devices than ranks") != std::string::npos;
+    ::_exit(named ? 0 : 2);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+// A host with more ranks than devices: the second process to claim a device is refused,
+// naming who holds it; ranks of one process share the claim; a released claim is free again.
+TEST(CudaDeviceClaim, OneProcessPerDevice) {
+  const std::string key = "0000:test:" + std::to_string(::getpid());
+  auto first = DeviceClaim::acquire(key, "cuda:9", 0);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto again = DeviceClaim::acquire(key, "cuda:9", 0);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(first->get(), again->get());
+  EXPECT_EQ(claim_in_child(key, "pid " + std::to_string(::getpid()) + " rank 0"), 0);
+  const std::string path = (*first)->path();
+  first->reset();
+  again->reset();
+  EXPECT_EQ(claim_in_child(key, ""), 1);  // the child took it and exited, dropping it
+  ::unlink(path.c_str());
 }
 
 TEST(CudaPlatformConfig, QuantizationsAreWhatTheKernelsCompute) {
