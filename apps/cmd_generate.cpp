@@ -52,6 +52,7 @@ struct Options {
   int pipeline_parallel_size = 1;
   std::string device;  // empty: TROUPE_DEVICE, else automatic
   double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
   std::string nodes;
   std::string secret_file;
   std::string runner = "auto";
@@ -195,6 +196,7 @@ int run_generate(const Options& o) {
   eo.config.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
   eo.config.device = o.device;
   eo.config.cache.memory_utilization = o.gpu_memory_utilization;
+  eo.config.compilation.enforce_eager = o.enforce_eager;
   if (Status s = parse_nodes(o.nodes, &eo.nodes); !s.ok()) return fail(s.message());
   if (Status s = read_optional_secret(o.secret_file, &eo.node_secret); !s.ok()) return fail(s.message());
   auto started = engine::Engine::start(std::move(eo));
@@ -313,6 +315,7 @@ const CommandRegistration kRegistration(
       sub.add_flag("--stats", o->stats, "Print the run's final stats as one JSON object at the end");
       sub.add_option("--max-num-seqs", o->max_num_seqs, "Requests that may run in one step (default 256)");
       add_device_option(sub, &o->device, &o->gpu_memory_utilization);
+      add_enforce_eager_option(sub, &o->enforce_eager);
       add_parallel_options(sub, &o->tensor_parallel_size, &o->pipeline_parallel_size, &o->nodes, &o->secret_file);
       return [o]() {
         if (!o->chat_template.empty()) o->chat = true;

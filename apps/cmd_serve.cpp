@@ -51,6 +51,7 @@ struct Options {
   int pipeline_parallel_size = 1;
   std::string device;  // empty: TROUPE_DEVICE, else automatic
   double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
   std::string nodes;         // HOST:PORT[,HOST:PORT...]
   std::string secret_file;   // the nodes' (and the stats port's) secret
   std::string runner = "auto";
@@ -149,6 +150,7 @@ int run_serve(Options o) {
   c.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
   c.device = o.device;
   c.cache.memory_utilization = o.gpu_memory_utilization;
+  c.compilation.enforce_eager = o.enforce_eager;
   if (!o.chat_template.empty()) c.extra["chat_template"] = o.chat_template;
   eo.stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
   if (Status st = parse_nodes(o.nodes, &eo.nodes); !st.ok()) {
@@ -273,6 +275,7 @@ const CommandRegistration kRegistration(
       sub.add_option("--stats-host", o->stats_host,
                      "Address for --stats-port (default 127.0.0.1; others need --secret-file)");
       add_device_option(sub, &o->device, &o->gpu_memory_utilization);
+      add_enforce_eager_option(sub, &o->enforce_eager);
       add_parallel_options(sub, &o->tensor_parallel_size, &o->pipeline_parallel_size, &o->nodes, &o->secret_file);
       sub.add_flag("--log-requests", o->log_requests, "Log one line per HTTP request");
       return [o]() { return run_serve(*o); };

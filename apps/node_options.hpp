@@ -28,6 +28,12 @@ inline void add_device_option(CLI::App& sub, std::string* device, double* memory
                              "", "positive"));
 }
 
+/// --enforce-eager (vLLM's): no graph capture (CUDA graphs of decode steps on cuda).
+inline void add_enforce_eager_option(CLI::App& sub, bool* enforce_eager) {
+  sub.add_flag("--enforce-eager", *enforce_eager,
+               "Run every step eagerly: capture no CUDA graphs of decode steps (platforms that capture them)");
+}
+
 inline void add_parallel_options(CLI::App& sub, int* tensor_parallel_size, int* pipeline_parallel_size,
                                  std::string* nodes, std::string* secret_file) {
   sub.add_option("--tensor-parallel-size", *tensor_parallel_size,

@@ -182,6 +182,8 @@ else
 fi
 bench_model llama-3.2-1b-bf16 --load-format dummy --model-shape llama-3.2-1b --weight-type bf16
 bench_model llama-3.2-1b-q8_0 --load-format dummy --model-shape llama-3.2-1b --weight-type q8_0
+# The same without CUDA graphs: what replaying decode graphs gains (or costs).
+bench_model llama-3.2-1b-q8_0-eager --load-format dummy --model-shape llama-3.2-1b --weight-type q8_0 --enforce-eager
 {
   echo "["
   first=1

@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
   app.add_option("--concurrency", levels_arg, "concurrent requests, comma-separated (default 1,4,16,32)");
   app.add_option("--threads", threads, "CPU compute threads (default: all cores)");
   app.add_option("--device", opts.config.device, "the platform: auto (default), cpu, cuda, ...");
+  app.add_flag("--enforce-eager", opts.config.compilation.enforce_eager, "capture no CUDA graphs (cuda)");
   app.add_option("--max-num-batched-tokens", opts.config.scheduler.max_num_batched_tokens,
                  "most tokens in one step (default 2048)");
   app.add_option("--prefill-len", prefill_len, "also time one request of this many prompt tokens alone (0: no)");

@@ -14,6 +14,7 @@ class CudaBuffer final : public DeviceBuffer {
   ~CudaBuffer() override {
     (void)ctx_->make_current();
     (void)cudaFree(p_);  // waits for the work that may still use it
+    ctx_->note_memory_freed();
     *live_ -= n_;
   }
   void* data() override { return p_; }

@@ -25,6 +25,7 @@ void CudaAttentionBackend::release() {
   if (storage_ != nullptr) {
     (void)ctx_->make_current();
     (void)cudaFree(storage_);
+    ctx_->note_memory_freed();
   }
   storage_ = nullptr;
   spec_ = KvCacheSpec();
@@ -71,16 +72,37 @@ Status CudaAttentionBackend::check_batch(const ForwardBatch& batch) const {
 
 namespace {
 
-template <class T>
-void append(std::vector<uint8_t>& out, const T* data, size_t count) {
-  // Every array starts 8-byte aligned.
-  out.resize((out.size() + 7) / 8 * 8);
-  const size_t at = out.size();
-  out.resize(at + count * sizeof(T));
-  if (count > 0) std::memcpy(out.data() + at, data, count * sizeof(T));
-}
+size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
 }  // namespace
+
+AttentionInputsLayout attention_inputs_layout(int64_t num_tokens, int num_seqs, size_t width) {
+  AttentionInputsLayout l;
+  l.width = width;
+  l.query_start = align8(static_cast<size_t>(num_tokens) * sizeof(int64_t));
+  l.seq_lens = align8(l.query_start + (static_cast<size_t>(num_seqs) + 1) * sizeof(int32_t));
+  l.block_tables = align8(l.seq_lens + static_cast<size_t>(num_seqs) * sizeof(int32_t));
+  l.bytes = l.block_tables + static_cast<size_t>(num_seqs) * width * sizeof(int32_t);
+  return l;
+}
+
+AttentionInputsLayout pack_attention_inputs(const ForwardBatch& b, size_t width, std::vector<uint8_t>& out) {
+  const int S = b.num_seqs();
+  const AttentionInputsLayout l = attention_inputs_layout(b.num_tokens(), S, width);
+  out.assign(l.bytes, 0);
+  std::memcpy(out.data(), b.slot_mapping.data(), b.slot_mapping.size() * sizeof(int64_t));
+  std::memcpy(out.data() + l.query_start, b.query_start.data(), b.query_start.size() * sizeof(int32_t));
+  std::memcpy(out.data() + l.seq_lens, b.seq_lens.data(), b.seq_lens.size() * sizeof(int32_t));
+  auto* tables = reinterpret_cast<int32_t*>(out.data() + l.block_tables);
+  for (int s = 0; s < S; ++s) {
+    const auto& t = b.block_tables[static_cast<size_t>(s)];
+    int32_t* row = tables + static_cast<size_t>(s) * width;
+    const size_t n = std::min(t.size(), width);
+    std::copy(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n), row);
+    std::fill(row + n, row + width, -1);
+  }
+  return l;
+}
 
 Status CudaAttentionBackend::run(int layer, const float* q, const float* k, const float* v, float* out,
                                  int num_heads, const ForwardBatch& b, float scale) {
@@ -95,27 +117,23 @@ Status CudaAttentionBackend::run(int layer, const float* q, const float* k, cons
     return invalid_argument("forward batch: slot_mapping, query_start or block_tables has the wrong length");
   size_t max_blocks = 1;
   for (const auto& t : b.block_tables) max_blocks = std::max(max_blocks, t.size());
-  // One packed host image of the step's arrays: slot mapping (int64), query starts, sequence
-  // lengths and the block tables padded with -1 (int32). The context stages it once per step:
-  // the same bytes for the next layer reuse the device copy.
-  packed_.clear();
-  append(packed_, b.slot_mapping.data(), b.slot_mapping.size());
-  const size_t qs_at = (packed_.size() + 7) / 8 * 8;
-  append(packed_, b.query_start.data(), b.query_start.size());
-  const size_t sl_at = (packed_.size() + 7) / 8 * 8;
-  append(packed_, b.seq_lens.data(), b.seq_lens.size());
-  const size_t bt_at = (packed_.size() + 7) / 8 * 8;
-  packed_.resize(bt_at + static_cast<size_t>(S) * max_blocks * sizeof(int32_t));
-  auto* tables = reinterpret_cast<int32_t*>(packed_.data() + bt_at);
-  for (int s = 0; s < S; ++s) {
-    const auto& t = b.block_tables[static_cast<size_t>(s)];
-    int32_t* row = tables + static_cast<size_t>(s) * max_blocks;
-    std::copy(t.begin(), t.end(), row);
-    std::fill(row + t.size(), row + max_blocks, -1);
+  AttentionInputsLayout l;
+  const uint8_t* dev = nullptr;
+  if (graph_image_ != nullptr) {
+    // Captured into a graph: the runner uploads each replay's arrays to the image.
+    if (max_blocks > graph_width_)
+      return invalid_argument("a block table of " + std::to_string(max_blocks) + " blocks is wider than the " +
+                              std::to_string(graph_width_) + " of the CUDA graph being captured");
+    l = attention_inputs_layout(T, S, graph_width_);
+    dev = static_cast<const uint8_t*>(graph_image_);
+  } else {
+    // One packed host image of the step's arrays, staged once per step: the same bytes for
+    // the next layer reuse the device copy.
+    l = pack_attention_inputs(b, max_blocks, packed_);
+    auto staged = ctx_->stage(packed_.data(), static_cast<int64_t>(packed_.size()));
+    if (!staged.ok()) return staged.status();
+    dev = static_cast<const uint8_t*>(*staged);
   }
-  auto staged = ctx_->stage(packed_.data(), static_cast<int64_t>(packed_.size()));
-  if (!staged.ok()) return staged.status();
-  const auto* dev = static_cast<const uint8_t*>(*staged);
 
   auto* base = static_cast<uint8_t*>(storage_);
   void* k_cache = base + (2 * int64_t{layer}) * layer_bytes_;
@@ -129,10 +147,10 @@ Status CudaAttentionBackend::run(int layer, const float* q, const float* k, cons
   p.k_cache = k_cache;
   p.v_cache = v_cache;
   p.cache_type = spec_.dtype;
-  p.query_start = reinterpret_cast<const int32_t*>(dev + qs_at);
-  p.seq_lens = reinterpret_cast<const int32_t*>(dev + sl_at);
-  p.block_tables = reinterpret_cast<const int32_t*>(dev + bt_at);
-  p.max_blocks_per_seq = static_cast<int>(max_blocks);
+  p.query_start = reinterpret_cast<const int32_t*>(dev + l.query_start);
+  p.seq_lens = reinterpret_cast<const int32_t*>(dev + l.seq_lens);
+  p.block_tables = reinterpret_cast<const int32_t*>(dev + l.block_tables);
+  p.max_blocks_per_seq = static_cast<int>(l.width);
   p.num_blocks = num_blocks_;
   p.num_seqs = S;
   p.num_tokens = T;

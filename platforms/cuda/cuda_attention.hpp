@@ -4,7 +4,9 @@
 // kernel of kernels/cuda for prefill chunks and decodes alike. The step's host
 // arrays (slot mapping, query starts, sequence lengths, block tables) are
 // staged into device memory once per step (the context reuses the staging for
-// every layer of the same batch).
+// every layer of the same batch). While a decode graph is captured the arrays
+// come from a fixed device image instead (set_graph_image), of a fixed width of
+// block table; the graph runner uploads each step's image there before a replay.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,17 @@
 #include "troupe/attention.hpp"
 
 namespace troupe::cuda {
+
+/// Where the arrays of a step sit in its packed image (byte offsets, each 8-aligned): slot
+/// mapping (int64), query starts, sequence lengths (int32), then block tables of `width`
+/// entries per sequence (int32, -1 past a sequence's table).
+struct AttentionInputsLayout {
+  size_t query_start = 0, seq_lens = 0, block_tables = 0, bytes = 0;
+  size_t width = 0;
+};
+AttentionInputsLayout attention_inputs_layout(int64_t num_tokens, int num_seqs, size_t width);
+/// Packs `b` into `out` with tables `width` wide (each table must fit).
+AttentionInputsLayout pack_attention_inputs(const ForwardBatch& b, size_t width, std::vector<uint8_t>& out);
 
 /// The cache dtype a config's cache_dtype names: "auto" (f16), "fp16"/"float16"/"f16"/"half",
 /// "bf16"/"bfloat16", "fp32"/"float32"/"f32"/"float"; anything else is invalid_argument.
@@ -36,6 +49,13 @@ class CudaAttentionBackend final : public AttentionBackend {
                const ForwardBatch& batch, float scale) override;
   /// Drops the cache (its device memory is freed); allocate() makes a new one.
   void release();
+  /// While a graph is captured: read the step's arrays from `image` (device memory, the
+  /// layout of attention_inputs_layout with tables `width` wide) instead of staging them.
+  /// nullptr goes back to staging.
+  void set_graph_image(const void* image, size_t width) {
+    graph_image_ = image;
+    graph_width_ = width;
+  }
 
  private:
   Status run(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
@@ -47,6 +67,8 @@ class CudaAttentionBackend final : public AttentionBackend {
   void* storage_ = nullptr;
   int64_t layer_bytes_ = 0;            // one layer's K (or V)
   std::vector<uint8_t> packed_;        // the step's host arrays, packed for one staging copy
+  const void* graph_image_ = nullptr;  // set while a decode graph is captured
+  size_t graph_width_ = 0;
 };
 
 }  // namespace troupe::cuda

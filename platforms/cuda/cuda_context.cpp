@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "troupe/log.hpp"
 
@@ -101,6 +102,12 @@ Result<const void*> CudaContext::stage(const void* host, int64_t bytes) {
   TROUPE_RETURN_IF_ERROR(make_current());
   if (bytes == 0) return static_cast<const void*>(ring_device_);
   if (host == nullptr) return invalid_argument("stage: null host pointer");
+  if (capturing_) {
+    for (const GraphInput& in : graph_inputs_)
+      if (in.host == host && bytes <= in.bytes) return static_cast<const void*>(in.device);
+    return not_supported("an op staged " + std::to_string(bytes) +
+                         " bytes of host data that a CUDA graph could not refresh between replays");
+  }
   for (auto it = recent_.rbegin(); it != recent_.rend(); ++it)
     if (it->bytes == bytes && std::memcmp(ring_host_ + it->offset, host, static_cast<size_t>(bytes)) == 0)
       return static_cast<const void*>(ring_device_ + it->offset);
@@ -119,6 +126,16 @@ Result<const void*> CudaContext::stage(const void* host, int64_t bytes) {
   recent_.push_back({at, bytes});
   if (recent_.size() > kRecent) recent_.erase(recent_.begin());
   return static_cast<const void*>(ring_device_ + at);
+}
+
+void CudaContext::begin_graph_inputs(std::vector<GraphInput> inputs) {
+  graph_inputs_ = std::move(inputs);
+  capturing_ = true;
+}
+
+void CudaContext::end_graph_inputs() {
+  graph_inputs_.clear();
+  capturing_ = false;
 }
 
 Result<kernels::cuda::CublasGemm*> CudaContext::blas() {

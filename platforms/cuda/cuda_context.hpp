@@ -55,6 +55,23 @@ class CudaContext {
   /// stream() after this call (see the file comment). bytes == 0 gives a valid dummy address.
   Result<const void*> stage(const void* host, int64_t bytes);
 
+  /// A host array a CUDA graph reads from a fixed device buffer (CudaGraphRunner).
+  struct GraphInput {
+    const void* host = nullptr;
+    int64_t bytes = 0;
+    void* device = nullptr;
+  };
+  /// While a graph is captured, stage() answers a host pointer of `inputs` with its device
+  /// buffer and no copy (each replay reads whatever the buffer then holds), and refuses any
+  /// other: a copy captured from the staging ring would replay stale bytes.
+  void begin_graph_inputs(std::vector<GraphInput> inputs);
+  void end_graph_inputs();
+  bool capturing_graph() const { return capturing_; }
+  /// Bumped whenever device memory that kernels read is freed (buffers, scratch, the KV
+  /// cache): a graph captured at another epoch may point at freed memory.
+  uint64_t memory_epoch() const { return memory_epoch_.load(); }
+  void note_memory_freed() { ++memory_epoch_; }
+
   /// The cuBLAS handle of this device (created on first use).
   Result<kernels::cuda::CublasGemm*> blas();
 
@@ -82,6 +99,9 @@ class CudaContext {
   int64_t ring_bytes_ = 0;
   int64_t ring_at_ = 0;
   std::vector<Staged> recent_;  // the last stagings, newest last (reset with the ring)
+  bool capturing_ = false;
+  std::vector<GraphInput> graph_inputs_;
+  std::atomic<uint64_t> memory_epoch_{0};
   std::mutex error_mu_;
   Status error_;
   std::atomic<bool> has_error_{false};

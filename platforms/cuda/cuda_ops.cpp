@@ -43,7 +43,10 @@ Status CudaOps::check_weight_type(DType type) const {
 
 Status CudaOps::reserve_scratch(int64_t bytes) {
   if (bytes <= scratch_bytes_) return {};
-  if (scratch_ != nullptr) (void)cudaFree(scratch_);  // waits for the work that may still read it
+  if (scratch_ != nullptr) {
+    (void)cudaFree(scratch_);  // waits for the work that may still read it
+    ctx_->note_memory_freed();
+  }
   scratch_ = nullptr;
   scratch_bytes_ = 0;
   TROUPE_RETURN_IF_ERROR(cuda_check(cudaMalloc(&scratch_, static_cast<size_t>(bytes)),

@@ -42,9 +42,8 @@ Status CudaPlatform::check_and_update_config(EngineConfig& config) const {
   auto kv = cuda_kv_cache_dtype(config.cache.cache_dtype);
   if (!kv.ok()) return kv.status();
   config.cache.cache_dtype = *kv == DType::f16 ? "float16" : *kv == DType::bf16 ? "bfloat16" : "float32";
-  // Steps run eagerly: the worker captures no CUDA graphs yet.
-  config.compilation.enforce_eager = true;
-  config.compilation.graph_mode = "none";
+  // Decode steps replay CUDA graphs unless --enforce-eager (the worker says when it cannot).
+  config.compilation.graph_mode = config.compilation.enforce_eager ? "none" : "cuda_graph";
   return {};
 }
 

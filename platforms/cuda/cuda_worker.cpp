@@ -3,7 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "platforms/cuda/cuda_attention.hpp"
 #include "troupe/log.hpp"
@@ -62,30 +65,159 @@ Result<int64_t> CudaWorker::determine_available_memory() {
   return budget;
 }
 
+Status CudaWorker::warm_up_decode(int num_seqs) {
+  const int64_t vocab = model_info()->vocab_size;
+  const int64_t blocks = attention()->num_blocks();
+  ExecuteModelRequest req;
+  auto& b = req.batch;
+  b.query_start.push_back(0);
+  for (int i = 0; i < num_seqs; ++i) {
+    b.token_ids.push_back(static_cast<int32_t>((7 * int64_t{i} + 3) % vocab));
+    b.positions.push_back(0);
+    b.slot_mapping.push_back(-1);  // writes nothing
+    b.seq_lens.push_back(1);
+    b.block_tables.push_back({static_cast<int32_t>(i % blocks)});
+    b.query_start.push_back(i + 1);
+    b.logits_indices.push_back(i);
+  }
+  auto out = execute_model(req);
+  if (!out.ok()) return out.status();
+  recycle_output(std::move(*out));
+  return {};
+}
+
 Status CudaWorker::compile_or_warm_up_model() {
   if (!ctx_) return unavailable("compile_or_warm_up_model before init_device");
   TROUPE_RETURN_IF_ERROR(ctx_->make_current());
   // A prefill-shaped step (the SDK's dummy batch: one sequence of a block's tokens)...
   TROUPE_RETURN_IF_ERROR(execute_dummy_batch());
-  // ... and a one-token decode at the end of that sequence (the GEMV path).
-  if (attention() != nullptr && attention()->num_blocks() > 0 && config().model.runner != "pooling") {
-    const int bs = attention()->spec().block_size;
-    ExecuteModelRequest req;
-    auto& b = req.batch;
-    const int pos = std::max(0, std::min<int>(bs, static_cast<int>(config().scheduler.max_num_batched_tokens)) - 1);
-    b.token_ids = {0};
-    b.positions = {pos};
-    b.slot_mapping = {pos};
-    b.query_start = {0, 1};
-    b.seq_lens = {pos + 1};
-    b.block_tables = {{0}};
-    b.logits_indices = {0};
-    auto out = execute_model(req);
-    if (!out.ok()) return out.status();
-  }
+  // ... and a one-token decode (the GEMV path).
+  const bool decodes = attention() != nullptr && attention()->num_blocks() > 0 && config().model.runner != "pooling";
+  if (decodes) TROUPE_RETURN_IF_ERROR(warm_up_decode(1));
   TROUPE_RETURN_IF_ERROR(ctx_->synchronize());
-  TROUPE_LOG_INFO("{}: warmed up eagerly (no CUDA graphs are captured)", ctx_->name());
+  std::string why_eager;
+  if (config().compilation.enforce_eager) {
+    why_eager = "--enforce-eager";
+  } else if (!decodes) {
+    why_eager = "a pooling model has no decode steps";
+  } else if (config().parallel.world_size() > 1) {
+    why_eager = "CUDA graphs over several ranks (NCCL inside a graph) are not implemented yet";
+  } else if (config().lora.enable_lora) {
+    why_eager = "CUDA graphs with LoRA adapters are not implemented yet";
+  } else if (Status s = set_up_graphs(); !s.ok()) {
+    graphs_.reset();
+    (void)ctx_->take_error();
+    TROUPE_RETURN_IF_ERROR(ctx_->synchronize());
+    TROUPE_LOG_WARNING("{}: no CUDA graphs, decode steps run eagerly: {}", ctx_->name(), s.message());
+    return {};
+  }
+  if (!why_eager.empty()) TROUPE_LOG_INFO("{}: warmed up eagerly, no CUDA graphs ({})", ctx_->name(), why_eager);
   return {};
+}
+
+Status CudaWorker::set_up_graphs() {
+  auto* attention_backend = dynamic_cast<CudaAttentionBackend*>(attention());
+  if (attention_backend == nullptr) return not_supported("the attention backend is not cuda_paged");
+  const auto start = std::chrono::steady_clock::now();
+  const int block_size = attention()->spec().block_size;
+  int64_t context = config().model.max_model_len > 0 ? config().model.max_model_len : model_info()->context_length;
+  const int64_t blocks = attention()->num_blocks();
+  const int64_t width = context > 0 ? std::min<int64_t>((context + block_size - 1) / block_size, blocks) : blocks;
+  const int64_t max_batch = std::min<int64_t>(
+      {int64_t{config().scheduler.max_num_seqs}, config().scheduler.max_num_batched_tokens, int64_t{512}});
+  auto sizes = CudaGraphRunner::capture_sizes(static_cast<int>(max_batch));
+  if (sizes.empty()) return invalid_argument("max_num_seqs leaves no decode batch size to capture");
+  auto runner = CudaGraphRunner::create(ctx_, attention_backend, *allocator(), sizes, static_cast<size_t>(width),
+                                        model_info()->vocab_size);
+  if (!runner.ok()) return runner.status();
+  // The largest decode runs eagerly first (graphs_ is still null), so scratch and buffers are
+  // at their decode size before any graph records their addresses; then the graphs, largest first.
+  TROUPE_RETURN_IF_ERROR(warm_up_decode((*runner)->max_size()));
+  TROUPE_RETURN_IF_ERROR(ctx_->synchronize());
+  graphs_ = std::move(*runner);
+  const CudaGraphRunner::Forward forward = [this](const ForwardBatch& b, float* out) {
+    return model()->forward(b, out);
+  };
+  for (auto it = graphs_->sizes().rbegin(); it != graphs_->sizes().rend(); ++it)
+    TROUPE_RETURN_IF_ERROR(graphs_->capture(*it, forward));
+  // A replay must give what the eager step gives: a padded size and the largest one.
+  TROUPE_RETURN_IF_ERROR(compare_replay_with_eager(std::min(3, graphs_->max_size())));
+  TROUPE_RETURN_IF_ERROR(compare_replay_with_eager(graphs_->max_size()));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  TROUPE_LOG_INFO("{}: captured {} CUDA graphs of decode batches 1..{} (block tables {} wide) in {:.0f} ms; a "
+                  "replay equals the eager step",
+                  ctx_->name(), graphs_->captured(), graphs_->max_size(), width, ms);
+  return {};
+}
+
+Status CudaWorker::compare_replay_with_eager(int num_seqs) {
+  const int64_t vocab = model_info()->vocab_size;
+  const int block_size = attention()->spec().block_size;
+  const int n = static_cast<int>(std::min<int64_t>(num_seqs, attention()->num_blocks()));
+  // Distinct tokens, positions and blocks per row; each row reads only the slot it writes
+  // (sequence length 1), so both runs see the same cache.
+  ForwardBatch b;
+  b.query_start.push_back(0);
+  for (int i = 0; i < n; ++i) {
+    b.token_ids.push_back(static_cast<int32_t>((31 * int64_t{i} + 5) % vocab));
+    b.positions.push_back(5 + 3 * i);
+    b.slot_mapping.push_back(int64_t{i} * block_size);
+    b.seq_lens.push_back(1);
+    b.block_tables.push_back({i});
+    b.query_start.push_back(i + 1);
+    b.logits_indices.push_back(i);
+  }
+  if (!graphs_->eligible(b)) return internal_error("the validation batch is not one the CUDA graphs take");
+  DeviceArray<float> eager, replayed;
+  TROUPE_RETURN_IF_ERROR(eager.allocate(*allocator(), n * vocab));
+  TROUPE_RETURN_IF_ERROR(replayed.allocate(*allocator(), n * vocab));
+  TROUPE_RETURN_IF_ERROR(model()->forward(b, eager.data()));
+  TROUPE_RETURN_IF_ERROR(graphs_->run(b, replayed.data(), [this](const ForwardBatch& fb, float* out) {
+    return model()->forward(fb, out);
+  }));
+  TROUPE_RETURN_IF_ERROR(ctx_->take_error());
+  std::vector<float> want(static_cast<size_t>(n * vocab)), got(want.size());
+  const int64_t bytes = n * vocab * static_cast<int64_t>(sizeof(float));
+  TROUPE_RETURN_IF_ERROR(allocator()->copy(want.data(), eager.data(), bytes, CopyKind::device_to_host));
+  TROUPE_RETURN_IF_ERROR(allocator()->copy(got.data(), replayed.data(), bytes, CopyKind::device_to_host));
+  for (int r = 0; r < n; ++r) {
+    const float* w = want.data() + int64_t{r} * vocab;
+    const float* g = got.data() + int64_t{r} * vocab;
+    float scale = 1.0f, worst = 0.0f;
+    for (int64_t i = 0; i < vocab; ++i) scale = std::max(scale, std::fabs(w[i]));
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float d = std::fabs(w[i] - g[i]);
+      if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+    }
+    const auto w_best = std::max_element(w, w + vocab) - w, g_best = std::max_element(g, g + vocab) - g;
+    if (worst > 1e-3f * scale || w_best != g_best)
+      return internal_error("a replay of the CUDA graph of " + std::to_string(n) + " rows differs from the eager "
+                            "step at row " + std::to_string(r) + " (max difference " + std::to_string(worst) +
+                            ", argmax " + std::to_string(g_best) + " vs " + std::to_string(w_best) + ")");
+  }
+  return {};
+}
+
+int CudaWorker::cuda_graphs() const { return graphs_ ? graphs_->captured() : 0; }
+
+Status CudaWorker::run_forward(const ForwardBatch& batch, float* out) {
+  if (graphs_ && out != nullptr && graphs_->eligible(batch)) {
+    auto* current = dynamic_cast<CudaAttentionBackend*>(attention());
+    if (current != graphs_->attention()) graphs_->rebind(current);  // woken from sleep: a new cache
+    if (current != nullptr) {
+      const Status s = graphs_->run(batch, out, [this](const ForwardBatch& b, float* o) {
+        return model()->forward(b, o);
+      });
+      if (s.ok()) return s;
+      // A graph that cannot be captured now (or replayed) must not stop serving.
+      TROUPE_LOG_WARNING("{}: CUDA graphs off from now on, decode steps run eagerly: {}", ctx_->name(),
+                         s.message());
+      graphs_.reset();
+      (void)ctx_->take_error();
+      TROUPE_RETURN_IF_ERROR(ctx_->synchronize());
+    }
+  }
+  return ModelRunnerWorker::run_forward(batch, out);
 }
 
 Result<ModelRunnerOutput> CudaWorker::execute_model(const ExecuteModelRequest& request) {

@@ -2,8 +2,10 @@
 // device r % device_count (one rank per device and process, vLLM's layout on
 // one host). Its memory budget is vLLM's: --gpu-memory-utilization of the
 // device's total memory, less what is in use once the model is loaded.
-// Warm-up runs eager steps of the shapes serving will see; CUDA graphs are not
-// captured (yet). Failures recorded by the ops and the attention backend fail
+// Warm-up runs eager steps of the shapes serving will see, then (unless
+// --enforce-eager) captures CUDA graphs of decode batches (CudaGraphRunner) and
+// checks a replay against an eager step before trusting them; decode steps then
+// replay a graph. Failures recorded by the ops and the attention backend fail
 // the step that caused them.
 #pragma once
 
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "platforms/cuda/cuda_context.hpp"
+#include "platforms/cuda/cuda_graph_runner.hpp"
 #include "platforms/cuda/device_claim.hpp"
 #include "troupe/model_runner_worker.hpp"
 
@@ -27,14 +30,21 @@ class CudaWorker final : public ModelRunnerWorker {
   Status load_model(const ModelSource& source) override;
   /// kv_cache_memory_bytes when set; else memory_utilization x total - in use (cudaMemGetInfo).
   Result<int64_t> determine_available_memory() override;
-  /// Eager warm-up: a prefill-shaped step and a one-token decode (kernels loaded, cuBLAS
-  /// heuristics and scratch settled). No CUDA graph capture.
+  /// Eager warm-up: a prefill-shaped step, a one-token decode and a decode of the largest
+  /// graph size (kernels loaded, cuBLAS heuristics and scratch settled). Then the decode
+  /// graphs, unless config.compilation.enforce_eager or a feature they do not cover (ranks
+  /// > 1, LoRA, pooling): captured, and a replay compared with an eager step of the same
+  /// batch; a graph that cannot be captured or differs leaves the worker eager, with a log line.
   Status compile_or_warm_up_model() override;
+  /// Graphs captured and in use (0 when eager).
+  int cuda_graphs() const;
   Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) override;
 
   int device() const { return device_; }
 
  protected:
+  /// An eligible decode step replays its CUDA graph; anything else runs the model eagerly.
+  Status run_forward(const ForwardBatch& batch, float* out) override;
   /// auto/fp16 (f16), bf16, fp32.
   Result<DType> kv_cache_dtype(const std::string& cache_dtype) const override;
   std::string describe_device() const override;
@@ -43,6 +53,13 @@ class CudaWorker final : public ModelRunnerWorker {
   int device_;
   std::shared_ptr<DeviceClaim> claim_;  // held for the life of the worker
   std::shared_ptr<CudaContext> ctx_;
+  std::unique_ptr<CudaGraphRunner> graphs_;  // null: eager
+
+  Status warm_up_decode(int num_seqs);
+  /// Captures every size and compares a replay with an eager step; the runner stays only
+  /// when both succeed.
+  Status set_up_graphs();
+  Status compare_replay_with_eager(int num_seqs);
 };
 
 }  // namespace troupe::cuda

@@ -31,8 +31,12 @@ TEST(CudaPlatformConfig, DefaultsAndRefusals) {
   EXPECT_EQ(config.parallel.worker_cls, "troupe.cuda.CudaWorker");
   EXPECT_EQ(config.cache.cache_dtype, "float16");
   EXPECT_EQ(config.cache.block_size, 16);
-  EXPECT_TRUE(config.compilation.enforce_eager);  // no CUDA graphs yet: said, not pretended
-  EXPECT_EQ(config.compilation.graph_mode, "none");
+  EXPECT_FALSE(config.compilation.enforce_eager);
+  EXPECT_EQ(config.compilation.graph_mode, "cuda_graph");
+  EngineConfig eager;
+  eager.compilation.enforce_eager = true;
+  ASSERT_TRUE(platform.check_and_update_config(eager).ok());
+  EXPECT_EQ(eager.compilation.graph_mode, "none");
   config.cache.cache_dtype = "bfloat16";
   ASSERT_TRUE(platform.check_and_update_config(config).ok());
   EXPECT_EQ(config.cache.cache_dtype, "bfloat16");
