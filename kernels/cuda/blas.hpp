@@ -3,6 +3,7 @@
 // (convert_from_f32 in elementwise.hpp).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "kernels/cuda/common.hpp"
@@ -28,7 +29,11 @@ class CublasGemm {
 
  private:
   explicit CublasGemm(void* handle) : handle_(handle) {}
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   void* handle_;  // cublasHandle_t
+  void* workspace_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  bool stream_set_ = false;
 };
 
 }  // namespace troupe::kernels::cuda

@@ -8,13 +8,13 @@ namespace {
 class CudaBuffer final : public DeviceBuffer {
  public:
   CudaBuffer(std::shared_ptr<CudaContext> ctx, void* p, int64_t n, std::shared_ptr<std::atomic<int64_t>> live)
-      : ctx_(std::move(ctx)), p_(p), n_(n), live_(std::move(live)) {
+      : ctx_(std::move(ctx)), p_(p), n_(n), serial_(ctx_->allocation_serial()), live_(std::move(live)) {
     *live_ += n_;
   }
   ~CudaBuffer() override {
     (void)ctx_->make_current();
     (void)cudaFree(p_);  // waits for the work that may still use it
-    ctx_->note_memory_freed();
+    ctx_->note_memory_freed(serial_);
     *live_ -= n_;
   }
   void* data() override { return p_; }
@@ -24,6 +24,7 @@ class CudaBuffer final : public DeviceBuffer {
   std::shared_ptr<CudaContext> ctx_;
   void* p_;
   int64_t n_;
+  uint64_t serial_;
   std::shared_ptr<std::atomic<int64_t>> live_;
 };
 

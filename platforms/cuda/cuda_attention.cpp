@@ -25,7 +25,7 @@ void CudaAttentionBackend::release() {
   if (storage_ != nullptr) {
     (void)ctx_->make_current();
     (void)cudaFree(storage_);
-    ctx_->note_memory_freed();
+    ctx_->note_memory_freed(storage_serial_);
   }
   storage_ = nullptr;
   spec_ = KvCacheSpec();
@@ -58,6 +58,7 @@ Status CudaAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_block
   spec_ = spec;
   num_blocks_ = num_blocks;
   layer_bytes_ = layer_bytes;
+  storage_serial_ = ctx_->allocation_serial();
   TROUPE_LOG_INFO("cuda_paged KV cache on {}: {} blocks of {} tokens, {} ({:.1f} MiB)", ctx_->name(), num_blocks,
                   spec.block_size, to_string(spec.dtype), static_cast<double>(total) / (1 << 20));
   return {};

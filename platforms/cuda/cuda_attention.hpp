@@ -65,6 +65,7 @@ class CudaAttentionBackend final : public AttentionBackend {
   KvCacheSpec spec_;
   int64_t num_blocks_ = 0;
   void* storage_ = nullptr;
+  uint64_t storage_serial_ = 0;        // CudaContext::allocation_serial of storage_
   int64_t layer_bytes_ = 0;            // one layer's K (or V)
   std::vector<uint8_t> packed_;        // the step's host arrays, packed for one staging copy
   const void* graph_image_ = nullptr;  // set while a decode graph is captured

@@ -67,10 +67,16 @@ class CudaContext {
   void begin_graph_inputs(std::vector<GraphInput> inputs);
   void end_graph_inputs();
   bool capturing_graph() const { return capturing_; }
-  /// Bumped whenever device memory that kernels read is freed (buffers, scratch, the KV
-  /// cache): a graph captured at another epoch may point at freed memory.
+  /// Device memory that kernels read (buffers, scratch, the KV cache) gets a serial when
+  /// allocated. Freeing memory allocated before the last graph capture bumps the epoch: a
+  /// graph captured at another epoch may point at freed memory. Memory allocated after
+  /// every capture cannot be in a graph, and freeing it changes nothing.
+  uint64_t allocation_serial() { return ++allocation_serial_; }
+  void mark_capture() { capture_mark_ = allocation_serial_.load(); }
+  void note_memory_freed(uint64_t serial) {
+    if (serial <= capture_mark_.load()) ++memory_epoch_;
+  }
   uint64_t memory_epoch() const { return memory_epoch_.load(); }
-  void note_memory_freed() { ++memory_epoch_; }
 
   /// The cuBLAS handle of this device (created on first use).
   Result<kernels::cuda::CublasGemm*> blas();
@@ -102,6 +108,8 @@ class CudaContext {
   bool capturing_ = false;
   std::vector<GraphInput> graph_inputs_;
   std::atomic<uint64_t> memory_epoch_{0};
+  std::atomic<uint64_t> allocation_serial_{0};
+  std::atomic<uint64_t> capture_mark_{0};
   std::mutex error_mu_;
   Status error_;
   std::atomic<bool> has_error_{false};

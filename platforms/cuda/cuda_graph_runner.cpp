@@ -85,6 +85,7 @@ Status CudaGraphRunner::capture(int size, const Forward& forward) {
   const int64_t n = size * static_cast<int64_t>(sizeof(int32_t));
   ctx_->begin_graph_inputs({{b.token_ids.data(), n, ids_.data()}, {b.positions.data(), n, positions_.data()}});
   attention_->set_graph_image(image_.data(), width_);
+  ctx_->mark_capture();  // from now on, freeing anything that exists may leave this graph dangling
   const uint64_t epoch = ctx_->memory_epoch();
   cudaGraph_t graph = nullptr;
   Status st = cuda_check(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal),

@@ -27,7 +27,10 @@ CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx) : ctx_(std::move(ctx)) {}
 CudaOps::~CudaOps() {
   if (scratch_ != nullptr || sampling_workspace_ != nullptr) {
     (void)ctx_->make_current();
-    if (scratch_ != nullptr) (void)cudaFree(scratch_);
+    if (scratch_ != nullptr) {
+      (void)cudaFree(scratch_);
+      ctx_->note_memory_freed(scratch_serial_);
+    }
     if (sampling_workspace_ != nullptr) (void)cudaFree(sampling_workspace_);
   }
 }
@@ -45,13 +48,14 @@ Status CudaOps::reserve_scratch(int64_t bytes) {
   if (bytes <= scratch_bytes_) return {};
   if (scratch_ != nullptr) {
     (void)cudaFree(scratch_);  // waits for the work that may still read it
-    ctx_->note_memory_freed();
+    ctx_->note_memory_freed(scratch_serial_);
   }
   scratch_ = nullptr;
   scratch_bytes_ = 0;
   TROUPE_RETURN_IF_ERROR(cuda_check(cudaMalloc(&scratch_, static_cast<size_t>(bytes)),
                                     ctx_->name() + ": cudaMalloc of the cuBLAS activation scratch"));
   scratch_bytes_ = bytes;
+  scratch_serial_ = ctx_->allocation_serial();
   return {};
 }
 

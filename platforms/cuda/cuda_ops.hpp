@@ -54,6 +54,7 @@ class CudaOps final : public Ops {
   std::shared_ptr<CudaContext> ctx_;
   void* scratch_ = nullptr;  // activations converted to f16/bf16 for cuBLAS
   int64_t scratch_bytes_ = 0;
+  uint64_t scratch_serial_ = 0;  // CudaContext::allocation_serial of scratch_
   void* sampling_workspace_ = nullptr;  // sample_rows' keys and cub's sort scratch
   int64_t sampling_workspace_bytes_ = 0;
 };
