@@ -44,23 +44,15 @@ struct Options {
   std::string chat_template;
   std::string system;
   bool json = false;
-  int threads = 0;
   std::string prompts_file;
   bool stats = false;
   int max_num_seqs = 256;
-  int tensor_parallel_size = 1;
-  int pipeline_parallel_size = 1;
-  std::string device;  // empty: TROUPE_DEVICE, else automatic
-  double gpu_memory_utilization = 0.9;
-  bool enforce_eager = false;
-  std::string nodes;
-  std::string secret_file;
   std::string runner = "auto";
   LoadFormatOptions load;
   PolicyOptions policy;
   std::string speculative_config;  // --speculative-config JSON
   std::string vllm_xargs;  // per-request arguments of the logits processors (JSON object)
-  std::string kv_cache_dtype = "auto";
+  PlacementOptions placement;
 };
 
 int fail(const std::string& message) {
@@ -182,23 +174,17 @@ int run_generate(const Options& o) {
   params.max_tokens = o.max_tokens;
   params.extra_args = o.vllm_xargs;
   if (Status s = params.validate(); !s.ok()) return fail(s.message());
-  if (o.threads < 0) return fail("--threads must be >= 0");
+  if (o.placement.threads < 0) return fail("--threads must be >= 0");
 
   eo.config.model.model_path = model;
-  eo.config.parallel.num_threads = o.threads;
-  eo.config.cache.cache_dtype = o.kv_cache_dtype;
   eo.config.scheduler.max_num_seqs = std::max<int>(o.max_num_seqs, 1);
   if (o.seed) eo.config.model.seed = *o.seed;
   if (!o.chat_template.empty()) eo.config.extra["chat_template"] = o.chat_template;
   eo.stat_log_interval_s = 0;  // one-shot runs report through --stats instead
   eo.config.model.runner = o.runner;
-  eo.config.parallel.tensor_parallel_size = o.tensor_parallel_size;
-  eo.config.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
-  eo.config.device = o.device;
-  eo.config.cache.memory_utilization = o.gpu_memory_utilization;
-  eo.config.compilation.enforce_eager = o.enforce_eager;
-  if (Status s = parse_nodes(o.nodes, &eo.nodes); !s.ok()) return fail(s.message());
-  if (Status s = read_optional_secret(o.secret_file, &eo.node_secret); !s.ok()) return fail(s.message());
+  apply_placement(o.placement, &eo.config);
+  if (Status s = parse_nodes(o.placement.nodes, &eo.nodes); !s.ok()) return fail(s.message());
+  if (Status s = read_optional_secret(o.placement.secret_file, &eo.node_secret); !s.ok()) return fail(s.message());
   auto started = engine::Engine::start(std::move(eo));
   if (!started.ok()) return fail(started.status().to_string());
   auto& eng = **started;
@@ -306,17 +292,11 @@ const CommandRegistration kRegistration(
       sub.add_option("--chat-template", o->chat_template, "Use this named chat template (implies --chat)");
       sub.add_option("--system", o->system, "System message for --chat");
       sub.add_flag("--json", o->json, "Print one JSON object with token ids, text and finish reason");
-      sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
-      sub.add_option("--kv-cache-dtype", o->kv_cache_dtype,
-                     "KV cache element type: auto (the platform's choice: fp16 on the CPU), fp16 or fp32")
-          ->check(CLI::IsMember({"auto", "fp16", "fp32"}));
       sub.add_option("--prompts-file", o->prompts_file,
                      "One prompt per line; all run through the engine concurrently, one JSON line each");
       sub.add_flag("--stats", o->stats, "Print the run's final stats as one JSON object at the end");
       sub.add_option("--max-num-seqs", o->max_num_seqs, "Requests that may run in one step (default 256)");
-      add_device_option(sub, &o->device, &o->gpu_memory_utilization);
-      add_enforce_eager_option(sub, &o->enforce_eager);
-      add_parallel_options(sub, &o->tensor_parallel_size, &o->pipeline_parallel_size, &o->nodes, &o->secret_file);
+      add_placement_options(sub, &o->placement);
       return [o]() {
         if (!o->chat_template.empty()) o->chat = true;
         return run_generate(*o);

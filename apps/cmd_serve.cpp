@@ -41,21 +41,12 @@ struct Options {
   int64_t max_num_queued_requests = 0;
   std::string chat_template;
   uint64_t max_body_bytes = 1u << 20;
-  int threads = 0;
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
   int stats_port = 0;  // 0: stat events are not published
   std::string stats_host = "127.0.0.1";
   bool log_requests = false;
-  int tensor_parallel_size = 1;
-  int pipeline_parallel_size = 1;
-  std::string device;  // empty: TROUPE_DEVICE, else automatic
-  double gpu_memory_utilization = 0.9;
-  bool enforce_eager = false;
-  std::string nodes;         // HOST:PORT[,HOST:PORT...]
-  std::string secret_file;   // the nodes' (and the stats port's) secret
   std::string runner = "auto";
-  std::string kv_cache_dtype = "auto";
   std::string io_processor_plugin;
   bool enable_sleep_mode = false;
   bool enable_lora = false;
@@ -65,6 +56,7 @@ struct Options {
   LoadFormatOptions load;
   PolicyOptions policy;
   std::string speculative_config;  // --speculative-config JSON
+  PlacementOptions placement;
 };
 
 int fail(const std::string& message) {
@@ -89,7 +81,7 @@ int run_serve(Options o) {
   if (o.api_key.empty())
     if (const char* k = std::getenv("TROUPE_API_KEY"); k && *k) o.api_key = k;
   std::string secret;
-  if (Status st = read_optional_secret(o.secret_file, &secret); !st.ok()) return fail(st.message());
+  if (Status st = read_optional_secret(o.placement.secret_file, &secret); !st.ok()) return fail(st.message());
 
   std::mutex mu;
   std::condition_variable cv;
@@ -144,16 +136,10 @@ int run_serve(Options o) {
   c.scheduler.max_num_seqs = o.max_num_seqs;
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   c.scheduler.max_num_queued_requests = o.max_num_queued_requests;
-  c.parallel.num_threads = o.threads;
-  c.cache.cache_dtype = o.kv_cache_dtype;
-  c.parallel.tensor_parallel_size = o.tensor_parallel_size;
-  c.parallel.pipeline_parallel_size = o.pipeline_parallel_size;
-  c.device = o.device;
-  c.cache.memory_utilization = o.gpu_memory_utilization;
-  c.compilation.enforce_eager = o.enforce_eager;
+  apply_placement(o.placement, &c);
   if (!o.chat_template.empty()) c.extra["chat_template"] = o.chat_template;
   eo.stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
-  if (Status st = parse_nodes(o.nodes, &eo.nodes); !st.ok()) {
+  if (Status st = parse_nodes(o.placement.nodes, &eo.nodes); !st.ok()) {
     server.stop();
     return fail(st.message());
   }
@@ -264,19 +250,13 @@ const CommandRegistration kRegistration(
                      "Waiting requests beyond which new ones get 503 (default 0: unbounded)");
       sub.add_option("--chat-template", o->chat_template, "Named chat template to use instead of the model's");
       sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
-      sub.add_option("--threads", o->threads, "CPU compute threads (default: all cores)");
-      sub.add_option("--kv-cache-dtype", o->kv_cache_dtype,
-                     "KV cache element type: auto (the platform's choice: fp16 on the CPU), fp16 or fp32")
-          ->check(CLI::IsMember({"auto", "fp16", "fp32"}));
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");
       sub.add_option("--stats-port", o->stats_port,
                      "Publish the stat logger on this port so other processes can subscribe (troupe stats)");
       sub.add_option("--stats-host", o->stats_host,
                      "Address for --stats-port (default 127.0.0.1; others need --secret-file)");
-      add_device_option(sub, &o->device, &o->gpu_memory_utilization);
-      add_enforce_eager_option(sub, &o->enforce_eager);
-      add_parallel_options(sub, &o->tensor_parallel_size, &o->pipeline_parallel_size, &o->nodes, &o->secret_file);
+      add_placement_options(sub, &o->placement);
       sub.add_flag("--log-requests", o->log_requests, "Log one line per HTTP request");
       return [o]() { return run_serve(*o); };
     });

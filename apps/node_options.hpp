@@ -1,6 +1,8 @@
-// The flags `troupe serve` and `troupe generate` share for where ranks run:
-// --device, and for ranks on other processes and nodes --tensor-parallel-size,
-// --pipeline-parallel-size, --nodes and --secret-file.
+// The flags `troupe serve` and `troupe generate` share for where ranks run
+// (PlacementOptions): --threads, --kv-cache-dtype, --device,
+// --gpu-memory-utilization, --enforce-eager, and for ranks on other processes
+// and nodes --tensor-parallel-size, --pipeline-parallel-size, --nodes and
+// --secret-file.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,9 +12,23 @@
 #include <vector>
 
 #include "actors/gate_actor.hpp"
+#include "troupe/config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::apps {
+
+/// Where and how the ranks run, as `serve` and `generate` both take it.
+struct PlacementOptions {
+  int threads = 0;                    // CPU compute threads; 0: all cores
+  std::string kv_cache_dtype = "auto";
+  std::string device;                 // empty: TROUPE_DEVICE, else automatic
+  double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  std::string nodes;                  // HOST:PORT[,HOST:PORT...]
+  std::string secret_file;            // the nodes' secret
+};
 
 /// --device (vLLM's flag): the platform to run on; TROUPE_DEVICE when not given.
 /// --gpu-memory-utilization (vLLM's): the share of device memory the engine may use.
@@ -44,6 +60,29 @@ inline void add_parallel_options(CLI::App& sub, int* tensor_parallel_size, int* 
                  "Worker nodes (troupe node) HOST:PORT[,HOST:PORT...]; default: local node processes when "
                  "there are several ranks");
   sub.add_option("--secret-file", *secret_file, "File whose first line is the secret the nodes ask for");
+}
+
+/// --threads, --kv-cache-dtype, the device options, --enforce-eager and the parallel options.
+inline void add_placement_options(CLI::App& sub, PlacementOptions* p) {
+  sub.add_option("--threads", p->threads, "CPU compute threads (default: all cores)");
+  sub.add_option("--kv-cache-dtype", p->kv_cache_dtype,
+                 "KV cache element type: auto (the platform's choice: fp16 on cpu and cuda), fp16, bfloat16 "
+                 "(cuda) or fp32")
+      ->check(CLI::IsMember({"auto", "fp16", "bfloat16", "bf16", "fp32"}));
+  add_device_option(sub, &p->device, &p->gpu_memory_utilization);
+  add_enforce_eager_option(sub, &p->enforce_eager);
+  add_parallel_options(sub, &p->tensor_parallel_size, &p->pipeline_parallel_size, &p->nodes, &p->secret_file);
+}
+
+/// The engine config's share of `p` (the nodes and the secret are the executor's).
+inline void apply_placement(const PlacementOptions& p, EngineConfig* c) {
+  c->parallel.num_threads = p.threads;
+  c->cache.cache_dtype = p.kv_cache_dtype;
+  c->parallel.tensor_parallel_size = p.tensor_parallel_size;
+  c->parallel.pipeline_parallel_size = p.pipeline_parallel_size;
+  c->device = p.device;
+  c->cache.memory_utilization = p.gpu_memory_utilization;
+  c->compilation.enforce_eager = p.enforce_eager;
 }
 
 /// "a:1,b:2" → {"a:1", "b:2"}, each checked as HOST:PORT.
