@@ -45,6 +45,16 @@ class SleepModeHttp : public ::testing::Test {
     const size_t space = text.find("} ", at);
     return std::stod(text.substr(space + 2, text.find('\n', space) - space - 2));
   }
+  // Stats reach the Prometheus registry through the stat-logger actor, after the
+  // HTTP reply that caused them: wait (up to 10 s) for a gauge to settle on a value.
+  double settled_gauge(const std::string& name, double want) {
+    double got = gauge(name);
+    for (int i = 0; i < 2000 && got != want; ++i) {
+      usleep(5000);
+      got = gauge(name);
+    }
+    return got;
+  }
   void start(std::vector<std::string> extra) {
     server_ = std::make_unique<tests::ServeProcess>(std::move(extra));
     ASSERT_TRUE(server_->wait_healthy()) << server_->log();
@@ -75,22 +85,21 @@ TEST_F(SleepModeHttp, RequestsWaitWhileAsleepAndTheOutputIsTheSameAfterWaking) {
   json state = json::parse(call("GET", "/is_sleeping").body);
   EXPECT_EQ(state["is_sleeping"], true);
   EXPECT_EQ(state["level"], 1);
-  EXPECT_EQ(gauge("troupe:engine_sleep_state"), 1);
+  EXPECT_EQ(settled_gauge("troupe:engine_sleep_state", 1), 1);
 
   // A request sent now waits in the queue until the engine wakes.
   auto waiting = std::async(std::launch::async, [this] { return complete(); });
-  for (int i = 0; i < 2000 && gauge("troupe:num_requests_waiting") < 1; ++i) usleep(5000);
-  ASSERT_EQ(gauge("troupe:num_requests_waiting"), 1);
+  ASSERT_EQ(settled_gauge("troupe:num_requests_waiting", 1), 1);
   http::Response refused = call("POST", "/sleep?level=2");  // a request is unfinished
   EXPECT_EQ(refused.status, 503) << refused.body;
   EXPECT_NE(refused.body.find("cannot sleep while requests are unfinished"), std::string::npos) << refused.body;
   ASSERT_EQ(call("POST", "/wake_up").status, 200);
   EXPECT_EQ(waiting.get(), awake);
-  EXPECT_EQ(gauge("troupe:engine_sleep_state"), 0);
+  EXPECT_EQ(settled_gauge("troupe:engine_sleep_state", 0), 0);
 
   // Level 2, woken in parts: asleep until both parts are back.
   ASSERT_EQ(call("POST", "/sleep?level=2").status, 200);
-  EXPECT_EQ(gauge("troupe:engine_sleep_state"), 2);
+  EXPECT_EQ(settled_gauge("troupe:engine_sleep_state", 2), 2);
   ASSERT_EQ(call("POST", "/wake_up?tags=weights").status, 200);
   EXPECT_EQ(json::parse(call("GET", "/is_sleeping").body)["is_sleeping"], true);
   ASSERT_EQ(call("POST", "/wake_up?tags=kv_cache").status, 200);
