@@ -121,7 +121,7 @@ void register_all() {
       b->ArgNames({"tokens", "threads"})->UseRealTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
       if (t.full) {
         for (int threads : {1, 2})
-          for (int64_t n : {1, 4, 16, 32, 128}) b->Args({n, threads});
+          for (int64_t n : {1, 2, 3, 4, 6, 8, 12, 16, 32, 128}) b->Args({n, threads});
       } else {
         for (int64_t n : {1, 32}) b->Args({n, 2});
       }

@@ -221,7 +221,10 @@ TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
 TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
   if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1}) {
-    for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}, Shape{576, 21, 32}, Shape{1536, 13, 52}}) {
+    // Row counts past one 16-row tile, and 2..12 tokens alone or after a group (rows in lanes).
+    for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}, Shape{576, 21, 32},
+                           Shape{1536, 13, 52}, Shape{576, 67, 12}, Shape{160, 48, 7}, Shape{576, 35, 28},
+                           Shape{1536, 40, 2}}) {
       const Problem p = make_problem(type, s, 5);
       std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
       matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, a.data(), nullptr);
