@@ -130,10 +130,12 @@ struct Generation : std::enable_shared_from_this<Generation> {
     openai::Choice piece;
     piece.index = c.choice.index;
     piece.text = text;
-    if (!c.first_chunk_sent && echo && !chat) piece.text = prompt_texts[c.prompt_index] + piece.text;
+    // Echo: the prompt leads the first chunk, and the tokens' text offsets count it.
+    const bool echo_now = !c.first_chunk_sent && echo && !chat;
+    if (echo_now) piece.text = prompt_texts[c.prompt_index] + piece.text;
     piece.has_logprobs = c.choice.has_logprobs;
     piece.logprobs = std::move(lps);
-    piece.text_offset = c.text_len;
+    piece.text_offset = c.text_len + (echo_now ? static_cast<int64_t>(prompt_texts[c.prompt_index].size()) : 0);
     c.text_len += static_cast<int64_t>(piece.text.size());
     if (finished) {
       piece.finish_reason = c.choice.finish_reason;
@@ -172,7 +174,10 @@ struct Generation : std::enable_shared_from_this<Generation> {
     }
     std::vector<openai::Choice> all;
     for (auto& c : choices) {
-      if (echo && !chat) c.choice.text = prompt_texts[c.prompt_index] + c.choice.text;
+      if (echo && !chat) {
+        c.choice.text_offset = static_cast<int64_t>(prompt_texts[c.prompt_index].size());
+        c.choice.text = prompt_texts[c.prompt_index] + c.choice.text;
+      }
       all.push_back(c.choice);
     }
     auto tt = token_text();

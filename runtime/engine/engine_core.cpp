@@ -73,6 +73,13 @@ Status EngineCore::add_request(CoreRequest request, Clock::time_point arrival) {
   nr.lora_id = request.lora_id;
   if (!request.cache_salt.empty()) nr.cache_salt = request.cache_salt;
   TROUPE_RETURN_IF_ERROR(scheduler_.add_request(std::move(nr)));
+  if (request.sampling.min_tokens > 0) {
+    // What min_tokens keeps out until it is reached: the stop tokens, and end-of-generation.
+    auto& banned = request.sampling.min_tokens_banned_ids;
+    banned = request.sampling.stop_token_ids;
+    if (!request.sampling.ignore_eos)
+      for (int32_t id : tokenizer_->eog_ids()) banned.push_back(id);
+  }
   SamplingState sampling;
   sampling.request_id = request.request_id;
   sampling.params = request.sampling;

@@ -101,10 +101,11 @@ RequestOutput RequestTracker::on_token(int32_t token, const TokenLogprob* logpro
 
   // A token that stops the request adds no text (vLLM leaves the stop token out).
   const bool eog = tokenizer_->is_eog(token);
-  const bool stop_id =
-      std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(), token) != params_.stop_token_ids.end();
+  const bool stop_id = stop_.is_stop_token(token, eog, static_cast<size_t>(num_generated_)) &&
+                       std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(), token) !=
+                           params_.stop_token_ids.end();
   size_t added = 0;
-  if (!(eog && !params_.ignore_eos) && !stop_id) {
+  if (!stop_.is_stop_token(token, eog, static_cast<size_t>(num_generated_))) {
     std::string piece = decoder_.push(token);
     added = piece.size();
     text_ += piece;

@@ -165,7 +165,8 @@ void WorkerRunner::plan_device_selection(const StepInput& input) {
     auto it = requests_.find(id);
     if (it == requests_.end() || it->second.pooling) return plan.clear();
     const SamplingState& req = it->second;
-    auto row = sampling::device_selection(req.params, sampling::derive_step_seed(req.seed, req.output_token_ids.size()));
+    auto row = sampling::device_selection(req.params, req.output_token_ids.size(),
+                                          sampling::derive_step_seed(req.seed, req.output_token_ids.size()));
     if (!row) return plan.clear();  // one row needs the logits: they all come out
     plan.push_back(*row);
   }

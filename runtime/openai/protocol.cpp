@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -248,6 +250,32 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
     if (auto e = parse_token_list(*st, "stop_token_ids", &s.stop_token_ids)) return e;
   }
 
+  if (const json* lb = field(j, "logit_bias")) {
+    // OpenAI: token ids (as strings: JSON keys) to biases; vLLM clamps them to [-100, 100].
+    if (!lb->is_object()) return invalid_param("logit_bias", "must be an object of token ids to biases");
+    for (const auto& [key, v] : lb->items()) {
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+        return invalid_param("logit_bias", fmt::format("keys must be token ids, got '{}'", key));
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        return invalid_param("logit_bias", fmt::format("the bias of token {} must be a number", id));
+      s.logit_bias.emplace_back(static_cast<int32_t>(id),
+                                static_cast<float>(std::clamp(v.get<double>(), -100.0, 100.0)));
+    }
+  }
+  if (const json* at = field(j, "allowed_token_ids")) {
+    if (!at->is_array() || at->empty()) return invalid_param("allowed_token_ids", "must be a non-empty list of token ids");
+    if (auto e = parse_token_list(*at, "allowed_token_ids", &s.allowed_token_ids)) return e;
+  }
+  i.reset();
+  if (auto e = get_int(j, "min_tokens", &i)) return e;
+  if (i) {
+    if (*i < 0 || *i > std::numeric_limits<int32_t>::max())
+      return invalid_param("min_tokens", fmt::format("must be a non-negative integer, got {}", *i));
+    s.min_tokens = static_cast<int32_t>(*i);
+  }
+
   if (!chat) {
     i.reset();
     if (auto e = get_int(j, "logprobs", &i)) return e;
@@ -324,7 +352,8 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
   log_unknown_fields(j, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n",
                          "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty",
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
-                         "stream_options", "priority", "vllm_xargs"},
+                         "stream_options", "priority", "vllm_xargs", "logit_bias",
+                         "allowed_token_ids", "min_tokens"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -376,7 +405,8 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
   log_unknown_fields(j, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
                          "top_k", "min_p", "n", "stop", "stop_token_ids", "seed", "presence_penalty",
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
-                         "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs"},
+                         "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
+                         "allowed_token_ids", "min_tokens"},
                      "chat.completions");
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;
@@ -438,6 +468,14 @@ std::optional<ApiError> check_prompt_tokens(const std::vector<int32_t>& tokens, 
     if (t < 0 || t >= vocab_size)
       return invalid_param("stop_token_ids", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
   }
+  for (const auto& [t, bias] : sampling->logit_bias) {
+    if (t >= vocab_size)
+      return invalid_param("logit_bias", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
+  }
+  for (int32_t t : sampling->allowed_token_ids) {
+    if (t >= vocab_size)
+      return invalid_param("allowed_token_ids", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
+  }
   const int64_t prompt_len = static_cast<int64_t>(tokens.size());
   if (max_tokens) {
     if (prompt_len + *max_tokens > max_model_len) return context_length_exceeded(max_model_len, prompt_len, *max_tokens);
@@ -446,6 +484,9 @@ std::optional<ApiError> check_prompt_tokens(const std::vector<int32_t>& tokens, 
     if (prompt_len >= max_model_len) return context_length_exceeded(max_model_len, prompt_len, 1);
     sampling->max_tokens = static_cast<int32_t>(max_model_len - prompt_len);
   }
+  if (sampling->min_tokens > sampling->max_tokens)
+    return invalid_param("min_tokens", fmt::format("must be at most max_tokens ({}), got {}", sampling->max_tokens,
+                                                   sampling->min_tokens));
   Status st = sampling->validate();
   if (!st.ok()) return from_status(st);
   return std::nullopt;

@@ -60,6 +60,37 @@ void apply_penalties(float* l, int64_t vocab, const SamplingParams& p, std::span
   }
 }
 
+// vLLM's order: allowed_token_ids, then logit_bias and min_tokens, all before the
+// penalties. Ids outside the vocabulary are skipped (the API refuses them earlier).
+void apply_bias_and_masks(float* l, int64_t vocab, const SamplingParams& p, size_t num_output, Scratch& s) {
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  auto valid = [vocab](int32_t id) { return id >= 0 && id < vocab; };
+  if (!p.allowed_token_ids.empty()) {
+    if (static_cast<int64_t>(s.seen.size()) < vocab) s.seen.assign(vocab, 0);
+    for (int32_t id : p.allowed_token_ids)
+      if (valid(id)) s.seen[id] = 1;
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (!s.seen[i]) l[i] = kMasked;
+      s.seen[i] = 0;
+    }
+  }
+  for (const auto& [id, bias] : p.logit_bias)
+    if (valid(id)) l[id] += bias;
+  if (static_cast<int64_t>(num_output) < p.min_tokens && !p.min_tokens_banned_ids.empty()) {
+    // Unless that would leave nothing to sample (allowed_token_ids only of stop tokens).
+    bool other = false;
+    if (static_cast<int64_t>(s.seen.size()) < vocab) s.seen.assign(vocab, 0);
+    for (int32_t id : p.min_tokens_banned_ids)
+      if (valid(id)) s.seen[id] = 1;
+    for (int64_t i = 0; i < vocab && !other; ++i) other = !s.seen[i] && l[i] != kMasked;
+    for (int32_t id : p.min_tokens_banned_ids)
+      if (valid(id)) {
+        s.seen[id] = 0;
+        if (other) l[id] = kMasked;
+      }
+  }
+}
+
 int32_t argmax(const float* l, int64_t vocab) {
   int64_t best = 0;
   for (int64_t i = 1; i < vocab; ++i)
@@ -115,6 +146,7 @@ SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& p,
   Scratch& s = scratch();
   s.work.assign(logits, logits + vocab);
   float* l = s.work.data();
+  apply_bias_and_masks(l, vocab, p, output_ids.size(), s);
   apply_penalties(l, vocab, p, prompt_ids, output_ids, s);
 
   int32_t token = 0;
@@ -179,6 +211,7 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& p, s
   Scratch& s = scratch();
   s.work.assign(logits, logits + vocab);
   float* l = s.work.data();
+  apply_bias_and_masks(l, vocab, p, output_ids.size(), s);
   apply_penalties(l, vocab, p, prompt_ids, output_ids, s);
   const size_t kept = keep_candidates(l, vocab, p, s);
   probs.assign(static_cast<size_t>(vocab), 0.0f);
@@ -193,8 +226,12 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& p, s
 
 double uniform01(uint64_t seed) { return static_cast<double>(splitmix64(seed) >> 11) * 0x1.0p-53; }
 
-std::optional<TokenSelection> device_selection(const SamplingParams& p, uint64_t seed_for_this_step) {
+std::optional<TokenSelection> device_selection(const SamplingParams& p, size_t num_output_tokens,
+                                               uint64_t seed_for_this_step) {
   if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
+    return std::nullopt;
+  if (!p.logit_bias.empty() || !p.allowed_token_ids.empty() ||
+      static_cast<int64_t>(num_output_tokens) < p.min_tokens)
     return std::nullopt;
   TokenSelection s;
   s.temperature = p.greedy() ? 0.0f : p.temperature;

@@ -1,5 +1,6 @@
-// Turning one row of logits into a token: penalties (as vLLM), temperature,
-// min_p, top_k, top_p, then a draw from a per-step RNG. Greedy at temperature 0.
+// Turning one row of logits into a token: allowed_token_ids, logit_bias,
+// min_tokens, penalties (as vLLM), temperature, min_p, top_k, top_p, then a draw
+// from a per-step RNG. Greedy at temperature 0.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,10 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& para
 double uniform01(uint64_t seed);
 
 /// The device's version of sample() for one row (Ops::select_tokens), or nothing when the
-/// row needs the host: penalties or logprobs. The draw u is the one sample() makes from the
-/// same step seed, so greedy rows and rows with top_p < 1 get the host's token.
-std::optional<TokenSelection> device_selection(const SamplingParams& params, uint64_t seed_for_this_step);
+/// row needs the host: penalties, logprobs, logit_bias, allowed_token_ids, or min_tokens not
+/// reached after `num_output_tokens`. The draw u is the one sample() makes from the same step
+/// seed, so greedy rows and rows with top_p < 1 get the host's token.
+std::optional<TokenSelection> device_selection(const SamplingParams& params, size_t num_output_tokens,
+                                               uint64_t seed_for_this_step);
 
 }  // namespace troupe::sampling

@@ -31,6 +31,16 @@ Status SamplingParams::validate() const {
     if (id < 0) return invalid_argument("stop_token_ids must be non-negative, got " + std::to_string(id));
   if (logprobs < -1 || logprobs > 20)
     return invalid_argument("logprobs must be -1 (none) or between 0 and 20, got " + std::to_string(logprobs));
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return invalid_argument("logit_bias token ids must be non-negative, got " + std::to_string(id));
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      return invalid_argument("logit_bias values must be in [-100, 100], got " + num(bias));
+  }
+  for (int32_t id : allowed_token_ids)
+    if (id < 0) return invalid_argument("allowed_token_ids must be non-negative, got " + std::to_string(id));
+  if (min_tokens < 0 || min_tokens > max_tokens)
+    return invalid_argument("min_tokens must be between 0 and max_tokens (" + std::to_string(max_tokens) + "), got " +
+                            std::to_string(min_tokens));
   return {};
 }
 

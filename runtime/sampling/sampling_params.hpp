@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "troupe/status.hpp"
@@ -24,6 +25,17 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t logprobs = -1;             // number of top logprobs to return; -1: none
+  /// OpenAI's logit_bias: (token id, bias in [-100, 100]) added to the logits before the
+  /// penalties.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  /// vLLM's allowed_token_ids: only these tokens can be sampled; empty: every token.
+  std::vector<int32_t> allowed_token_ids;
+  /// vLLM's min_tokens: until this many tokens were generated, the tokens of
+  /// min_tokens_banned_ids cannot be sampled and no stop string or stop token ends the request.
+  int32_t min_tokens = 0;
+  /// Set by the engine when a request arrives: stop_token_ids, and the model's
+  /// end-of-generation tokens unless ignore_eos (vLLM's all_stop_token_ids).
+  std::vector<int32_t> min_tokens_banned_ids;
   /// Arguments for logits processors (vLLM's extra_args, the body's `vllm_xargs`): a JSON
   /// object as text; empty: none.
   std::string extra_args;

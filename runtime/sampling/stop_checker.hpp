@@ -29,6 +29,10 @@ class StopChecker {
   StopDecision check(int32_t token, bool is_eog, const std::string& text, size_t new_chars,
                      size_t num_output_tokens) const;
 
+  /// Whether `token`, the num_output_tokens-th output token, ends the request as a stop or
+  /// end-of-generation token (its text is then left out of the output).
+  bool is_stop_token(int32_t token, bool is_eog, size_t num_output_tokens) const;
+
   /// How much of `text` can be streamed without showing the start of a stop string that may
   /// still be completed by later tokens.
   size_t safe_text_length(const std::string& text) const;

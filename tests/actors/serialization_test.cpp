@@ -81,6 +81,10 @@ StepInput sample_step_input() {
   s.params.stop = {"\n\n", "END"};
   s.params.stop_token_ids = {2};
   s.params.logprobs = 3;
+  s.params.logit_bias = {{7, -100.0f}, {3, 2.5f}};
+  s.params.allowed_token_ids = {3, 7, 11};
+  s.params.min_tokens = 4;
+  s.params.min_tokens_banned_ids = {2, 0};
   s.seed = 99;
   s.prompt_token_ids = {1, 5, 6, 7};
   s.output_token_ids = {11};
@@ -110,6 +114,10 @@ void expect_equal(const StepInput& a, const StepInput& b) {
   EXPECT_EQ(x.params.stop, y.params.stop);
   EXPECT_EQ(x.params.stop_token_ids, y.params.stop_token_ids);
   EXPECT_EQ(x.params.logprobs, y.params.logprobs);
+  EXPECT_EQ(x.params.logit_bias, y.params.logit_bias);
+  EXPECT_EQ(x.params.allowed_token_ids, y.params.allowed_token_ids);
+  EXPECT_EQ(x.params.min_tokens, y.params.min_tokens);
+  EXPECT_EQ(x.params.min_tokens_banned_ids, y.params.min_tokens_banned_ids);
   EXPECT_EQ(x.seed, y.seed);
   EXPECT_EQ(x.prompt_token_ids, y.prompt_token_ids);
   EXPECT_EQ(x.output_token_ids, y.output_token_ids);

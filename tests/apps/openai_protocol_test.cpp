@@ -6,7 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/openai/errors.hpp"
 #include "runtime/openai/protocol.hpp"
@@ -104,6 +107,16 @@ TEST(OpenAIProtocol, RejectsBadInputNamingTheField) {
       {R"({"prompt":[-3]})", "prompt"},
       {R"({"max_tokens":3})", "prompt"},
       {R"({"prompt":"x","stream_options":{"include_usage":"x"}})", "stream_options.include_usage"},
+      {R"({"prompt":"x","logit_bias":[1]})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"abc":1}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"-4":1}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"12x":1}})", "logit_bias"},
+      {R"({"prompt":"x","logit_bias":{"12":"high"}})", "logit_bias"},
+      {R"({"prompt":"x","allowed_token_ids":[]})", "allowed_token_ids"},
+      {R"({"prompt":"x","allowed_token_ids":[1,-1]})", "allowed_token_ids"},
+      {R"({"prompt":"x","allowed_token_ids":5})", "allowed_token_ids"},
+      {R"({"prompt":"x","min_tokens":-1})", "min_tokens"},
+      {R"({"prompt":"x","min_tokens":"many"})", "min_tokens"},
       {R"([1,2])", ""},
       {R"({"prompt": "x", )", ""},
       {R"({"prompt":"x","temperature":NaN})", ""},
@@ -180,6 +193,42 @@ TEST(OpenAIProtocol, CheckPromptTokensAndContextLength) {
   EXPECT_EQ(e->param, "prompt");
   e = check_prompt_tokens({}, 100, 10, 1, &s);
   ASSERT_TRUE(e);
+}
+
+TEST(OpenAIProtocol, LogitBiasAllowedTokenIdsAndMinTokens) {
+  CompletionRequest r;
+  auto e = parse_completion(R"({"prompt":"x","logit_bias":{"5":-100,"7":250.5,"9":-1e9,"11":0.25},
+      "allowed_token_ids":[5,7,9],"min_tokens":4})",
+                            &r);
+  ASSERT_FALSE(e) << e->message;
+  auto bias = r.common.sampling.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  // Clamped to [-100, 100] as vLLM does.
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 100.0f}, {9, -100.0f}, {11, 0.25f}}));
+  EXPECT_EQ(r.common.sampling.allowed_token_ids, (std::vector<int32_t>{5, 7, 9}));
+  EXPECT_EQ(r.common.sampling.min_tokens, 4);
+  ChatCompletionRequest chat;
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"3":2},"min_tokens":2})",
+                                  Limits{}, &chat));
+  EXPECT_EQ(chat.common.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(chat.common.sampling.min_tokens, 2);
+  // Against the vocabulary and max_tokens, once the prompt is known.
+  sampling::SamplingParams s = r.common.sampling;
+  EXPECT_FALSE(check_prompt_tokens({1, 2}, 100, 64, 8, &s));
+  s.logit_bias = {{100, 1.0f}};
+  auto bad = check_prompt_tokens({1, 2}, 100, 64, 8, &s);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->param, "logit_bias");
+  EXPECT_NE(bad->message.find("out of vocabulary"), std::string::npos) << bad->message;
+  s = r.common.sampling;
+  s.allowed_token_ids = {5, 1000};
+  bad = check_prompt_tokens({1, 2}, 100, 64, 8, &s);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->param, "allowed_token_ids");
+  s = r.common.sampling;
+  bad = check_prompt_tokens({1, 2}, 100, 64, 3, &s);  // min_tokens 4 > max_tokens 3
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->param, "min_tokens");
 }
 
 TEST(OpenAIProtocol, SeedPerChoice) {

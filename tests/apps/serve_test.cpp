@@ -207,6 +207,68 @@ TEST_F(ServeTest, NChoicesEchoAndTokenPrompts) {
   EXPECT_TRUE(logp["choices"][0]["logprobs"].is_object());
 }
 
+// logit_bias, allowed_token_ids and min_tokens change what the model generates; echo's
+// logprob offsets count the echoed prompt.
+TEST_F(ServeTest, LogitBiasAllowedTokenIdsAndMinTokens) {
+  json ids = post_json("/tokenize", {{"prompt", "dog cat"}, {"add_special_tokens", false}});
+  ASSERT_GE(ids["tokens"].size(), 2u);
+  const int a = ids["tokens"][0], b = ids["tokens"].back();
+  auto tokens_of = [](const json& j) {
+    std::vector<std::string> out;
+    for (const auto& t : j["choices"][0]["logprobs"]["tokens"]) out.push_back(t);
+    return out;
+  };
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 0}};
+  // Only token a allowed: every token is a.
+  json only_a = base;
+  only_a["allowed_token_ids"] = {a};
+  const auto as = tokens_of(post_json("/v1/completions", only_a));
+  ASSERT_EQ(as.size(), 6u);
+  for (const auto& t : as) EXPECT_EQ(t, as[0]);
+  json only_b = base;
+  only_b["allowed_token_ids"] = {b};
+  const std::string text_b = tokens_of(post_json("/v1/completions", only_b))[0];
+  // A bias of +100 makes a the greedy choice every time; of the two allowed, the less lowered wins.
+  json biased = base;
+  biased["logit_bias"] = {{std::to_string(a), 100}};
+  EXPECT_EQ(tokens_of(post_json("/v1/completions", biased)), as);
+  json against_a = base;
+  against_a["allowed_token_ids"] = {a, b};
+  against_a["logit_bias"] = {{std::to_string(a), -100}, {std::to_string(b), -50}};
+  for (const auto& t : tokens_of(post_json("/v1/completions", against_a))) EXPECT_EQ(t, text_b);
+  // Random sampling among {a, b} only.
+  json two = base;
+  two["allowed_token_ids"] = {a, b};
+  two["temperature"] = 1.0;
+  two["seed"] = 3;
+  two["max_tokens"] = 12;
+  for (const auto& t : tokens_of(post_json("/v1/completions", two))) EXPECT_TRUE(t == as[0] || t == text_b) << t;
+  // min_tokens: a stop string that would end the request at once is ignored until then.
+  const std::string greedy_text = post_json("/v1/completions", base)["choices"][0]["text"];
+  ASSERT_GE(greedy_text.size(), 3u);
+  json stopping = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0},
+                   {"stop", {greedy_text.substr(0, 3)}}};
+  json early = post_json("/v1/completions", stopping);
+  EXPECT_EQ(early["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(early["usage"]["completion_tokens"].get<int>(), 10);
+  stopping["min_tokens"] = 10;
+  json late = post_json("/v1/completions", stopping);
+  EXPECT_GE(late["usage"]["completion_tokens"].get<int>(), 10) << late.dump();
+  EXPECT_EQ(post_json("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"min_tokens", 3}}, 400)["error"]["param"],
+            "min_tokens");
+  EXPECT_EQ(post_json("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"100000", 1}}}}, 400)["error"]["param"],
+            "logit_bias");
+  // Echo: the generated tokens' offsets start after the prompt, whole and streamed.
+  json echo = post_json("/v1/completions", {{"prompt", "Once upon"}, {"max_tokens", 3}, {"temperature", 0},
+                                            {"echo", true}, {"logprobs", 1}});
+  EXPECT_EQ(echo["choices"][0]["logprobs"]["text_offset"][0], 9);
+  auto events = stream("/v1/completions", {{"prompt", "Once upon"}, {"max_tokens", 3}, {"temperature", 0},
+                                           {"echo", true}, {"logprobs", 1}, {"stream", true}});
+  ASSERT_FALSE(events.empty());
+  json chunk = json::parse(events[0]);
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"][0], 9) << events[0];
+}
+
 TEST_F(ServeTest, TokenizeDetokenizeRoundTrip) {
   json t = post_json("/tokenize", {{"model", kModel}, {"prompt", "Hello world"}, {"add_special_tokens", false}});
   EXPECT_EQ(t["max_model_len"], 256);

@@ -42,7 +42,7 @@ TEST(DeviceSelectionTest, SameTokenAsTheHostSamplerForGreedyAndTopP) {
         p.min_p = c.min_p;
         p.top_k = c.top_k;
         const uint64_t seed = derive_step_seed(1000 + trial, static_cast<uint64_t>(vocab));
-        auto sel = device_selection(p, seed);
+        auto sel = device_selection(p, 0, seed);
         ASSERT_TRUE(sel.has_value());
         const int32_t host = sample(logits.data(), vocab, p, {}, {}, seed).token;
         const int32_t device = on_device(logits, *sel);
@@ -65,7 +65,7 @@ TEST(DeviceSelectionTest, TopPOfOneDrawsFromTheSameDistribution) {
   for (uint64_t i = 0; i < 20000; ++i) {
     const uint64_t seed = derive_step_seed(i, 0);
     ++host[static_cast<size_t>(sample(logits.data(), 4, p, {}, {}, seed).token)];
-    ++device[static_cast<size_t>(on_device(logits, *device_selection(p, seed)))];
+    ++device[static_cast<size_t>(on_device(logits, *device_selection(p, 0, seed)))];
   }
   double z = 0;
   for (float l : logits) z += std::exp(l);
@@ -78,22 +78,27 @@ TEST(DeviceSelectionTest, TopPOfOneDrawsFromTheSameDistribution) {
 
 TEST(DeviceSelectionTest, RowsNeedingTheLogitsStayOnTheHost) {
   SamplingParams p;
-  EXPECT_TRUE(device_selection(p, 1).has_value());
-  auto with = [](auto mutate) {
+  EXPECT_TRUE(device_selection(p, 0, 1).has_value());
+  auto with = [](auto mutate, size_t num_output = 0) {
     SamplingParams q;
     mutate(q);
-    return device_selection(q, 1).has_value();
+    return device_selection(q, num_output, 1).has_value();
   };
   EXPECT_FALSE(with([](SamplingParams& q) { q.logprobs = 0; }));
   EXPECT_FALSE(with([](SamplingParams& q) { q.repetition_penalty = 1.1f; }));
   EXPECT_FALSE(with([](SamplingParams& q) { q.presence_penalty = 0.5f; }));
   EXPECT_FALSE(with([](SamplingParams& q) { q.frequency_penalty = -0.5f; }));
+  EXPECT_FALSE(with([](SamplingParams& q) { q.logit_bias = {{3, 1.0f}}; }));
+  EXPECT_FALSE(with([](SamplingParams& q) { q.allowed_token_ids = {3}; }));
+  // min_tokens needs the host only until it is reached.
+  EXPECT_FALSE(with([](SamplingParams& q) { q.min_tokens = 2; }, 1));
+  EXPECT_TRUE(with([](SamplingParams& q) { q.min_tokens = 2; }, 2));
   EXPECT_TRUE(with([](SamplingParams& q) { q.stop = {"x"}; q.max_tokens = 3; q.seed = 5; }));
   // Greedy rows carry no draw; random rows carry the host's.
   SamplingParams g;
   g.temperature = 0;
-  EXPECT_EQ(device_selection(g, 99)->temperature, 0.0f);
-  EXPECT_EQ(device_selection(p, 99)->u, uniform01(99));
+  EXPECT_EQ(device_selection(g, 0, 99)->temperature, 0.0f);
+  EXPECT_EQ(device_selection(p, 0, 99)->u, uniform01(99));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Sampling parameters, the sampler (greedy, penalties, filters, seeds) and the stop checker.
+// Sampling parameters, the sampler (greedy, penalties, filters, seeds, logit_bias,
+// allowed_token_ids, min_tokens) and the stop checker.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,6 +39,11 @@ TEST(SamplingParamsTest, ValidateNamesTheParameter) {
   bad([](SamplingParams& q) { q.max_tokens = 0; }, "max_tokens");
   bad([](SamplingParams& q) { q.stop = {""}; }, "stop");
   bad([](SamplingParams& q) { q.logprobs = 100; }, "logprobs");
+  bad([](SamplingParams& q) { q.logit_bias = {{3, 101.0f}}; }, "logit_bias");
+  bad([](SamplingParams& q) { q.logit_bias = {{-1, 1.0f}}; }, "logit_bias");
+  bad([](SamplingParams& q) { q.allowed_token_ids = {-2}; }, "allowed_token_ids");
+  bad([](SamplingParams& q) { q.min_tokens = 17; }, "min_tokens");  // above max_tokens (16)
+  bad([](SamplingParams& q) { q.min_tokens = -1; }, "min_tokens");
 }
 
 TEST(SamplerTest, GreedyIsArgmaxFirstIndexWinsTies) {
@@ -139,6 +145,71 @@ TEST(SamplerTest, TopLogprobsAreSortedRawLogprobs) {
   EXPECT_NEAR(r.top_logprobs[0].second - r.top_logprobs[1].second, 1.0, 1e-5);
 }
 
+TEST(SamplerTest, LogitBiasIsAddedBeforeThePenalties) {
+  SamplingParams p;
+  p.temperature = 0;
+  auto l = logits_of({1.0f, 3.0f, 2.0f, 0.0f});
+  p.logit_bias = {{3, 100.0f}};
+  EXPECT_EQ(sample(l.data(), 4, p, {}, {}, 0).token, 3);
+  p.logit_bias = {{1, -100.0f}};
+  EXPECT_EQ(sample(l.data(), 4, p, {}, {}, 0).token, 2);
+  // 2.0 + 2.0 = 4.0 > 3.0; a repetition penalty of 2 on token 2 then halves it: 2.0 < 3.0.
+  p.logit_bias = {{2, 2.0f}};
+  EXPECT_EQ(sample(l.data(), 4, p, {}, {}, 0).token, 2);
+  p.repetition_penalty = 2.0f;
+  std::vector<int32_t> out{2};
+  EXPECT_EQ(sample(l.data(), 4, p, {}, out, 0).token, 1);
+  // Ids past the vocabulary are skipped (the API refuses them before).
+  p = SamplingParams{};
+  p.temperature = 0;
+  p.logit_bias = {{99, 100.0f}};
+  EXPECT_EQ(sample(l.data(), 4, p, {}, {}, 0).token, 1);
+  // Logprobs stay those of the model (vLLM's raw logprobs).
+  p.logit_bias = {{3, 100.0f}};
+  p.logprobs = 0;
+  const double lse = std::log(std::exp(1.0) + std::exp(3.0) + std::exp(2.0) + std::exp(0.0));
+  EXPECT_NEAR(sample(l.data(), 4, p, {}, {}, 0).logprob, 0.0 - lse, 1e-5);
+}
+
+TEST(SamplerTest, AllowedTokenIdsAreTheOnlyOnesSampled) {
+  SamplingParams p;
+  p.temperature = 0;
+  auto l = logits_of({1.0f, 3.0f, 2.0f, 0.5f, 2.5f});
+  p.allowed_token_ids = {0, 3};
+  EXPECT_EQ(sample(l.data(), 5, p, {}, {}, 0).token, 0);
+  p.temperature = 1.5f;
+  std::map<int32_t, int> seen;
+  for (uint64_t seed = 0; seed < 400; ++seed) ++seen[sample(l.data(), 5, p, {}, {}, seed).token];
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[0], 0);
+  EXPECT_GT(seen[3], 0);
+  std::vector<float> probs;
+  target_probs(l.data(), 5, p, {}, {}, probs);
+  EXPECT_EQ(probs[1] + probs[2] + probs[4], 0.0f);
+  EXPECT_NEAR(probs[0] + probs[3], 1.0f, 1e-6);
+}
+
+TEST(SamplerTest, MinTokensKeepsTheStopTokensOutUntilReached) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.min_tokens = 2;
+  p.min_tokens_banned_ids = {1, 4};  // e.g. end-of-generation and a stop_token_id
+  auto l = logits_of({1.0f, 3.0f, 2.0f, 0.5f, 2.5f});
+  std::vector<int32_t> none, one{2}, two{2, 2};
+  EXPECT_EQ(sample(l.data(), 5, p, {}, none, 0).token, 2);
+  EXPECT_EQ(sample(l.data(), 5, p, {}, one, 0).token, 2);
+  EXPECT_EQ(sample(l.data(), 5, p, {}, two, 0).token, 1);  // reached: the model's choice again
+  std::vector<float> probs;
+  p.temperature = 1.0f;
+  target_probs(l.data(), 5, p, {}, one, probs);
+  EXPECT_EQ(probs[1], 0.0f);
+  EXPECT_EQ(probs[4], 0.0f);
+  // Nothing else allowed: min_tokens gives way rather than leave nothing to sample.
+  p.temperature = 0;
+  p.allowed_token_ids = {1, 4};
+  EXPECT_EQ(sample(l.data(), 5, p, {}, none, 0).token, 1);
+}
+
 TEST(StopCheckerTest, StopStringSpanningTokensTruncates) {
   SamplingParams p;
   p.max_tokens = 100;
@@ -178,6 +249,23 @@ TEST(StopCheckerTest, TokensAndLength) {
   p.ignore_eos = true;
   StopChecker ignoring(p);
   EXPECT_FALSE(ignoring.check(2, true, "a", 1, 1).finished);
+}
+
+TEST(StopCheckerTest, MinTokensDefersStopTokensAndStrings) {
+  SamplingParams p;
+  p.max_tokens = 10;
+  p.min_tokens = 3;
+  p.stop = {"END"};
+  p.stop_token_ids = {42};
+  StopChecker c(p);
+  EXPECT_FALSE(c.is_stop_token(42, false, 2));
+  EXPECT_FALSE(c.check(42, false, "a", 1, 2).finished);
+  EXPECT_FALSE(c.check(2, true, "a", 1, 2).finished);
+  EXPECT_FALSE(c.check(7, false, "aEND", 3, 2).finished);
+  // From the min_tokens-th token on, as without it (vLLM).
+  EXPECT_TRUE(c.is_stop_token(42, false, 3));
+  EXPECT_TRUE(c.check(7, false, "aENDEND", 3, 3).finished);
+  EXPECT_TRUE(c.check(2, true, "a", 0, 3).finished);
 }
 
 }  // namespace
