@@ -582,13 +582,17 @@ int64_t Engine::max_running_requests() const { return impl_->counters->max_runni
 std::string Engine::metrics_text() const { return impl_->prometheus->render(); }
 
 Result<std::string> Engine::apply_chat_template(const std::vector<chat::Message>& messages,
-                                                bool add_generation_prompt) const {
+                                                bool add_generation_prompt, bool continue_final_message) const {
   const auto& a = impl_->artifacts;
   if (!a.chat_template) return invalid_argument(a.chat_template_error);
+  if (continue_final_message && add_generation_prompt)
+    return invalid_argument("continue_final_message and add_generation_prompt cannot both be true");
   const auto& tok = *a.tokenizer;
   std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
   std::string eos = tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id(), true) : "";
-  return chat::apply(*a.chat_template, messages, add_generation_prompt, bos, eos);
+  auto rendered = chat::apply(*a.chat_template, messages, add_generation_prompt, bos, eos);
+  if (!rendered.ok() || !continue_final_message) return rendered;
+  return chat::continue_final_message(*rendered, messages);
 }
 
 bool Engine::healthy() const { return impl_->counters->healthy.load(); }

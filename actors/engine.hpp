@@ -103,8 +103,10 @@ class Engine {
   const tokenizer::Tokenizer& tokenizer() const;
   std::string served_model_name() const;
   /// The model's chat template (detected from the file, or forced by name); error when unknown.
-  Result<std::string> apply_chat_template(const std::vector<chat::Message>& messages,
-                                          bool add_generation_prompt) const;
+  /// continue_final_message: the prompt ends inside the final (assistant) message, which the
+  /// model then continues (vLLM's option; add_generation_prompt must be false).
+  Result<std::string> apply_chat_template(const std::vector<chat::Message>& messages, bool add_generation_prompt,
+                                          bool continue_final_message = false) const;
   int64_t num_kv_blocks() const;
   /// False once a worker died or a step failed; the reason says why.
   bool healthy() const;

@@ -72,7 +72,7 @@ void handle_tokenize(ServerContext& ctx, const restinio::request_handle_t& req) 
   if (r.has_messages) {
     std::vector<chat::Message> messages;
     for (auto& m : r.messages) messages.push_back({m.role, m.content});
-    auto rendered = e->apply_chat_template(messages, r.add_generation_prompt);
+    auto rendered = e->apply_chat_template(messages, r.add_generation_prompt, r.continue_final_message);
     if (!rendered.ok()) return respond_error(req, openai::from_status(rendered.status(), "messages"));
     text = *rendered;
     const auto& tok = e->tokenizer();

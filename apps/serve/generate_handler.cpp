@@ -220,7 +220,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     std::vector<chat::Message> messages;
     for (auto& m : r.messages) messages.push_back({m.role, m.content});
     if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
-    auto text = e->apply_chat_template(messages, r.add_generation_prompt);
+    auto text = e->apply_chat_template(messages, r.add_generation_prompt, r.continue_final_message);
     if (!text.ok()) return respond_error(req, openai::from_status(text.status(), "messages"));
     ids.push_back(encode(*e, *text));
     texts.push_back(*text);

@@ -224,4 +224,15 @@ Result<std::string> apply(const ChatTemplate& tmpl, const std::vector<Message>& 
   return internal_error("chat: unhandled template family");
 }
 
+Result<std::string> continue_final_message(const std::string& rendered, const std::vector<Message>& messages) {
+  if (messages.empty() || messages.back().role != "assistant")
+    return invalid_argument("chat: continue_final_message needs the conversation to end with an assistant message");
+  const std::string content = trim(messages.back().content);
+  if (content.empty()) return invalid_argument("chat: continue_final_message needs a non-empty final message");
+  const size_t at = rendered.rfind(content);
+  if (at == std::string::npos)
+    return invalid_argument("chat: the final message is not in the rendered prompt; it cannot be continued");
+  return rendered.substr(0, at + content.size());
+}
+
 }  // namespace troupe::chat

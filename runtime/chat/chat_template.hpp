@@ -40,4 +40,10 @@ std::vector<std::string> known_names();
 Result<std::string> apply(const ChatTemplate& tmpl, const std::vector<Message>& messages,
                           bool add_generation_prompt, const std::string& bos_text, const std::string& eos_text);
 
+/// vLLM's continue_final_message (as transformers does it): `rendered`, the conversation
+/// rendered without a generation prompt, cut right after the final message's content
+/// (whitespace-trimmed), so that the model continues that message instead of starting a
+/// new one. The final message must be the assistant's and non-empty.
+Result<std::string> continue_final_message(const std::string& rendered, const std::vector<Message>& messages);
+
 }  // namespace troupe::chat

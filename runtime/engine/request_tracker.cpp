@@ -117,7 +117,7 @@ RequestOutput RequestTracker::on_token(int32_t token, const TokenLogprob* logpro
   }
   if (decision.finished) {
     if (!decision.stop_reason.empty()) {
-      text_.resize(decision.text_length);  // the stop string and what follows are not output
+      text_.resize(decision.text_length);  // what follows the stop string (and it, unless included) is not output
       emitted_ = std::min(emitted_, text_.size());
       stop_reason_ = decision.stop_reason;
     } else {

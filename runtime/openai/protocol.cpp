@@ -42,6 +42,39 @@ const json* field(const json& j, const char* key) {
   return &*it;
 }
 
+// Fields that would change the answer and that troupe does not implement yet: refused,
+// never silently ignored (a client asking for JSON must not get prose).
+Error refuse_unimplemented(const json& j, bool chat) {
+  auto refuse = [](const char* key, const std::string& why) {
+    return invalid_param(key, fmt::format("{} is not implemented in troupe yet{}", key, why));
+  };
+  if (const json* rf = field(j, "response_format")) {
+    const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
+    if (!type || !type->is_string()) return invalid_param("response_format", "must be an object with a string 'type'");
+    if (*type != "text")
+      return refuse("response_format", fmt::format(" for type '{}' (structured outputs); only 'text'",
+                                                   type->get<std::string>()));
+  }
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+    if (field(j, key)) return refuse(key, " (structured outputs)");
+  if (chat) {
+    const json* choice = field(j, "tool_choice");
+    const bool none = choice && choice->is_string() && *choice == "none";
+    if ((field(j, "tools") || field(j, "functions")) && !none)
+      return refuse(field(j, "tools") ? "tools" : "functions", " (tool calling); send tool_choice \"none\" to omit them");
+  } else {
+    if (const json* suffix = field(j, "suffix"))
+      if (!suffix->is_string() || !suffix->get<std::string>().empty()) return refuse("suffix", "");
+  }
+  if (field(j, "prompt_logprobs")) return refuse("prompt_logprobs", "");
+  if (const json* best_of = field(j, "best_of")) {
+    const json* n = field(j, "n");
+    if (!(best_of->is_number_integer() && best_of->get<int64_t>() == (n && n->is_number_integer() ? n->get<int64_t>() : 1)))
+      return refuse("best_of", " (other than best_of = n)");
+  }
+  return std::nullopt;
+}
+
 Error get_string(const json& j, const char* key, std::string* out) {
   const json* v = field(j, key);
   if (!v) return std::nullopt;
@@ -120,6 +153,8 @@ Error check_range(const char* key, double v, double lo, double hi, bool lo_open,
 // Fields shared by /v1/completions and /v1/chat/completions.
 Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields* c) {
   auto& s = c->sampling;
+  if (auto e = refuse_unimplemented(j, chat)) return e;
+  if (auto e = get_bool(j, "include_stop_str_in_output", &s.include_stop_str_in_output)) return e;
   if (auto e = get_string(j, "model", &c->model)) return e;
   if (auto e = get_string(j, "user", &c->user)) return e;
   if (auto e = get_bool(j, "stream", &c->stream)) return e;
@@ -353,7 +388,8 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty",
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
-                         "allowed_token_ids", "min_tokens"},
+                         "allowed_token_ids", "min_tokens",
+                         "include_stop_str_in_output", "best_of", "suffix", "response_format"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -406,12 +442,17 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "top_k", "min_p", "n", "stop", "stop_token_ids", "seed", "presence_penalty",
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
-                         "allowed_token_ids", "min_tokens"},
+                         "allowed_token_ids", "min_tokens",
+                         "include_stop_str_in_output", "best_of", "response_format", "tool_choice",
+                         "continue_final_message"},
                      "chat.completions");
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;
   if (auto e = parse_messages(j, &out->messages)) return e;
   if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
+  if (auto e = get_bool(j, "continue_final_message", &out->continue_final_message)) return e;
+  if (out->continue_final_message && out->add_generation_prompt)
+    return invalid_param("continue_final_message", "cannot be true while add_generation_prompt is (set it to false)");
   bool logprobs = false;
   if (auto e = get_bool(j, "logprobs", &logprobs)) return e;
   std::optional<int64_t> top;
@@ -433,6 +474,9 @@ std::optional<ApiError> parse_tokenize_request(std::string_view body, const Limi
   if (auto e = get_string(j, "model", &out->model)) return e;
   if (auto e = get_bool(j, "add_special_tokens", &out->add_special_tokens)) return e;
   if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
+  if (auto e = get_bool(j, "continue_final_message", &out->continue_final_message)) return e;
+  if (out->continue_final_message && out->add_generation_prompt)
+    return invalid_param("continue_final_message", "cannot be true while add_generation_prompt is (set it to false)");
   if (field(j, "messages")) {
     out->has_messages = true;
     return parse_messages(j, &out->messages);

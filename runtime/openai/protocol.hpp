@@ -60,6 +60,7 @@ struct ChatCompletionRequest {
   CommonFields common;
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;
+  bool continue_final_message = false;  // vLLM: continue the final (assistant) message
   int top_logprobs = 0;  // with logprobs=true
 };
 
@@ -70,6 +71,7 @@ struct TokenizeRequest {
   std::vector<ChatMessage> messages;
   bool add_special_tokens = true;
   bool add_generation_prompt = true;
+  bool continue_final_message = false;
 };
 
 struct DetokenizeRequest {

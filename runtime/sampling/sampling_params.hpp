@@ -21,7 +21,8 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;    // [-2, 2]; over output tokens
   std::optional<uint64_t> seed;      // reproducible sampling
   int32_t max_tokens = 16;           // >= 1
-  std::vector<std::string> stop;     // stop strings (not included in the output)
+  std::vector<std::string> stop;     // stop strings (not in the output unless include_stop_str_in_output)
+  bool include_stop_str_in_output = false;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int32_t logprobs = -1;             // number of top logprobs to return; -1: none

@@ -44,7 +44,7 @@ StopDecision StopChecker::check(int32_t token, bool is_eog, const std::string& t
       d.finished = true;
       d.finish_reason = FinishReason::stop;
       d.stop_reason = best_str;
-      d.text_length = best;
+      d.text_length = params_.include_stop_str_in_output ? best + best_str.size() : best;
       return d;
     }
   }

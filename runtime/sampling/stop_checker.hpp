@@ -15,7 +15,8 @@ struct StopDecision {
   FinishReason finish_reason = FinishReason::stop;  // stop or length, when finished
   std::string stop_reason;     // the stop string matched, if any
   int32_t stop_token = -1;     // the stop/EOG token, if that ended it
-  /// When finished by a stop string: the output text is cut to this length (the string excluded).
+  /// When finished by a stop string: the output text is cut to this length (after the string
+  /// with include_stop_str_in_output, else before it).
   size_t text_length = 0;
 };
 

@@ -231,6 +231,53 @@ TEST(OpenAIProtocol, LogitBiasAllowedTokenIdsAndMinTokens) {
   EXPECT_EQ(bad->param, "min_tokens");
 }
 
+// What troupe does not implement is refused by name, never silently ignored.
+TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
+  const BadCase completions[] = {
+      {R"({"prompt":"x","response_format":{"type":"json_object"}})", "response_format"},
+      {R"({"prompt":"x","response_format":"json"})", "response_format"},
+      {R"({"prompt":"x","guided_json":{"type":"object"}})", "guided_json"},
+      {R"({"prompt":"x","guided_choice":["a","b"]})", "guided_choice"},
+      {R"({"prompt":"x","suffix":" end"})", "suffix"},
+      {R"({"prompt":"x","prompt_logprobs":1})", "prompt_logprobs"},
+      {R"({"prompt":"x","best_of":3})", "best_of"},
+      {R"({"prompt":"x","include_stop_str_in_output":"yes"})", "include_stop_str_in_output"},
+  };
+  for (const auto& c : completions) {
+    auto e = parse_completion(c.body);
+    ASSERT_TRUE(e.has_value()) << c.body;
+    EXPECT_EQ(e->http_status, 400) << c.body;
+    EXPECT_EQ(e->param, c.param) << c.body;
+  }
+  EXPECT_NE(parse_completion(R"({"prompt":"x","best_of":3})")->message.find("not implemented"), std::string::npos);
+  for (const char* ok : {R"({"prompt":"x","response_format":{"type":"text"}})", R"({"prompt":"x","suffix":""})",
+                         R"({"prompt":"x","best_of":2,"n":2})", R"({"prompt":"x","prompt_logprobs":null})"})
+    EXPECT_FALSE(parse_completion(ok)) << ok;
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","include_stop_str_in_output":true})", &r));
+  EXPECT_TRUE(r.common.sampling.include_stop_str_in_output);
+
+  ChatCompletionRequest chat;
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"f"}}])";
+  auto e = parse_chat_request("{" + msgs + "," + tools + "}", Limits{}, &chat);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools");
+  EXPECT_NE(e->message.find("tool_choice"), std::string::npos) << e->message;
+  EXPECT_FALSE(parse_chat_request("{" + msgs + "," + tools + R"(,"tool_choice":"none"})", Limits{}, &chat));
+  e = parse_chat_request("{" + msgs + R"(,"response_format":{"type":"json_schema","json_schema":{}}})", Limits{}, &chat);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "response_format");
+  // continue_final_message needs add_generation_prompt false, as in vLLM.
+  const std::string cont = R"({"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"Hel"}],
+      "continue_final_message":true)";
+  e = parse_chat_request(cont + "}", Limits{}, &chat);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "continue_final_message");
+  ASSERT_FALSE(parse_chat_request(cont + R"(,"add_generation_prompt":false})", Limits{}, &chat));
+  EXPECT_TRUE(chat.continue_final_message);
+}
+
 TEST(OpenAIProtocol, SeedPerChoice) {
   sampling::SamplingParams s;
   EXPECT_FALSE(choice_sampling(s, 3).seed.has_value());

@@ -269,6 +269,42 @@ TEST_F(ServeTest, LogitBiasAllowedTokenIdsAndMinTokens) {
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"][0], 9) << events[0];
 }
 
+TEST_F(ServeTest, ContinueFinalMessageIncludeStopStrAndRefusals) {
+  // The prompt ends inside the assistant's message (chatml here), for /tokenize and chat alike.
+  const json messages = {{{"role", "user"}, {"content", "Tell me a story"}},
+                         {{"role", "assistant"}, {"content", "Once upon a time"}}};
+  json tok = post_json("/tokenize", {{"messages", messages}, {"add_generation_prompt", false},
+                                     {"continue_final_message", true}});
+  std::string prompt = post_json("/detokenize", {{"tokens", tok["tokens"]}})["prompt"];
+  const std::string tail = "<|im_start|>assistant\nOnce upon a time";
+  ASSERT_GE(prompt.size(), tail.size());
+  EXPECT_EQ(prompt.substr(prompt.size() - tail.size()), tail);
+  json cont = post_json("/v1/chat/completions", {{"messages", messages}, {"add_generation_prompt", false},
+                                                 {"continue_final_message", true}, {"max_tokens", 4},
+                                                 {"temperature", 0}});
+  EXPECT_EQ(cont["usage"]["prompt_tokens"], tok["count"]);
+  EXPECT_EQ(post_json("/v1/chat/completions", {{"messages", messages}, {"continue_final_message", true}}, 400)
+                ["error"]["param"],
+            "continue_final_message");
+  // include_stop_str_in_output keeps the stop string that ended the text.
+  const json base = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+  const std::string greedy = post_json("/v1/completions", base)["choices"][0]["text"];
+  ASSERT_GE(greedy.size(), 8u);
+  const std::string stop = greedy.substr(4, 3);
+  json with_stop = base;
+  with_stop["stop"] = {stop};
+  const std::string cut = post_json("/v1/completions", with_stop)["choices"][0]["text"];
+  with_stop["include_stop_str_in_output"] = true;
+  const std::string kept = post_json("/v1/completions", with_stop)["choices"][0]["text"];
+  EXPECT_EQ(kept, cut + stop);
+  // Structured outputs and tools are not implemented: a 400 saying so, not prose.
+  json rf = post_json("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                               {"response_format", {{"type", "json_object"}}}},
+                      400);
+  EXPECT_EQ(rf["error"]["param"], "response_format");
+  EXPECT_NE(rf["error"]["message"].get<std::string>().find("not implemented"), std::string::npos);
+}
+
 TEST_F(ServeTest, TokenizeDetokenizeRoundTrip) {
   json t = post_json("/tokenize", {{"model", kModel}, {"prompt", "Hello world"}, {"add_special_tokens", false}});
   EXPECT_EQ(t["max_model_len"], 256);

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "runtime/chat/chat_template.hpp"
 #include "runtime/gguf/gguf_file.hpp"
@@ -76,6 +77,34 @@ TEST(ChatTemplate, ChatMl) {
   auto t = detect(qwen);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->default_system, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+}
+
+// vLLM's continue_final_message: the prompt stops right after the final assistant
+// message, in every family (llama3 trims the content, mistral has no end-of-turn text).
+TEST(ChatTemplate, ContinueFinalMessageCutsAfterTheLastAssistantMessage) {
+  const std::vector<Message> m = {{"user", "Tell a story"}, {"assistant", "Once upon a time "}};
+  const std::pair<const char*, const char*> want[] = {
+      {"chatml", "<|im_start|>user\nTell a story<|im_end|>\n<|im_start|>assistant\nOnce upon a time"},
+      {"llama3", "<s><|start_header_id|>user<|end_header_id|>\n\nTell a story<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\nOnce upon a time"},
+      {"mistral", "<s>[INST] Tell a story [/INST]Once upon a time"},
+      {"gemma", "<s><start_of_turn>user\nTell a story<end_of_turn>\n<start_of_turn>model\nOnce upon a time"},
+  };
+  for (const auto& [name, text] : want) {
+    auto cut = continue_final_message(render(name, m, /*gen=*/false), m);
+    ASSERT_TRUE(cut.ok()) << name << ": " << cut.status().to_string();
+    EXPECT_EQ(*cut, text) << name;
+  }
+  // The content may also appear earlier: the last occurrence is the final message.
+  const std::vector<Message> echo = {{"user", "Say ok"}, {"assistant", "ok"}, {"user", "again"}, {"assistant", "ok"}};
+  auto cut = continue_final_message(render("chatml", echo, false), echo);
+  ASSERT_TRUE(cut.ok());
+  const std::string tail = "again<|im_end|>\n<|im_start|>assistant\nok";
+  ASSERT_GE(cut->size(), tail.size());
+  EXPECT_EQ(cut->substr(cut->size() - tail.size()), tail);
+  EXPECT_FALSE(continue_final_message(render("chatml", kChat, false), kChat).ok());  // ends with a user turn
+  const std::vector<Message> empty = {{"user", "x"}, {"assistant", "  "}};
+  EXPECT_FALSE(continue_final_message(render("chatml", empty, false), empty).ok());
 }
 
 TEST(ChatTemplate, Llama2) {

@@ -251,6 +251,18 @@ TEST(StopCheckerTest, TokensAndLength) {
   EXPECT_FALSE(ignoring.check(2, true, "a", 1, 1).finished);
 }
 
+TEST(StopCheckerTest, IncludeStopStrInOutputKeepsTheString) {
+  SamplingParams p;
+  p.max_tokens = 100;
+  p.stop = {"END"};
+  p.include_stop_str_in_output = true;
+  StopChecker c(p);
+  auto d = c.check(7, false, "Hello END more", 14, 1);
+  ASSERT_TRUE(d.finished);
+  EXPECT_EQ(d.stop_reason, "END");
+  EXPECT_EQ(std::string("Hello END more").substr(0, d.text_length), "Hello END");
+}
+
 TEST(StopCheckerTest, MinTokensDefersStopTokensAndStrings) {
   SamplingParams p;
   p.max_tokens = 10;
