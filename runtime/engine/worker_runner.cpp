@@ -63,6 +63,11 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
     if (!chain) return chain.status();
     r->processors_ = std::move(chain).value();
   }
+  if (r->is_driver() && !r->pooling_runner_) {
+    WorkerRunner* self = r.get();
+    r->structured_ = std::make_unique<StructuredOutputs>([self] { return load_tokenizer(self->model_); },
+                                                         info->vocab_size);
+  }
   if (r->is_driver() && config.speculative.enabled()) {
     TROUPE_RETURN_IF_ERROR(spec_decode::validate(config.speculative));
     if (r->pooling_runner_)
@@ -97,11 +102,13 @@ Result<StepOutput> WorkerRunner::execute(StepInput input) {
     for (auto& id : input.finished_ids) {
       requests_.erase(id);
       if (processors_) processors_->remove_request(id);
+      if (structured_) structured_->remove(id);
     }
     for (auto& r : input.new_requests) {
       // Again after a preemption: the processors replace its state.
       if (processors_ && !r.pooling)
         TROUPE_RETURN_IF_ERROR(processors_->add_request(r.request_id, r.params.extra_args, r.prompt_token_ids));
+      if (structured_ && !r.pooling) TROUPE_RETURN_IF_ERROR(structured_->add(r));
       requests_[r.request_id] = std::move(r);
     }
   }
@@ -207,11 +214,14 @@ Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, S
     auto it = requests_.find(input.sample_ids[i]);
     if (it == requests_.end()) return internal_error("no sampling state for request " + input.sample_ids[i]);
     auto& req = it->second;
-    const float* first_row = logits.data() + static_cast<int64_t>(row) * vocab;
+    float* first_row = logits.data() + static_cast<int64_t>(row) * vocab;
     const auto drafts = drafts_of(i);
     row += 1 + drafts.size();
+    const bool structured = structured_ && structured_->has(it->first);
+    if (structured) structured_->mask_rows(it->first, first_row, vocab, drafts);
     auto emit = [&](const sampling::SampleResult& s) {
       req.output_token_ids.push_back(s.token);
+      if (structured) structured_->advance(it->first, s.token);
       SampledToken tok;
       tok.token = s.token;
       tok.logprob = s.logprob;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "runtime/engine/logits_processing.hpp"
+#include "runtime/engine/structured_outputs.hpp"
 #include "runtime/engine/worker_protocol.hpp"
 #include "runtime/engine/model_source.hpp"
 #include "runtime/spec_decode/ngram_proposer.hpp"
@@ -79,6 +80,7 @@ class WorkerRunner {
   std::unordered_map<std::string, SamplingState> requests_;  // driver only: request id → sampling state
   std::unique_ptr<LogitsProcessorChain> processors_;          // driver only, when any is enabled
   std::unique_ptr<spec_decode::NgramDrafter> drafter_;         // driver only, with --speculative-config
+  std::unique_ptr<StructuredOutputs> structured_;              // driver only, for generation
   ExecuteModelRequest request_;                               // reused across steps
 };
 

@@ -51,8 +51,8 @@ Error refuse_unimplemented(const json& j, bool chat) {
   if (const json* rf = field(j, "response_format")) {
     const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
     if (!type || !type->is_string()) return invalid_param("response_format", "must be an object with a string 'type'");
-    if (*type != "text")
-      return refuse("response_format", fmt::format(" for type '{}' (structured outputs); only 'text'",
+    if (*type != "text" && *type != "json_object")
+      return refuse("response_format", fmt::format(" for type '{}' (structured outputs); 'text' and 'json_object' are",
                                                    type->get<std::string>()));
   }
   for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
@@ -154,6 +154,8 @@ Error check_range(const char* key, double v, double lo, double hi, bool lo_open,
 Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields* c) {
   auto& s = c->sampling;
   if (auto e = refuse_unimplemented(j, chat)) return e;
+  if (const json* rf = field(j, "response_format"))
+    if (*field(*rf, "type") == "json_object") s.structured_output = "json_object";
   if (auto e = get_bool(j, "include_stop_str_in_output", &s.include_stop_str_in_output)) return e;
   if (auto e = get_string(j, "model", &c->model)) return e;
   if (auto e = get_string(j, "user", &c->user)) return e;

@@ -230,7 +230,7 @@ std::optional<TokenSelection> device_selection(const SamplingParams& p, size_t n
                                                uint64_t seed_for_this_step) {
   if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
     return std::nullopt;
-  if (!p.logit_bias.empty() || !p.allowed_token_ids.empty() ||
+  if (!p.logit_bias.empty() || !p.allowed_token_ids.empty() || !p.structured_output.empty() ||
       static_cast<int64_t>(num_output_tokens) < p.min_tokens)
     return std::nullopt;
   TokenSelection s;

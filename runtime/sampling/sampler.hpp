@@ -42,7 +42,8 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& para
 double uniform01(uint64_t seed);
 
 /// The device's version of sample() for one row (Ops::select_tokens), or nothing when the
-/// row needs the host: penalties, logprobs, logit_bias, allowed_token_ids, or min_tokens not
+/// row needs the host: penalties, logprobs, logit_bias, allowed_token_ids, a structured
+/// output, or min_tokens not
 /// reached after `num_output_tokens`. The draw u is the one sample() makes from the same step
 /// seed, so greedy rows and rows with top_p < 1 get the host's token.
 std::optional<TokenSelection> device_selection(const SamplingParams& params, size_t num_output_tokens,

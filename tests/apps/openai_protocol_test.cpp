@@ -234,7 +234,8 @@ TEST(OpenAIProtocol, LogitBiasAllowedTokenIdsAndMinTokens) {
 // What troupe does not implement is refused by name, never silently ignored.
 TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
   const BadCase completions[] = {
-      {R"({"prompt":"x","response_format":{"type":"json_object"}})", "response_format"},
+      {R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{}}})", "response_format"},
+      {R"({"prompt":"x","response_format":{"type":"regex"}})", "response_format"},
       {R"({"prompt":"x","response_format":"json"})", "response_format"},
       {R"({"prompt":"x","guided_json":{"type":"object"}})", "guided_json"},
       {R"({"prompt":"x","guided_choice":["a","b"]})", "guided_choice"},
@@ -256,6 +257,9 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
   CompletionRequest r;
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","include_stop_str_in_output":true})", &r));
   EXPECT_TRUE(r.common.sampling.include_stop_str_in_output);
+  EXPECT_TRUE(r.common.sampling.structured_output.empty());
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","response_format":{"type":"json_object"}})", &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "json_object");
 
   ChatCompletionRequest chat;
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";

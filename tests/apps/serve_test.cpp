@@ -297,11 +297,11 @@ TEST_F(ServeTest, ContinueFinalMessageIncludeStopStrAndRefusals) {
   with_stop["include_stop_str_in_output"] = true;
   const std::string kept = post_json("/v1/completions", with_stop)["choices"][0]["text"];
   EXPECT_EQ(kept, cut + stop);
-  // Structured outputs and tools are not implemented: a 400 saying so, not prose.
+  // JSON schemas and tools are not implemented: a 400 saying so, not prose.
   json rf = post_json("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                                               {"response_format", {{"type", "json_object"}}}},
+                                               {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}},
                       400);
-  EXPECT_EQ(rf["error"]["param"], "response_format");
+  EXPECT_EQ(rf["error"]["param"], "tools");
   EXPECT_NE(rf["error"]["message"].get<std::string>().find("not implemented"), std::string::npos);
 }
 

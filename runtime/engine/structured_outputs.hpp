@@ -1,0 +1,51 @@
+// The driver's structured outputs: per request that asked for one (sampling
+// params' structured_output), the JSON recognizer's state, advanced by every
+// token the request gets, and the logits masks that keep its output a valid
+// JSON object. The tokenizer's token texts are read on first use.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/engine/worker_protocol.hpp"
+#include "runtime/structured/json_matcher.hpp"
+#include "runtime/structured/json_token_masker.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::engine {
+
+class StructuredOutputs {
+ public:
+  using TokenizerLoader = std::function<Result<std::shared_ptr<const tokenizer::Tokenizer>>()>;
+  /// vocab_size: the width of a logits row.
+  StructuredOutputs(TokenizerLoader load, int64_t vocab_size);
+  ~StructuredOutputs();
+
+  /// A new (or preempted and resumed) request: its state from the tokens it already has.
+  /// Nothing for a request without a structured output.
+  Status add(const SamplingState& request);
+  void remove(const std::string& request_id) { states_.erase(request_id); }
+  bool has(const std::string& request_id) const { return states_.count(request_id) != 0; }
+  /// Masks the request's rows: the first from its state, then one per draft token, each
+  /// from the state after the drafts before it (rows after an impossible draft are left:
+  /// verification rejects that draft first).
+  void mask_rows(const std::string& request_id, float* first_row, int64_t vocab, std::span<const int32_t> drafts);
+  /// The request got `token`.
+  void advance(const std::string& request_id, int32_t token);
+
+ private:
+  const std::string& text(int32_t token) const;
+
+  TokenizerLoader load_;
+  int64_t vocab_size_;
+  std::vector<std::string> texts_;  // per token id, the bytes it adds to the output
+  std::unique_ptr<structured::JsonTokenMasker> masker_;
+  std::unordered_map<std::string, structured::JsonMatcher> states_;
+};
+
+}  // namespace troupe::engine
