@@ -196,6 +196,17 @@ Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, S
   if (vocab <= 0 || static_cast<int64_t>(logits.size()) != vocab * static_cast<int64_t>(rows))
     return internal_error("rank " + std::to_string(rank_) + " returned " + std::to_string(logits.size()) +
                           " logits for " + std::to_string(rows) + " rows of vocabulary " + std::to_string(vocab));
+  // Logprobs are the model's (vLLM's raw logprobs): rows that processors or a structured
+  // output change keep an untouched copy for them.
+  bool keep_raw = false;
+  if (processors_ || structured_) {
+    for (const auto& id : input.sample_ids) {
+      auto it = requests_.find(id);
+      keep_raw = keep_raw || (it != requests_.end() && it->second.params.logprobs >= 0 &&
+                              (processors_ || structured_->has(id)));
+    }
+  }
+  if (keep_raw) raw_logits_.assign(logits.begin(), logits.end());
   if (processors_) {
     if (rows != entries) return internal_error("draft tokens reached a driver with logits processors");
     std::vector<LogitsRow> views(rows);
@@ -215,11 +226,15 @@ Status WorkerRunner::sample(const StepInput& input, ModelRunnerOutput& result, S
     if (it == requests_.end()) return internal_error("no sampling state for request " + input.sample_ids[i]);
     auto& req = it->second;
     float* first_row = logits.data() + static_cast<int64_t>(row) * vocab;
+    const float* raw_row = keep_raw ? raw_logits_.data() + static_cast<int64_t>(row) * vocab : nullptr;
     const auto drafts = drafts_of(i);
     row += 1 + drafts.size();
     const bool structured = structured_ && structured_->has(it->first);
     if (structured) structured_->mask_rows(it->first, first_row, vocab, drafts);
-    auto emit = [&](const sampling::SampleResult& s) {
+    int64_t emitted = 0;  // the row of this request's next token
+    auto emit = [&](sampling::SampleResult s) {
+      if (raw_row && req.params.logprobs >= 0) sampling::add_logprobs(s, raw_row + emitted * vocab, vocab, req.params.logprobs);
+      ++emitted;
       req.output_token_ids.push_back(s.token);
       if (structured) structured_->advance(it->first, s.token);
       SampledToken tok;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/engine/logits_processing.hpp"
 #include "runtime/engine/structured_outputs.hpp"
@@ -82,6 +83,7 @@ class WorkerRunner {
   std::unique_ptr<spec_decode::NgramDrafter> drafter_;         // driver only, with --speculative-config
   std::unique_ptr<StructuredOutputs> structured_;              // driver only, for generation
   ExecuteModelRequest request_;                               // reused across steps
+  std::vector<float> raw_logits_;                             // driver: logits before processors and masks
 };
 
 }  // namespace troupe::engine

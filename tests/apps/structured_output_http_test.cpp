@@ -78,6 +78,16 @@ TEST(StructuredOutputHttp, JsonObjectTextIsJsonWholeAndStreamed) {
     ASSERT_TRUE(s.ok());
     EXPECT_EQ(streamed, text);
   }
+  // Logprobs stay the model's (vLLM's raw logprobs): the first token's alternatives are
+  // the same with and without the mask.
+  auto first_top = [&](bool json_mode) {
+    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 2}, {"temperature", 0}, {"logprobs", 3}};
+    if (json_mode) body["response_format"] = {{"type", "json_object"}};
+    return post(server, "/v1/completions", body)["choices"][0]["logprobs"]["top_logprobs"][0];
+  };
+  const json masked = first_top(true), unmasked = first_top(false);
+  ASSERT_EQ(masked.size(), 3u) << masked.dump();
+  EXPECT_EQ(masked, unmasked);
   // The same prompt without it is not JSON (stories260K tells stories).
   json plain = post(server, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}});
   EXPECT_FALSE(json_prefix(plain["choices"][0]["text"])) << plain.dump();
