@@ -11,10 +11,29 @@ StructuredOutputs::~StructuredOutputs() = default;
 
 Status StructuredOutputs::add(const SamplingState& request) {
   states_.erase(request.request_id);
-  if (request.params.structured_output.empty()) return {};
-  if (request.params.structured_output != "json_object")
-    return invalid_argument("structured output '" + request.params.structured_output +
-                            "' is not implemented (json_object is)");
+  const std::string& kind = request.params.structured_output;
+  if (kind.empty()) return {};
+  std::shared_ptr<const structured::CompiledSchema> schema;
+  if (kind == "json_object") {
+    schema = structured::json_object_schema();
+  } else if (kind == "json_schema") {
+    auto& cached = schemas_[request.params.json_schema];
+    if (!cached) {
+      if (schemas_.size() > 64) {  // many distinct schemas: start over (their masks age out of the cache)
+        schemas_.clear();
+        return add(request);
+      }
+      auto compiled = structured::compile_json_schema(request.params.json_schema);
+      if (!compiled) {
+        schemas_.erase(request.params.json_schema);
+        return compiled.status();
+      }
+      cached = *compiled;
+    }
+    schema = cached;
+  } else {
+    return invalid_argument("structured output '" + kind + "' is not implemented (json_object and json_schema are)");
+  }
   if (!masker_) {
     auto tok = load_();
     if (!tok) return tok.status();
@@ -23,9 +42,9 @@ Status StructuredOutputs::add(const SamplingState& request) {
     for (int32_t id = 0; id < t.vocab_size(); ++id) texts_[static_cast<size_t>(id)] = t.decode({id}, /*skip_special=*/true);
     masker_ = std::make_unique<structured::JsonTokenMasker>(texts_, t.eog_ids(), vocab_size_);
   }
-  structured::JsonMatcher state;
-  for (int32_t token : request.output_token_ids) (void)state.feed(text(token));
-  states_[request.request_id] = state;
+  State state{schema, structured::JsonMatcher(schema.get())};
+  for (int32_t token : request.output_token_ids) (void)state.matcher.feed(text(token));
+  states_.insert_or_assign(request.request_id, std::move(state));
   return {};
 }
 
@@ -38,7 +57,7 @@ void StructuredOutputs::mask_rows(const std::string& request_id, float* first_ro
                                   std::span<const int32_t> drafts) {
   auto it = states_.find(request_id);
   if (it == states_.end() || !masker_ || vocab != masker_->vocab_size()) return;
-  structured::JsonMatcher state = it->second;
+  structured::JsonMatcher state = it->second.matcher;
   for (size_t j = 0; j <= drafts.size(); ++j) {
     masker_->mask(state, first_row + static_cast<int64_t>(j) * vocab);
     if (j < drafts.size() && !state.feed(text(drafts[j]))) break;
@@ -47,7 +66,7 @@ void StructuredOutputs::mask_rows(const std::string& request_id, float* first_ro
 
 void StructuredOutputs::advance(const std::string& request_id, int32_t token) {
   auto it = states_.find(request_id);
-  if (it != states_.end()) (void)it->second.feed(text(token));
+  if (it != states_.end()) (void)it->second.matcher.feed(text(token));
 }
 
 }  // namespace troupe::engine

@@ -1,7 +1,8 @@
 // The driver's structured outputs: per request that asked for one (sampling
-// params' structured_output), the JSON recognizer's state, advanced by every
-// token the request gets, and the logits masks that keep its output a valid
-// JSON object. The tokenizer's token texts are read on first use.
+// params' structured_output: json_object or json_schema), the JSON recognizer's
+// state, advanced by every token the request gets, and the logits masks that
+// keep its output an object the schema admits. The tokenizer's token texts are
+// read on first use.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +45,14 @@ class StructuredOutputs {
   TokenizerLoader load_;
   int64_t vocab_size_;
   std::vector<std::string> texts_;  // per token id, the bytes it adds to the output
-  std::unique_ptr<structured::JsonTokenMasker> masker_;
-  std::unordered_map<std::string, structured::JsonMatcher> states_;
+  struct State {
+    std::shared_ptr<const structured::CompiledSchema> schema;  // outlives the matcher
+    structured::JsonMatcher matcher;
+  };
+  std::unique_ptr<structured::JsonTokenMasker> masker_;  // masks cached per (schema, state)
+  std::unordered_map<std::string, State> states_;
+  // Compiled schemas by text, so requests with the same schema share masks (bounded).
+  std::unordered_map<std::string, std::shared_ptr<const structured::CompiledSchema>> schemas_;
 };
 
 }  // namespace troupe::engine

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "runtime/structured/json_schema.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::openai {
@@ -51,11 +52,11 @@ Error refuse_unimplemented(const json& j, bool chat) {
   if (const json* rf = field(j, "response_format")) {
     const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
     if (!type || !type->is_string()) return invalid_param("response_format", "must be an object with a string 'type'");
-    if (*type != "text" && *type != "json_object")
-      return refuse("response_format", fmt::format(" for type '{}' (structured outputs); 'text' and 'json_object' are",
+    if (*type != "text" && *type != "json_object" && *type != "json_schema")
+      return refuse("response_format", fmt::format(" for type '{}'; 'text', 'json_object' and 'json_schema' are",
                                                    type->get<std::string>()));
   }
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+  for (const char* key : {"guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
     if (field(j, key)) return refuse(key, " (structured outputs)");
   if (chat) {
     const json* choice = field(j, "tool_choice");
@@ -150,12 +151,46 @@ Error check_range(const char* key, double v, double lo, double hi, bool lo_open,
   return std::nullopt;
 }
 
+// response_format json_object / json_schema (OpenAI), or vLLM's guided_json: the schema
+// is compiled here once so that a schema troupe cannot enforce is a 400 naming why.
+Error parse_structured_output(const json& j, sampling::SamplingParams* s) {
+  const json* schema = nullptr;
+  const char* param = "response_format";
+  if (const json* rf = field(j, "response_format")) {
+    const std::string type = field(*rf, "type")->get<std::string>();
+    if (type == "json_object") s->structured_output = "json_object";
+    if (type == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object() || !field(*js, "schema"))
+        return invalid_param("response_format", "json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
+      schema = field(*js, "schema");
+    }
+  }
+  if (const json* g = field(j, "guided_json")) {
+    if (schema || !s->structured_output.empty())
+      return invalid_param("guided_json", "give either guided_json or response_format, not both");
+    schema = g;
+    param = "guided_json";
+  }
+  if (!schema) return std::nullopt;
+  std::string text;
+  if (schema->is_string()) {
+    text = schema->get<std::string>();
+  } else {
+    text = schema->dump();
+  }
+  auto compiled = structured::compile_json_schema(text);
+  if (!compiled.ok()) return invalid_param(param, compiled.status().message());
+  s->structured_output = "json_schema";
+  s->json_schema = std::move(text);
+  return std::nullopt;
+}
+
 // Fields shared by /v1/completions and /v1/chat/completions.
 Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields* c) {
   auto& s = c->sampling;
   if (auto e = refuse_unimplemented(j, chat)) return e;
-  if (const json* rf = field(j, "response_format"))
-    if (*field(*rf, "type") == "json_object") s.structured_output = "json_object";
+  if (auto e = parse_structured_output(j, &s)) return e;
   if (auto e = get_bool(j, "include_stop_str_in_output", &s.include_stop_str_in_output)) return e;
   if (auto e = get_string(j, "model", &c->model)) return e;
   if (auto e = get_string(j, "user", &c->user)) return e;
@@ -391,7 +426,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
-                         "include_stop_str_in_output", "best_of", "suffix", "response_format"},
+                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -445,7 +480,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
-                         "include_stop_str_in_output", "best_of", "response_format", "tool_choice",
+                         "include_stop_str_in_output", "best_of", "response_format", "guided_json", "tool_choice",
                          "continue_final_message"},
                      "chat.completions");
   *out = ChatCompletionRequest{};

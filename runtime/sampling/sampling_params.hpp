@@ -37,9 +37,11 @@ struct SamplingParams {
   /// Set by the engine when a request arrives: stop_token_ids, and the model's
   /// end-of-generation tokens unless ignore_eos (vLLM's all_stop_token_ids).
   std::vector<int32_t> min_tokens_banned_ids;
-  /// Structured output: "json_object" (OpenAI's response_format): the output is one JSON
-  /// object, enforced token by token on the driver; empty: free text.
+  /// Structured output (OpenAI's response_format), enforced token by token on the driver:
+  /// "json_object" (the output is one JSON object), "json_schema" (one object that
+  /// `json_schema` admits, runtime/structured/json_schema.hpp); empty: free text.
   std::string structured_output;
+  std::string json_schema;  // the schema's JSON text, with structured_output "json_schema"
   /// Arguments for logits processors (vLLM's extra_args, the body's `vllm_xargs`): a JSON
   /// object as text; empty: none.
   std::string extra_args;

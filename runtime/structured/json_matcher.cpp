@@ -1,5 +1,6 @@
 #include "runtime/structured/json_matcher.hpp"
 
+
 namespace troupe::structured {
 namespace {
 
@@ -11,41 +12,73 @@ constexpr std::string_view kLiterals[3] = {"true", "false", "null"};
 
 }  // namespace
 
+JsonMatcher::JsonMatcher() : JsonMatcher(json_object_schema().get()) {}
+
+JsonMatcher::JsonMatcher(const CompiledSchema* schema) : schema_(schema), value_node_(schema->root) {}
+
 bool JsonMatcher::whitespace(uint8_t c) {
   if (!is_ws(c) || ws_run_ >= kMaxWhitespaceRun) return false;
   ++ws_run_;
   return true;
 }
 
-void JsonMatcher::end_value() { mode_ = depth_ == 0 ? Mode::done : Mode::after_value; }
+void JsonMatcher::end_value() {
+  if (depth_ == 0) {
+    mode_ = Mode::done;
+    return;
+  }
+  Frame& f = frames_[depth_ - 1];
+  if (f.open == '{' && f.prop != kUndeclared) f.seen |= uint32_t{1} << f.prop;
+  ++f.count;
+  mode_ = Mode::after_value;
+}
 
-// A value starts with c (mode is value or value_or_close).
+bool JsonMatcher::can_add_property(const Frame& f) const {
+  const SchemaNode& n = node(f.node);
+  if (n.additional != CompiledSchema::kNoNode) return true;
+  const uint32_t all = n.property_keys.size() >= 32 ? ~uint32_t{0} : (uint32_t{1} << n.property_keys.size()) - 1;
+  return (f.seen & all) != all;
+}
+
+// A value of node value_node_ starts with c (mode is start, value or value_or_close).
 bool JsonMatcher::begin_value(uint8_t c) {
+  const SchemaNode& n = node(value_node_);
+  if (!n.enum_values.empty()) {
+    for (const auto& v : n.enum_values) {
+      if (static_cast<uint8_t>(v[0]) == c) {
+        buf_.assign(1, static_cast<char>(c));
+        mode_ = Mode::enum_value;
+        return true;
+      }
+    }
+    return false;
+  }
   if (c == '{' || c == '[') {
-    if (depth_ >= kMaxDepth) return false;
-    stack_[depth_++] = c;
-    mode_ = c == '{' ? Mode::key_or_close : Mode::value_or_close;
+    if (!(n.types & (c == '{' ? kObject : kArray)) || depth_ >= kMaxDepth) return false;
+    frames_[depth_++] = Frame{value_node_, 0, 0, c, 0, 0};
+    if (c == '{') {
+      mode_ = Mode::key_or_close;
+    } else {
+      mode_ = Mode::value_or_close;
+      value_node_ = n.items;
+    }
     return true;
   }
   if (c == '"') {
+    if (!(n.types & kString)) return false;
     key_ = false;
     mode_ = Mode::string;
     return true;
   }
-  if (c == '-') {
-    mode_ = Mode::num_minus;
-    return true;
-  }
-  if (c == '0') {
-    mode_ = Mode::num_zero;
-    return true;
-  }
-  if (is_digit(c)) {
-    mode_ = Mode::num_int;
+  if (c == '-' || is_digit(c)) {
+    if (!(n.types & (kInteger | kNumber))) return false;
+    int_only_ = !(n.types & kNumber);
+    mode_ = c == '-' ? Mode::num_minus : c == '0' ? Mode::num_zero : Mode::num_int;
     return true;
   }
   for (uint8_t i = 0; i < 3; ++i) {
     if (c == static_cast<uint8_t>(kLiterals[i][0])) {
+      if (!(n.types & (i == 2 ? kNull : kBoolean))) return false;
       mode_ = Mode::literal;
       aux_ = i;
       aux2_ = 1;
@@ -55,25 +88,74 @@ bool JsonMatcher::begin_value(uint8_t c) {
   return false;
 }
 
+// The opening quote of a key in the innermost (object) frame.
+bool JsonMatcher::begin_key() {
+  if (!can_add_property(frames_[depth_ - 1])) return false;
+  key_ = true;
+  buf_.clear();
+  buf_over_ = false;
+  mode_ = Mode::string;
+  return true;
+}
+
+// A byte of a key's text (escapes included, as written): with no undeclared properties
+// allowed, the key so far must begin one of the properties not seen yet.
+bool JsonMatcher::key_byte(uint8_t c) {
+  const Frame& f = frames_[depth_ - 1];
+  const SchemaNode& n = node(f.node);
+  if (buf_.size() >= kMaxKeyBytes) {
+    if (n.additional == CompiledSchema::kNoNode) return false;
+    buf_over_ = true;
+    return true;
+  }
+  buf_.push_back(static_cast<char>(c));
+  if (n.additional != CompiledSchema::kNoNode) return true;
+  for (size_t i = 0; i < n.property_keys.size(); ++i) {
+    const std::string& k = n.property_keys[i];
+    if (!(f.seen >> i & 1) && k.size() >= buf_.size() && k.compare(0, buf_.size(), buf_) == 0) return true;
+  }
+  buf_.pop_back();
+  return false;
+}
+
+// The closing quote of a key: which property it names.
+bool JsonMatcher::close_key() {
+  Frame& f = frames_[depth_ - 1];
+  const SchemaNode& n = node(f.node);
+  uint16_t prop = kUndeclared;
+  if (!buf_over_) {
+    for (size_t i = 0; i < n.property_keys.size(); ++i)
+      if (n.property_keys[i] == buf_) prop = static_cast<uint16_t>(i);
+  }
+  if (prop != kUndeclared && (f.seen >> prop & 1)) return false;  // a key twice
+  if (prop == kUndeclared && n.additional == CompiledSchema::kNoNode) return false;
+  f.prop = prop;
+  value_node_ = prop == kUndeclared ? n.additional : n.property_nodes[prop];
+  buf_.clear();
+  mode_ = Mode::colon;
+  return true;
+}
+
 // The byte after a value, a key or a structural character (never inside a string or number).
 bool JsonMatcher::feed_structural(uint8_t c) {
   switch (mode_) {
     case Mode::start:
-      if (c != '{') return whitespace(c);
-      stack_[depth_++] = c;
-      mode_ = Mode::key_or_close;
-      return true;
     case Mode::value:
       return begin_value(c) || whitespace(c);
-    case Mode::value_or_close:
+    case Mode::value_or_close: {
+      const Frame& f = frames_[depth_ - 1];
       if (c == ']') {
+        if (node(f.node).min_items > 0) return false;
         --depth_;
         end_value();
         return true;
       }
-      return begin_value(c) || whitespace(c);
+      if (is_ws(c)) return whitespace(c);
+      return node(f.node).max_items > 0 && begin_value(c);
+    }
     case Mode::key_or_close:
       if (c == '}') {
+        if (node(frames_[depth_ - 1].node).required != 0) return false;
         --depth_;
         end_value();
         return true;
@@ -81,20 +163,33 @@ bool JsonMatcher::feed_structural(uint8_t c) {
       [[fallthrough]];
     case Mode::key:
       if (c != '"') return whitespace(c);
-      key_ = true;
-      mode_ = Mode::string;
-      return true;
+      return begin_key();
     case Mode::colon:
       if (c != ':') return whitespace(c);
       mode_ = Mode::value;
       return true;
     case Mode::after_value: {
-      const uint8_t open = stack_[depth_ - 1];
+      Frame& f = frames_[depth_ - 1];
+      const SchemaNode& n = node(f.node);
       if (c == ',') {
-        mode_ = open == '{' ? Mode::key : Mode::value;
+        if (f.open == '{') {
+          if (!can_add_property(f)) return false;
+          mode_ = Mode::key;
+        } else {
+          if (f.count >= n.max_items) return false;
+          mode_ = Mode::value;
+          value_node_ = n.items;
+        }
         return true;
       }
-      if ((open == '{' && c == '}') || (open == '[' && c == ']')) {
+      if (f.open == '{' && c == '}') {
+        if ((f.seen & n.required) != n.required) return false;
+        --depth_;
+        end_value();
+        return true;
+      }
+      if (f.open == '[' && c == ']') {
+        if (f.count < n.min_items) return false;
         --depth_;
         end_value();
         return true;
@@ -106,19 +201,17 @@ bool JsonMatcher::feed_structural(uint8_t c) {
   }
 }
 
-bool JsonMatcher::feed(uint8_t c) {
-  const JsonMatcher before = *this;
+// Inside a string (string, escape or unicode mode).
+bool JsonMatcher::feed_string(uint8_t c) {
+  if (mode_ == Mode::string && c == '"') {
+    if (key_) return close_key();
+    end_value();
+    return true;
+  }
   bool ok = false;
   switch (mode_) {
     case Mode::string:
-      if (c == '"') {
-        if (key_) {
-          mode_ = Mode::colon;
-        } else {
-          end_value();
-        }
-        ok = true;
-      } else if (c == '\\') {
+      if (c == '\\') {
         mode_ = Mode::escape;
         ok = true;
       } else {
@@ -135,17 +228,59 @@ bool JsonMatcher::feed(uint8_t c) {
         ok = true;
       }
       break;
-    case Mode::unicode:
+    default:  // unicode
       if (is_hex(c)) {
         if (++aux_ == 4) mode_ = Mode::string;
         ok = true;
       }
+      break;
+  }
+  return ok && (!key_ || key_byte(c));
+}
+
+bool JsonMatcher::feed(uint8_t c) {
+  const JsonMatcher before = *this;
+  bool ok = false;
+  switch (mode_) {
+    case Mode::string:
+    case Mode::escape:
+    case Mode::unicode:
+      ok = feed_string(c);
       break;
     case Mode::literal: {
       const std::string_view lit = kLiterals[aux_];
       if (c == static_cast<uint8_t>(lit[aux2_])) {
         if (++aux2_ == lit.size()) end_value();
         ok = true;
+      }
+      break;
+    }
+    case Mode::enum_value: {
+      const SchemaNode& n = node(value_node_);
+      bool exact = false;
+      for (const auto& v : n.enum_values) {
+        if (v.size() > buf_.size() && v.compare(0, buf_.size(), buf_) == 0 && static_cast<uint8_t>(v[buf_.size()]) == c)
+          ok = true;
+        exact = exact || v == buf_;
+      }
+      if (ok) {
+        buf_.push_back(static_cast<char>(c));
+      } else if (exact) {
+        buf_.clear();
+        end_value();
+        ok = feed_structural(c);
+      }
+      // A complete value that nothing can extend ends at once (a string's closing quote).
+      if (ok && mode_ == Mode::enum_value) {
+        bool longer = false, whole = false;
+        for (const auto& v : n.enum_values) {
+          longer = longer || (v.size() > buf_.size() && v.compare(0, buf_.size(), buf_) == 0);
+          whole = whole || v == buf_;
+        }
+        if (whole && !longer) {
+          buf_.clear();
+          end_value();
+        }
       }
       break;
     }
@@ -170,10 +305,10 @@ bool JsonMatcher::feed(uint8_t c) {
       // A number goes on while its grammar allows; any other byte ends it and is read after it.
       if (is_digit(c) && mode_ != Mode::num_zero) {
         ok = true;
-      } else if (c == '.' && (mode_ == Mode::num_zero || mode_ == Mode::num_int)) {
+      } else if (c == '.' && !int_only_ && (mode_ == Mode::num_zero || mode_ == Mode::num_int)) {
         mode_ = Mode::num_frac_start;
         ok = true;
-      } else if ((c == 'e' || c == 'E') && mode_ != Mode::num_exp) {
+      } else if ((c == 'e' || c == 'E') && !int_only_ && mode_ != Mode::num_exp) {
         mode_ = Mode::num_exp_start;
         ok = true;
       } else {
@@ -203,14 +338,13 @@ bool JsonMatcher::feed(std::string_view text) {
 
 std::string JsonMatcher::key() const {
   std::string k;
-  k.reserve(6 + depth_);
-  k.push_back(static_cast<char>(mode_));
-  k.push_back(static_cast<char>(key_));
-  k.push_back(static_cast<char>(aux_));
-  k.push_back(static_cast<char>(aux2_));
-  k.push_back(static_cast<char>(ws_run_));
-  k.push_back(static_cast<char>(depth_));
-  for (uint8_t i = 0; i < depth_; ++i) k.push_back(static_cast<char>(stack_[i]));
+  k.append(reinterpret_cast<const char*>(&schema_->id), sizeof(schema_->id));
+  const uint8_t head[] = {static_cast<uint8_t>(mode_), key_, int_only_, buf_over_, aux_, aux2_, ws_run_, depth_};
+  k.append(reinterpret_cast<const char*>(head), sizeof(head));
+  k.append(reinterpret_cast<const char*>(&value_node_), sizeof(value_node_));
+  k.append(reinterpret_cast<const char*>(frames_.data()), depth_ * sizeof(Frame));
+  k.push_back('|');
+  k += buf_;
   return k;
 }
 

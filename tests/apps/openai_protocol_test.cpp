@@ -237,7 +237,9 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
       {R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{}}})", "response_format"},
       {R"({"prompt":"x","response_format":{"type":"regex"}})", "response_format"},
       {R"({"prompt":"x","response_format":"json"})", "response_format"},
-      {R"({"prompt":"x","guided_json":{"type":"object"}})", "guided_json"},
+      {R"({"prompt":"x","guided_json":{"type":"array"}})", "guided_json"},
+      {R"({"prompt":"x","guided_json":{"type":"object","properties":{"a":{"format":"date"}}}})", "guided_json"},
+      {R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", "response_format"},
       {R"({"prompt":"x","guided_choice":["a","b"]})", "guided_choice"},
       {R"({"prompt":"x","suffix":" end"})", "suffix"},
       {R"({"prompt":"x","prompt_logprobs":1})", "prompt_logprobs"},
@@ -260,6 +262,14 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
   EXPECT_TRUE(r.common.sampling.structured_output.empty());
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","response_format":{"type":"json_object"}})", &r));
   EXPECT_EQ(r.common.sampling.structured_output, "json_object");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","response_format":{"type":"json_schema",
+      "json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
+                                &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "json_schema");
+  EXPECT_EQ(json::parse(r.common.sampling.json_schema)["properties"]["a"]["type"], "integer");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_json":"{\"type\":\"object\"}"})", &r));
+  EXPECT_EQ(r.common.sampling.json_schema, R"({"type":"object"})");
+  EXPECT_TRUE(r.common.sampling.validate().ok());
 
   ChatCompletionRequest chat;
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";

@@ -1,7 +1,8 @@
 // The JSON recognizer against nlohmann's parser (valid and invalid documents,
-// every prefix), and the token masker on a small vocabulary: random walks that
-// only take allowed tokens always stay a JSON prefix, and end only on a whole
-// object that nlohmann parses.
+// every prefix), JSON schemas (compile errors, what a schema admits, checked by
+// a small independent validator), and the token masker on a small vocabulary:
+// random walks that only take allowed tokens always stay a JSON prefix, and end
+// only on a whole object that nlohmann parses (and the schema admits).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "runtime/structured/json_matcher.hpp"
+#include "runtime/structured/json_schema.hpp"
 #include "runtime/structured/json_token_masker.hpp"
 
 namespace troupe::structured {
@@ -169,6 +171,180 @@ TEST(JsonTokenMasker, RandomWalksOverAllowedTokensStayValidAndEndWhole) {
   no_brace.mask(JsonMatcher{}, l2.data());
   EXPECT_EQ(l2[2], 0.0f);
   EXPECT_TRUE(std::isinf(l2[0]) && std::isinf(l2[1]));
+}
+
+
+// An independent check of the keywords compile_json_schema supports.
+bool admits(const json& schema, const json& v) {
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (schema.contains("const") && v != schema["const"]) return false;
+  if (schema.contains("enum")) {
+    bool any = false;
+    for (const auto& e : schema["enum"]) any = any || e == v;
+    if (!any) return false;
+  }
+  if (schema.contains("type")) {
+    json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
+    bool ok = false;
+    for (const auto& t : types) {
+      const std::string n = t;
+      ok = ok || (n == "object" && v.is_object()) || (n == "array" && v.is_array()) ||
+           (n == "string" && v.is_string()) ||
+           // (an integer past 64 bits reads as a double)
+           (n == "integer" && (v.is_number_integer() || (v.is_number_float() && std::fabs(v.get<double>()) >= 1.8e19))) ||
+           (n == "number" && v.is_number()) || (n == "boolean" && v.is_boolean()) || (n == "null" && v.is_null());
+    }
+    if (!ok) return false;
+  }
+  if (v.is_object()) {
+    const json props = schema.value("properties", json::object());
+    for (const auto& r : schema.value("required", json::array()))
+      if (!v.contains(r.get<std::string>())) return false;
+    for (const auto& [k, sub] : v.items()) {
+      if (props.contains(k)) {
+        if (!admits(props[k], sub)) return false;
+      } else if (schema.contains("additionalProperties") && !admits(schema["additionalProperties"], sub)) {
+        return false;
+      }
+    }
+  }
+  if (v.is_array()) {
+    if (schema.contains("minItems") && v.size() < schema["minItems"].get<size_t>()) return false;
+    if (schema.contains("maxItems") && v.size() > schema["maxItems"].get<size_t>()) return false;
+    if (schema.contains("items"))
+      for (const auto& item : v)
+        if (!admits(schema["items"], item)) return false;
+  }
+  return true;
+}
+
+const json kCatSchema = json::parse(R"({
+  "type": "object", "title": "cat",
+  "properties": {
+    "name": {"type": "string"},
+    "age": {"type": "integer"},
+    "weight": {"type": ["number", "null"]},
+    "color": {"enum": ["black", "white", 7, null]},
+    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+    "ok": {"const": true},
+    "we\"ird": {"type": "boolean"}
+  },
+  "required": ["name", "age"],
+  "additionalProperties": false
+})");
+
+TEST(JsonSchema, CompileRefusesWhatItCannotEnforce) {
+  EXPECT_TRUE(compile_json_schema(kCatSchema.dump()).ok());
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"type":"array"})", "root"},
+      {R"({"type":"object","properties":{"a":{"type":"string","pattern":"x"}}})", "pattern"},
+      {R"({"type":"object","anyOf":[]})", "anyOf"},
+      {R"({"type":"object","properties":{"a":{"$ref":"#/x"}}})", "$ref"},
+      {R"({"type":"object","required":["b"],"properties":{"a":{}}})", "'b'"},
+      {R"({"type":"object","properties":{"a":{"type":"decimal"}}})", "decimal"},
+      {R"({"type":"object","properties":{"a":{"type":"array","minItems":3,"maxItems":2}}})", "minItems"},
+      {R"({"type":"object","properties":{"a":{"enum":[]}}})", "enum"},
+      {R"(not json)", "valid JSON"},
+  };
+  for (const auto& [schema, word] : bad) {
+    auto c = compile_json_schema(schema);
+    ASSERT_FALSE(c.ok()) << schema;
+    EXPECT_NE(c.status().message().find(word), std::string::npos) << c.status().message();
+  }
+}
+
+TEST(JsonSchema, TheMatcherAdmitsWhatTheSchemaAdmits) {
+  auto schema = compile_json_schema(kCatSchema.dump());
+  ASSERT_TRUE(schema.ok());
+  auto whole_for = [&](const std::string& text) {
+    JsonMatcher m(schema->get());
+    return m.feed(text) && m.complete();
+  };
+  const char* good[] = {
+      R"({"name":"Tom","age":3})",
+      R"({"age":3,"name":"Tom","weight":4.5,"color":"black","tags":["a"],"ok":true,"we\"ird":false})",
+      R"({ "name" : "x" , "age" : -0 , "weight" : null , "color" : 7 , "tags" : [ "a" , "b" ] })",
+      R"({"name":"","age":12,"color":null})",
+  };
+  for (const char* text : good) {
+    EXPECT_TRUE(whole_for(text)) << text;
+    EXPECT_TRUE(admits(kCatSchema, json::parse(text))) << text;
+  }
+  const char* wrong[] = {
+      R"({"name":"Tom"})",                          // age is required
+      R"({"name":"Tom","age":3.5})",                // not an integer
+      R"({"name":"Tom","age":"3"})",                // not a number
+      R"({"name":"Tom","age":3,"size":1})",         // no undeclared keys
+      R"({"name":"Tom","age":3,"name":"Jim"})",     // a key twice
+      R"({"name":"Tom","age":3,"color":"blue"})",   // not in the enum
+      R"({"name":"Tom","age":3,"color":"blackish"})",
+      R"({"name":"Tom","age":3,"tags":[]})",        // minItems 1
+      R"({"name":"Tom","age":3,"tags":["a","b","c"]})",
+      R"({"name":"Tom","age":3,"tags":[1]})",
+      R"({"name":"Tom","age":3,"ok":false})",
+      R"({"name":"Tom","age":3,"weight":"heavy"})",
+  };
+  for (const char* text : wrong) {
+    EXPECT_FALSE(whole_for(text)) << text;
+    const json parsed = json::parse(text, nullptr, false);
+    if (!parsed.is_discarded()) {
+      EXPECT_FALSE(admits(kCatSchema, parsed) && std::string(text).find("\"name\":\"Jim\"") == std::string::npos)
+          << text;
+    }
+  }
+  // Undeclared keys are allowed by default (JSON Schema), with the schema given for them.
+  auto open = compile_json_schema(R"({"type":"object","properties":{"a":{"type":"integer"}},
+                                      "additionalProperties":{"type":"string"}})");
+  ASSERT_TRUE(open.ok());
+  JsonMatcher m(open->get());
+  EXPECT_TRUE(m.feed(R"({"a":1,"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb":"x"})"));
+  EXPECT_TRUE(m.complete());
+  JsonMatcher n(open->get());
+  EXPECT_FALSE(n.feed(R"({"a":1,"b":2})"));
+}
+
+TEST(JsonSchema, RandomWalksOverAllowedTokensEndOnAdmittedObjects) {
+  auto schema = compile_json_schema(kCatSchema.dump());
+  ASSERT_TRUE(schema.ok());
+  const std::vector<std::string> texts = {"{",    "}",      "[",     "]",      ",",      ":",     "\"",   "\"name\"",
+                                          "\"age", "\":",   "1",     "2.5",    "-",      "null",  "true", "false",
+                                          " ",    "\"a\"",  "x",     "\"black\"", "7",    "\"tags\":", "weight",
+                                          "color", "ok",    "we",    "\\\"ird", "\"b\"", "",
+                                          "blac",  "k\"",  "hite\""};
+  const int32_t eog = static_cast<int32_t>(texts.size());
+  JsonTokenMasker masker(texts, {eog}, eog + 1);
+  std::mt19937 rng(5);
+  int finished = 0;
+  for (int walk = 0; walk < 400; ++walk) {
+    JsonMatcher state(schema->get());
+    std::string out;
+    for (int step = 0; step < 80; ++step) {
+      std::vector<float> logits(static_cast<size_t>(eog + 1), 0.0f);
+      masker.mask(state, logits.data());
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id <= eog; ++id)
+        if (logits[static_cast<size_t>(id)] == 0.0f) allowed.push_back(id);
+      ASSERT_FALSE(allowed.empty()) << out;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      if (pick == eog && !state.complete()) {
+        // A dead end of this small vocabulary (no token continues, say, "\"w"): the masker
+        // offers only the end, so that the request still ends.
+        EXPECT_EQ(allowed.size(), 1u) << out;
+        break;
+      }
+      if (pick == eog) {
+        const json parsed = json::parse(out, nullptr, false);
+        ASSERT_FALSE(parsed.is_discarded()) << out;
+        EXPECT_TRUE(admits(kCatSchema, parsed)) << out;
+        ++finished;
+        break;
+      }
+      ASSERT_TRUE(state.feed(texts[static_cast<size_t>(pick)])) << out;
+      out += texts[static_cast<size_t>(pick)];
+      ASSERT_TRUE(nlohmann_prefix(out)) << out;
+    }
+  }
+  EXPECT_GT(finished, 10);
 }
 
 }  // namespace
