@@ -29,7 +29,10 @@ void JsonMatcher::end_value() {
   }
   Frame& f = frames_[depth_ - 1];
   if (f.open == '{' && f.prop != kUndeclared) f.seen |= uint32_t{1} << f.prop;
-  ++f.count;
+  // Items are counted only where the schema bounds them: an unbounded count would make
+  // every position a new state for the masker's cache.
+  const SchemaNode& n = node(f.node);
+  if (f.open == '[' && (n.min_items > 0 || n.max_items != UINT16_MAX) && f.count < UINT16_MAX) ++f.count;
   mode_ = Mode::after_value;
 }
 
@@ -103,19 +106,23 @@ bool JsonMatcher::begin_key() {
 bool JsonMatcher::key_byte(uint8_t c) {
   const Frame& f = frames_[depth_ - 1];
   const SchemaNode& n = node(f.node);
-  if (buf_.size() >= kMaxKeyBytes) {
-    if (n.additional == CompiledSchema::kNoNode) return false;
-    buf_over_ = true;
-    return true;
-  }
+  const bool undeclared_ok = n.additional != CompiledSchema::kNoNode;
+  if (buf_over_) return true;  // already no declared property: any key may go on
+  if (buf_.size() >= kMaxKeyBytes && !undeclared_ok) return false;
   buf_.push_back(static_cast<char>(c));
-  if (n.additional != CompiledSchema::kNoNode) return true;
   for (size_t i = 0; i < n.property_keys.size(); ++i) {
     const std::string& k = n.property_keys[i];
     if (!(f.seen >> i & 1) && k.size() >= buf_.size() && k.compare(0, buf_.size(), buf_) == 0) return true;
   }
-  buf_.pop_back();
-  return false;
+  if (!undeclared_ok) {
+    buf_.pop_back();
+    return false;
+  }
+  // An undeclared key: forget its bytes, so that the state (the masker's cache key) stays
+  // the same for the rest of it.
+  buf_.clear();
+  buf_over_ = true;
+  return true;
 }
 
 // The closing quote of a key: which property it names.

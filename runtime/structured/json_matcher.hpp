@@ -33,6 +33,9 @@ class JsonMatcher {
   bool feed(std::string_view text);
   /// The text so far is one whole object: only the end of the output may follow.
   bool complete() const { return mode_ == Mode::done; }
+  /// Inside a string whose content is free (a value, or a key no declared property can
+  /// still match): any byte but '"', '\\' and control characters keeps the state.
+  bool in_free_string() const { return mode_ == Mode::string && (!key_ || buf_over_); }
   /// The state as bytes: equal keys (of matchers of the same schema) accept the same
   /// continuations (the masker's cache key).
   std::string key() const;
@@ -89,7 +92,7 @@ class JsonMatcher {
   Mode mode_ = Mode::start;
   bool key_ = false;       // the string being read is an object key
   bool int_only_ = false;  // the number being read must be an integer
-  bool buf_over_ = false;  // buf_ stopped growing (a long undeclared key)
+  bool buf_over_ = false;  // the key being read is no declared property (its bytes are not kept)
   uint8_t aux_ = 0;
   uint8_t aux2_ = 0;
   uint8_t ws_run_ = 0;

@@ -21,14 +21,27 @@ struct JsonTokenMasker::Node {
 
 JsonTokenMasker::JsonTokenMasker(const std::vector<std::string>& token_texts, std::vector<int32_t> eog_ids,
                                  int64_t vocab_size)
-    : vocab_size_(vocab_size), eog_ids_(std::move(eog_ids)), root_(std::make_unique<Node>()) {
+    : vocab_size_(vocab_size),
+      eog_ids_(std::move(eog_ids)),
+      root_(std::make_unique<Node>()),
+      plain_(static_cast<size_t>((vocab_size + 63) / 64), 0),
+      special_root_(std::make_unique<Node>()) {
   const int64_t n = std::min<int64_t>(vocab_size, static_cast<int64_t>(token_texts.size()));
+  auto insert = [](Node* node, const std::string& text, int64_t id) {
+    for (char ch : text) node = node->child(static_cast<uint8_t>(ch));
+    node->tokens.push_back(static_cast<int32_t>(id));
+  };
   for (int64_t id = 0; id < n; ++id) {
     const std::string& text = token_texts[static_cast<size_t>(id)];
     if (text.empty()) continue;
-    Node* node = root_.get();
-    for (char ch : text) node = node->child(static_cast<uint8_t>(ch));
-    node->tokens.push_back(static_cast<int32_t>(id));
+    insert(root_.get(), text, id);
+    bool plain = true;
+    for (char ch : text) plain = plain && ch != '"' && ch != '\\' && static_cast<uint8_t>(ch) >= 0x20;
+    if (plain) {
+      plain_[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+    } else {
+      insert(special_root_.get(), text, id);
+    }
   }
 }
 
@@ -50,7 +63,14 @@ const std::vector<uint64_t>& JsonTokenMasker::allowed(const JsonMatcher& state) 
   }
   std::vector<uint64_t> bits(static_cast<size_t>((vocab_size_ + 63) / 64), 0);
   bool any = false;
-  if (!state.complete()) {
+  if (state.in_free_string()) {
+    bits = plain_;
+    any = true;
+    for (const auto& [byte, child] : special_root_->children) {
+      JsonMatcher next = state;
+      if (next.feed(byte)) walk(*child, next, bits);
+    }
+  } else if (!state.complete()) {
     for (const auto& [byte, child] : root_->children) {
       JsonMatcher next = state;
       if (next.feed(byte)) walk(*child, next, bits);

@@ -2,8 +2,9 @@
 // JsonMatcher state: the tokens' texts in a byte trie walked once per state
 // (a subtree is pruned at its first impossible byte), the answers cached by
 // state, since long outputs revisit the same few states (inside a string, after
-// a value at depth d, ...). End-of-generation tokens are allowed exactly when
-// the object is complete, and then alone.
+// a value at depth d, ...); inside a string, plain-text tokens are allowed
+// without a walk. End-of-generation tokens are allowed exactly when the object
+// is complete, and then alone.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,10 @@ class JsonTokenMasker {
   int64_t vocab_size_;
   std::vector<int32_t> eog_ids_;
   std::unique_ptr<Node> root_;
+  // Inside a free string most tokens are plain text (no '"', '\\' or control byte) and
+  // keep the state: they are allowed at once, and only the others are walked.
+  std::vector<uint64_t> plain_;
+  std::unique_ptr<Node> special_root_;
   // Least recently used states first out, beyond kMaxCached.
   static constexpr size_t kMaxCached = 256;
   std::list<std::pair<std::string, std::vector<uint64_t>>> lru_;
