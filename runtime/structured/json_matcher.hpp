@@ -34,7 +34,7 @@ class JsonMatcher {
   /// The text so far is one whole object: only the end of the output may follow.
   bool complete() const { return mode_ == Mode::done; }
   /// Inside a string whose content is free (a value, or a key no declared property can
-  /// still match): any byte but '"', '\\' and control characters keeps the state.
+  /// still match): any byte but a quote, a backslash and control characters keeps the state.
   bool in_free_string() const { return mode_ == Mode::string && (!key_ || buf_over_); }
   /// The state as bytes: equal keys (of matchers of the same schema) accept the same
   /// continuations (the masker's cache key).

@@ -43,7 +43,7 @@ class JsonTokenMasker {
   int64_t vocab_size_;
   std::vector<int32_t> eog_ids_;
   std::unique_ptr<Node> root_;
-  // Inside a free string most tokens are plain text (no '"', '\\' or control byte) and
+  // Inside a free string most tokens are plain text (no quote, backslash or control byte) and
   // keep the state: they are allowed at once, and only the others are walked.
   std::vector<uint64_t> plain_;
   std::unique_ptr<Node> special_root_;
