@@ -56,7 +56,7 @@ Error refuse_unimplemented(const json& j, bool chat) {
       return refuse("response_format", fmt::format(" for type '{}'; 'text', 'json_object' and 'json_schema' are",
                                                    type->get<std::string>()));
   }
-  for (const char* key : {"guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+  for (const char* key : {"guided_regex", "guided_choice", "guided_grammar"})
     if (field(j, key)) return refuse(key, " (structured outputs)");
   if (chat) {
     const json* choice = field(j, "tool_choice");
@@ -168,9 +168,35 @@ Error parse_structured_output(const json& j, sampling::SamplingParams* s) {
   }
   if (const json* g = field(j, "guided_json")) {
     if (schema || !s->structured_output.empty())
-      return invalid_param("guided_json", "give either guided_json or response_format, not both");
+      return invalid_param("guided_json", "give only one of response_format, guided_json and structured_outputs");
     schema = g;
     param = "guided_json";
+  }
+  if (const json* so = field(j, "structured_outputs")) {
+    // vLLM's newer form: {"json": schema} or {"json_object": true}; one constraint.
+    if (schema || !s->structured_output.empty())
+      return invalid_param("structured_outputs",
+                           "give only one of response_format, guided_json and structured_outputs");
+    if (!so->is_object()) return invalid_param("structured_outputs", "must be an object");
+    for (const auto& [key, v] : so->items()) {
+      if (v.is_null()) continue;
+      if (key == "json") {
+        schema = &v;
+        param = "structured_outputs";
+      } else if (key == "json_object") {
+        if (!v.is_boolean()) return invalid_param("structured_outputs", "json_object must be a boolean");
+        if (v.get<bool>()) s->structured_output = "json_object";
+      } else if (key == "regex" || key == "choice" || key == "grammar" || key == "structural_tag") {
+        return invalid_param("structured_outputs",
+                             fmt::format("structured_outputs.{} is not implemented in troupe yet (json and "
+                                         "json_object are)", key));
+      } else if (key != "disable_any_whitespace" && key != "disable_fallback" && key != "disable_additional_properties" &&
+                 key != "whitespace_pattern") {
+        return invalid_param("structured_outputs", fmt::format("unknown field '{}'", key));
+      }
+    }
+    if (schema && !s->structured_output.empty())
+      return invalid_param("structured_outputs", "give json or json_object, not both");
   }
   if (!schema) return std::nullopt;
   std::string text;
@@ -426,7 +452,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
-                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json"},
+                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -480,7 +506,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
-                         "include_stop_str_in_output", "best_of", "response_format", "guided_json", "tool_choice",
+                         "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "tool_choice",
                          "continue_final_message"},
                      "chat.completions");
   *out = ChatCompletionRequest{};

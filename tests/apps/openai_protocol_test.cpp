@@ -267,6 +267,22 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
                                 &r));
   EXPECT_EQ(r.common.sampling.structured_output, "json_schema");
   EXPECT_EQ(json::parse(r.common.sampling.json_schema)["properties"]["a"]["type"], "integer");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json":{"type":"object"}}})", &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "json_schema");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json_object":true}})", &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "json_object");
+  for (const char* bad : {R"({"prompt":"x","structured_outputs":{"choice":["a","b"]}})",
+                          R"({"prompt":"x","structured_outputs":{"regex":"a+"}})",
+                          R"({"prompt":"x","structured_outputs":{"json":{"type":"array"}}})",
+                          R"({"prompt":"x","structured_outputs":{"json":{"type":"object"},"json_object":true}})",
+                          R"({"prompt":"x","structured_outputs":{"colour":1}})",
+                          R"({"prompt":"x","guided_json":{"type":"object"},"structured_outputs":{"json_object":true}})"}) {
+    auto e = parse_completion(bad);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->param, "structured_outputs") << bad;
+  }
+  EXPECT_NE(parse_completion(R"({"prompt":"x","structured_outputs":{"choice":["a"]}})")->message.find("not implemented"),
+            std::string::npos);
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_json":"{\"type\":\"object\"}"})", &r));
   EXPECT_EQ(r.common.sampling.json_schema, R"({"type":"object"})");
   EXPECT_TRUE(r.common.sampling.validate().ok());
