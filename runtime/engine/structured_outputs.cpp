@@ -13,6 +13,20 @@ Status StructuredOutputs::add(const SamplingState& request) {
   states_.erase(request.request_id);
   const std::string& kind = request.params.structured_output;
   if (kind.empty()) return {};
+  if (!masker_) {
+    auto tok = load_();
+    if (!tok) return tok.status();
+    const auto& t = **tok;
+    texts_.resize(static_cast<size_t>(t.vocab_size()));
+    for (int32_t id = 0; id < t.vocab_size(); ++id) texts_[static_cast<size_t>(id)] = t.decode({id}, /*skip_special=*/true);
+    masker_ = std::make_unique<structured::JsonTokenMasker>(texts_, t.eog_ids(), vocab_size_);
+  }
+  if (kind == "choice") {
+    State state{nullptr, structured::JsonMatcher(), request.params.choices, {}};
+    for (int32_t token : request.output_token_ids) state.output += text(token);
+    states_.insert_or_assign(request.request_id, std::move(state));
+    return {};
+  }
   std::shared_ptr<const structured::CompiledSchema> schema;
   if (kind == "json_object") {
     schema = structured::json_object_schema();
@@ -32,17 +46,10 @@ Status StructuredOutputs::add(const SamplingState& request) {
     }
     schema = cached;
   } else {
-    return invalid_argument("structured output '" + kind + "' is not implemented (json_object and json_schema are)");
+    return invalid_argument("structured output '" + kind +
+                            "' is not implemented (json_object, json_schema and choice are)");
   }
-  if (!masker_) {
-    auto tok = load_();
-    if (!tok) return tok.status();
-    const auto& t = **tok;
-    texts_.resize(static_cast<size_t>(t.vocab_size()));
-    for (int32_t id = 0; id < t.vocab_size(); ++id) texts_[static_cast<size_t>(id)] = t.decode({id}, /*skip_special=*/true);
-    masker_ = std::make_unique<structured::JsonTokenMasker>(texts_, t.eog_ids(), vocab_size_);
-  }
-  State state{schema, structured::JsonMatcher(schema.get())};
+  State state{schema, structured::JsonMatcher(schema.get()), {}, {}};
   for (int32_t token : request.output_token_ids) (void)state.matcher.feed(text(token));
   states_.insert_or_assign(request.request_id, std::move(state));
   return {};
@@ -57,6 +64,14 @@ void StructuredOutputs::mask_rows(const std::string& request_id, float* first_ro
                                   std::span<const int32_t> drafts) {
   auto it = states_.find(request_id);
   if (it == states_.end() || !masker_ || vocab != masker_->vocab_size()) return;
+  if (!it->second.schema) {  // a choice: the output so far, extended along the drafts
+    std::string output = it->second.output;
+    for (size_t j = 0; j <= drafts.size(); ++j) {
+      mask_choice(it->second, output, first_row + static_cast<int64_t>(j) * vocab);
+      if (j < drafts.size()) output += text(drafts[j]);
+    }
+    return;
+  }
   structured::JsonMatcher state = it->second.matcher;
   for (size_t j = 0; j <= drafts.size(); ++j) {
     masker_->mask(state, first_row + static_cast<int64_t>(j) * vocab);
@@ -64,9 +79,28 @@ void StructuredOutputs::mask_rows(const std::string& request_id, float* first_ro
   }
 }
 
+void StructuredOutputs::mask_choice(const State& state, const std::string& output, float* row) const {
+  std::vector<std::string_view> rests;
+  bool whole = false;
+  for (const auto& c : state.choices) {
+    if (c.size() < output.size() || c.compare(0, output.size(), output) != 0) continue;
+    if (c.size() == output.size()) {
+      whole = true;
+    } else {
+      rests.emplace_back(std::string_view(c).substr(output.size()));
+    }
+  }
+  masker_->mask_choices(rests, whole, row);
+}
+
 void StructuredOutputs::advance(const std::string& request_id, int32_t token) {
   auto it = states_.find(request_id);
-  if (it != states_.end()) (void)it->second.matcher.feed(text(token));
+  if (it == states_.end()) return;
+  if (it->second.schema) {
+    (void)it->second.matcher.feed(text(token));
+  } else {
+    it->second.output += text(token);
+  }
 }
 
 }  // namespace troupe::engine

@@ -1,7 +1,8 @@
 // The driver's structured outputs: per request that asked for one (sampling
-// params' structured_output: json_object or json_schema), the JSON recognizer's
-// state, advanced by every token the request gets, and the logits masks that
-// keep its output an object the schema admits. The tokenizer's token texts are
+// params' structured_output: json_object, json_schema or choice), the JSON
+// recognizer's state (or the output so far, for a choice), advanced by every
+// token the request gets, and the logits masks that keep its output an object
+// the schema admits (or one of the choices). The tokenizer's token texts are
 // read on first use.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/engine/worker_protocol.hpp"
 #include "runtime/structured/json_matcher.hpp"
@@ -48,7 +50,12 @@ class StructuredOutputs {
   struct State {
     std::shared_ptr<const structured::CompiledSchema> schema;  // outlives the matcher
     structured::JsonMatcher matcher;
+    // A choice instead (schema null): the choices, and the output so far while it is a
+    // prefix of one ("" once it left them all, which masks then never let happen).
+    std::vector<std::string> choices;
+    std::string output;
   };
+  void mask_choice(const State& state, const std::string& output, float* row) const;
   std::unique_ptr<structured::JsonTokenMasker> masker_;  // masks cached per (schema, state)
   std::unordered_map<std::string, State> states_;
   // Compiled schemas by text, so requests with the same schema share masks (bounded).

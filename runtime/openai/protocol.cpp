@@ -56,7 +56,7 @@ Error refuse_unimplemented(const json& j, bool chat) {
       return refuse("response_format", fmt::format(" for type '{}'; 'text', 'json_object' and 'json_schema' are",
                                                    type->get<std::string>()));
   }
-  for (const char* key : {"guided_regex", "guided_choice", "guided_grammar"})
+  for (const char* key : {"guided_regex", "guided_grammar"})
     if (field(j, key)) return refuse(key, " (structured outputs)");
   if (chat) {
     const json* choice = field(j, "tool_choice");
@@ -151,11 +151,14 @@ Error check_range(const char* key, double v, double lo, double hi, bool lo_open,
   return std::nullopt;
 }
 
-// response_format json_object / json_schema (OpenAI), or vLLM's guided_json: the schema
-// is compiled here once so that a schema troupe cannot enforce is a 400 naming why.
+// response_format json_object / json_schema (OpenAI), or vLLM's guided_json,
+// guided_choice and structured_outputs: a schema is compiled here once so that one
+// troupe cannot enforce is a 400 naming why.
 Error parse_structured_output(const json& j, sampling::SamplingParams* s) {
   const json* schema = nullptr;
+  const json* choice = nullptr;
   const char* param = "response_format";
+  const char* choice_param = "structured_outputs";
   if (const json* rf = field(j, "response_format")) {
     const std::string type = field(*rf, "type")->get<std::string>();
     if (type == "json_object") s->structured_output = "json_object";
@@ -186,17 +189,37 @@ Error parse_structured_output(const json& j, sampling::SamplingParams* s) {
       } else if (key == "json_object") {
         if (!v.is_boolean()) return invalid_param("structured_outputs", "json_object must be a boolean");
         if (v.get<bool>()) s->structured_output = "json_object";
-      } else if (key == "regex" || key == "choice" || key == "grammar" || key == "structural_tag") {
+      } else if (key == "choice") {
+        choice = &v;
+      } else if (key == "regex" || key == "grammar" || key == "structural_tag") {
         return invalid_param("structured_outputs",
-                             fmt::format("structured_outputs.{} is not implemented in troupe yet (json and "
-                                         "json_object are)", key));
+                             fmt::format("structured_outputs.{} is not implemented in troupe yet (json, "
+                                         "json_object and choice are)", key));
       } else if (key != "disable_any_whitespace" && key != "disable_fallback" && key != "disable_additional_properties" &&
                  key != "whitespace_pattern") {
         return invalid_param("structured_outputs", fmt::format("unknown field '{}'", key));
       }
     }
-    if (schema && !s->structured_output.empty())
-      return invalid_param("structured_outputs", "give json or json_object, not both");
+    if ((schema != nullptr) + !s->structured_output.empty() + (choice != nullptr) > 1)
+      return invalid_param("structured_outputs", "give one of json, json_object and choice");
+  }
+  if (const json* g = field(j, "guided_choice")) {
+    if (schema || choice || !s->structured_output.empty())
+      return invalid_param("guided_choice", "give only one of response_format, guided_json, guided_choice and "
+                                            "structured_outputs");
+    choice = g;
+    choice_param = "guided_choice";
+  }
+  if (choice) {
+    if (!choice->is_array() || choice->empty() || choice->size() > 1024)
+      return invalid_param(choice_param, "choice must be a list of 1 to 1024 strings");
+    for (const auto& c : *choice) {
+      if (!c.is_string() || c.get<std::string>().empty())
+        return invalid_param(choice_param, "choice must be a list of non-empty strings");
+      s->choices.push_back(c.get<std::string>());
+    }
+    s->structured_output = "choice";
+    return std::nullopt;
   }
   if (!schema) return std::nullopt;
   std::string text;
@@ -452,7 +475,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
-                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs"},
+                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -506,7 +529,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
-                         "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "tool_choice",
+                         "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
                          "continue_final_message"},
                      "chat.completions");
   *out = ChatCompletionRequest{};

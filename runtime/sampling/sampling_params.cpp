@@ -38,9 +38,14 @@ Status SamplingParams::validate() const {
   }
   for (int32_t id : allowed_token_ids)
     if (id < 0) return invalid_argument("allowed_token_ids must be non-negative, got " + std::to_string(id));
-  if (!structured_output.empty() && structured_output != "json_object" && structured_output != "json_schema")
-    return invalid_argument("structured_output must be empty, json_object or json_schema, got '" + structured_output +
-                            "'");
+  if (!structured_output.empty() && structured_output != "json_object" && structured_output != "json_schema" &&
+      structured_output != "choice")
+    return invalid_argument("structured_output must be empty, json_object, json_schema or choice, got '" +
+                            structured_output + "'");
+  if ((structured_output == "choice") != !choices.empty())
+    return invalid_argument("choices must be given exactly with structured_output choice");
+  for (const auto& c : choices)
+    if (c.empty()) return invalid_argument("choices must not be empty strings");
   if ((structured_output == "json_schema") != !json_schema.empty())
     return invalid_argument("json_schema must be given exactly with structured_output json_schema");
   if (min_tokens < 0 || min_tokens > max_tokens)

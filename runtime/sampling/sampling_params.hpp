@@ -39,9 +39,12 @@ struct SamplingParams {
   std::vector<int32_t> min_tokens_banned_ids;
   /// Structured output (OpenAI's response_format), enforced token by token on the driver:
   /// "json_object" (the output is one JSON object), "json_schema" (one object that
-  /// `json_schema` admits, runtime/structured/json_schema.hpp); empty: free text.
+  /// `json_schema` admits, runtime/structured/json_schema.hpp), "choice" (one of
+  /// `choices`); empty: free text.
   std::string structured_output;
   std::string json_schema;  // the schema's JSON text, with structured_output "json_schema"
+  /// With structured_output "choice" (vLLM's guided_choice): the output is exactly one of these.
+  std::vector<std::string> choices;
   /// Arguments for logits processors (vLLM's extra_args, the body's `vllm_xargs`): a JSON
   /// object as text; empty: none.
   std::string extra_args;

@@ -90,6 +90,32 @@ const std::vector<uint64_t>& JsonTokenMasker::allowed(const JsonMatcher& state) 
   return lru_.front().second;
 }
 
+void JsonTokenMasker::mask_choices(const std::vector<std::string_view>& rests, bool may_end, float* logits) const {
+  std::vector<uint64_t> bits(static_cast<size_t>((vocab_size_ + 63) / 64), 0);
+  bool any = false;
+  for (std::string_view rest : rests) {
+    const Node* node = root_.get();
+    for (char ch : rest) {
+      const auto& kids = node->children;
+      auto it = std::lower_bound(kids.begin(), kids.end(), static_cast<uint8_t>(ch),
+                                 [](const auto& e, uint8_t b) { return e.first < b; });
+      if (it == kids.end() || it->first != static_cast<uint8_t>(ch)) break;
+      node = it->second.get();
+      for (int32_t id : node->tokens) {
+        bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+        any = true;
+      }
+    }
+  }
+  if (may_end || !any) {
+    for (int32_t id : eog_ids_)
+      if (id >= 0 && id < vocab_size_) bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+  }
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  for (int64_t id = 0; id < vocab_size_; ++id)
+    if (!(bits[static_cast<size_t>(id) / 64] >> (id % 64) & 1)) logits[id] = kMasked;
+}
+
 void JsonTokenMasker::mask(const JsonMatcher& state, float* logits) {
   const std::vector<uint64_t>& bits = allowed(state);
   constexpr float kMasked = -std::numeric_limits<float>::infinity();

@@ -11,6 +11,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,10 @@ class JsonTokenMasker {
   void mask(const JsonMatcher& state, float* logits);
   /// The allowed tokens as a bit set ([id / 64] bit id % 64), computed or cached.
   const std::vector<uint64_t>& allowed(const JsonMatcher& state);
+  /// A choice among fixed texts (vLLM's guided_choice): allows every token whose text is a
+  /// prefix of one of `rests` (what remains of each choice the output still matches), and
+  /// end-of-generation when `may_end` (the output is a whole choice) or nothing else is.
+  void mask_choices(const std::vector<std::string_view>& rests, bool may_end, float* logits) const;
 
   int64_t vocab_size() const { return vocab_size_; }
   size_t cached_states() const { return cache_.size(); }

@@ -240,7 +240,11 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
       {R"({"prompt":"x","guided_json":{"type":"array"}})", "guided_json"},
       {R"({"prompt":"x","guided_json":{"type":"object","properties":{"a":{"format":"date"}}}})", "guided_json"},
       {R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", "response_format"},
-      {R"({"prompt":"x","guided_choice":["a","b"]})", "guided_choice"},
+      {R"({"prompt":"x","guided_choice":[]})", "guided_choice"},
+      {R"({"prompt":"x","guided_choice":["a",""]})", "guided_choice"},
+      {R"({"prompt":"x","guided_choice":["a",1]})", "guided_choice"},
+      {R"({"prompt":"x","guided_choice":"a"})", "guided_choice"},
+      {R"({"prompt":"x","guided_choice":["a"],"guided_json":{"type":"object"}})", "guided_choice"},
       {R"({"prompt":"x","suffix":" end"})", "suffix"},
       {R"({"prompt":"x","prompt_logprobs":1})", "prompt_logprobs"},
       {R"({"prompt":"x","best_of":3})", "best_of"},
@@ -271,7 +275,7 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
   EXPECT_EQ(r.common.sampling.structured_output, "json_schema");
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json_object":true}})", &r));
   EXPECT_EQ(r.common.sampling.structured_output, "json_object");
-  for (const char* bad : {R"({"prompt":"x","structured_outputs":{"choice":["a","b"]}})",
+  for (const char* bad : {R"({"prompt":"x","structured_outputs":{"choice":["a"],"json_object":true}})",
                           R"({"prompt":"x","structured_outputs":{"regex":"a+"}})",
                           R"({"prompt":"x","structured_outputs":{"json":{"type":"array"}}})",
                           R"({"prompt":"x","structured_outputs":{"json":{"type":"object"},"json_object":true}})",
@@ -281,8 +285,14 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
     ASSERT_TRUE(e) << bad;
     EXPECT_EQ(e->param, "structured_outputs") << bad;
   }
-  EXPECT_NE(parse_completion(R"({"prompt":"x","structured_outputs":{"choice":["a"]}})")->message.find("not implemented"),
+  EXPECT_NE(parse_completion(R"({"prompt":"x","structured_outputs":{"grammar":"x"}})")->message.find("not implemented"),
             std::string::npos);
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_choice":["yes","no"]})", &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "choice");
+  EXPECT_EQ(r.common.sampling.choices, (std::vector<std::string>{"yes", "no"}));
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"choice":["a b","c"]}})", &r));
+  EXPECT_EQ(r.common.sampling.choices, (std::vector<std::string>{"a b", "c"}));
+  EXPECT_TRUE(r.common.sampling.validate().ok());
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_json":"{\"type\":\"object\"}"})", &r));
   EXPECT_EQ(r.common.sampling.json_schema, R"({"type":"object"})");
   EXPECT_TRUE(r.common.sampling.validate().ok());

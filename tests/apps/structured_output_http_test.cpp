@@ -1,11 +1,14 @@
 // Structured outputs through a real `troupe serve` on loopback: response_format
 // {"type": "json_object"} gives text that nlohmann's parser accepts (a whole
 // object when the model ended it, else a prefix of one), whole and streamed
-// alike; SmolLM2 answers a question as a JSON object; what is not implemented
-// (json_schema) is a 400 that says so.
+// alike; JSON schemas and choices hold; SmolLM2 answers as a JSON object, a
+// schema's object and a choice; what is not implemented is a 400 that says so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <set>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -138,6 +141,30 @@ TEST(StructuredOutputHttp, JsonSchemaOutputsFollowTheSchema) {
   EXPECT_GT(whole, 0) << "no output finished within 480 tokens";
 }
 
+// guided_choice: the output is exactly one of the choices, whatever the model would say.
+TEST(StructuredOutputHttp, GuidedChoiceGivesOneOfTheChoices) {
+  tests::ServeProcess server({"--max-model-len", "256"});
+  ASSERT_TRUE(server.wait_healthy()) << server.log();
+  const std::vector<std::string> choices = {"Lily", "Tom", "a big red dragon", "a big dog"};
+  std::set<std::string> seen;
+  for (int seed = 1; seed <= 12; ++seed) {
+    json r = post(server, "/v1/completions",
+                  {{"prompt", "Once upon a time there was"}, {"max_tokens", 32}, {"temperature", 1.5}, {"seed", seed},
+                   {"guided_choice", choices}});
+    const std::string text = r["choices"][0]["text"];
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << text;
+    EXPECT_NE(std::find(choices.begin(), choices.end(), text), choices.end()) << text;
+    seen.insert(text);
+  }
+  EXPECT_GT(seen.size(), 1u);  // sampled: not always the same
+  // vLLM's newer form, greedy.
+  json r = post(server, "/v1/completions",
+                {{"prompt", "Once upon a time there was"}, {"max_tokens", 32}, {"temperature", 0},
+                 {"structured_outputs", {{"choice", {"yes", "no"}}}}});
+  const std::string text = r["choices"][0]["text"];
+  EXPECT_TRUE(text == "yes" || text == "no") << text;
+}
+
 TEST(StructuredOutputHttp, SmolLm2AnswersAsAJsonObject) {
   const char* model = std::getenv("TROUPE_TEST_MODEL");
   if (!model || !*model) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)";
@@ -171,6 +198,13 @@ TEST(StructuredOutputHttp, SmolLm2AnswersAsAJsonObject) {
   EXPECT_EQ(cat.size(), 3u) << cat_text;
   EXPECT_TRUE(cat["name"].is_string() && cat["age"].is_number_integer()) << cat_text;
   EXPECT_TRUE(cat["color"] == "black" || cat["color"] == "white" || cat["color"] == "orange") << cat_text;
+  // A choice.
+  r = post(server, "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "Is Paris the capital of France? Answer yes or no."}}}},
+            {"max_tokens", 8},
+            {"temperature", 0},
+            {"guided_choice", {"yes", "no"}}});
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "yes") << r.dump();
 }
 
 }  // namespace
