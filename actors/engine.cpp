@@ -14,13 +14,13 @@
 
 #include "actors/engine_actors.hpp"
 #include "actors/gate_actor.hpp"
-#include "actors/kv_cache_actor.hpp"
 #include "actors/local_nodes.hpp"
 #include "actors/node_supervisor.hpp"
 #include "actors/plugin_host_actor.hpp"
 #include "actors/ranks.hpp"
 #include "actors/status_error.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "runtime/engine/kv_cache_setup.hpp"
 #include "runtime/engine/logits_processing.hpp"
 #include "runtime/engine/model_artifacts.hpp"
 #include "runtime/models/builtin_models.hpp"
@@ -83,7 +83,6 @@ struct Engine::Impl {
   std::shared_ptr<stats::PrometheusStatLogger> prometheus;
   std::shared_ptr<actors::EngineCounters> counters = std::make_shared<actors::EngineCounters>();
   actors::plugin_host_actor plugin_host;
-  actors::kv_cache_actor kv_cache;
   actors::EngineActors actors;
   std::unique_ptr<actors::LocalNodes> local_nodes;
   std::vector<std::string> node_addresses;  // "HOST:PORT" of the nodes in use
@@ -119,7 +118,6 @@ struct Engine::Impl {
     stop(actors.engine);
     stop(actors.scheduler);
     stop(actors.stat_logger);
-    stop(kv_cache);
     stop(plugin_host);
     for (auto& w : workers) stop(w);
     workers.clear();
@@ -214,9 +212,9 @@ Status Engine::Impl::connect_nodes() {
   return {};
 }
 
-// Part 2: one worker per rank on its node loads the model; the kv_cache actor
-// sizes the cache over every rank (engine::plan_kv_cache) and has it
-// allocated; warm-up. Ranks of one model take each step together.
+// Part 2: one worker per rank on its node loads the model; then the one KV
+// set-up path (engine::set_up_kv_cache): every rank's needs, the plan, the
+// allocation and warm-up, each a collective call on the ranks.
 Status Engine::Impl::start_ranks() {
   TROUPE_RETURN_IF_ERROR(connect_nodes());
   const int world = config.parallel.tensor_parallel_size * config.parallel.pipeline_parallel_size;
@@ -241,10 +239,8 @@ Status Engine::Impl::start_ranks() {
     return data_loss(config.model.model_path + ": the tokenizer has " +
                      std::to_string(artifacts.tokenizer->vocab_size()) + " tokens but the model only " +
                      std::to_string(model_info.vocab_size));
-  caf::scoped_actor self{*system};
-  kv_cache = actors::spawn_kv_cache_actor(*system);
-  auto plan = ask<KvCachePlan>(self, kv_cache, "KV cache", actors::size_kv_atom_v, workers, config,
-                               model_info.context_length);
+  actors::BlockingRankExecutor ranks(*system, actors::rank_group(layout, workers, kStartTimeout));
+  auto plan = set_up_kv_cache(ranks, config, model_info.context_length);
   if (!plan) return plan.status();
   kv_plan = *plan;
   config.cache.block_size = kv_plan.spec.block_size;
@@ -257,7 +253,7 @@ Status Engine::Impl::start_ranks() {
     for (const auto& n : processors->names()) names += (names.empty() ? "" : ", ") + n;
     TROUPE_LOG_INFO("logits processors: {}", names);
   }
-  return actors::warm_up(*system, workers, layout, kStartTimeout);
+  return {};
 }
 
 // Part 3: stats (logging line, Prometheus, plugins), engine and scheduler
@@ -475,14 +471,11 @@ Result<int64_t> Engine::sleep(int level) {
 
 Status Engine::wake_up(const std::vector<std::string>& tags) {
   if (!impl_->config.model.enable_sleep_mode) return sleep_mode_off();
-  std::string joined;
-  for (const std::string& t : tags) {
+  for (const std::string& t : tags)
     if (t != "weights" && t != "kv_cache")
       return invalid_argument("wake_up tag '" + t + "' is unknown (weights, kv_cache)");
-    joined += (joined.empty() ? "" : ",") + t;
-  }
   caf::scoped_actor self{*impl_->system};
-  auto r = ask<bool>(self, impl_->actors.scheduler, "wake_up", actors::wake_atom_v, joined);
+  auto r = ask<bool>(self, impl_->actors.scheduler, "wake_up", actors::wake_atom_v, tags);
   return r.ok() ? Status{} : r.status();
 }
 

@@ -19,6 +19,7 @@
 
 #include "runtime/engine/engine_core.hpp"
 #include "runtime/engine/kv_cache_plan.hpp"
+#include "runtime/engine/rank_command.hpp"
 #include "runtime/engine/request_types.hpp"
 #include "runtime/engine/worker_protocol.hpp"
 #include "troupe/attention.hpp"
@@ -28,12 +29,7 @@
 
 CAF_ADD_ATOM(troupe_actors, troupe::actors, load_atom, "load")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, worker_atom, "worker")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, init_atom, "init")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, kv_spec_atom, "kv_spec")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, init_kv_atom, "init_kv")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, warmup_atom, "warmup")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, execute_atom, "execute")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, size_kv_atom, "size_kv")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, rank_atom, "rank")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, submit_atom, "submit")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, abort_atom, "abort")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, step_atom, "step")
@@ -53,8 +49,6 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, wake_atom, "wake_up")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, sleeping_atom, "sleeping")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_add_atom, "lora_add")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_rm_atom, "lora_rm")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_list_atom, "lora_list")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_pin_atom, "lora_pin")
 
 namespace troupe::actors {
 
@@ -82,22 +76,10 @@ struct SubmitRequest {
 
 // -- Typed interfaces ---------------------------------------------------------
 
-/// One rank of the model (actors/worker_actor.hpp). Every reply is the
-/// rank's answer or an error carrying its Status (actors/status_error.hpp).
-/// LoRA (the worker's LoraExtension): (lora_add, id, path) reads the adapter file on the
-/// rank's own host; lora_rm, lora_list and lora_pin as the extension's quartet.
-using worker_actor = caf::typed_actor<
-    caf::replies_to<init_atom, EngineConfig, int32_t>::with<WorkerInitReply>,
-    caf::replies_to<kv_spec_atom>::with<KvSizing>,
-    caf::replies_to<init_kv_atom, KvCacheSpec, int64_t>::with<bool>,
-    caf::replies_to<warmup_atom>::with<bool>,
-    caf::replies_to<execute_atom, StepInput>::with<StepOutput>,
-    caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
-    caf::replies_to<wake_atom, std::string>::with<bool>,
-    caf::replies_to<lora_add_atom, int64_t, std::string>::with<bool>,
-    caf::replies_to<lora_rm_atom, int64_t>::with<bool>,
-    caf::replies_to<lora_list_atom>::with<std::vector<int64_t>>,
-    caf::replies_to<lora_pin_atom, int64_t>::with<bool>>;
+/// One rank of the model (actors/worker_actor.hpp): it runs every all-ranks
+/// command (runtime/engine/rank_command.hpp) and answers with the command's
+/// reply, or an error carrying its Status (actors/status_error.hpp).
+using worker_actor = caf::typed_actor<caf::replies_to<rank_atom, engine::RankCommand>::with<engine::RankReply>>;
 
 /// One per node: loads its plugins (load: answers the platform it would choose by
 /// itself), activates the platform the head names and spawns workers on it
@@ -114,16 +96,12 @@ using plugin_host_actor = caf::typed_actor<
     caf::replies_to<comm_id_atom, ParallelConfig, std::string>::with<std::string>,
     caf::replies_to<report_atom>::with<std::string>>;
 
-/// Sizes the KV cache across ranks and has every rank allocate it.
-using kv_cache_actor = caf::typed_actor<
-    caf::replies_to<size_kv_atom, std::vector<worker_actor>, EngineConfig, int64_t>::with<KvCachePlan>>;
-
 /// Hosts the EngineCore: requests in, steps fanned out to the workers.
 /// (reset_atom, workers): after lost ranks were rebuilt, start over with a
 /// fresh core on these workers (their KV caches are empty).
 /// Sleep mode: (sleep_atom, level) -> resident bytes the ranks freed, once every rank
 /// sleeps (refused while requests are unfinished); (wake_atom, tags) wakes them
-/// ("weights,kv_cache" or a part; "" = all); (sleeping_atom) -> the level (0: awake).
+/// (the tags "weights", "kv_cache"; none: all); (sleeping_atom) -> the level (0: awake).
 /// Requests submitted while asleep wait for the wake-up.
 /// LoRA: (lora_add, id, path) has every rank load the adapter, then lets requests name the
 /// id; (lora_rm, id) refuses while unfinished requests use it, else every rank drops it.
@@ -133,7 +111,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<step_atom>,
     caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>,
     caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
-    caf::replies_to<wake_atom, std::string>::with<bool>,
+    caf::replies_to<wake_atom, std::vector<std::string>>::with<bool>,
     caf::replies_to<sleeping_atom>::with<int32_t>,
     caf::replies_to<lora_add_atom, int64_t, std::string>::with<bool>,
     caf::replies_to<lora_rm_atom, int64_t>::with<bool>>;
@@ -183,12 +161,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::KvCachePlan))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::StepInput))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::StepOutput))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::RankCommand))
+  CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::RankReply))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::CoreRequest))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::EngineCoreOutputs))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::engine::StatsEvent))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::worker_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::plugin_host_actor))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::kv_cache_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::scheduler_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::engine_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_subscriber_actor))
@@ -197,6 +176,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_gate_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::ParallelConfig))
   CAF_ADD_TYPE_ID(troupe_actors, (std::vector<int64_t>))
+  CAF_ADD_TYPE_ID(troupe_actors, (std::vector<std::string>))
 CAF_END_TYPE_ID_BLOCK(troupe_actors)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SubmitRequest)

@@ -6,6 +6,7 @@
 
 #include "actors/gate_actor.hpp"
 #include "actors/status_error.hpp"
+#include "runtime/engine/kv_cache_setup.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {
@@ -65,10 +66,15 @@ void retry(Self self) {
     }
     setup.config.parallel.communicator_id = *id;
   }
-  auto workers = start_workers(self->system(), setup.layout, setup.config, nullptr, setup.rank_timeout);
+  std::vector<WorkerInitReply> replies;
+  auto workers = start_workers(self->system(), setup.layout, setup.config, &replies, setup.rank_timeout);
   Status status = workers.status();
-  if (workers) status = allocate_kv_cache(self->system(), *workers, setup.layout, setup.plan, setup.rank_timeout);
-  if (status.ok()) status = warm_up(self->system(), *workers, setup.layout, setup.rank_timeout);
+  if (workers) {
+    // The same path as at start-up, keeping the plan the engine's core runs with.
+    BlockingRankExecutor ranks(self->system(), rank_group(setup.layout, *workers, setup.rank_timeout));
+    status = engine::set_up_kv_cache(ranks, setup.config, replies.front().info.context_length, {&setup.plan})
+                 .status();
+  }
   if (!status.ok()) {
     TROUPE_LOG_ERROR("rebuilding the ranks failed, retrying: {}", status.message());
     return schedule_tick(self);

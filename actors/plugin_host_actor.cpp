@@ -64,7 +64,7 @@ plugin_host_actor::behavior_type plugin_host_behavior(Self self, std::string nod
             ++it;
           }
         }
-        auto worker = spawn_worker_actor(self->system(), self->state.platform);
+        auto worker = spawn_worker_actor(self->system(), self->state.platform, rank);
         workers[rank] = worker;
         return worker;
       },

@@ -17,24 +17,6 @@ std::string rank_name(const RankLayout& layout, size_t rank) {
   return "rank " + std::to_string(rank) + (place.empty() ? "" : " (" + place + ")");
 }
 
-/// Sends one request per index first, then collects every answer: the first
-/// failure wins, but every answer is waited for (bounded by the timeout).
-template <class T, class Send, class OnValue>
-Status fan_out(size_t n, Send send, OnValue on_value,
-               const std::function<std::string(size_t)>& what) {
-  using Handle = decltype(send(size_t{0}));
-  std::vector<Handle> handles;
-  handles.reserve(n);
-  for (size_t i = 0; i < n; ++i) handles.push_back(send(i));
-  Status first;
-  for (size_t i = 0; i < n; ++i)
-    handles[i].receive([&](T& value) { on_value(i, value); },
-                       [&](caf::error& err) {
-                         if (first.ok()) first = to_status(err, what(i));
-                       });
-  return first;
-}
-
 }  // namespace
 
 std::vector<std::string> RankLayout::places() const {
@@ -98,51 +80,38 @@ Result<std::string> make_communicator_id(caf::actor_system& system, const RankLa
   return out;
 }
 
+RankGroup rank_group(const RankLayout& layout, std::vector<worker_actor> workers, std::chrono::milliseconds timeout) {
+  return RankGroup{std::move(workers), layout.places(), timeout};
+}
+
 Result<std::vector<worker_actor>> start_workers(caf::actor_system& system, const RankLayout& layout,
                                                 const EngineConfig& config, std::vector<WorkerInitReply>* replies,
                                                 std::chrono::milliseconds timeout) {
   caf::scoped_actor self{system};
   const size_t world = layout.node_of_rank.size();
-  std::vector<worker_actor> workers(world);
-  auto what = [&](size_t r) { return "starting the worker of " + rank_name(layout, r); };
-  TROUPE_RETURN_IF_ERROR(fan_out<worker_actor>(
-      world,
-      [&](size_t r) {
-        return self->request(layout.nodes[layout.node_of_rank[r]], timeout, worker_atom_v, static_cast<int32_t>(r),
-                             config.device);
-      },
-      [&](size_t r, worker_actor& w) { workers[r] = std::move(w); }, what));
-  if (replies) replies->assign(world, WorkerInitReply{});
-  auto loading = [&](size_t r) { return "loading the model on " + rank_name(layout, r); };
-  Status loaded = fan_out<WorkerInitReply>(
-      world,
-      [&](size_t r) { return self->request(workers[r], timeout, init_atom_v, config, static_cast<int32_t>(r)); },
-      [&](size_t r, WorkerInitReply& reply) {
-        if (replies) (*replies)[r] = std::move(reply);
-      },
-      loading);
-  if (!loaded.ok()) {
+  std::vector<worker_actor> workers;
+  auto stop_started = [&] {
     for (auto& w : workers) self->send_exit(w, caf::exit_reason::user_shutdown);
-    return loaded;
+  };
+  // Spawning is quick: one rank after another.
+  for (size_t r = 0; r < world; ++r) {
+    Status failed;
+    self->request(layout.nodes[layout.node_of_rank[r]], timeout, worker_atom_v, static_cast<int32_t>(r), config.device)
+        .receive([&](worker_actor& w) { workers.push_back(std::move(w)); },
+                 [&](caf::error& err) { failed = to_status(err, "starting the worker of " + rank_name(layout, r)); });
+    if (!failed.ok()) {
+      stop_started();
+      return failed;
+    }
   }
+  BlockingRankExecutor ranks(system, rank_group(layout, workers, timeout));
+  auto loaded = ranks.run_on_all(engine::LoadModel{config});
+  if (!loaded) {
+    stop_started();
+    return loaded.status();
+  }
+  if (replies) *replies = std::move(loaded).value();
   return workers;
-}
-
-Status allocate_kv_cache(caf::actor_system& system, const std::vector<worker_actor>& workers,
-                         const RankLayout& layout, const KvCachePlan& plan, std::chrono::milliseconds timeout) {
-  caf::scoped_actor self{system};
-  return fan_out<bool>(
-      workers.size(),
-      [&](size_t r) { return self->request(workers[r], timeout, init_kv_atom_v, plan.spec, plan.num_blocks); },
-      [](size_t, bool&) {}, [&](size_t r) { return "allocating the KV cache on " + rank_name(layout, r); });
-}
-
-Status warm_up(caf::actor_system& system, const std::vector<worker_actor>& workers, const RankLayout& layout,
-               std::chrono::milliseconds timeout) {
-  caf::scoped_actor self{system};
-  return fan_out<bool>(
-      workers.size(), [&](size_t r) { return self->request(workers[r], timeout, warmup_atom_v); },
-      [](size_t, bool&) {}, [&](size_t r) { return "warming up " + rank_name(layout, r); });
 }
 
 }  // namespace troupe::actors

@@ -1,7 +1,8 @@
-// Starting the ranks of a model on their nodes: placement, and the
-// concurrent (fan-out) start-up steps every rank takes together — ranks of one
-// model meet in their communicator, so none may wait for another's reply.
-// Used by Engine::start and by the node supervisor when it rebuilds lost ranks.
+// Starting the ranks of a model on their nodes: placement, a worker actor per
+// rank from its node's plugin host, and the model loaded on all of them in one
+// collective call (actors/rank_group.hpp). The KV cache follows through
+// engine::set_up_kv_cache. Used by Engine::start and by the node supervisor
+// when it rebuilds lost ranks.
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/rank_group.hpp"
 #include "troupe/config.hpp"
 #include "troupe/status.hpp"
 
@@ -46,17 +48,15 @@ Result<std::string> make_communicator_id(caf::actor_system& system, const RankLa
                                          ParallelConfig parallel, const std::string& device,
                                          std::chrono::milliseconds timeout);
 
+/// The ranks of `layout` as a RankGroup over `workers`, each command bounded by `timeout`.
+RankGroup rank_group(const RankLayout& layout, std::vector<worker_actor> workers, std::chrono::milliseconds timeout);
+
 /// A new worker actor per rank from its node's plugin host, each loading the
-/// model. `replies` (optional) gets each rank's answer. The first failure is
-/// returned, prefixed with the rank and its node.
+/// model (LoadModel on every rank). `replies` (optional) gets each rank's answer.
+/// The first failure is returned, naming the rank and its node; the workers
+/// started are stopped then.
 Result<std::vector<worker_actor>> start_workers(caf::actor_system& system, const RankLayout& layout,
                                                 const EngineConfig& config, std::vector<WorkerInitReply>* replies,
                                                 std::chrono::milliseconds timeout);
-/// Allocate the planned KV cache on every rank.
-Status allocate_kv_cache(caf::actor_system& system, const std::vector<worker_actor>& workers,
-                         const RankLayout& layout, const KvCachePlan& plan, std::chrono::milliseconds timeout);
-/// Warm every rank up.
-Status warm_up(caf::actor_system& system, const std::vector<worker_actor>& workers, const RankLayout& layout,
-               std::chrono::milliseconds timeout);
 
 }  // namespace troupe::actors

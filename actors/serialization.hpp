@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace troupe {
@@ -213,6 +214,56 @@ typename Inspector::result_type inspect(Inspector& f, EngineCoreOutputs& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StatsEvent& x) {
   return f(caf::meta::type_name("StatsEvent"), x.scheduler, x.iteration);
+}
+
+// -- The collective call (runtime/engine/rank_command.hpp) -------------------
+// Commands and Done list their own fields; a variant crosses as a one-byte
+// alternative index, then that alternative.
+
+template <class T>
+concept ListsItsFields = requires { T::kName; };
+
+template <class Inspector, ListsItsFields T>
+typename Inspector::result_type inspect(Inspector& f, T& x) {
+  return x.fields([&](auto&... xs) { return f(caf::meta::type_name(T::kName), xs...); });
+}
+
+/// The alternative of a variant whose index was read (loading) or is held (saving).
+template <class Variant>
+struct VariantAlternative {
+  uint8_t& index;
+  Variant& v;
+};
+
+template <size_t I, class Inspector, class... Ts>
+typename Inspector::result_type load_alternative(Inspector& f, uint8_t index, std::variant<Ts...>& v) {
+  if constexpr (I == sizeof...(Ts)) {
+    return caf::make_error(caf::sec::invalid_argument);  // a newer peer's command: refused, not guessed
+  } else {
+    if (index == I) return f(v.template emplace<I>());
+    return load_alternative<I + 1>(f, index, v);
+  }
+}
+
+template <class Inspector, class... Ts>
+typename Inspector::result_type inspect(Inspector& f, VariantAlternative<std::variant<Ts...>>& x) {
+  if constexpr (Inspector::reads_state)
+    return std::visit([&](auto& alternative) { return f(alternative); }, x.v);
+  else
+    return load_alternative<0>(f, x.index, x.v);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RankCommand& x) {
+  uint8_t index = static_cast<uint8_t>(x.op.index());
+  VariantAlternative<RankCommand::Op> alternative{index, x.op};
+  return f(caf::meta::type_name("RankCommand"), index, alternative);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RankReply& x) {
+  uint8_t index = static_cast<uint8_t>(x.value.index());
+  VariantAlternative<RankReply::Value> alternative{index, x.value};
+  return f(caf::meta::type_name("RankReply"), index, alternative);
 }
 
 }  // namespace troupe::engine

@@ -3,6 +3,8 @@
 // incremental detokenization, finish reasons) and the per-step stats. Its one
 // entry point for running the model is step(Executor&); an Executor runs one
 // scheduled batch on every rank and returns the driver rank's sampled tokens.
+// What else every rank does while the engine serves (sleep mode, LoRA) goes
+// through the same Executor (engine_core_ranks.cpp), with its state kept here.
 // The offline generator drives it with an in-process executor; the scheduler
 // actor is a mailbox around it with an executor that fans out to worker actors.
 #pragma once
@@ -16,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/engine/executor.hpp"
 #include "runtime/engine/request_tracker.hpp"
 #include "runtime/engine/request_types.hpp"
 #include "runtime/engine/worker_protocol.hpp"
@@ -25,17 +28,6 @@
 #include "troupe/status.hpp"
 
 namespace troupe::engine {
-
-/// Runs one step on every rank of the model.
-class Executor {
- public:
-  using Done = std::function<void(Result<StepOutput>)>;
-  virtual ~Executor() = default;
-  /// Run `input` on every rank, then call `done` exactly once: with the driver
-  /// rank's output when every rank answered, or with the first failure. It may
-  /// be called before execute() returns (in process) or later (actors).
-  virtual void execute(StepInput input, Done done) = 0;
-};
 
 struct EngineCoreConfig {
   sched::SchedulerConfig scheduler;
@@ -100,16 +92,23 @@ class EngineCore {
   StepStatus step(Executor& executor);
   /// End every live request with `error` and mark the core unhealthy.
   void fail_all(const Status& error);
-  /// Sleep mode: the level the ranks sleep at (0: awake). While it is not 0, step() runs
-  /// nothing (requests wait). Reports the state to the sink at once, as stats. Going to
-  /// sleep also forgets the prefix cache: the KV cache's contents do not survive it.
-  void set_sleep_level(int level);
+  /// Sleep mode (vLLM's) on every rank of `ranks`: refused for a level other than 1 or 2, an
+  /// unhealthy core or unfinished requests; else no step starts from now on (requests wait),
+  /// the prefix cache is forgotten (the KV cache's contents do not survive), and every rank
+  /// sleeps. `done`: the resident bytes the ranks freed. The state reaches the sink as stats.
+  void sleep(Executor& ranks, int level, std::function<void(Result<int64_t>)> done);
+  /// Wakes the parts `tags` names ("weights", "kv_cache"; empty: both) on every rank. Once
+  /// both are awake the core steps again: then `done(true)`, and the caller should step it.
+  void wake_up(Executor& ranks, std::vector<std::string> tags, std::function<void(Result<bool>)> done);
+  /// 0 when awake, else the level the ranks sleep at.
   int sleep_level() const { return sleep_level_; }
 
-  /// LoRA: adapter ids requests may name, once every rank holds them (Scheduler::add_lora);
-  /// removal is refused while live requests use the adapter.
-  Status add_lora(int64_t lora_id) { return scheduler_.add_lora(lora_id); }
-  Status remove_lora(int64_t lora_id) { return scheduler_.remove_lora(lora_id); }
+  /// LoRA: every rank loads the adapter file, then requests may name `lora_id`
+  /// (Scheduler::add_lora). A failure on any rank drops it from every rank again.
+  void add_lora(Executor& ranks, int64_t lora_id, std::string path, std::function<void(Status)> done);
+  /// Refused while live requests use the adapter (unavailable, "in use"); else no request
+  /// may name it from now on, and every rank drops it.
+  void remove_lora(Executor& ranks, int64_t lora_id, std::function<void(Status)> done);
 
   bool has_unfinished_requests() const { return scheduler_.has_unfinished_requests(); }
   bool step_in_flight() const { return in_flight_; }
@@ -126,6 +125,7 @@ class EngineCore {
   void end_request(LiveRequest& request, FinishReason reason, Status error, EngineCoreOutputs& out);
   /// Hands `out` to the sink; with_stats adds the scheduler's state between steps and the requests ended since.
   void emit(EngineCoreOutputs out, bool with_stats);
+  void set_sleep_level(int level);
 
   sched::Scheduler scheduler_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
@@ -134,7 +134,11 @@ class EngineCore {
   std::vector<FinishedRequestStats> pending_finished_;  // ended between steps; reported with the next stats
   bool in_flight_ = false;
   int sleep_level_ = 0;
+  bool weights_asleep_ = false, kv_asleep_ = false;  // sleep mode: the parts not woken yet
   Status health_;
+  // Answers of the ranks may outlive the core (the scheduler actor replaces it after a
+  // rebuild): their callbacks check this first.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace troupe::engine

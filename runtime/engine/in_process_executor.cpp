@@ -1,26 +1,24 @@
 #include "runtime/engine/in_process_executor.hpp"
 
-#include <algorithm>
-
 namespace troupe::engine {
 
-void InProcessExecutor::execute(StepInput input, Done done) {
+InProcessExecutor::InProcessExecutor(const Platform& platform, int world) {
+  for (int r = 0; r < world; ++r) ranks_.push_back(std::make_unique<Rank>(platform, r));
+}
+
+void InProcessExecutor::collective(RankCommand command, Done done) {
   if (ranks_.empty()) return done(internal_error("the executor has no ranks"));
-  // Ranks above the driver first, on copies; the driver takes the input itself.
-  int64_t bytes = 0;
-  double seconds = 0;
+  Replies replies(ranks_.size());
   for (size_t r = 1; r < ranks_.size(); ++r) {
-    auto out = ranks_[r]->execute(input);
-    if (!out) return done(Status(out.status().code(), "rank " + std::to_string(r) + ": " + out.status().message()));
-    bytes += out->communicator_bytes;
-    seconds = std::max(seconds, out->communicator_seconds);
+    auto reply = ranks_[r]->run(command);
+    if (!reply)
+      return done(Status(reply.status().code(), "rank " + std::to_string(r) + ": " + reply.status().message()));
+    replies[r] = std::move(reply).value();
   }
-  auto driver = ranks_[0]->execute(std::move(input));
-  if (driver) {
-    driver->communicator_bytes += bytes;
-    driver->communicator_seconds = std::max(driver->communicator_seconds, seconds);
-  }
-  done(std::move(driver));
+  auto driver = ranks_[0]->run(std::move(command));
+  if (!driver) return done(driver.status());
+  replies[0] = std::move(driver).value();
+  done(std::move(replies));
 }
 
 }  // namespace troupe::engine

@@ -2,22 +2,28 @@
 // the offline generator's, and the tests'.
 #pragma once
 
+#include <memory>
 #include <vector>
 
-#include "runtime/engine/engine_core.hpp"
-#include "runtime/engine/worker_runner.hpp"
+#include "runtime/engine/executor.hpp"
+#include "runtime/engine/rank.hpp"
 
 namespace troupe::engine {
 
 class InProcessExecutor final : public Executor {
  public:
-  /// `ranks` in rank order (rank 0 is the driver); they must outlive the executor.
-  explicit InProcessExecutor(std::vector<WorkerRunner*> ranks) : ranks_(std::move(ranks)) {}
-  /// Runs every rank in turn and calls `done` before returning.
-  void execute(StepInput input, Done done) override;
+  /// `world` ranks of `platform` (which must outlive the executor), no model loaded yet.
+  explicit InProcessExecutor(const Platform& platform, int world = 1);
+  /// Runs every rank in turn (ranks above the driver first, on copies of the
+  /// command) and calls `done` before returning.
+  void collective(RankCommand command, Done done) override;
+
+  Rank& rank(size_t r) { return *ranks_[r]; }
+  /// The driver's runner; null before LoadModel.
+  WorkerRunner* driver() { return ranks_[0]->runner(); }
 
  private:
-  std::vector<WorkerRunner*> ranks_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
 };
 
 }  // namespace troupe::engine

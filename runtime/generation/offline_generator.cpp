@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <random>
 
-#include "runtime/engine/kv_cache_plan.hpp"
+#include "runtime/engine/kv_cache_setup.hpp"
 #include "runtime/models/builtin_models.hpp"
 
 namespace troupe::generation {
@@ -22,22 +22,17 @@ Result<std::unique_ptr<OfflineGenerator>> OfflineGenerator::create(Platform& pla
   TROUPE_RETURN_IF_ERROR(engine::verify_weight_types(platform, g->artifacts_));
   TROUPE_RETURN_IF_ERROR(platform.check_and_update_config(config));
 
-  auto runner = engine::WorkerRunner::create(platform, config, engine::kDriverRank);
-  if (!runner) return runner.status();
-  g->runner_ = std::move(runner).value();
+  g->executor_ = std::make_unique<engine::InProcessExecutor>(platform);
+  auto loaded = g->executor_->run_on_all(engine::LoadModel{config});
+  if (!loaded) return loaded.status();
+  g->runner_ = g->executor_->driver();
   const ModelInfo& info = g->runner_->init_reply().info;
   if (info.vocab_size < g->artifacts_.tokenizer->vocab_size())
     return data_loss(model_path + ": the tokenizer has " + std::to_string(g->artifacts_.tokenizer->vocab_size()) +
                      " tokens but the model only " + std::to_string(info.vocab_size));
-  auto sizing = g->runner_->kv_sizing();
-  if (!sizing) return sizing.status();
-  auto plan = engine::plan_kv_cache({*sizing}, config, info.context_length);
-  if (!plan) return plan.status();
   // One sequence at a time: no more blocks than one max-length sequence needs.
-  const int64_t bs = plan->spec.block_size;
-  plan->num_blocks = std::min(plan->num_blocks, (plan->max_model_len + bs - 1) / bs);
-  TROUPE_RETURN_IF_ERROR(g->runner_->initialize_cache(plan->spec, plan->num_blocks));
-  TROUPE_RETURN_IF_ERROR(g->runner_->warm_up());
+  auto plan = engine::set_up_kv_cache(*g->executor_, config, info.context_length, {.one_sequence = true});
+  if (!plan) return plan.status();
   config.model.max_model_len = plan->max_model_len;
   config.cache.block_size = plan->spec.block_size;
   g->max_model_len_ = plan->max_model_len;
@@ -50,7 +45,6 @@ Result<std::unique_ptr<OfflineGenerator>> OfflineGenerator::create(Platform& pla
   core.kv.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan->num_blocks, INT32_MAX));
   core.kv.block_size = plan->spec.block_size;
   core.kv.enable_prefix_caching = g->config_.cache.enable_prefix_caching;
-  g->executor_ = std::make_unique<engine::InProcessExecutor>(std::vector<engine::WorkerRunner*>{g->runner_.get()});
   auto* outputs = &g->outputs_;
   auto* spec = &g->spec_;
   g->core_ = std::make_unique<engine::EngineCore>(

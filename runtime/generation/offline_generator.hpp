@@ -54,8 +54,8 @@ class OfflineGenerator {
 
   EngineConfig config_;
   engine::ModelArtifacts artifacts_;
-  std::unique_ptr<engine::WorkerRunner> runner_;
   std::unique_ptr<engine::InProcessExecutor> executor_;
+  engine::WorkerRunner* runner_ = nullptr;  // the executor's driver rank
   std::unique_ptr<engine::EngineCore> core_;
   std::vector<engine::RequestOutput> outputs_;  // the sink's deltas since the last generate() looked
   SpecDecodingStats spec_;                      // summed over every step

@@ -16,10 +16,11 @@
 
 #include "actors/engine.hpp"
 #include "actors/engine_actors.hpp"
-#include "actors/kv_cache_actor.hpp"
+#include "actors/rank_group.hpp"
 #include "actors/messages.hpp"
 #include "actors/status_error.hpp"
 #include "actors/worker_actor.hpp"
+#include "runtime/engine/kv_cache_setup.hpp"
 #include "runtime/engine/worker_runner.hpp"
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -137,7 +138,7 @@ std::shared_ptr<const tokenizer::Tokenizer> stories_tokenizer() {
 }
 
 /// Ranks of the fake platform on real worker actors, sized by the real
-/// kv_cache actor, driven by the real scheduler and engine actors.
+/// one KV set-up path (engine::set_up_kv_cache), driven by the real scheduler and engine actors.
 class Cluster {
  public:
   Cluster(int ranks, Behaviour& behaviour, std::chrono::milliseconds step_timeout = std::chrono::seconds(60))
@@ -148,17 +149,18 @@ class Cluster {
     config_.parallel.tensor_parallel_size = ranks;
     config_.scheduler.max_num_seqs = 8;
     config_.scheduler.max_num_batched_tokens = 64;
-    caf::scoped_actor self{*system_};
-    for (int r = 0; r < ranks; ++r) workers_.push_back(spawn_worker_actor(*system_, &platform_));
-    for (int r = 0; r < ranks; ++r)
-      self->request(workers_[r], std::chrono::seconds(30), init_atom_v, config_, int32_t{r})
-          .receive([](WorkerInitReply&) {}, [&](caf::error& e) { start_error_ = to_status(e, "init"); });
-    if (!start_error_.ok()) return;
-    auto kv = spawn_kv_cache_actor(*system_);
-    self->request(kv, std::chrono::seconds(30), size_kv_atom_v, workers_, config_, int64_t{256})
-        .receive([&](KvCachePlan& p) { plan_ = p; }, [&](caf::error& e) { start_error_ = to_status(e, "kv"); });
-    caf::anon_send_exit(kv, caf::exit_reason::user_shutdown);
-    if (!start_error_.ok()) return;
+    for (int r = 0; r < ranks; ++r) workers_.push_back(spawn_worker_actor(*system_, &platform_, r));
+    BlockingRankExecutor all(*system_, RankGroup{workers_, {}, std::chrono::seconds(30)});
+    if (auto loaded = all.run_on_all(engine::LoadModel{config_}); !loaded) {
+      start_error_ = loaded.status();
+      return;
+    }
+    auto plan = engine::set_up_kv_cache(all, config_, 256);
+    if (!plan) {
+      start_error_ = plan.status();
+      return;
+    }
+    plan_ = *plan;
     EngineActorsSetup setup;
     setup.config = config_;
     setup.kv_plan = plan_;

@@ -134,11 +134,80 @@ TEST(Serialization, StepInputRoundTrips) {
   EXPECT_FALSE(round_trip(in).new_requests[0].params.seed.has_value());
 }
 
-TEST(Serialization, StepInputRoundTripsInsideAMessage) {
+TEST(Serialization, AStepCommandRoundTripsInsideAMessage) {
   auto in = sample_step_input();
-  auto msg = message_round_trip(execute_atom_v, in);
-  ASSERT_TRUE((msg.match_elements<execute_atom, StepInput>()));
-  expect_equal(msg.get_as<StepInput>(1), in);
+  auto msg = message_round_trip(rank_atom_v, engine::RankCommand(engine::ExecuteStep{in}));
+  ASSERT_TRUE((msg.match_elements<rank_atom, engine::RankCommand>()));
+  const auto& command = msg.get_as<engine::RankCommand>(1);
+  ASSERT_TRUE(std::holds_alternative<engine::ExecuteStep>(command.op));
+  expect_equal(std::get<engine::ExecuteStep>(command.op).input, in);
+  EXPECT_STREQ(command.what(), "the step");
+}
+
+TEST(Serialization, EveryRankCommandRoundTripsAsItself) {
+  EngineConfig config;
+  config.model.model_path = "/models/a.gguf";
+  config.parallel.tensor_parallel_size = 2;
+  const std::vector<engine::RankCommand> commands = {
+      engine::LoadModel{config},
+      engine::SizeKvCache{},
+      engine::AllocateKvCache{KvCacheSpec{16, 2, 1, 8, DType::f16}, 77},
+      engine::WarmUp{},
+      engine::ExecuteStep{sample_step_input()},
+      engine::Sleep{2},
+      engine::WakeUp{{"weights", "kv_cache"}},
+      engine::AddLora{3, "/adapters/x.gguf"},
+      engine::RemoveLora{4},
+      engine::ListLoras{},
+      engine::PinLora{5},
+  };
+  ASSERT_EQ(commands.size(), std::variant_size_v<engine::RankCommand::Op>) << "a command is missing here";
+  for (const auto& c : commands) {
+    auto back = round_trip(c);
+    ASSERT_EQ(back.op.index(), c.op.index()) << c.what();
+  }
+  EXPECT_EQ(std::get<engine::LoadModel>(round_trip(commands[0]).op).config.model.model_path, "/models/a.gguf");
+  EXPECT_EQ(std::get<engine::LoadModel>(round_trip(commands[0]).op).config.parallel.tensor_parallel_size, 2);
+  const auto alloc = std::get<engine::AllocateKvCache>(round_trip(commands[2]).op);
+  EXPECT_EQ(alloc.num_blocks, 77);
+  EXPECT_EQ(alloc.spec.dtype, DType::f16);
+  EXPECT_EQ(std::get<engine::Sleep>(round_trip(commands[5]).op).level, 2);
+  EXPECT_EQ(std::get<engine::WakeUp>(round_trip(commands[6]).op).tags, (std::vector<std::string>{"weights", "kv_cache"}));
+  const auto add = std::get<engine::AddLora>(round_trip(commands[7]).op);
+  EXPECT_EQ(add.lora_id, 3);
+  EXPECT_EQ(add.path, "/adapters/x.gguf");
+  EXPECT_EQ(std::get<engine::PinLora>(round_trip(commands[10]).op).lora_id, 5);
+}
+
+TEST(Serialization, EveryRankReplyRoundTripsAsItself) {
+  StepOutput out;
+  out.rank = 1;
+  out.tokens = {SampledToken{17, -0.25f, {}, {}, {}}};
+  WorkerInitReply init;
+  init.platform = "cpu";
+  const std::vector<engine::RankReply> replies = {engine::Done{}, init, KvSizing{KvCacheSpec{16, 1, 1, 4, DType::f32}, 99},
+                                                  out, int64_t{12345}, std::vector<int64_t>{1, 2}};
+  ASSERT_EQ(replies.size(), std::variant_size_v<engine::RankReply::Value>) << "a reply type is missing here";
+  for (const auto& r : replies) EXPECT_EQ(round_trip(r).value.index(), r.value.index());
+  EXPECT_EQ(std::get<WorkerInitReply>(round_trip(replies[1]).value).platform, "cpu");
+  EXPECT_EQ(std::get<KvSizing>(round_trip(replies[2]).value).available_bytes, 99);
+  EXPECT_EQ(std::get<StepOutput>(round_trip(replies[3]).value).tokens.at(0).token, 17);
+  EXPECT_EQ(std::get<int64_t>(round_trip(replies[4]).value), 12345);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(round_trip(replies[5]).value), (std::vector<int64_t>{1, 2}));
+  // A typed read of the wrong alternative is an error, not a crash.
+  EXPECT_EQ(engine::reply_as<engine::Sleep>(replies[0]).status().code(), StatusCode::internal);
+  EXPECT_EQ(*engine::reply_as<engine::Sleep>(replies[4]), 12345);
+}
+
+TEST(Serialization, ACommandOfAnUnknownKindIsRefused) {
+  // What a newer peer might send: an alternative index this build does not have.
+  std::vector<char> buf;
+  caf::binary_serializer sink{system(), buf};
+  uint8_t index = static_cast<uint8_t>(std::variant_size_v<engine::RankCommand::Op>);
+  ASSERT_FALSE(sink(index));
+  engine::RankCommand out;
+  caf::binary_deserializer source{system(), buf};
+  EXPECT_TRUE(static_cast<bool>(source(out))) << "an unknown command index was accepted";
 }
 
 TEST(Serialization, StepOutputRoundTrips) {

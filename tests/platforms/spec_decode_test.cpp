@@ -16,7 +16,7 @@
 
 #include "runtime/engine/engine_core.hpp"
 #include "runtime/engine/in_process_executor.hpp"
-#include "runtime/engine/kv_cache_plan.hpp"
+#include "runtime/engine/kv_cache_setup.hpp"
 #include "runtime/engine/model_artifacts.hpp"
 #include "runtime/engine/worker_runner.hpp"
 #include "runtime/models/builtin_models.hpp"
@@ -54,14 +54,11 @@ class Engine {
     if (!artifacts) return artifacts.status();
     e->artifacts_ = std::move(artifacts).value();
     TROUPE_RETURN_IF_ERROR(platform->check_and_update_config(config));
-    auto runner = engine::WorkerRunner::create(*platform, config, engine::kDriverRank);
-    if (!runner) return runner.status();
-    e->runner_ = std::move(runner).value();
-    auto sizing = e->runner_->kv_sizing();
-    if (!sizing) return sizing.status();
-    auto plan = engine::plan_kv_cache({*sizing}, config, e->runner_->init_reply().info.context_length);
+    e->executor_ = std::make_unique<engine::InProcessExecutor>(*platform);
+    auto loaded = e->executor_->run_on_all(engine::LoadModel{config});
+    if (!loaded) return loaded.status();
+    auto plan = engine::set_up_kv_cache(*e->executor_, config, loaded->front().info.context_length);
     if (!plan) return plan.status();
-    TROUPE_RETURN_IF_ERROR(e->runner_->initialize_cache(plan->spec, plan->num_blocks));
     engine::EngineCoreConfig core;
     core.scheduler.max_num_batched_tokens = max_num_batched_tokens;
     core.scheduler.max_num_seqs = 8;
@@ -69,7 +66,6 @@ class Engine {
     core.kv.num_blocks = static_cast<int32_t>(plan->num_blocks);
     core.kv.block_size = plan->spec.block_size;
     core.kv.enable_prefix_caching = true;
-    e->executor_ = std::make_unique<engine::InProcessExecutor>(std::vector<engine::WorkerRunner*>{e->runner_.get()});
     Engine* self = e.get();
     e->core_ = std::make_unique<engine::EngineCore>(core, e->artifacts_.tokenizer, [self](engine::EngineCoreOutputs out) {
       for (auto& o : out.outputs) engine::accumulate(self->result_.outputs[o.request_id], o);
@@ -117,7 +113,6 @@ class Engine {
  private:
   Engine() = default;
   engine::ModelArtifacts artifacts_;
-  std::unique_ptr<engine::WorkerRunner> runner_;
   std::unique_ptr<engine::InProcessExecutor> executor_;
   std::unique_ptr<engine::EngineCore> core_;
   RunResult result_;

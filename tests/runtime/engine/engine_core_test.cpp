@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "engine_test_support.hpp"
@@ -26,7 +27,32 @@ class ScriptedExecutor final : public Executor {
   bool defer = false;   // hold the answer until release()
   int extra_tokens = 0; // answer with this many extra (wrong) tokens
 
-  void execute(StepInput in, Done done) override {
+  using StepDone = std::function<void(Result<StepOutput>)>;
+
+  std::vector<RankCommand> commands;  // every command but steps, in order
+  std::string fail_command;           // a command of this kName fails on "rank 1"
+  int ranks = 2;                      // sleep, wake-up and LoRA answer once per rank
+
+  void collective(RankCommand command, Done done) override {
+    auto* step = std::get_if<ExecuteStep>(&command.op);
+    if (!step) {
+      const char* name = std::visit([](const auto& c) { return std::decay_t<decltype(c)>::kName; }, command.op);
+      commands.push_back(command);
+      if (name == fail_command) return done(data_loss(std::string(command.what()) + " on rank 1: broken"));
+      Replies replies;
+      for (int r = 0; r < ranks; ++r) {
+        if (std::holds_alternative<Sleep>(command.op)) replies.emplace_back(int64_t{1000 + r});
+        else replies.emplace_back(engine::Done{});
+      }
+      return done(std::move(replies));
+    }
+    answer(std::move(step->input), [done = std::move(done)](Result<StepOutput> out) {
+      if (!out) return done(out.status());
+      done(Replies{RankReply(std::move(out).value())});
+    });
+  }
+
+  void answer(StepInput in, StepDone done) {
     inputs.push_back(in);
     for (const auto& r : in.new_requests)
       if (r.pooling) pooling_.insert(r.request_id);
@@ -60,7 +86,7 @@ class ScriptedExecutor final : public Executor {
   static int32_t filler() { return ids_of(" the").front(); }
   std::map<std::string, size_t> pos_;
   std::set<std::string> pooling_;  // requests the driver pools instead of sampling
-  Done pending_;
+  StepDone pending_;
   StepOutput pending_out_;
 };
 
@@ -70,6 +96,7 @@ class EngineCoreTest : public ::testing::Test {
 
   static EngineCoreConfig config() {
     EngineCoreConfig c;
+    c.scheduler.max_loras = 2;
     c.scheduler.max_num_batched_tokens = 256;
     c.scheduler.max_num_seqs = 8;
     c.scheduler.max_model_len = 1024;
@@ -302,6 +329,101 @@ TEST_F(EngineCoreTest, FailAllEndsLiveRequestsOnce) {
   EXPECT_EQ(f["a"].error.code(), StatusCode::unavailable);
   core_.fail_all(internal_error("later"));
   EXPECT_EQ(core_.health().message(), "the worker actor of rank 0 died");  // the first reason stays
+}
+
+// Sleep mode and LoRA: the core's state and the commands its ranks get, without actors.
+
+template <class T>
+struct Captured {
+  std::optional<T> value;
+  auto sink() {
+    return [this](T v) { value = std::move(v); };
+  }
+};
+
+TEST_F(EngineCoreTest, SleepStopsSteppingUntilBothPartsAreAwake) {
+  Captured<Result<int64_t>> bad;
+  core_.sleep(exec_, 3, bad.sink());
+  ASSERT_TRUE(bad.value.has_value());
+  EXPECT_EQ(bad.value->status().code(), StatusCode::invalid_argument);
+  EXPECT_TRUE(exec_.commands.empty()) << "a refused sleep reached the ranks";
+
+  Captured<Result<int64_t>> freed;
+  core_.sleep(exec_, 1, freed.sink());
+  ASSERT_TRUE(freed.value.has_value() && freed.value->ok()) << freed.value->status().to_string();
+  EXPECT_EQ(**freed.value, 1000 + 1001) << "the bytes every rank freed, added up";
+  EXPECT_EQ(core_.sleep_level(), 1);
+  EXPECT_EQ(events_.back().stats.scheduler.sleep_level, 1) << "the state reaches the stats at once";
+
+  exec_.script["a"] = ids_of(" Once upon");
+  ASSERT_TRUE(core_.add_request(request("a", 2)).ok());
+  EXPECT_EQ(core_.step(exec_), StepStatus::idle) << "a sleeping core ran a step";
+
+  Captured<Result<bool>> weights;
+  core_.wake_up(exec_, {"weights"}, weights.sink());
+  ASSERT_TRUE(weights.value.has_value() && weights.value->ok());
+  EXPECT_FALSE(**weights.value) << "the KV cache still sleeps";
+  EXPECT_EQ(core_.step(exec_), StepStatus::idle);
+
+  Captured<Result<bool>> kv;
+  core_.wake_up(exec_, {"kv_cache"}, kv.sink());
+  ASSERT_TRUE(kv.value.has_value() && kv.value->ok());
+  EXPECT_TRUE(**kv.value);
+  EXPECT_EQ(core_.sleep_level(), 0);
+  run_to_completion();
+  EXPECT_EQ(finals()["a"].token_ids, exec_.script["a"]);
+
+  ASSERT_EQ(exec_.commands.size(), 3u);
+  EXPECT_EQ(std::get<Sleep>(exec_.commands[0].op).level, 1);
+  EXPECT_EQ(std::get<WakeUp>(exec_.commands[1].op).tags, (std::vector<std::string>{"weights"}));
+  EXPECT_EQ(std::get<WakeUp>(exec_.commands[2].op).tags, (std::vector<std::string>{"kv_cache"}));
+}
+
+TEST_F(EngineCoreTest, SleepIsRefusedWhileRequestsAreUnfinished) {
+  ASSERT_TRUE(core_.add_request(request("a", 4)).ok());
+  Captured<Result<int64_t>> refused;
+  core_.sleep(exec_, 2, refused.sink());
+  ASSERT_TRUE(refused.value.has_value());
+  EXPECT_EQ(refused.value->status().code(), StatusCode::unavailable);
+  EXPECT_NE(refused.value->status().message().find("1 waiting"), std::string::npos) << refused.value->status().message();
+  EXPECT_EQ(core_.sleep_level(), 0);
+  EXPECT_TRUE(exec_.commands.empty());
+}
+
+TEST_F(EngineCoreTest, AnAdapterRequestsMayNameOnlyOnceEveryRankHoldsIt) {
+  CoreRequest with_lora = request("a", 1);
+  with_lora.lora_id = 7;
+  EXPECT_FALSE(core_.add_request(with_lora).ok()) << "an unknown adapter was accepted";
+
+  exec_.fail_command = "AddLora";
+  Captured<Status> failed;
+  core_.add_lora(exec_, 7, "/adapters/a.gguf", failed.sink());
+  ASSERT_TRUE(failed.value.has_value());
+  EXPECT_EQ(failed.value->code(), StatusCode::data_loss);
+  EXPECT_NE(failed.value->message().find("rank 1: broken"), std::string::npos);
+  ASSERT_EQ(exec_.commands.size(), 2u);
+  EXPECT_EQ(std::get<RemoveLora>(exec_.commands[1].op).lora_id, 7) << "the ranks that loaded it drop it again";
+  EXPECT_FALSE(core_.add_request(with_lora).ok());
+
+  exec_.fail_command.clear();
+  Captured<Status> added;
+  core_.add_lora(exec_, 7, "/adapters/a.gguf", added.sink());
+  ASSERT_TRUE(added.value.has_value() && added.value->ok()) << added.value->to_string();
+  EXPECT_EQ(std::get<AddLora>(exec_.commands.back().op).path, "/adapters/a.gguf");
+  ASSERT_TRUE(core_.add_request(with_lora).ok());
+
+  Captured<Status> in_use;
+  core_.remove_lora(exec_, 7, in_use.sink());
+  ASSERT_TRUE(in_use.value.has_value());
+  EXPECT_EQ(in_use.value->code(), StatusCode::unavailable);
+  EXPECT_FALSE(std::holds_alternative<RemoveLora>(exec_.commands.back().op)) << "an adapter in use left the ranks";
+
+  run_to_completion();
+  Captured<Status> removed;
+  core_.remove_lora(exec_, 7, removed.sink());
+  ASSERT_TRUE(removed.value.has_value() && removed.value->ok()) << removed.value->to_string();
+  EXPECT_EQ(std::get<RemoveLora>(exec_.commands.back().op).lora_id, 7);
+  EXPECT_FALSE(core_.add_request(with_lora).ok());
 }
 
 }  // namespace
