@@ -355,7 +355,8 @@ TEST_F(EngineCoreTest, SleepStopsSteppingUntilBothPartsAreAwake) {
   EXPECT_EQ(core_.sleep_level(), 1);
   EXPECT_EQ(events_.back().stats.scheduler.sleep_level, 1) << "the state reaches the stats at once";
 
-  exec_.script["a"] = ids_of(" Once upon");
+  exec_.script["a"] = ids_of(" Once upon a time");
+  exec_.script["a"].resize(2);
   ASSERT_TRUE(core_.add_request(request("a", 2)).ok());
   EXPECT_EQ(core_.step(exec_), StepStatus::idle) << "a sleeping core ran a step";
 
