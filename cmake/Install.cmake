@@ -4,6 +4,9 @@
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/troupe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The build's SDK fingerprint beside the headers it was computed from: a plugin
+# built against the install stamps the fingerprint this troupe checks.
+install(FILES ${TROUPE_SDK_FINGERPRINT_HEADER} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe)
 # Headers of the engine's C++ API (actors/engine.hpp) and what they include,
 # under include/troupe_internal so they never mix with the plugin SDK.
 foreach(dir runtime actors plugin_host)

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -17,6 +18,13 @@ LoadOutcome failed(std::string reason) { return {PluginStatus::failed, std::move
 LoadOutcome refused(std::string reason) { return {PluginStatus::refused, std::move(reason), nullptr}; }
 
 std::string str_or(const char* s, const char* fallback) { return s ? std::string(s) : std::string(fallback); }
+
+// As TROUPE_SDK_FINGERPRINT_HEX spells it, so the two sides read alike.
+std::string hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 // The entry point is plugin code: nothing it throws may escape into the host.
 const PluginDescriptor* call_entry(EntryFn entry, std::string* error) {
@@ -78,6 +86,15 @@ LoadOutcome load_library(const Manifest& m) {
                    "troupe's (layout fingerprint " + std::to_string(d->layout_fingerprint) + ", expected " +
                    std::to_string(sdk_layout_fingerprint()) +
                    "): rebuild the plugin against the headers of this troupe, with the same compiler options");
+  }
+  // Same version and sizes, other header text: a vtable or a signature changed without a
+  // version bump. Calling through such a vtable would run the wrong function.
+  if (d->sdk_fingerprint != TROUPE_SDK_FINGERPRINT) {
+    return refused("library " + m.library + " was built against SDK headers with fingerprint " +
+                   hex16(d->sdk_fingerprint) + ", but this troupe's SDK headers have fingerprint " +
+                   TROUPE_SDK_FINGERPRINT_HEX " (both ABI version " + std::to_string(TROUPE_ABI_VERSION) +
+                   "): the headers differ, perhaps in a vtable or a signature; rebuild the plugin against "
+                   "the headers of this troupe");
   }
   const std::string group = str_or(d->group, "(none)");
   if (group != m.group) {

@@ -19,7 +19,8 @@ struct LoadOutcome {
 
 /// dlopen the manifest's library, call its entry symbol and check the
 /// descriptor against this build's ABI: abi_version first, then
-/// descriptor_size, cxx_abi, the layout fingerprint and the group named by the manifest.
+/// descriptor_size, cxx_abi, the layout fingerprint, the SDK header fingerprint and
+/// the group named by the manifest.
 LoadOutcome load_library(const Manifest& manifest);
 
 }  // namespace troupe::plugin_host

@@ -21,7 +21,7 @@ enum class PluginStatus {
   loaded,    // library loaded, descriptor accepted (and, for general plugins, registered)
   filtered,  // discovered but not named in TROUPE_PLUGINS
   failed,    // manifest, library, symbol or registration failed
-  refused,   // ABI version / C++ ABI / group mismatch
+  refused,   // ABI version / descriptor / C++ ABI / SDK fingerprint / group mismatch
 };
 const char* to_string(PluginStatus s);
 

@@ -38,7 +38,6 @@ class HostBuffer final : public DeviceBuffer {
     *live_ -= n_;
   }
   void* data() override { return p_; }
-  int64_t size_bytes() const override { return n_; }
 
  private:
   void* p_;

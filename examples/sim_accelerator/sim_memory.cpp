@@ -20,7 +20,6 @@ class SimBuffer final : public troupe::DeviceBuffer {
     if (live_) *live_ -= bytes_;
   }
   void* data() override { return address_; }
-  int64_t size_bytes() const override { return bytes_; }
 
  private:
   SimDevice& device_;

@@ -27,7 +27,6 @@ class DeviceBuffer {
   virtual ~DeviceBuffer() = default;
   /// The device address of the first byte (aligned to at least 64 bytes); never null.
   virtual void* data() = 0;
-  virtual int64_t size_bytes() const = 0;
 };
 
 class DeviceAllocator {

@@ -1,8 +1,8 @@
 // The plugin ABI. A plugin library exports one C symbol,
 //   extern "C" const troupe::PluginDescriptor* troupe_plugin_entry();
 // returning a descriptor that starts with the ABI version it was built for.
-// The host refuses a library whose ABI version, descriptor size, C++ ABI tag or
-// SDK layout fingerprint differs from its own.
+// The host refuses a library whose ABI version, descriptor size, C++ ABI tag,
+// SDK layout fingerprint or SDK header fingerprint differs from its own.
 #pragma once
 
 #include <cstdint>
@@ -16,11 +16,13 @@
 #include "troupe/logits_processor.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/scheduler_policy.hpp"
+#include "troupe/sdk_fingerprint.hpp"  // generated at build time: TROUPE_SDK_FINGERPRINT
 #include "troupe/stat_logger.hpp"
 #include "troupe/status.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
-#define TROUPE_ABI_VERSION 10u
+/// (TROUPE_SDK_FINGERPRINT catches a forgotten bump; the version names the release.)
+#define TROUPE_ABI_VERSION 11u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -56,7 +58,7 @@ using StatLoggerFactoryFn = StatLogger* (*)(const EngineConfig& config, int engi
 /// A fingerprint of the layouts of the SDK's types that cross the plugin boundary
 /// (sizes and alignments, FNV-1a). It catches what TROUPE_ABI_VERSION alone misses: a
 /// header changed without a version bump, or a plugin built with other packing or
-/// standard-library options. Vtable changes still need the version bump.
+/// standard-library options. Vtable changes are caught by TROUPE_SDK_FINGERPRINT.
 constexpr uint64_t sdk_layout_fingerprint() {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) {
@@ -88,6 +90,7 @@ struct PluginDescriptor {
   const char* sdk_version;     // TROUPE_SDK_VERSION, for messages
   const char* cxx_abi;         // TROUPE_CXX_ABI_TAG
   uint64_t layout_fingerprint; // sdk_layout_fingerprint() on the plugin's side
+  uint64_t sdk_fingerprint;    // TROUPE_SDK_FINGERPRINT: the text of the SDK headers it was built against
   const char* name;            // should equal the manifest's name
   const char* group;           // should equal the manifest's group
   RegisterFn register_fn;                    // general plugins
@@ -99,19 +102,19 @@ struct PluginDescriptor {
 /// Descriptor builders: use them so the version fields are stamped at the plugin's build.
 constexpr PluginDescriptor general_plugin(const char* name, RegisterFn fn) {
   return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
-          name, kGroupGeneral, fn, nullptr, nullptr, nullptr};
+          TROUPE_SDK_FINGERPRINT, name, kGroupGeneral, fn, nullptr, nullptr, nullptr};
 }
 constexpr PluginDescriptor platform_plugin(const char* name, PlatformProbeFn fn) {
   return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
-          name, kGroupPlatform, nullptr, fn, nullptr, nullptr};
+          TROUPE_SDK_FINGERPRINT, name, kGroupPlatform, nullptr, fn, nullptr, nullptr};
 }
 constexpr PluginDescriptor io_processor_plugin(const char* name, IOProcessorFactoryFn fn) {
   return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
-          name, kGroupIOProcessor, nullptr, nullptr, fn, nullptr};
+          TROUPE_SDK_FINGERPRINT, name, kGroupIOProcessor, nullptr, nullptr, fn, nullptr};
 }
 constexpr PluginDescriptor stat_logger_plugin(const char* name, StatLoggerFactoryFn fn) {
   return {TROUPE_ABI_VERSION, sizeof(PluginDescriptor), TROUPE_SDK_VERSION, TROUPE_CXX_ABI_TAG, sdk_layout_fingerprint(),
-          name, kGroupStatLogger, nullptr, nullptr, nullptr, fn};
+          TROUPE_SDK_FINGERPRINT, name, kGroupStatLogger, nullptr, nullptr, nullptr, fn};
 }
 
 }  // namespace troupe

@@ -18,7 +18,6 @@ class CudaBuffer final : public DeviceBuffer {
     *live_ -= n_;
   }
   void* data() override { return p_; }
-  int64_t size_bytes() const override { return n_; }
 
  private:
   std::shared_ptr<CudaContext> ctx_;

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plugin_host/loader.hpp"
+#include "plugin_host/manifest.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "troupe/custom_op.hpp"
 #include "troupe/model_registry.hpp"
@@ -297,6 +299,69 @@ TEST(PluginHost, LayoutFingerprintFollowsTheSdkTypes) {
   constexpr auto d = troupe::general_plugin("x", nullptr);
   static_assert(d.layout_fingerprint == troupe::sdk_layout_fingerprint());
   EXPECT_NE(troupe::sdk_layout_fingerprint(), 0u);
+}
+
+namespace {
+
+// TROUPE_SDK_FINGERPRINT_HEX of a generated sdk_fingerprint.hpp.
+std::string fingerprint_in(const std::string& header) {
+  std::ifstream in(header);
+  std::string line;
+  const std::string key = "#define TROUPE_SDK_FINGERPRINT_HEX \"";
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) return line.substr(key.size(), 16);
+  ADD_FAILURE() << "no TROUPE_SDK_FINGERPRINT_HEX in " << header;
+  return "";
+}
+
+}  // namespace
+
+// The headers' text changed (one more virtual in Platform, which moves every later slot)
+// while TROUPE_ABI_VERSION and all sizes stayed: only the SDK fingerprint tells.
+TEST(PluginHost, PlatformBuiltAgainstOtherSdkHeadersIsRefusedAndNeverActivated) {
+  const std::string theirs = fingerprint_in(TROUPE_TEST_ALTERED_SDK_FINGERPRINT);
+  ASSERT_EQ(theirs.size(), 16u);
+  ASSERT_NE(theirs, TROUPE_SDK_FINGERPRINT_HEX);  // else the altered copy altered nothing
+
+  ph::PluginHost host(opts({"altered_sdk_platform", "fake_cpu"}));
+  host.load_all();
+  const auto& altered = find(host, "altered_sdk_platform");
+  EXPECT_EQ(altered.status, PluginStatus::refused);
+  EXPECT_TRUE(contains(altered.reason, "library " + dir("altered_sdk_platform") +
+                                           "/libtroupe_plugin_altered_sdk_platform.so "))
+      << altered.reason;
+  EXPECT_TRUE(contains(altered.reason, "built against SDK headers with fingerprint " + theirs +
+                                           ", but this troupe's SDK headers have fingerprint " TROUPE_SDK_FINGERPRINT_HEX))
+      << altered.reason;
+  EXPECT_TRUE(contains(altered.reason, "both ABI version " + std::to_string(TROUPE_ABI_VERSION))) << altered.reason;
+  EXPECT_FALSE(contains(altered.reason, "type layouts differ")) << altered.reason;
+  EXPECT_EQ(candidate(host, "altered_sdk_platform"), nullptr);
+  auto p = host.activate_platform();
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ((*p)->device_type(), "fake_cpu");
+}
+
+TEST(PluginHost, PluginsBuiltAgainstTheseHeadersCarryTheHostsSdkFingerprint) {
+  static_assert(troupe::general_plugin("x", nullptr).sdk_fingerprint == TROUPE_SDK_FINGERPRINT);
+  static_assert(troupe::platform_plugin("x", nullptr).sdk_fingerprint == TROUPE_SDK_FINGERPRINT);
+  static_assert(troupe::io_processor_plugin("x", nullptr).sdk_fingerprint == TROUPE_SDK_FINGERPRINT);
+  static_assert(troupe::stat_logger_plugin("x", nullptr).sdk_fingerprint == TROUPE_SDK_FINGERPRINT);
+
+  // What the libraries stamped at their own build, read back through the loader.
+  std::vector<std::string> manifests = {dir("good_general") + "/good_general.troupe-plugin.json",
+                                        dir("fake_cpu") + "/fake_cpu.troupe-plugin.json",
+                                        dir("echo_io") + "/echo_io.troupe-plugin.json"};
+#if TROUPE_HAVE_EXAMPLES
+  manifests.push_back(std::string(TROUPE_EXAMPLES_PLUGIN_DIR) + "/dummy_model.troupe-plugin.json");
+#endif
+  for (const auto& path : manifests) {
+    ph::Manifest m;
+    ASSERT_TRUE(ph::parse_manifest(path, &m).ok()) << path;
+    ph::LoadOutcome out = ph::load_library(m);
+    ASSERT_EQ(out.status, PluginStatus::loaded) << path << ": " << out.reason;
+    ASSERT_NE(out.descriptor, nullptr);
+    EXPECT_EQ(out.descriptor->sdk_fingerprint, TROUPE_SDK_FINGERPRINT) << path;
+  }
 }
 
 namespace {
