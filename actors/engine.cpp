@@ -8,9 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
-#include <map>
+#include <mutex>
 #include <random>
-#include <set>
 
 #include "actors/engine_actors.hpp"
 #include "actors/gate_actor.hpp"
@@ -21,7 +20,9 @@
 #include "actors/status_error.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "runtime/engine/kv_cache_setup.hpp"
+#include "runtime/engine/input_processor.hpp"
 #include "runtime/engine/logits_processing.hpp"
+#include "runtime/engine/lora_registry.hpp"
 #include "runtime/engine/model_artifacts.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "runtime/stats/logging_stat_logger.hpp"
@@ -78,7 +79,6 @@ struct Engine::Impl {
   Platform* platform = nullptr;
   KvCachePlan kv_plan;
   std::shared_ptr<const SchedulerPolicy> policy;      // of config.scheduler.scheduler_cls
-  std::mutex processors_mu;                           // a processor is called from one thread at a time
   std::unique_ptr<LogitsProcessorChain> processors;   // this process's, for validate_request only
   std::shared_ptr<stats::PrometheusStatLogger> prometheus;
   std::shared_ptr<actors::EngineCounters> counters = std::make_shared<actors::EngineCounters>();
@@ -91,14 +91,11 @@ struct Engine::Impl {
   actors::stats_gate_actor stats_gate;
   mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
   std::vector<actors::worker_actor> workers;
-  std::mutex mu;
-  // LoRA adapters by name; ids are never reused, so no cached KV block of an unloaded adapter matches.
-  mutable std::mutex lora_mu;
-  std::map<std::string, LoraAdapterInfo> loras;
-  std::set<std::string> loras_changing;  // names being loaded or unloaded now
-  int64_t next_lora_id = 1;
-  std::mt19937_64 rng;
-  uint64_t next_request = 0;
+  std::shared_ptr<LoraRegistry> loras = std::make_shared<LoraRegistry>();
+  // Admission; made at the first request, once start-up has fixed the config it reads.
+  std::once_flag input_once;
+  std::unique_ptr<InputProcessor> input;
+  std::mt19937_64 rng;  // the seeds of requests without one (InputProcessor takes it over)
   std::atomic<uint64_t> next_subscription{1};
 
   Status load_artifacts();
@@ -340,95 +337,35 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
   return engine;
 }
 
-Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_output) {
+Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_output, std::string* refused_field) {
   auto& im = *impl_;
+  if (refused_field) refused_field->clear();
   if (!healthy()) return unavailable("the engine is unhealthy: " + unhealthy_reason());
-  const bool pooling_runner = im.config.model.runner == "pooling";
-  if (request.pooling && !pooling_runner)
-    return invalid_argument("model " + im.config.model.served_model_name +
-                            " runs as a generate model (--runner generate): it does not answer pooling requests "
-                            "(start it with --runner pooling)");
-  if (!request.pooling && pooling_runner)
-    return invalid_argument("model " + im.config.model.served_model_name +
-                            " runs as a pooling model (--runner pooling): it answers embedding, pooling and score "
-                            "requests, not generation");
-  if (!request.pooling)
-    if (auto s = request.sampling.validate(); !s) return s;
-  if (request.priority != 0 && !im.policy->uses_priority())
-    return invalid_argument("priority: scheduler policy '" + im.config.scheduler.scheduler_cls +
-                            "' does not use priorities; start the engine with a policy that does (--scheduler-cls)");
-  // Checked here, not on the worker: a step that fails there fails every request in it.
-  if (request.pooling && request.pooling->dimensions) {
-    if (!im.config.model.pooling_matryoshka)
-      return invalid_argument("dimensions: model " + im.config.model.served_model_name +
-                              " does not support matryoshka representation (it keeps all " +
-                              std::to_string(im.model_info.hidden_size) + " dimensions)");
-    if (*request.pooling->dimensions < 1 || *request.pooling->dimensions > im.model_info.hidden_size)
-      return invalid_argument("dimensions must be in 1.." + std::to_string(im.model_info.hidden_size));
-  }
-  std::vector<int32_t> ids = std::move(request.prompt_token_ids);
-  if (ids.empty() && !request.prompt.empty())
-    ids = im.artifacts.tokenizer->encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
-  if (ids.empty()) return invalid_argument(request.pooling ? "The input cannot be empty" : "The decoder prompt cannot be empty");
-  if (request.truncate_prompt_tokens) {
-    if (*request.truncate_prompt_tokens < 1) return invalid_argument("truncate_prompt_tokens must be at least 1");
-    const auto keep = static_cast<size_t>(*request.truncate_prompt_tokens);
-    if (ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
-  }
-  int64_t vocab = im.artifacts.tokenizer->vocab_size();
-  if (im.model_info.vocab_size > 0) vocab = std::min<int64_t>(vocab, im.model_info.vocab_size);
-  for (int32_t id : ids)
-    if (id < 0 || id >= vocab)
-      return out_of_range("token id " + std::to_string(id) + " is out of vocabulary (size " + std::to_string(vocab) + ")");
-  int64_t max_len = im.config.model.max_model_len;
-  int64_t prompt_len = static_cast<int64_t>(ids.size());
-  if (request.pooling) {
-    if (prompt_len > max_len)
-      return out_of_range("This model's maximum context length is " + std::to_string(max_len) +
-                          " tokens. However, you requested " + std::to_string(prompt_len) +
-                          " tokens in the input. Please reduce the length of the input, or set "
-                          "truncate_prompt_tokens.");
-    if (prompt_len > im.config.scheduler.max_num_batched_tokens)
-      return out_of_range("the input has " + std::to_string(prompt_len) +
-                          " tokens, more than max_num_batched_tokens " +
-                          std::to_string(im.config.scheduler.max_num_batched_tokens) +
-                          " (a pooling input runs in one step)");
-  } else if (prompt_len + request.sampling.max_tokens > max_len) {
-    return out_of_range("This model's maximum context length is " + std::to_string(max_len) +
-                        " tokens. However, you requested " + std::to_string(prompt_len + request.sampling.max_tokens) +
-                        " tokens (" + std::to_string(prompt_len) + " in the messages, " +
-                        std::to_string(request.sampling.max_tokens) +
-                        " in the completion). Please reduce the length of the messages or completion.");
-  }
-  int64_t queued_cap = im.config.scheduler.max_num_queued_requests;
-  if (queued_cap > 0 && im.counters->in_flight.load() >= im.config.scheduler.max_num_seqs + queued_cap)
-    return resource_exhausted("the engine's waiting queue is full (" + std::to_string(queued_cap) +
-                              " queued requests); retry later");
+  std::call_once(im.input_once, [&im] {
+    InputProcessorSetup setup;
+    setup.config = im.config;
+    setup.model_info = im.model_info;
+    setup.tokenizer = im.artifacts.tokenizer;
+    setup.policy = im.policy;
+    setup.processors = im.processors.get();
+    setup.loras = im.loras;
+    setup.seeds = im.rng;
+    im.input = std::make_unique<InputProcessor>(std::move(setup));
+  });
+  auto admitted = im.input->process(std::move(request), im.counters->in_flight.load(), refused_field);
+  if (!admitted) return admitted.status();
   actors::SubmitRequest sr;
-  CoreRequest& core = sr.request;
-  {
-    std::lock_guard lock(im.mu);
-    core.request_id = request.request_id.empty() ? "req-" + std::to_string(im.next_request++) : request.request_id;
-    core.seed = request.sampling.seed ? *request.sampling.seed : im.rng();
-  }
-  if (!request.pooling) {
-    // Checked here, not on the driver rank: a step that fails there fails every request in it.
-    std::lock_guard lock(im.processors_mu);
-    if (auto s = im.processors->validate(core.request_id, request.sampling.extra_args, ids); !s) return s;
-  }
-  core.prompt_token_ids = std::move(ids);
-  core.priority = request.priority;
-  core.sampling = std::move(request.sampling);
-  core.cache_salt = std::move(request.cache_salt);
-  if (!request.lora_name.empty()) {
-    std::lock_guard lock(im.lora_mu);
-    auto it = im.loras.find(request.lora_name);
-    if (it == im.loras.end()) return not_found("The model `" + request.lora_name + "` does not exist.");
-    core.lora_id = it->second.id;
-  }
-  core.pooling = std::move(request.pooling);
+  sr.request = std::move(admitted->request);
   sr.on_output = std::move(on_output);
-  std::string id = core.request_id;
+  if (auto lease = std::move(admitted->lora)) {
+    // Released before the caller sees the last delta: by then the scheduler has
+    // forgotten the request, and the caller may unload the adapter at once.
+    sr.on_output = [lease, inner = std::move(sr.on_output)](RequestOutput out) {
+      if (out.finished) lease->release();
+      inner(std::move(out));
+    };
+  }
+  std::string id = sr.request.request_id;
   im.counters->in_flight++;
   caf::anon_send(im.actors.engine, actors::submit_atom_v, std::move(sr));
   return id;
@@ -482,59 +419,39 @@ Status Engine::wake_up(const std::vector<std::string>& tags) {
 Result<LoraAdapterInfo> Engine::load_lora_adapter(const std::string& name, const std::string& path) {
   auto& im = *impl_;
   if (!im.config.lora.enable_lora) return lora_off();
-  if (name.empty()) return invalid_argument("lora_name: a LoRA adapter needs a name");
-  if (path.empty()) return invalid_argument("lora_path: a LoRA adapter needs the path of its GGUF file");
-  if (name == im.config.model.served_model_name)
-    return invalid_argument("lora_name: '" + name + "' is the base model's name");
-  LoraAdapterInfo info{name, 0, path};
-  {
-    std::lock_guard lock(im.lora_mu);
-    if (im.loras.contains(name) || im.loras_changing.contains(name))
-      return invalid_argument("The lora adapter '" + name + "' has already been loaded.");
-    im.loras_changing.insert(name);
-    info.id = im.next_lora_id++;
-  }
+  auto info = im.loras->begin_load(name, path, im.config.model.served_model_name);
+  if (!info) return info.status();
   caf::scoped_actor self{*im.system};
-  auto added = ask<bool>(self, im.actors.scheduler, "load_lora_adapter " + name, actors::lora_add_atom_v, info.id, path);
-  std::lock_guard lock(im.lora_mu);
-  im.loras_changing.erase(name);
-  if (!added.ok()) return added.status();
-  im.loras[name] = info;
-  TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) loaded from {}", name, info.id, path);
+  auto added = ask<bool>(self, im.actors.scheduler, "load_lora_adapter " + name, actors::lora_add_atom_v, info->id,
+                         path);
+  TROUPE_RETURN_IF_ERROR(im.loras->finish_load(*info, added.status()));
+  TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) loaded from {}", name, info->id, path);
   return info;
 }
 
 Status Engine::unload_lora_adapter(const std::string& name) {
   auto& im = *impl_;
   if (!im.config.lora.enable_lora) return lora_off();
-  LoraAdapterInfo info;
-  {
-    std::lock_guard lock(im.lora_mu);
-    auto it = im.loras.find(name);
-    if (it == im.loras.end() || im.loras_changing.contains(name))
+  const LoraRegistry::Unload unload = im.loras->begin_unload(name);
+  switch (unload.outcome) {
+    case LoraRegistry::UnloadOutcome::unknown:
       return not_found("The lora adapter '" + name + "' cannot be found.");
-    info = it->second;
-    im.loras_changing.insert(name);
+    case LoraRegistry::UnloadOutcome::in_use:
+      return unavailable("unload_lora_adapter " + name + ": LoRA adapter " + std::to_string(unload.info.id) +
+                         " is in use by " + std::to_string(unload.users) + " unfinished request(s)");
+    case LoraRegistry::UnloadOutcome::started:
+      break;
   }
   caf::scoped_actor self{*im.system};
-  auto removed = ask<bool>(self, im.actors.scheduler, "unload_lora_adapter " + name, actors::lora_rm_atom_v, info.id);
-  std::lock_guard lock(im.lora_mu);
-  im.loras_changing.erase(name);
-  // Once the scheduler forgot the id (even if a rank then failed), no request may name it.
-  if (removed.ok() || removed.status().code() != StatusCode::unavailable ||
-      removed.status().message().find("in use") == std::string::npos)
-    im.loras.erase(name);
+  auto removed =
+      ask<bool>(self, im.actors.scheduler, "unload_lora_adapter " + name, actors::lora_rm_atom_v, unload.info.id);
+  im.loras->finish_unload(name);
   if (!removed.ok()) return removed.status();
-  TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) unloaded", name, info.id);
+  TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) unloaded", name, unload.info.id);
   return {};
 }
 
-std::vector<LoraAdapterInfo> Engine::lora_adapters() const {
-  std::lock_guard lock(impl_->lora_mu);
-  std::vector<LoraAdapterInfo> out;
-  for (const auto& [name, info] : impl_->loras) out.push_back(info);
-  return out;
-}
+std::vector<LoraAdapterInfo> Engine::lora_adapters() const { return impl_->loras->list(); }
 
 int Engine::sleep_level() const {
   caf::scoped_actor self{*impl_->system};

@@ -72,9 +72,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  /// Queue a request; invalid ones (bad parameters, too long, queue full) fail here with the reason.
-  /// Ones the scheduler refuses later end with finish reason error and that Status.
-  Result<std::string> submit(GenerateRequest request, OutputCallback on_output);
+  /// Queue a request; invalid ones (bad parameters, too long, queue full) fail here with the reason
+  /// (engine::InputProcessor), and `refused_field`, when given, names the request field at fault
+  /// ("" for none). Ones the scheduler refuses later end with finish reason error and that Status.
+  Result<std::string> submit(GenerateRequest request, OutputCallback on_output, std::string* refused_field = nullptr);
   /// Abort a request: its blocks are freed at once and it ends with finish_reason "abort".
   void abort(const std::string& request_id);
   /// Blocking convenience: submit and wait for the finished output.
@@ -126,7 +127,8 @@ class Engine {
   int sleep_level() const;
   /// LoRA (needs config.lora.enable_lora): every rank reads the adapter file at `path` (on its
   /// own host) and checks it against the model; then requests may name it (GenerateRequest::
-  /// lora_name). invalid_argument naming the problem for a bad file or a used name.
+  /// lora_name). invalid_argument naming the problem for a bad file or a used name
+  /// (engine::LoraRegistry).
   Result<LoraAdapterInfo> load_lora_adapter(const std::string& name, const std::string& path);
   /// not_found for an unknown name; unavailable while unfinished requests use it.
   Status unload_lora_adapter(const std::string& name);

@@ -1,8 +1,10 @@
-// POST /v1/completions and /v1/chat/completions: parse, tokenize, check the
-// context, submit one engine request per (prompt, choice), then either stream
+// POST /v1/completions and /v1/chat/completions: parse, tokenize, submit one
+// engine request per (prompt, choice) (the engine admits each), then either stream
 // each delta as a server-sent event or answer once everything finished.
 // Engine callbacks arrive on CAF threads and are posted to the HTTP thread;
 // all state below is touched on the HTTP thread only.
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,11 +189,6 @@ struct Generation : std::enable_shared_from_this<Generation> {
   }
 };
 
-int64_t context_len(const engine::Engine& e) {
-  int64_t n = e.config().model.max_model_len;
-  return n > 0 ? n : e.model_info().context_length;
-}
-
 // Text -> ids exactly as the engine would tokenize it (BOS added, special tokens parsed).
 std::vector<int32_t> encode(const engine::Engine& e, const std::string& text) {
   const auto& tok = e.tokenizer();
@@ -242,16 +239,6 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     }
   }
 
-  int64_t vocab = e->tokenizer().vocab_size();
-  if (e->model_info().vocab_size > 0) vocab = std::min<int64_t>(vocab, e->model_info().vocab_size);
-  std::vector<sampling::SamplingParams> per_prompt;
-  for (const auto& p : ids) {
-    sampling::SamplingParams s = common.sampling;
-    if (auto err = openai::check_prompt_tokens(p, vocab, context_len(*e), common.max_tokens, &s))
-      return respond_error(req, *err);
-    per_prompt.push_back(std::move(s));
-  }
-
   gen->stream = common.stream;
   gen->include_usage = common.include_usage;
   gen->id = openai::make_request_id(chat ? "chatcmpl" : "cmpl");
@@ -272,25 +259,34 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   }
   gen->remaining = static_cast<int>(gen->choices.size());
 
-  // Submit every choice; if one is refused (queue full, ...) the others are aborted.
+  // Submit every choice; the engine admits each (vocabulary, context length, queue, ...);
+  // if one is refused the others are aborted.
   asio::io_context* io = ctx.io;
   for (size_t k = 0; k < gen->choices.size(); ++k) {
     auto& c = gen->choices[k];
     engine::GenerateRequest g;
     g.request_id = fmt::format("{}-{}", gen->id, k);
     g.prompt_token_ids = ids[c.prompt_index];
-    g.sampling = openai::choice_sampling(per_prompt[c.prompt_index], static_cast<int>(k % common.n));
+    g.sampling = openai::choice_sampling(common.sampling, static_cast<int>(k % common.n));
+    if (common.max_tokens)
+      g.sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(*common.max_tokens, INT32_MAX));
+    else
+      g.max_tokens_fills_context = true;
     g.priority = common.priority;
     if (lora) g.lora_name = common.model;
     // The engine holds this callback until the choice finished; its strong
     // reference keeps the generation state alive exactly that long.
-    auto submitted = e->submit(std::move(g), [io, gen, k](engine::RequestOutput o) {
-      asio::post(*io, [gen, k, o = std::move(o)]() mutable { gen->on_output(k, std::move(o)); });
-    });
+    std::string refused_field;
+    auto submitted = e->submit(
+        std::move(g),
+        [io, gen, k](engine::RequestOutput o) {
+          asio::post(*io, [gen, k, o = std::move(o)]() mutable { gen->on_output(k, std::move(o)); });
+        },
+        &refused_field);
     if (!submitted.ok()) {
       gen->abort_all();
       gen->responded = true;
-      return respond_error(req, openai::from_status(submitted.status()));
+      return respond_error(req, openai::from_status(submitted.status(), refused_field));
     }
     c.engine_id = *submitted;
   }

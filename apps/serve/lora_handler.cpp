@@ -41,12 +41,9 @@ void handle_lora(ServerContext& ctx, const restinio::request_handle_t& req, cons
     if (!string_field(body, "lora_path", &file, &err)) return respond_error(req, err);
     auto loaded = e.load_lora_adapter(name, file);
     if (!loaded.ok()) {
-      const StatusCode code = loaded.status().code();
-      // A missing, malformed or mismatched adapter is the client's problem (vLLM: 400).
-      if (code == StatusCode::invalid_argument || code == StatusCode::not_found || code == StatusCode::out_of_range ||
-          code == StatusCode::data_loss || code == StatusCode::not_supported)
-        return respond_error(req, openai::ApiError{400, "BadRequestError", loaded.status().message(), "lora_path"});
-      return respond_error(req, openai::from_status(loaded.status()));
+      // A missing, malformed or mismatched adapter is invalid_argument (engine::LoraRegistry): vLLM's 400.
+      const bool clients = loaded.status().code() == StatusCode::invalid_argument;
+      return respond_error(req, openai::from_status(loaded.status(), clients ? "lora_path" : ""));
     }
     return respond(req, 200, "text/plain; charset=utf-8",
                    "Success: LoRA adapter '" + name + "' added successfully.");

@@ -21,6 +21,8 @@ struct GenerateRequest {
   std::vector<int32_t> prompt_token_ids;  // used as-is when not empty
   bool add_special_tokens = true;         // BOS etc. when tokenizing `prompt`
   sampling::SamplingParams sampling;
+  /// vLLM's unset max_tokens: sampling.max_tokens becomes what the context has left after the prompt.
+  bool max_tokens_fills_context = false;
   std::string cache_salt;                 // isolates this request's prefix-cache entries
   /// vLLM's priority: lower is served first; needs a scheduler policy that uses it (--scheduler-cls).
   int32_t priority = 0;

@@ -31,17 +31,6 @@ ApiError model_not_found(const std::string& model) {
   return e;
 }
 
-ApiError context_length_exceeded(int64_t max_model_len, int64_t prompt_tokens, int64_t completion_tokens) {
-  ApiError e;
-  e.param = "max_tokens";
-  e.message = fmt::format(
-      "This model's maximum context length is {} tokens. However, you requested {} tokens "
-      "({} in the messages, {} in the completion). Please reduce the length of the messages or "
-      "completion.",
-      max_model_len, prompt_tokens + completion_tokens, prompt_tokens, completion_tokens);
-  return e;
-}
-
 ApiError unauthorized() {
   ApiError e;
   e.http_status = 401;

@@ -23,14 +23,14 @@ ApiError invalid_param(const std::string& param, const std::string& message);
 ApiError invalid_json(const std::string& detail);
 /// 404 with vLLM's wording: "The model `X` does not exist."
 ApiError model_not_found(const std::string& model);
-/// 400 with vLLM's wording for a prompt + completion longer than the context.
-ApiError context_length_exceeded(int64_t max_model_len, int64_t prompt_tokens, int64_t completion_tokens);
 ApiError unauthorized();
 ApiError payload_too_large(uint64_t limit_bytes);
 ApiError route_not_found(const std::string& method, const std::string& path);
 ApiError method_not_allowed(const std::string& method, const std::string& path);
-/// Maps an engine/runtime Status: invalid_argument/out_of_range -> 400,
-/// not_found -> 404, resource_exhausted/unavailable -> 503, the rest -> 500.
+/// The one map from a Status to an HTTP answer: invalid_argument, out_of_range and
+/// not_supported -> 400, not_found -> 404, resource_exhausted and unavailable -> 503,
+/// the rest -> 500. `param`: the request field at fault, if known (e.g. from
+/// SamplingParams::validate or engine::InputProcessor).
 ApiError from_status(const Status& status, const std::string& param = "");
 
 /// {"error": {"message", "type", "param", "code"}} with code = the HTTP status.

@@ -145,12 +145,6 @@ Error parse_token_list(const json& v, const char* key, std::vector<int32_t>* out
   return std::nullopt;
 }
 
-Error check_range(const char* key, double v, double lo, double hi, bool lo_open, const char* text) {
-  bool bad = lo_open ? !(v > lo) : !(v >= lo);
-  if (bad || v > hi) return invalid_param(key, fmt::format("must be {}, got {}", text, v));
-  return std::nullopt;
-}
-
 // response_format json_object / json_schema (OpenAI), or vLLM's guided_json,
 // guided_choice and structured_outputs: a schema is compiled here once so that one
 // troupe cannot enforce is a 400 naming why.
@@ -257,52 +251,22 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
     if (auto e = get_int(j, "max_completion_tokens", &mct)) return e;
     if (mct) max_tokens = mct;
   }
-  if (max_tokens && *max_tokens < 1)
-    return invalid_param(chat && field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                         fmt::format("must be at least 1, got {}", *max_tokens));
   c->max_tokens = max_tokens;
 
-  std::optional<double> d;
-  if (auto e = get_double(j, "temperature", &d)) return e;
-  if (d) {
-    if (auto e = check_range("temperature", *d, 0.0, 1.0e4, false, "a number >= 0")) return e;
-    s.temperature = static_cast<float>(*d);
-  }
-  d.reset();
-  if (auto e = get_double(j, "top_p", &d)) return e;
-  if (d) {
-    if (auto e = check_range("top_p", *d, 0.0, 1.0, true, "in (0, 1]")) return e;
-    s.top_p = static_cast<float>(*d);
-  }
-  d.reset();
-  if (auto e = get_double(j, "min_p", &d)) return e;
-  if (d) {
-    if (auto e = check_range("min_p", *d, 0.0, 1.0, false, "in [0, 1]")) return e;
-    s.min_p = static_cast<float>(*d);
-  }
-  d.reset();
-  if (auto e = get_double(j, "presence_penalty", &d)) return e;
-  if (d) {
-    if (auto e = check_range("presence_penalty", *d, -2.0, 2.0, false, "in [-2, 2]")) return e;
-    s.presence_penalty = static_cast<float>(*d);
-  }
-  d.reset();
-  if (auto e = get_double(j, "frequency_penalty", &d)) return e;
-  if (d) {
-    if (auto e = check_range("frequency_penalty", *d, -2.0, 2.0, false, "in [-2, 2]")) return e;
-    s.frequency_penalty = static_cast<float>(*d);
-  }
-  d.reset();
-  if (auto e = get_double(j, "repetition_penalty", &d)) return e;
-  if (d) {
-    if (auto e = check_range("repetition_penalty", *d, 0.0, 1.0e4, true, "a number > 0")) return e;
-    s.repetition_penalty = static_cast<float>(*d);
+  // Numbers only here: their ranges are SamplingParams::validate's (below).
+  for (auto [key, out] : {std::pair{"temperature", &s.temperature}, std::pair{"top_p", &s.top_p},
+                          std::pair{"min_p", &s.min_p}, std::pair{"presence_penalty", &s.presence_penalty},
+                          std::pair{"frequency_penalty", &s.frequency_penalty},
+                          std::pair{"repetition_penalty", &s.repetition_penalty}}) {
+    std::optional<double> d;
+    if (auto e = get_double(j, key, &d)) return e;
+    if (d) *out = static_cast<float>(*d);
   }
 
   std::optional<int64_t> i;
   if (auto e = get_int(j, "top_k", &i)) return e;
   if (i) {
-    if (*i < -1 || *i > std::numeric_limits<int32_t>::max())
+    if (*i < std::numeric_limits<int32_t>::min() || *i > std::numeric_limits<int32_t>::max())
       return invalid_param("top_k", fmt::format("must be -1 (disabled) or a positive integer, got {}", *i));
     s.top_k = static_cast<int32_t>(*i);
   }
@@ -359,7 +323,6 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
       return invalid_param("stop", "must be a string or a list of strings");
     }
     for (const auto& x : s.stop) {
-      if (x.empty()) return invalid_param("stop", "stop strings must not be empty");
       if (x.size() > limits.max_stop_string_bytes)
         return invalid_param("stop", fmt::format("a stop string is longer than {} bytes", limits.max_stop_string_bytes));
     }
@@ -392,7 +355,7 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
   i.reset();
   if (auto e = get_int(j, "min_tokens", &i)) return e;
   if (i) {
-    if (*i < 0 || *i > std::numeric_limits<int32_t>::max())
+    if (*i < std::numeric_limits<int32_t>::min() || *i > std::numeric_limits<int32_t>::max())
       return invalid_param("min_tokens", fmt::format("must be a non-negative integer, got {}", *i));
     s.min_tokens = static_cast<int32_t>(*i);
   }
@@ -405,6 +368,17 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
         return invalid_param("logprobs", fmt::format("must be between 0 and {}, got {}", limits.max_logprobs, *i));
       s.logprobs = static_cast<int32_t>(*i);
     }
+  }
+  // max_tokens may be unset until the prompt's length is known (it then fills the
+  // context): min_tokens is checked against it at admission.
+  sampling::SamplingParams ranges = s;
+  ranges.max_tokens = max_tokens ? static_cast<int32_t>(std::clamp<int64_t>(*max_tokens, INT32_MIN, INT32_MAX))
+                                 : std::numeric_limits<int32_t>::max();
+  std::string param;
+  if (Status st = ranges.validate(&param); !st.ok()) {
+    // The body's name for the field, when it differs (chat's max_completion_tokens).
+    if (param == "max_tokens" && chat && field(j, "max_completion_tokens")) param = "max_completion_tokens";
+    return st.message().starts_with(param) ? from_status(st, param) : invalid_param(param, st.message());
   }
   return std::nullopt;
 }
@@ -584,42 +558,6 @@ std::optional<ApiError> parse_detokenize_request(std::string_view body, const Li
   if (!t) return invalid_param("tokens", "is required");
   if (!t->is_array()) return invalid_param("tokens", "must be a list of token ids");
   return parse_token_list(*t, "tokens", &out->tokens);
-}
-
-std::optional<ApiError> check_prompt_tokens(const std::vector<int32_t>& tokens, int64_t vocab_size,
-                                            int64_t max_model_len, std::optional<int64_t> max_tokens,
-                                            sampling::SamplingParams* sampling) {
-  if (tokens.empty()) return invalid_param("prompt", "must not be empty");
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= vocab_size)
-      return invalid_param("prompt", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
-  }
-  for (int32_t t : sampling->stop_token_ids) {
-    if (t < 0 || t >= vocab_size)
-      return invalid_param("stop_token_ids", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
-  }
-  for (const auto& [t, bias] : sampling->logit_bias) {
-    if (t >= vocab_size)
-      return invalid_param("logit_bias", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
-  }
-  for (int32_t t : sampling->allowed_token_ids) {
-    if (t >= vocab_size)
-      return invalid_param("allowed_token_ids", fmt::format("token id {} is out of vocabulary (size {})", t, vocab_size));
-  }
-  const int64_t prompt_len = static_cast<int64_t>(tokens.size());
-  if (max_tokens) {
-    if (prompt_len + *max_tokens > max_model_len) return context_length_exceeded(max_model_len, prompt_len, *max_tokens);
-    sampling->max_tokens = static_cast<int32_t>(*max_tokens);
-  } else {
-    if (prompt_len >= max_model_len) return context_length_exceeded(max_model_len, prompt_len, 1);
-    sampling->max_tokens = static_cast<int32_t>(max_model_len - prompt_len);
-  }
-  if (sampling->min_tokens > sampling->max_tokens)
-    return invalid_param("min_tokens", fmt::format("must be at most max_tokens ({}), got {}", sampling->max_tokens,
-                                                   sampling->min_tokens));
-  Status st = sampling->validate();
-  if (!st.ok()) return from_status(st);
-  return std::nullopt;
 }
 
 sampling::SamplingParams choice_sampling(const sampling::SamplingParams& base, int index) {

@@ -110,12 +110,6 @@ std::optional<ApiError> parse_score_request(std::string_view body, const Limits&
 std::optional<ApiError> parse_detokenize_request(std::string_view body, const Limits& limits,
                                                  DetokenizeRequest* out);
 
-/// Checks that tokenized input fits: ids in [0, vocab_size), not empty, and
-/// prompt + max_tokens <= max_model_len. Fills max_tokens when it was not set.
-std::optional<ApiError> check_prompt_tokens(const std::vector<int32_t>& tokens, int64_t vocab_size,
-                                            int64_t max_model_len, std::optional<int64_t> max_tokens,
-                                            sampling::SamplingParams* sampling);
-
 /// Deepest nesting of arrays/objects in a JSON text (strings skipped); stops counting past `cap`.
 int json_depth(std::string_view text, int cap);
 

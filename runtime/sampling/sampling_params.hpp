@@ -50,8 +50,9 @@ struct SamplingParams {
   std::string extra_args;
 
   bool greedy() const { return temperature == 0.0f; }
-  /// ok, or invalid_argument naming the offending parameter.
-  Status validate() const;
+  /// The one home of the parameters' ranges: ok, or invalid_argument whose message
+  /// names the offending parameter; `field`, when given, is set to that name.
+  Status validate(std::string* field = nullptr) const;
 };
 
 }  // namespace troupe::sampling

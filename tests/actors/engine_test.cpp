@@ -1,5 +1,6 @@
 // The actor engine on a real model (stories260K) through the real CPU platform
-// plugin: batch invariance, prefix caching, preemption, abort, stat events.
+// plugin: batch invariance, prefix caching, preemption, abort, stat events,
+// LoRA names.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 
 #include "actors/engine.hpp"
 #include "actors/messages.hpp"
+#include "runtime/lora/lora_writer.hpp"
 
 namespace {
 
@@ -308,6 +310,61 @@ TEST(ActorEngine, ThrowingStatsSubscriberDoesNotStopStats) {
   ASSERT_TRUE(engine->generate(greedy("Once upon a time", 6)).ok());
   engine->unsubscribe_stats(good);  // after this the callback (and `generated`) is never touched again
   EXPECT_EQ(generated.load(), 6);
+}
+
+// LoRA names through the engine: an adapter that an unfinished request holds is
+// not unloaded (unavailable; the name stays usable), afterwards it is, and the
+// name is then unknown to new requests; a new load never reuses the id.
+TEST(ActorEngine, LoraInUseIsNotUnloaded) {
+  const std::string adapter =
+      std::filesystem::temp_directory_path() / ("troupe_engine_test_lora_" + std::to_string(getpid()) + ".gguf");
+  ASSERT_TRUE(troupe::lora::write_random_lora(kModel, {}, adapter).ok());
+  EngineOptions opts;
+  opts.config.model.model_path = kModel;
+  opts.config.parallel.num_threads = 2;
+  opts.config.lora.enable_lora = true;
+  opts.stat_log_interval_s = 0;
+  auto started = Engine::start(std::move(opts));
+  ASSERT_TRUE(started.ok()) << started.status().to_string();
+  auto engine = std::move(started).value();
+  auto loaded = engine->load_lora_adapter("a", adapter);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+
+  // The first delta's callback waits: the engine actor cannot deliver the last one meanwhile.
+  std::promise<void> first, release, done;
+  auto released = release.get_future().share();
+  bool seen = false;
+  auto request = greedy("Once upon a time", 6);
+  request.lora_name = "a";
+  auto id = engine->submit(request, [&](RequestOutput o) {
+    if (!seen) {
+      seen = true;
+      first.set_value();
+      released.wait();
+    }
+    if (o.finished) done.set_value();
+  });
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  ASSERT_EQ(first.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  troupe::Status busy = engine->unload_lora_adapter("a");
+  EXPECT_EQ(busy.code(), troupe::StatusCode::unavailable) << busy.to_string();
+  EXPECT_NE(busy.message().find("in use by 1 unfinished request"), std::string::npos) << busy.message();
+  EXPECT_EQ(engine->lora_adapters().size(), 1u);
+  release.set_value();
+  ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+
+  troupe::Status unloaded = engine->unload_lora_adapter("a");
+  EXPECT_TRUE(unloaded.ok()) << unloaded.to_string();
+  EXPECT_TRUE(engine->lora_adapters().empty());
+  auto unknown = engine->submit(request, [](RequestOutput) {});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), troupe::StatusCode::not_found);
+  EXPECT_EQ(engine->unload_lora_adapter("a").code(), troupe::StatusCode::not_found);
+  auto again = engine->load_lora_adapter("a", adapter);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_GT(again->id, loaded->id);
+  EXPECT_TRUE(engine->generate(request).ok());
+  std::filesystem::remove(adapter);
 }
 
 }  // namespace

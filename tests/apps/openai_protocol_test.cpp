@@ -175,24 +175,25 @@ TEST(OpenAIProtocol, ChatRequest) {
   EXPECT_EQ(e->param, "top_logprobs");
 }
 
-TEST(OpenAIProtocol, CheckPromptTokensAndContextLength) {
+// The ranges are SamplingParams::validate's; the body's own name for a field is kept.
+TEST(OpenAIProtocol, RangesComeFromSamplingParamsValidate) {
+  ChatCompletionRequest chat;
+  auto e = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})", Limits{},
+                              &chat);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "max_completion_tokens");
+  EXPECT_NE(e->message.find("max_completion_tokens"), std::string::npos) << e->message;
+  // min_tokens against an explicit max_tokens now; against an unset one (the rest of the context) at admission.
+  e = parse_completion(R"({"prompt":"x","max_tokens":2,"min_tokens":3})");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "min_tokens");
+  EXPECT_FALSE(parse_completion(R"({"prompt":"x","min_tokens":300})"));
+  // The same message as the engine's own check.
   sampling::SamplingParams s;
-  EXPECT_FALSE(check_prompt_tokens({1, 2, 3}, 100, 10, std::nullopt, &s));
-  EXPECT_EQ(s.max_tokens, 7);  // the rest of the context, as vLLM does
-  EXPECT_FALSE(check_prompt_tokens({1, 2, 3}, 100, 10, 7, &s));
-  auto e = check_prompt_tokens({1, 2, 3}, 100, 10, 8, &s);
+  s.top_p = 1.5f;
+  e = parse_completion(R"({"prompt":"x","top_p":1.5})");
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->http_status, 400);
-  EXPECT_EQ(e->message,
-            "This model's maximum context length is 10 tokens. However, you requested 11 tokens (3 in the "
-            "messages, 8 in the completion). Please reduce the length of the messages or completion.");
-  e = check_prompt_tokens({1, 2, 3}, 100, 10, int64_t{1} << 40, &s);
-  ASSERT_TRUE(e);
-  e = check_prompt_tokens({1, 200}, 100, 10, 1, &s);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "prompt");
-  e = check_prompt_tokens({}, 100, 10, 1, &s);
-  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, s.validate().message());
 }
 
 TEST(OpenAIProtocol, LogitBiasAllowedTokenIdsAndMinTokens) {
@@ -212,23 +213,6 @@ TEST(OpenAIProtocol, LogitBiasAllowedTokenIdsAndMinTokens) {
                                   Limits{}, &chat));
   EXPECT_EQ(chat.common.sampling.logit_bias.size(), 1u);
   EXPECT_EQ(chat.common.sampling.min_tokens, 2);
-  // Against the vocabulary and max_tokens, once the prompt is known.
-  sampling::SamplingParams s = r.common.sampling;
-  EXPECT_FALSE(check_prompt_tokens({1, 2}, 100, 64, 8, &s));
-  s.logit_bias = {{100, 1.0f}};
-  auto bad = check_prompt_tokens({1, 2}, 100, 64, 8, &s);
-  ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->param, "logit_bias");
-  EXPECT_NE(bad->message.find("out of vocabulary"), std::string::npos) << bad->message;
-  s = r.common.sampling;
-  s.allowed_token_ids = {5, 1000};
-  bad = check_prompt_tokens({1, 2}, 100, 64, 8, &s);
-  ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->param, "allowed_token_ids");
-  s = r.common.sampling;
-  bad = check_prompt_tokens({1, 2}, 100, 64, 3, &s);  // min_tokens 4 > max_tokens 3
-  ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->param, "min_tokens");
 }
 
 // What troupe does not implement is refused by name, never silently ignored.

@@ -1,0 +1,157 @@
+#include "runtime/engine/input_processor.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace troupe::engine {
+namespace {
+
+// Names `name` as the field at fault and passes `status` on.
+Status refuse(std::string* field, const char* name, Status status) {
+  if (field) *field = name;
+  return status;
+}
+
+std::string out_of_vocabulary(int32_t id, int64_t vocab) {
+  return "token id " + std::to_string(id) + " is out of vocabulary (size " + std::to_string(vocab) + ")";
+}
+
+}  // namespace
+
+InputProcessor::InputProcessor(InputProcessorSetup setup) : setup_(std::move(setup)) {
+  vocab_size_ = setup_.tokenizer->vocab_size();
+  if (setup_.model_info.vocab_size > 0) vocab_size_ = std::min<int64_t>(vocab_size_, setup_.model_info.vocab_size);
+}
+
+Result<AdmittedRequest> InputProcessor::process(GenerateRequest request, int64_t in_flight, std::string* field) {
+  if (field) field->clear();
+  const EngineConfig& config = setup_.config;
+  const bool pooling_runner = config.model.runner == "pooling";
+  if (request.pooling && !pooling_runner)
+    return invalid_argument("model " + config.model.served_model_name +
+                            " runs as a generate model (--runner generate): it does not answer pooling requests "
+                            "(start it with --runner pooling)");
+  if (!request.pooling && pooling_runner)
+    return invalid_argument("model " + config.model.served_model_name +
+                            " runs as a pooling model (--runner pooling): it answers embedding, pooling and score "
+                            "requests, not generation");
+  const char* prompt_field = request.pooling ? "input" : "prompt";
+  std::vector<int32_t> ids = std::move(request.prompt_token_ids);
+  if (ids.empty() && !request.prompt.empty())
+    ids = setup_.tokenizer->encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
+  if (ids.empty())
+    return refuse(field, prompt_field,
+                  invalid_argument(request.pooling ? "The input cannot be empty" : "The decoder prompt cannot be empty"));
+  if (request.truncate_prompt_tokens) {
+    if (*request.truncate_prompt_tokens < 1)
+      return refuse(field, "truncate_prompt_tokens", invalid_argument("truncate_prompt_tokens must be at least 1"));
+    const auto keep = static_cast<size_t>(*request.truncate_prompt_tokens);
+    if (ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+  }
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab_size_) return refuse(field, prompt_field, out_of_range(out_of_vocabulary(id, vocab_size_)));
+  const int64_t prompt_len = static_cast<int64_t>(ids.size());
+  TROUPE_RETURN_IF_ERROR(request.pooling ? check_pooling(request, prompt_len, field)
+                                         : check_generation(request, prompt_len, field));
+  if (request.priority != 0 && !(setup_.policy && setup_.policy->uses_priority()))
+    return refuse(field, "priority",
+                  invalid_argument("priority: scheduler policy '" + config.scheduler.scheduler_cls +
+                                   "' does not use priorities; start the engine with a policy that does "
+                                   "(--scheduler-cls)"));
+  const int64_t queued_cap = config.scheduler.max_num_queued_requests;
+  if (queued_cap > 0 && in_flight >= config.scheduler.max_num_seqs + queued_cap)
+    return resource_exhausted("the engine's waiting queue is full (" + std::to_string(queued_cap) +
+                              " queued requests); retry later");
+
+  AdmittedRequest admitted;
+  CoreRequest& core = admitted.request;
+  {
+    std::lock_guard lock(mu_);
+    core.request_id = request.request_id.empty() ? "req-" + std::to_string(next_request_++) : request.request_id;
+    core.seed = request.sampling.seed ? *request.sampling.seed : setup_.seeds();
+  }
+  if (!request.pooling && setup_.processors) {
+    std::lock_guard lock(processors_mu_);
+    TROUPE_RETURN_IF_ERROR(setup_.processors->validate(core.request_id, request.sampling.extra_args, ids));
+  }
+  if (!request.lora_name.empty()) {
+    if (!setup_.loras) return not_found("The model `" + request.lora_name + "` does not exist.");
+    auto lease = setup_.loras->acquire(request.lora_name);
+    if (!lease) return lease.status();
+    admitted.lora = std::move(lease).value();
+    core.lora_id = admitted.lora->id();
+  }
+  core.prompt_token_ids = std::move(ids);
+  core.priority = request.priority;
+  core.sampling = std::move(request.sampling);
+  core.cache_salt = std::move(request.cache_salt);
+  core.pooling = std::move(request.pooling);
+  return admitted;
+}
+
+// The sampling parameters, once max_tokens is known, against the vocabulary and the context.
+Status InputProcessor::check_generation(GenerateRequest& request, int64_t prompt_len, std::string* field) const {
+  sampling::SamplingParams& s = request.sampling;
+  const int64_t max_len = setup_.config.model.max_model_len;
+  auto too_long = [&](int64_t completion) {
+    return refuse(field, "max_tokens",
+                  out_of_range("This model's maximum context length is " + std::to_string(max_len) +
+                               " tokens. However, you requested " + std::to_string(prompt_len + completion) +
+                               " tokens (" + std::to_string(prompt_len) + " in the messages, " +
+                               std::to_string(completion) +
+                               " in the completion). Please reduce the length of the messages or completion."));
+  };
+  if (request.max_tokens_fills_context) {
+    if (prompt_len >= max_len) return too_long(1);
+    s.max_tokens = static_cast<int32_t>(std::min<int64_t>(max_len - prompt_len, INT32_MAX));
+  }
+  std::string param;
+  if (Status st = s.validate(&param); !st.ok()) {
+    if (field) *field = param;
+    return st;
+  }
+  for (int32_t id : s.stop_token_ids)
+    if (id >= vocab_size_)
+      return refuse(field, "stop_token_ids", out_of_range("stop_token_ids: " + out_of_vocabulary(id, vocab_size_)));
+  for (const auto& [id, bias] : s.logit_bias)
+    if (id >= vocab_size_)
+      return refuse(field, "logit_bias", out_of_range("logit_bias: " + out_of_vocabulary(id, vocab_size_)));
+  for (int32_t id : s.allowed_token_ids)
+    if (id >= vocab_size_)
+      return refuse(field, "allowed_token_ids",
+                    out_of_range("allowed_token_ids: " + out_of_vocabulary(id, vocab_size_)));
+  if (prompt_len + s.max_tokens > max_len) return too_long(s.max_tokens);
+  return {};
+}
+
+// Checked here, not on the worker: a step that fails there fails every request in it.
+Status InputProcessor::check_pooling(const GenerateRequest& request, int64_t prompt_len, std::string* field) const {
+  const EngineConfig& config = setup_.config;
+  const int64_t hidden = setup_.model_info.hidden_size;
+  if (request.pooling->dimensions) {
+    if (!config.model.pooling_matryoshka)
+      return refuse(field, "dimensions",
+                    invalid_argument("dimensions: model " + config.model.served_model_name +
+                                     " does not support matryoshka representation (it keeps all " +
+                                     std::to_string(hidden) + " dimensions)"));
+    if (*request.pooling->dimensions < 1 || *request.pooling->dimensions > hidden)
+      return refuse(field, "dimensions", invalid_argument("dimensions must be in 1.." + std::to_string(hidden)));
+  }
+  const int64_t max_len = config.model.max_model_len;
+  if (prompt_len > max_len)
+    return refuse(field, "input",
+                  out_of_range("This model's maximum context length is " + std::to_string(max_len) +
+                               " tokens. However, you requested " + std::to_string(prompt_len) +
+                               " tokens in the input. Please reduce the length of the input, or set "
+                               "truncate_prompt_tokens."));
+  if (prompt_len > config.scheduler.max_num_batched_tokens)
+    return refuse(field, "input",
+                  out_of_range("the input has " + std::to_string(prompt_len) +
+                               " tokens, more than max_num_batched_tokens " +
+                               std::to_string(config.scheduler.max_num_batched_tokens) +
+                               " (a pooling input runs in one step)"));
+  return {};
+}
+
+}  // namespace troupe::engine
