@@ -156,16 +156,17 @@ if step probe-build env.log 120 "${NVCC[@]}" "${NVCC_FLAGS[@]}" kernels/cuda/cud
 else
   CUDA_WHY="the probe did not build (see env.log)"
 fi
-compile_kernels() {
-  local rc=0 f
+compile_kernels() {  # OUT_DIR NVCC_COMMAND... (a function run by `timeout`: it sees no arrays of ours)
+  local out=$1 rc=0 f
+  shift
   for f in kernels/cuda/*.cu; do
     [[ $f == */cuda_probe_main.cu ]] && continue
     echo "--- $f"
-    "${NVCC[@]}" "${NVCC_FLAGS[@]}" -c "$f" -o "$CUDA_ONLY/$(basename "$f" .cu).o" || rc=1
+    "$@" -c "$f" -o "$out/$(basename "$f" .cu).o" || rc=1
   done
   return $rc
 }
-step kernels-nvcc-only build.log 300 compile_kernels
+step kernels-nvcc-only build.log 300 compile_kernels "$CUDA_ONLY" "${NVCC[@]}" "${NVCC_FLAGS[@]}"
 
 # ---- 2. configure ------------------------------------------------------------------------------
 PREFIX_ARGS=()
