@@ -26,9 +26,10 @@ ForwardBatch warm_up_decode_batch(int num_seqs, const BatchGeometry& g, bool spr
   return b;
 }
 
-ForwardBatch warm_up_prefill_batch(int64_t tokens, const BatchGeometry& g) {
+ForwardBatch warm_up_prefill_batch(int64_t tokens, const BatchGeometry& g, int64_t max_logits_rows) {
   ForwardBatch b;
-  if (tokens <= 0 || g.vocab <= 0 || g.num_blocks <= 0 || g.block_size <= 0) return b;
+  if (tokens <= 0 || g.vocab <= 0 || g.num_blocks <= 0 || g.block_size <= 0 || max_logits_rows <= 0) return b;
+  const int64_t seqs = (tokens + g.block_size - 1) / g.block_size;
   b.query_start.push_back(0);
   for (int64_t done = 0, seq = 0; done < tokens; ++seq) {
     const auto len = static_cast<int32_t>(std::min<int64_t>(g.block_size, tokens - done));
@@ -42,7 +43,7 @@ ForwardBatch warm_up_prefill_batch(int64_t tokens, const BatchGeometry& g) {
     b.query_start.push_back(static_cast<int32_t>(done));
     b.seq_lens.push_back(len);
     b.block_tables.push_back({block});
-    b.logits_indices.push_back(static_cast<int32_t>(done - 1));
+    if (seq >= seqs - max_logits_rows) b.logits_indices.push_back(static_cast<int32_t>(done - 1));
   }
   return b;
 }
@@ -118,7 +119,7 @@ LaterAllocations later_allocations(const EngineConfig& config, const ModelInfo& 
   const int64_t tokens = std::max<int64_t>(1, config.scheduler.max_num_batched_tokens);
   const int64_t seqs = std::max<int64_t>(1, config.scheduler.max_num_seqs);
   const int block_size = config.cache.block_size > 0 ? config.cache.block_size : 16;
-  int64_t rows = std::max<int64_t>(seqs, (tokens + block_size - 1) / block_size);
+  int64_t rows = seqs;
   if (graphs) {
     // The cache is not sized yet: tables as wide as the context needs.
     const DecodeGraphShape shape =

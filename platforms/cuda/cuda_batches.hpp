@@ -30,9 +30,10 @@ ForwardBatch warm_up_decode_batch(int num_seqs, const BatchGeometry& g, bool spr
 
 /// A prefill of `tokens` tokens (max_num_batched_tokens at warm-up: every matmul at its
 /// largest): sequences of up to block_size tokens, sequence j filling block j % num_blocks
-/// from position 0, one logits row per sequence. Sequences beyond num_blocks share blocks
-/// (their values are never read by a real sequence).
-ForwardBatch warm_up_prefill_batch(int64_t tokens, const BatchGeometry& g);
+/// from position 0; the last min(sequences, max_logits_rows) sequences ask for logits (no
+/// step returns more rows than max_num_seqs, and the logits buffer need not either).
+/// Sequences beyond num_blocks share blocks (their values are never read by a real sequence).
+ForwardBatch warm_up_prefill_batch(int64_t tokens, const BatchGeometry& g, int64_t max_logits_rows);
 
 /// The replay-vs-eager validation batch: min(num_seqs, num_blocks) rows with distinct
 /// tokens, positions and blocks; each row writes the first slot of its own block and reads
@@ -66,8 +67,8 @@ DecodeGraphShape decode_graph_shape(const EngineConfig& config, int64_t context_
 int64_t staging_bytes_per_step(int64_t tokens, int64_t seqs, size_t width);
 
 /// Device memory the worker allocates after the KV cache is sized, which the KV budget must
-/// leave free: the logits buffer (the most rows a step returns: max_num_seqs, a graph's
-/// size or the warm-up prefill's sequences), the sampling workspace for max_num_seqs rows
+/// leave free: the logits buffer (the most rows a step returns: max_num_seqs or a graph's
+/// size), the sampling workspace for max_num_seqs rows
 /// (none when rows x vocab exceeds INT_MAX: those steps sample on the host), the cuBLAS
 /// activation scratch (max_num_batched_tokens x 4 x hidden in f16: the widest matmul input
 /// of the usual FFN; an estimate, since weight shapes are the model's) and its 32 MiB

@@ -125,7 +125,8 @@ Status CudaWorker::compile_or_warm_up_model() {
     // scratch and the activations reach their final size before any graph records an address
     // (growing them later would free captured memory and drop every graph)...
     TROUPE_RETURN_IF_ERROR(run_warm_up(
-        warm_up_prefill_batch(config().scheduler.max_num_batched_tokens, geometry()), "prefill"));
+        warm_up_prefill_batch(config().scheduler.max_num_batched_tokens, geometry(), config().scheduler.max_num_seqs),
+        "prefill"));
     // ... and a one-token decode (the GEMV path).
     TROUPE_RETURN_IF_ERROR(run_warm_up(warm_up_decode_batch(1, geometry()), "decode"));
   } else {

@@ -65,7 +65,8 @@ struct Named {
 std::vector<Named> self_made_batches(const EngineConfig& config, int64_t context, const BatchGeometry& g) {
   std::vector<Named> all;
   all.push_back({"SDK dummy batch", ModelRunnerWorker::dummy_batch(g.block_size, config.scheduler.max_num_batched_tokens)});
-  all.push_back({"warm-up prefill", warm_up_prefill_batch(config.scheduler.max_num_batched_tokens, g)});
+  all.push_back({"warm-up prefill", warm_up_prefill_batch(config.scheduler.max_num_batched_tokens, g,
+                                                          config.scheduler.max_num_seqs)});
   all.push_back({"warm-up decode of 1", warm_up_decode_batch(1, g)});
   const DecodeGraphShape shape = decode_graph_shape(config, context, g);
   for (int size : shape.sizes) all.push_back({"graph capture of " + std::to_string(size), warm_up_decode_batch(size, g, false)});
@@ -99,6 +100,8 @@ TEST(CudaSelfMadeBatches, PassTheSdkCheckForEveryGeometry) {
                          std::to_string(tokens));
             ASSERT_GT(n.batch.num_seqs(), 0);
             EXPECT_LE(n.batch.num_tokens(), tokens);  // the model's activations are sized for that
+            EXPECT_LE(n.batch.logits_indices.size(), static_cast<size_t>(std::max(seqs, 1)));  // the logits buffer's rows
+            EXPECT_GE(n.batch.logits_indices.size(), 1u);
             const Status s = cache.check_batch(n.batch);
             EXPECT_TRUE(s.ok()) << s.to_string();
             for (int32_t id : n.batch.token_ids) EXPECT_TRUE(id >= 0 && id < g.vocab);
@@ -143,7 +146,7 @@ TEST(CudaSelfMadeBatches, RunThroughAModelRunnerWorker) {
     req.batch = n.batch;
     auto out = worker.execute_model(req);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
-    EXPECT_EQ(static_cast<int64_t>(out->logits.size()), n.batch.num_seqs() * info.vocab_size);
+    EXPECT_EQ(static_cast<int64_t>(out->logits.size()), static_cast<int64_t>(n.batch.logits_indices.size()) * info.vocab_size);
   }
 }
 
