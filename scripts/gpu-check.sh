@@ -244,7 +244,7 @@ step cuda-unit-tests gpu-tests.log 120 run_unit
 # compute-sanitizer works on Firecracker machines, not on gVisor ones ("Device not supported"):
 # it never decides the verdict; its own line says what it found or why it could not run.
 if ((!CUDA_OK)); then
-  MEMCHECK="not run: CUDA unavailable ($CUDA_WHY)"
+  MEMCHECK="not run: $CUDA_WHY"
 elif ! command -v compute-sanitizer >/dev/null; then
   MEMCHECK="not run: no compute-sanitizer on PATH"
 elif (($(elapsed) >= BUDGET_S * SCALE - 120)); then
