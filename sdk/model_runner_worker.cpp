@@ -227,11 +227,19 @@ Status ModelRunnerWorker::wake_up(const std::vector<std::string>& tags) {
 Status ModelRunnerWorker::execute_dummy_batch() {
   TROUPE_RETURN_IF_ERROR(check_awake());
   if (!model_) return unavailable("execute_dummy_batch before load_model");
-  // One short sequence in block 0; any later sequence overwrites its own slots before reading them.
-  const int bs = attention_->spec().block_size;
-  const int n = std::max(1, std::min<int>(bs, static_cast<int>(config_.scheduler.max_num_batched_tokens)));
   ExecuteModelRequest req;
-  auto& b = req.batch;
+  req.batch = dummy_batch(attention_->spec().block_size, config_.scheduler.max_num_batched_tokens);
+  req.return_hidden_states = config_.model.runner == "pooling";  // what this engine's steps will ask for
+  auto out = execute_model(req);
+  return out.status();
+}
+
+Status ModelRunnerWorker::compile_or_warm_up_model() { return execute_dummy_batch(); }
+
+ForwardBatch ModelRunnerWorker::dummy_batch(int block_size, int64_t max_num_batched_tokens) {
+  // One short sequence in block 0; any later sequence overwrites its own slots before reading them.
+  const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(block_size, max_num_batched_tokens)));
+  ForwardBatch b;
   for (int i = 0; i < n; ++i) {
     b.token_ids.push_back(0);
     b.positions.push_back(i);
@@ -241,12 +249,8 @@ Status ModelRunnerWorker::execute_dummy_batch() {
   b.seq_lens = {n};
   b.block_tables = {{0}};
   b.logits_indices = {n - 1};
-  req.return_hidden_states = config_.model.runner == "pooling";  // what this engine's steps will ask for
-  auto out = execute_model(req);
-  return out.status();
+  return b;
 }
-
-Status ModelRunnerWorker::compile_or_warm_up_model() { return execute_dummy_batch(); }
 
 // Runs `run` writing `count` floats into `host`: straight into it when device memory is the
 // host's, else into device_out_ and then copied out.

@@ -134,6 +134,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU compute threads (default: all cores)");
   app.add_option("--device", opts.config.device, "the platform: auto (default), cpu, cuda, ...");
   app.add_flag("--enforce-eager", opts.config.compilation.enforce_eager, "capture no CUDA graphs (cuda)");
+  app.add_option("--gpu-memory-utilization", opts.config.cache.memory_utilization,
+                 "share of the device's memory for weights, activations and KV cache (cuda; default 0.9)");
   app.add_option("--max-num-batched-tokens", opts.config.scheduler.max_num_batched_tokens,
                  "most tokens in one step (default 2048)");
   app.add_option("--prefill-len", prefill_len, "also time one request of this many prompt tokens alone (0: no)");

@@ -59,6 +59,10 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   void recycle_output(ModelRunnerOutput&& used) override;
   const ModelInfo* model_info() const override { return model_ ? &model_->info() : nullptr; }
   Status execute_dummy_batch() override;
+  /// The batch execute_dummy_batch runs: one sequence of min(block_size,
+  /// max_num_batched_tokens) tokens (token 0) in block 0. Public so that a platform's tests
+  /// can check it against a cache geometry without a device.
+  static ForwardBatch dummy_batch(int block_size, int64_t max_num_batched_tokens);
   /// SleepModeExtension and (with config.lora.enable_lora) LoraExtension.
   void* get_extension(std::string_view name) override;
 

@@ -10,7 +10,7 @@ namespace troupe::kernels::cpu {
 int32_t select_token(const float* logits, int64_t vocab, float temperature, float top_p, float min_p, int32_t top_k,
                      double u, std::vector<float>& probs, std::vector<int32_t>& order) {
   if (vocab <= 0) return 0;
-  if (temperature <= 0.0f) {
+  if (!(temperature > 0.0f) || std::isinf(1.0f / temperature)) {  // 1/T overflowing is the greedy limit
     int64_t best = 0;
     for (int64_t i = 1; i < vocab; ++i)
       if (logits[i] > logits[best]) best = i;

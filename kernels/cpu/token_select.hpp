@@ -10,7 +10,7 @@
 
 namespace troupe::kernels::cpu {
 
-/// The chosen token of logits[0, vocab); temperature <= 0 is greedy (lowest id on ties).
+/// The chosen token of logits[0, vocab); temperature <= 0 (or so small that 1/T overflows) is greedy (lowest id on ties).
 /// `probs` and `order` are scratch, resized as needed.
 int32_t select_token(const float* logits, int64_t vocab, float temperature, float top_p, float min_p, int32_t top_k,
                      double u, std::vector<float>& probs, std::vector<int32_t>& order);

@@ -81,8 +81,10 @@ prepare_keys_kernel(const float* logits, int vocab, const SamplingRow* params, u
   __syncthreads();
   mx = max_sh;
 
-  const bool greedy = !(prm.temperature > 0.0f);
-  const float inv_t = greedy ? 0.0f : 1.0f / prm.temperature;
+  // A temperature so small that 1/T overflows (below ~2.9e-39) would make the maximum's
+  // exponent 0 * inf = NaN: it is greedy, as the host samplers treat it.
+  const float inv_t = prm.temperature > 0.0f ? 1.0f / prm.temperature : 0.0f;
+  const bool greedy = !(prm.temperature > 0.0f) || isinf(inv_t);
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
     float p;
     if (greedy) {
@@ -165,7 +167,8 @@ select_kernel(const uint64_t* sorted, int vocab, const SamplingRow* params, int3
   }
   __syncthreads();
   int n = sh.count;
-  if (!(prm.temperature > 0.0f) || n == 0) {  // greedy: the first key is the lowest index of the maximum
+  const bool greedy = !(prm.temperature > 0.0f) || isinf(1.0f / prm.temperature);
+  if (greedy || n == 0) {  // the first key is the lowest index of the maximum
     if (threadIdx.x == 0) out[r] = key_index(keys[0]);
     return;
   }
@@ -187,7 +190,8 @@ struct Layout {
 
 Result<Layout> layout_for(int64_t rows, int64_t vocab) {
   if (rows <= 0 || vocab <= 0) return invalid_argument("cuda sampling: rows and vocab must be positive");
-  if (rows * vocab > INT_MAX) return invalid_argument("cuda sampling: rows * vocab exceeds INT_MAX (split the batch)");
+  if (!sampling_fits(rows, vocab))
+    return invalid_argument("cuda sampling: rows * vocab exceeds INT_MAX (sample such a step on the host)");
   size_t cub_bytes = 0;
   const cudaError_t err = cub::DeviceSegmentedRadixSort::SortKeysDescending(
       static_cast<void*>(nullptr), cub_bytes, static_cast<const uint64_t*>(nullptr), static_cast<uint64_t*>(nullptr),

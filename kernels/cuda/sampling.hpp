@@ -7,6 +7,8 @@
 // (runtime/sampling), which is what the reference semantics are.
 #pragma once
 
+#include <climits>
+
 #include "kernels/cuda/common.hpp"
 
 namespace troupe::kernels::cuda {
@@ -18,11 +20,18 @@ Status argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* ou
 /// Per-row sampling parameters (a device array of `rows` of them).
 struct SamplingRow {
   double u = 0.0;           // uniform in [0, 1): the step's random draw, made on the host
-  float temperature = 1.0f; // <= 0: greedy (argmax, first index on ties)
+  float temperature = 1.0f; // <= 0, or so small that 1/temperature overflows: greedy (argmax, first index on ties)
   float top_p = 1.0f;       // in (0, 1]; 1 disables
   float min_p = 0.0f;       // in [0, 1]; 0 disables
   int32_t top_k = 0;        // <= 0 disables
 };
+
+/// Whether sample_rows takes rows x vocab: both positive and rows * vocab at most INT_MAX
+/// (cub's segmented sort counts items in int). Larger steps are the caller's to sample on
+/// the host.
+inline bool sampling_fits(int64_t rows, int64_t vocab) {
+  return rows > 0 && vocab > 0 && rows <= INT_MAX && vocab <= INT_MAX && rows * vocab <= INT_MAX;
+}
 
 /// Bytes of device workspace sample_rows needs for rows x vocab (includes
 /// cub's sort scratch), or invalid_argument when rows * vocab exceeds INT_MAX.

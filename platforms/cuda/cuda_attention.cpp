@@ -64,11 +64,15 @@ Status CudaAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_block
   return {};
 }
 
-Status CudaAttentionBackend::check_batch(const ForwardBatch& batch) const {
-  TROUPE_RETURN_IF_ERROR(AttentionBackend::check_batch(batch));
+Status check_cuda_batch_shape(const ForwardBatch& batch) {
   if (batch.num_tokens() > 0 && batch.query_start.size() != batch.seq_lens.size() + 1)
     return invalid_argument("forward batch: query_start needs num_seqs + 1 entries");
   return {};
+}
+
+Status CudaAttentionBackend::check_batch(const ForwardBatch& batch) const {
+  TROUPE_RETURN_IF_ERROR(AttentionBackend::check_batch(batch));
+  return check_cuda_batch_shape(batch);
 }
 
 namespace {
@@ -122,10 +126,11 @@ Status CudaAttentionBackend::run(int layer, const float* q, const float* k, cons
   const uint8_t* dev = nullptr;
   if (graph_image_ != nullptr) {
     // Captured into a graph: the runner uploads each replay's arrays to the image.
-    if (max_blocks > graph_width_)
-      return invalid_argument("a block table of " + std::to_string(max_blocks) + " blocks is wider than the " +
-                              std::to_string(graph_width_) + " of the CUDA graph being captured");
-    l = attention_inputs_layout(T, S, graph_width_);
+    if (max_blocks > graph_width_ || S > graph_rows_ || T > graph_rows_)
+      return invalid_argument("a batch of " + std::to_string(S) + " sequences with block tables of up to " +
+                              std::to_string(max_blocks) + " blocks does not fit the CUDA graph image (" +
+                              std::to_string(graph_rows_) + " rows, " + std::to_string(graph_width_) + " wide)");
+    l = attention_inputs_layout(graph_rows_, graph_rows_, graph_width_);
     dev = static_cast<const uint8_t*>(graph_image_);
   } else {
     // One packed host image of the step's arrays, staged once per step: the same bytes for

@@ -6,7 +6,8 @@
 // staged into device memory once per step (the context reuses the staging for
 // every layer of the same batch). While a decode graph is captured the arrays
 // come from a fixed device image instead (set_graph_image), of a fixed width of
-// block table; the graph runner uploads each step's image there before a replay.
+// block table; the graph runner uploads what changed of each step's image there
+// before a replay.
 #pragma once
 
 #include <memory>
@@ -29,6 +30,9 @@ AttentionInputsLayout attention_inputs_layout(int64_t num_tokens, int num_seqs, 
 /// Packs `b` into `out` with tables `width` wide (each table must fit).
 AttentionInputsLayout pack_attention_inputs(const ForwardBatch& b, size_t width, std::vector<uint8_t>& out);
 
+/// What cuda_paged checks beyond the SDK's AttentionBackend::check_batch (host only).
+Status check_cuda_batch_shape(const ForwardBatch& batch);
+
 /// The cache dtype a config's cache_dtype names: "auto" (f16), "fp16"/"float16"/"f16"/"half",
 /// "bf16"/"bfloat16", "fp32"/"float32"/"f32"/"float"; anything else is invalid_argument.
 Result<DType> cuda_kv_cache_dtype(const std::string& cache_dtype);
@@ -50,10 +54,12 @@ class CudaAttentionBackend final : public AttentionBackend {
   /// Drops the cache (its device memory is freed); allocate() makes a new one.
   void release();
   /// While a graph is captured: read the step's arrays from `image` (device memory, the
-  /// layout of attention_inputs_layout with tables `width` wide) instead of staging them.
-  /// nullptr goes back to staging.
-  void set_graph_image(const void* image, size_t width) {
+  /// layout of attention_inputs_layout(rows, rows, width): every graph size shares one image
+  /// laid out for the largest, and a batch of S sequences reads the first S of each array)
+  /// instead of staging them. nullptr goes back to staging.
+  void set_graph_image(const void* image, int rows, size_t width) {
     graph_image_ = image;
+    graph_rows_ = rows;
     graph_width_ = width;
   }
 
@@ -69,6 +75,7 @@ class CudaAttentionBackend final : public AttentionBackend {
   int64_t layer_bytes_ = 0;            // one layer's K (or V)
   std::vector<uint8_t> packed_;        // the step's host arrays, packed for one staging copy
   const void* graph_image_ = nullptr;  // set while a decode graph is captured
+  int graph_rows_ = 0;
   size_t graph_width_ = 0;
 };
 

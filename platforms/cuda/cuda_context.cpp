@@ -97,6 +97,12 @@ Status CudaContext::grow_ring(int64_t bytes) {
   return {};
 }
 
+Status CudaContext::reserve_staging(int64_t bytes) {
+  if (bytes <= ring_bytes_) return {};
+  TROUPE_RETURN_IF_ERROR(synchronize());
+  return grow_ring(bytes);
+}
+
 Result<const void*> CudaContext::stage(const void* host, int64_t bytes) {
   if (bytes < 0) return invalid_argument("stage: negative size");
   TROUPE_RETURN_IF_ERROR(make_current());

@@ -55,6 +55,11 @@ class CudaContext {
   /// stream() after this call (see the file comment). bytes == 0 gives a valid dummy address.
   Result<const void*> stage(const void* host, int64_t bytes);
 
+  /// Grows the staging ring to at least `bytes` (synchronizing once, now): sized for the
+  /// largest step, a step never wraps the ring, which would wait for the stream mid-step.
+  Status reserve_staging(int64_t bytes);
+  int64_t staging_bytes() const { return ring_bytes_; }
+
   /// A host array a CUDA graph reads from a fixed device buffer (CudaGraphRunner).
   struct GraphInput {
     const void* host = nullptr;

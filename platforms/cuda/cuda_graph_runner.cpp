@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "platforms/cuda/cuda_batches.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::cuda {
@@ -27,15 +28,29 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(std::shared_ptr
   std::unique_ptr<CudaGraphRunner> r(new CudaGraphRunner(std::move(ctx), attention, std::move(sizes), width, vocab));
   const int max = r->max_size();
   r->graphs_.resize(r->sizes_.size());
-  TROUPE_RETURN_IF_ERROR(r->ids_.allocate(memory, max));
-  TROUPE_RETURN_IF_ERROR(r->positions_.allocate(memory, max));
-  TROUPE_RETURN_IF_ERROR(
-      r->image_.allocate(memory, static_cast<int64_t>(attention_inputs_layout(max, max, width).bytes)));
+  TROUPE_RETURN_IF_ERROR(r->ctx_->make_current());
+  const auto bytes = static_cast<int64_t>(r->mirror_.layout().bytes);
+  TROUPE_RETURN_IF_ERROR(r->inputs_.allocate(memory, bytes));
   TROUPE_RETURN_IF_ERROR(r->out_.allocate(memory, max * vocab));
+  void* host = nullptr;
+  TROUPE_RETURN_IF_ERROR(cuda_check(cudaMallocHost(&host, static_cast<size_t>(bytes)),
+                                    "cudaMallocHost of the CUDA graphs' inputs"));
+  r->host_ = static_cast<uint8_t*>(host);
+  TROUPE_RETURN_IF_ERROR(cuda_check(cudaEventCreateWithFlags(&r->uploaded_, cudaEventDisableTiming),
+                                    "cudaEventCreate on " + r->ctx_->name()));
+  r->mirror_.reset(r->host_);
+  TROUPE_RETURN_IF_ERROR(r->upload({}));  // the whole image: the device buffer starts undefined
   return r;
 }
 
-CudaGraphRunner::~CudaGraphRunner() { drop_all(); }
+CudaGraphRunner::~CudaGraphRunner() {
+  drop_all();
+  if (uploaded_ != nullptr) {
+    (void)cudaEventSynchronize(uploaded_);  // no copy may still read host_
+    (void)cudaEventDestroy(uploaded_);
+  }
+  if (host_ != nullptr) (void)cudaFreeHost(host_);
+}
 
 void CudaGraphRunner::drop_all() {
   for (Graph& g : graphs_) {
@@ -50,15 +65,15 @@ int CudaGraphRunner::captured() const {
   return n;
 }
 
-bool CudaGraphRunner::eligible(const ForwardBatch& b) const {
+bool CudaGraphRunner::eligible(const ForwardBatch& b, int max_size, size_t width) {
   const int S = b.num_seqs();
-  if (S <= 0 || S > max_size() || b.num_tokens() != S || !b.lora_ids.empty()) return false;
+  if (S <= 0 || S > max_size || b.num_tokens() != S || !b.lora_ids.empty()) return false;
   if (static_cast<int>(b.logits_indices.size()) != S || static_cast<int>(b.query_start.size()) != S + 1 ||
       static_cast<int>(b.block_tables.size()) != S || static_cast<int>(b.slot_mapping.size()) != S)
     return false;
   for (int s = 0; s < S; ++s)
     if (b.query_start[static_cast<size_t>(s)] != s || b.logits_indices[static_cast<size_t>(s)] != s ||
-        b.block_tables[static_cast<size_t>(s)].size() > width_)
+        b.block_tables[static_cast<size_t>(s)].size() > width)
       return false;
   return true;
 }
@@ -71,20 +86,17 @@ Status CudaGraphRunner::capture(int size, const Forward& forward) {
   slot = Graph();
   // A decode batch of `size` one-token sequences; its values do not matter (nothing runs
   // while capturing), only its shape and that ids and positions are the bound host arrays.
-  ForwardBatch b;
-  b.token_ids.assign(static_cast<size_t>(size), 0);
-  b.positions.assign(static_cast<size_t>(size), 0);
-  b.slot_mapping.assign(static_cast<size_t>(size), -1);
-  b.seq_lens.assign(static_cast<size_t>(size), 1);
-  b.block_tables.assign(static_cast<size_t>(size), std::vector<int32_t>{0});
-  for (int i = 0; i <= size; ++i) b.query_start.push_back(i);
-  for (int i = 0; i < size; ++i) b.logits_indices.push_back(i);
+  const ForwardBatch b = warm_up_decode_batch(
+      size, BatchGeometry{vocab_, attention_->num_blocks(), attention_->spec().block_size}, false);
+  if (b.num_seqs() != size) return unavailable("CUDA graph of decode batch " + std::to_string(size) + ": no KV cache");
 
   TROUPE_RETURN_IF_ERROR(ctx_->synchronize());  // nothing of an earlier step is in flight
   (void)ctx_->take_error();
   const int64_t n = size * static_cast<int64_t>(sizeof(int32_t));
-  ctx_->begin_graph_inputs({{b.token_ids.data(), n, ids_.data()}, {b.positions.data(), n, positions_.data()}});
-  attention_->set_graph_image(image_.data(), width_);
+  const GraphInputsLayout& l = mirror_.layout();
+  ctx_->begin_graph_inputs({{b.token_ids.data(), n, inputs_.data() + l.ids},
+                            {b.positions.data(), n, inputs_.data() + l.positions}});
+  attention_->set_graph_image(inputs_.data() + l.image, mirror_.rows(), width_);
   ctx_->mark_capture();  // from now on, freeing anything that exists may leave this graph dangling
   const uint64_t epoch = ctx_->memory_epoch();
   cudaGraph_t graph = nullptr;
@@ -96,7 +108,7 @@ Status CudaGraphRunner::capture(int size, const Forward& forward) {
     if (st.ok()) st = ended;
   }
   ctx_->end_graph_inputs();
-  attention_->set_graph_image(nullptr, 0);
+  attention_->set_graph_image(nullptr, 0, 0);
   const Status recorded = ctx_->take_error();  // an op that failed while being captured
   if (st.ok() && !recorded.ok()) st = recorded;
   if (st.ok() && ctx_->memory_epoch() != epoch) st = unavailable("device memory was freed while capturing");
@@ -113,38 +125,18 @@ Status CudaGraphRunner::capture(int size, const Forward& forward) {
   return {};
 }
 
-void CudaGraphRunner::pack(const ForwardBatch& b, int size) {
-  const int S = b.num_seqs();
-  ids_host_.assign(static_cast<size_t>(size), 0);
-  positions_host_.assign(static_cast<size_t>(size), 0);
-  std::copy(b.token_ids.begin(), b.token_ids.end(), ids_host_.begin());
-  std::copy(b.positions.begin(), b.positions.end(), positions_host_.begin());
-  // The attention image of the padded batch: padding rows write no slot and have no table.
-  const AttentionInputsLayout l = attention_inputs_layout(size, size, width_);
-  image_host_.assign(l.bytes, 0);
-  auto* slots = reinterpret_cast<int64_t*>(image_host_.data());
-  auto* starts = reinterpret_cast<int32_t*>(image_host_.data() + l.query_start);
-  auto* lens = reinterpret_cast<int32_t*>(image_host_.data() + l.seq_lens);
-  auto* tables = reinterpret_cast<int32_t*>(image_host_.data() + l.block_tables);
-  std::fill(tables, tables + static_cast<size_t>(size) * width_, -1);
-  for (int s = 0; s < size; ++s) {
-    starts[s] = s;
-    slots[s] = s < S ? b.slot_mapping[static_cast<size_t>(s)] : -1;
-    lens[s] = s < S ? b.seq_lens[static_cast<size_t>(s)] : 1;
-    if (s < S) {
-      const auto& t = b.block_tables[static_cast<size_t>(s)];
-      std::copy(t.begin(), t.end(), tables + static_cast<size_t>(s) * width_);
-    }
-  }
-  starts[size] = size;
-}
-
-Status CudaGraphRunner::upload(void* device, const void* host, int64_t bytes) {
-  auto staged = ctx_->stage(host, bytes);
-  if (!staged.ok()) return staged.status();
-  return cuda_check(cudaMemcpyAsync(device, *staged, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
-                                    ctx_->stream()),
-                    "copy of a CUDA graph's inputs on " + ctx_->name());
+Status CudaGraphRunner::upload(const std::vector<ByteRange>& ranges) {
+  const std::vector<ByteRange> all = {ByteRange{0, mirror_.layout().bytes}};
+  const std::vector<ByteRange>& copy = device_matches_ && !ranges.empty() ? ranges : all;
+  if (device_matches_ && ranges.empty()) return {};  // nothing changed
+  device_matches_ = false;  // until every copy is enqueued
+  for (const ByteRange& r : copy)
+    TROUPE_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(inputs_.data() + r.begin, host_ + r.begin, r.end - r.begin,
+                                                      cudaMemcpyHostToDevice, ctx_->stream()),
+                                      "copy of a CUDA graph's inputs to " + ctx_->name()));
+  TROUPE_RETURN_IF_ERROR(cuda_check(cudaEventRecord(uploaded_, ctx_->stream()), "cudaEventRecord"));
+  device_matches_ = true;
+  return {};
 }
 
 Status CudaGraphRunner::run(const ForwardBatch& b, float* out, const Forward& forward) {
@@ -155,11 +147,11 @@ Status CudaGraphRunner::run(const ForwardBatch& b, float* out, const Forward& fo
   Graph& g = graphs_[static_cast<size_t>(at - sizes_.begin())];
   if (g.exec != nullptr && g.epoch != ctx_->memory_epoch()) drop_all();  // memory moved under every graph
   if (g.exec == nullptr) TROUPE_RETURN_IF_ERROR(capture(size, forward));
-  pack(b, size);
-  const int64_t n = size * static_cast<int64_t>(sizeof(int32_t));
-  TROUPE_RETURN_IF_ERROR(upload(ids_.data(), ids_host_.data(), n));
-  TROUPE_RETURN_IF_ERROR(upload(positions_.data(), positions_host_.data(), n));
-  TROUPE_RETURN_IF_ERROR(upload(image_.data(), image_host_.data(), static_cast<int64_t>(image_host_.size())));
+  // The previous step's copies read host_: they are done by now (its logits came back), so
+  // this wait normally returns at once, and the stream itself is never synchronized.
+  TROUPE_RETURN_IF_ERROR(cuda_check(cudaEventSynchronize(uploaded_), "cudaEventSynchronize on " + ctx_->name()));
+  const std::vector<ByteRange> changed = mirror_.update(host_, b, size);
+  TROUPE_RETURN_IF_ERROR(upload(changed));
   TROUPE_RETURN_IF_ERROR(cuda_check(cudaGraphLaunch(g.exec, ctx_->stream()), "cudaGraphLaunch on " + ctx_->name()));
   return cuda_check(cudaMemcpyAsync(out, out_.data(), static_cast<size_t>(S * vocab_) * sizeof(float),
                                     cudaMemcpyDeviceToDevice, ctx_->stream()),

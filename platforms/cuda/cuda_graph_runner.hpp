@@ -4,14 +4,16 @@
 // block table, so they write nothing and read nothing. One launch replaces the
 // step's hundreds of kernel launches.
 //
-// What a graph reads between replays lives in fixed device buffers: the token
+// What a graph reads between replays lives in one fixed device buffer: the token
 // ids, the positions and the attention backend's packed arrays (block tables
-// `width` wide). While capturing, the context answers the model's staging of ids
-// and positions with those buffers (CudaContext::begin_graph_inputs) and the
-// attention backend reads its image (set_graph_image); before each replay the
-// runner uploads the step's values into them. A graph captured before device
-// memory was freed (the context's memory epoch) may point at freed memory: all
-// graphs are then dropped and captured again on first use.
+// `width` wide), laid out once for the largest size (cuda_graph_inputs.hpp).
+// While capturing, the context answers the model's staging of ids and positions
+// with that buffer (CudaContext::begin_graph_inputs) and the attention backend
+// reads its image (set_graph_image). Before each replay the runner copies only
+// the bytes that changed since the last step, from a pinned host mirror,
+// straight to the buffer: no staging ring, so no stream sync. A graph captured
+// before device memory was freed (the context's memory epoch) may point at freed
+// memory: all graphs are then dropped and captured again on first use.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,6 +24,7 @@
 
 #include "platforms/cuda/cuda_attention.hpp"
 #include "platforms/cuda/cuda_context.hpp"
+#include "platforms/cuda/cuda_graph_inputs.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/model.hpp"
 
@@ -46,7 +49,9 @@ class CudaGraphRunner {
 
   /// Whether a graph can run `b`: one token per sequence, the logits of every row in order,
   /// no LoRA, at most the largest size, every table within the width.
-  bool eligible(const ForwardBatch& b) const;
+  bool eligible(const ForwardBatch& b) const { return eligible(b, max_size(), width_); }
+  /// The same for graphs of sizes up to `max_size`, tables `width` wide (host only).
+  static bool eligible(const ForwardBatch& b, int max_size, size_t width);
   /// Captures the graph of `size` (one of the sizes) with `forward`; an error says why it
   /// cannot be (an op that stages other host data, an unsupported call while capturing...).
   Status capture(int size, const Forward& forward);
@@ -75,11 +80,12 @@ class CudaGraphRunner {
   };
   CudaGraphRunner(std::shared_ptr<CudaContext> ctx, CudaAttentionBackend* attention, std::vector<int> sizes,
                   size_t width, int64_t vocab)
-      : ctx_(std::move(ctx)), attention_(attention), sizes_(std::move(sizes)), width_(width), vocab_(vocab) {}
+      : ctx_(std::move(ctx)), attention_(attention), sizes_(std::move(sizes)), width_(width), vocab_(vocab),
+        mirror_(sizes_.empty() ? 0 : sizes_.back(), width) {}
   void drop_all();
-  /// The step `b` padded to `size` rows, packed into the host staging arrays.
-  void pack(const ForwardBatch& b, int size);
-  Status upload(void* device, const void* host, int64_t bytes);
+  /// Copies `ranges` of the host mirror to the device buffer, after the previous copies have
+  /// read the mirror; the whole image when the device copy is not known to match.
+  Status upload(const std::vector<ByteRange>& ranges);
 
   std::shared_ptr<CudaContext> ctx_;
   CudaAttentionBackend* attention_;
@@ -87,11 +93,12 @@ class CudaGraphRunner {
   size_t width_;
   int64_t vocab_;
   std::vector<Graph> graphs_;  // one per size
-  DeviceArray<int32_t> ids_, positions_;
-  DeviceArray<uint8_t> image_;  // the attention backend's packed arrays
-  DeviceArray<float> out_;      // [max_size][vocab]
-  std::vector<int32_t> ids_host_, positions_host_;
-  std::vector<uint8_t> image_host_;
+  GraphInputMirror mirror_;    // what inputs_ holds
+  DeviceArray<uint8_t> inputs_;       // ids, positions, the attention image (mirror_.layout())
+  DeviceArray<float> out_;            // [max_size][vocab]
+  uint8_t* host_ = nullptr;           // pinned: the mirror's bytes, copied from
+  cudaEvent_t uploaded_ = nullptr;    // after the last copies from host_
+  bool device_matches_ = false;       // inputs_ holds exactly host_
 };
 
 }  // namespace troupe::cuda

@@ -1,6 +1,8 @@
 #include "platforms/cuda/cuda_ops.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -137,9 +139,7 @@ void CudaOps::dense_attention(const float* q, const float* k, const float* v, fl
 Status CudaOps::run_select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                                   int32_t* out) {
   TROUPE_RETURN_IF_ERROR(ctx_->make_current());
-  const bool all_greedy =
-      std::all_of(params, params + rows, [](const TokenSelection& t) { return !(t.temperature > 0.0f); });
-  if (all_greedy) return kc::argmax_rows(logits, rows, vocab, out, ctx_->stream());
+  if (all_greedy(params, rows)) return kc::argmax_rows(logits, rows, vocab, out, ctx_->stream());
   std::vector<kc::SamplingRow> rows_params(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     kc::SamplingRow& k = rows_params[static_cast<size_t>(r)];
@@ -165,8 +165,21 @@ Status CudaOps::run_select_tokens(const float* logits, int64_t rows, int64_t voc
                          sampling_workspace_bytes_, ctx_->stream());
 }
 
+bool all_greedy(const TokenSelection* params, int64_t rows) {
+  return std::all_of(params, params + rows, [](const TokenSelection& t) {
+    return !(t.temperature > 0.0f) || std::isinf(1.0f / t.temperature);
+  });
+}
+
+bool selects_on_device(const TokenSelection* params, int64_t rows, int64_t vocab) {
+  if (rows <= 0 || vocab <= 0 || rows > INT_MAX || vocab > INT_MAX) return false;
+  return all_greedy(params, rows) || kc::sampling_fits(rows, vocab);
+}
+
 bool CudaOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                             int32_t* out) {
+  // A step too large for the device sampler is sampled on the host from its logits.
+  if (!selects_on_device(params, rows, vocab)) return false;
   ctx_->record(run_select_tokens(logits, rows, vocab, params, out));
   return true;
 }

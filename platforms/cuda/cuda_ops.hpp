@@ -18,6 +18,13 @@ namespace troupe::cuda {
 /// Names of the weight types the CUDA kernels compute, in ggml id order.
 std::vector<std::string> weight_type_names();
 
+/// Every row greedy: temperature <= 0, or so small that 1/temperature overflows.
+bool all_greedy(const TokenSelection* params, int64_t rows);
+/// Whether CudaOps::select_tokens chooses these rows on the device: argmax when every row is
+/// greedy, else sample_rows when rows x vocab fits it (kernels::cuda::sampling_fits).
+/// Otherwise select_tokens returns false and the worker samples from the logits on the host.
+bool selects_on_device(const TokenSelection* params, int64_t rows, int64_t vocab);
+
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(std::shared_ptr<CudaContext> ctx);
@@ -39,7 +46,8 @@ class CudaOps final : public Ops {
   void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                        int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
   /// argmax_rows when every row is greedy, else sample_rows (kernels/cuda/sampling) with the
-  /// rows' parameters staged; its workspace grows with rows x vocab and is kept.
+  /// rows' parameters staged; its workspace grows with rows x vocab and is kept. False (the
+  /// host samples) when selects_on_device says no: rows x vocab beyond INT_MAX.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out) override;
 

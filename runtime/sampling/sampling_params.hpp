@@ -1,6 +1,7 @@
 // Per-request sampling settings, with the meaning vLLM gives them.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,7 +13,7 @@
 namespace troupe::sampling {
 
 struct SamplingParams {
-  float temperature = 1.0f;          // 0: greedy
+  float temperature = 1.0f;          // 0 (or below ~2.9e-39, where 1/T overflows): greedy
   float top_p = 1.0f;                // (0, 1]
   int32_t top_k = 0;                 // 0 or -1: all tokens
   float min_p = 0.0f;                // [0, 1]
@@ -49,7 +50,9 @@ struct SamplingParams {
   /// object as text; empty: none.
   std::string extra_args;
 
-  bool greedy() const { return temperature == 0.0f; }
+  /// A temperature whose inverse overflows would scale the best logit by 0 x inf = NaN:
+  /// it is the greedy limit, and greedy it is.
+  bool greedy() const { return !(temperature > 0.0f) || std::isinf(1.0f / temperature); }
   /// The one home of the parameters' ranges: ok, or invalid_argument whose message
   /// names the offending parameter; `field`, when given, is set to that name.
   Status validate(std::string* field = nullptr) const;

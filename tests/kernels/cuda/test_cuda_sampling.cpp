@@ -144,6 +144,29 @@ TEST_F(CudaSampling, ArgmaxTakesTheFirstOfTiesLikeTheCpuSampler) {
   EXPECT_EQ(out[3], 0);
 }
 
+// 1/T overflows below ~2.9e-39: the maximum's exp((l - max) / T) would be 0 x inf = NaN and
+// the row came out as token 0. Such a row is greedy, whatever u and the filters say.
+TEST_F(CudaSampling, ATemperatureWhoseInverseOverflowsIsGreedy) {
+  const int64_t rows = 4, vocab = 1000;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));
+  for (auto& v : logits) v = d(rng);
+  const int32_t best[rows] = {777, 1, 999, 500};
+  for (int64_t r = 0; r < rows; ++r) logits[static_cast<size_t>(r * vocab + best[r])] = 50.0f;
+  std::vector<SamplingRow> params(static_cast<size_t>(rows));
+  const float tiny[rows] = {1e-39f, 2e-39f, 1.4e-45f, 1e-39f};
+  for (int64_t r = 0; r < rows; ++r) {
+    params[static_cast<size_t>(r)].temperature = tiny[r];
+    params[static_cast<size_t>(r)].u = 0.99;
+    params[static_cast<size_t>(r)].top_p = r == 3 ? 0.5f : 1.0f;
+    params[static_cast<size_t>(r)].top_k = r == 3 ? 3 : 0;
+  }
+  const auto out = run_sample(logits, rows, vocab, params);
+  ASSERT_EQ(out.size(), static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(out[static_cast<size_t>(r)], best[r]) << "row " << r;
+}
+
 struct RowSetup {
   float temperature, top_p, min_p;
   int32_t top_k;

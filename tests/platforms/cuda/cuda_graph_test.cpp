@@ -3,7 +3,8 @@
 // worker that replays graphs computes what an --enforce-eager worker computes,
 // over decode batches that fill a captured size and ones that are padded, and
 // the tokens chosen on the device (greedy and seeded top_p) are the ones the
-// host sampler's rule picks from the same logits. Label gpu: skips without one.
+// host sampler's rule picks from the same logits, and graphs survive sleep and wake-up.
+// Label gpu: skips without one.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/token_select.hpp"
@@ -118,6 +120,46 @@ TEST_F(CudaGraphTest, ReplaysComputeWhatTheEagerWorkerComputes) {
     }
   }
   EXPECT_EQ(g->cuda_graphs(), 5);  // nothing forced a recapture or turned them off
+}
+
+// Sleep frees the weights and the KV cache under the captured graphs; waking up (here from
+// another thread, whose current device the worker must not rely on) builds them again, and
+// the graphs are captured again on their next use and still compute what eager steps compute.
+TEST_F(CudaGraphTest, AfterSleepAndWakeUpOnAnotherThreadReplaysStillMatchEagerSteps) {
+  EngineConfig eager_config;
+  eager_config.compilation.enforce_eager = true;
+  auto graphed = start(*platform_, *source_, EngineConfig());
+  auto eager = start(*platform_, *source_, eager_config);
+  ASSERT_TRUE(graphed && eager);
+  auto* g = dynamic_cast<CudaWorker*>(graphed.get());
+  ASSERT_NE(g, nullptr);
+  ASSERT_EQ(g->cuda_graphs(), 5);
+  Status slept, woken;
+  std::thread([&] {
+    slept = g->sleep(1);
+    woken = g->wake_up({});
+  }).join();
+  ASSERT_TRUE(slept.ok()) << slept.to_string();
+  ASSERT_TRUE(woken.ok()) << woken.to_string();
+  const int64_t vocab = graphed->model_info()->vocab_size;
+  Sequences seqs(5);  // padded to the graph of 8
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    const ExecuteModelRequest req = seqs.step(step == 0);
+    auto want = eager->execute_model(req);
+    auto got = graphed->execute_model(req);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status().to_string() << got.status().to_string();
+    ASSERT_EQ(got->logits.size(), want->logits.size());
+    double worst = 0;
+    for (size_t j = 0; j < want->logits.size(); ++j)
+      worst = std::max(worst, std::fabs(double{got->logits[j]} - want->logits[j]));
+    EXPECT_LT(worst, 1e-3);
+    for (int i = 0; i < seqs.n; ++i) {
+      const float* row = want->logits.data() + int64_t{i} * vocab;
+      seqs.tokens[static_cast<size_t>(i)].push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+    }
+  }
+  EXPECT_GE(g->cuda_graphs(), 1);  // captured again, not turned off
 }
 
 TEST_F(CudaGraphTest, TokensChosenOnTheDeviceFollowTheSelectionRule) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -99,6 +100,33 @@ TEST(DeviceSelectionTest, RowsNeedingTheLogitsStayOnTheHost) {
   g.temperature = 0;
   EXPECT_EQ(device_selection(g, 0, 99)->temperature, 0.0f);
   EXPECT_EQ(device_selection(p, 0, 99)->u, uniform01(99));
+}
+
+// Below ~2.9e-39 the inverse temperature overflows, and exp((l - max) / T) would give the
+// maximum 0 x inf = NaN: such a temperature is the greedy limit on the host sampler, in its
+// device selection and in the reference kernel alike.
+TEST(DeviceSelectionTest, ATemperatureWhoseInverseOverflowsIsGreedy) {
+  const std::vector<float> logits = {0.5f, -1.0f, 3.0f, 2.9f, 3.0f - 1e-6f};
+  for (float t : {1e-39f, 2e-39f, std::numeric_limits<float>::denorm_min()}) {
+    SCOPED_TRACE(t);
+    ASSERT_TRUE(std::isinf(1.0f / t));
+    SamplingParams p;
+    p.temperature = t;
+    p.top_p = 0.9f;
+    EXPECT_TRUE(p.validate().ok());
+    EXPECT_TRUE(p.greedy());
+    for (uint64_t seed : {1u, 2u, 3u}) EXPECT_EQ(sample(logits.data(), 5, p, {}, {}, seed).token, 2);
+    auto sel = device_selection(p, 0, 7);
+    ASSERT_TRUE(sel.has_value());
+    EXPECT_EQ(on_device(logits, *sel), 2);
+    TokenSelection raw;  // the reference kernel given the tiny temperature itself
+    raw.temperature = t;
+    raw.u = 0.99;
+    EXPECT_EQ(on_device(logits, raw), 2);
+  }
+  SamplingParams small;  // the smallest temperatures whose inverse is finite still sample
+  small.temperature = 1e-30f;
+  EXPECT_FALSE(small.greedy());
 }
 
 }  // namespace
