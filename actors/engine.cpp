@@ -93,9 +93,7 @@ struct Engine::Impl {
   std::vector<actors::worker_actor> workers;
   std::shared_ptr<LoraRegistry> loras = std::make_shared<LoraRegistry>();
   // Admission; made at the first request, once start-up has fixed the config it reads.
-  std::once_flag input_once;
-  std::unique_ptr<InputProcessor> input;
-  std::mt19937_64 rng;  // the seeds of requests without one (InputProcessor takes it over)
+  std::unique_ptr<InputProcessor> input;  // admission, made once the engine started
   std::atomic<uint64_t> next_subscription{1};
 
   Status load_artifacts();
@@ -326,7 +324,18 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
   TROUPE_RETURN_IF_ERROR(impl->load_artifacts());
   TROUPE_RETURN_IF_ERROR(impl->start_ranks());
   impl->spawn_actors();
-  impl->rng.seed(impl->config.model.seed != 0 ? impl->config.model.seed : std::random_device{}());
+  {
+    // Admission: the seeds of requests without one come from the model's seed, else at random.
+    InputProcessorSetup setup;
+    setup.config = impl->config;
+    setup.model_info = impl->model_info;
+    setup.tokenizer = impl->artifacts.tokenizer;
+    setup.policy = impl->policy;
+    setup.processors = impl->processors.get();
+    setup.loras = impl->loras;
+    setup.seeds.seed(impl->config.model.seed != 0 ? impl->config.model.seed : std::random_device{}());
+    impl->input = std::make_unique<InputProcessor>(std::move(setup));
+  }
   auto modules = impl->options.lora_modules;
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
   for (const auto& [name, path] : modules) {
@@ -341,17 +350,6 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
   auto& im = *impl_;
   if (refused_field) refused_field->clear();
   if (!healthy()) return unavailable("the engine is unhealthy: " + unhealthy_reason());
-  std::call_once(im.input_once, [&im] {
-    InputProcessorSetup setup;
-    setup.config = im.config;
-    setup.model_info = im.model_info;
-    setup.tokenizer = im.artifacts.tokenizer;
-    setup.policy = im.policy;
-    setup.processors = im.processors.get();
-    setup.loras = im.loras;
-    setup.seeds = im.rng;
-    im.input = std::make_unique<InputProcessor>(std::move(setup));
-  });
   auto admitted = im.input->process(std::move(request), im.counters->in_flight.load(), refused_field);
   if (!admitted) return admitted.status();
   actors::SubmitRequest sr;
