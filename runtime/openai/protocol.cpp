@@ -655,4 +655,40 @@ std::optional<ApiError> parse_score_request(std::string_view body, const Limits&
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_rerank_request(std::string_view body, const Limits& limits, RerankRequest* out) {
+  json j;
+  if (auto e = parse_object(body, limits, &j)) return e;
+  log_unknown_fields(j, {"model", "query", "documents", "top_n", "return_documents", "truncate_prompt_tokens"},
+                     "rerank");
+  if (auto e = get_string(j, "model", &out->model)) return e;
+  if (auto e = get_int(j, "truncate_prompt_tokens", &out->truncate_prompt_tokens)) return e;
+  if (out->truncate_prompt_tokens && *out->truncate_prompt_tokens < 1)
+    return invalid_param("truncate_prompt_tokens", "must be at least 1");
+  std::optional<int64_t> top_n;
+  if (auto e = get_int(j, "top_n", &top_n)) return e;
+  if (top_n && *top_n < 0) return invalid_param("top_n", "must be at least 0 (0 returns every document)");
+  out->top_n = top_n.value_or(0);
+  if (auto e = get_bool(j, "return_documents", &out->return_documents)) return e;
+  const json* q = field(j, "query");
+  if (!q) return invalid_param("query", "is required");
+  if (!q->is_string()) return invalid_param("query", "must be a string");
+  out->query = q->get<std::string>();
+  if (out->query.empty()) return invalid_param("query", "must not be empty");
+  const json* docs = field(j, "documents");
+  if (!docs) return invalid_param("documents", "is required");
+  if (!docs->is_array()) return invalid_param("documents", "must be a list of strings");
+  if (docs->empty()) return invalid_param("documents", "must not be empty");
+  if (docs->size() > limits.max_prompts)
+    return invalid_param("documents", fmt::format("at most {} documents", limits.max_prompts));
+  for (size_t i = 0; i < docs->size(); ++i) {
+    const json& d = (*docs)[i];
+    const json* text = d.is_string() ? &d : d.is_object() ? field(d, "text") : nullptr;
+    if (!text || !text->is_string())
+      return invalid_param("documents", fmt::format("document {} must be a string (or an object with a string 'text')", i));
+    out->documents.push_back(text->get<std::string>());
+    if (out->documents.back().empty()) return invalid_param("documents", fmt::format("document {} is empty", i));
+  }
+  return std::nullopt;
+}
+
 }  // namespace troupe::openai

@@ -98,6 +98,17 @@ struct ScoreRequest {
   std::optional<int64_t> truncate_prompt_tokens;
 };
 
+/// POST /rerank, /v1/rerank, /v2/rerank (vLLM, Jina and Cohere's shape): documents
+/// ranked by their relevance to the query.
+struct RerankRequest {
+  std::string model;
+  std::string query;
+  std::vector<std::string> documents;  // strings, or objects {"text": string}
+  int64_t top_n = 0;                   // 0: every document (vLLM's default)
+  bool return_documents = true;        // each result carries {"document": {"text"}}
+  std::optional<int64_t> truncate_prompt_tokens;
+};
+
 /// Parse + validate. On failure the ApiError is returned and `out` is unspecified.
 std::optional<ApiError> parse_completion_request(std::string_view body, const Limits& limits,
                                                  CompletionRequest* out);
@@ -107,6 +118,7 @@ std::optional<ApiError> parse_tokenize_request(std::string_view body, const Limi
                                                TokenizeRequest* out);
 std::optional<ApiError> parse_embedding_request(std::string_view body, const Limits& limits, EmbeddingRequest* out);
 std::optional<ApiError> parse_score_request(std::string_view body, const Limits& limits, ScoreRequest* out);
+std::optional<ApiError> parse_rerank_request(std::string_view body, const Limits& limits, RerankRequest* out);
 std::optional<ApiError> parse_detokenize_request(std::string_view body, const Limits& limits,
                                                  DetokenizeRequest* out);
 

@@ -223,4 +223,16 @@ std::string render_scores(const std::string& id, int64_t created, const std::str
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string render_rerank(const std::string& id, const std::string& model, const std::vector<RerankResult>& results,
+                          const std::vector<std::string>& documents, int64_t total_tokens) {
+  json out = json::array();
+  for (const auto& r : results) {
+    json item = {{"index", r.index}, {"relevance_score", r.relevance_score}};
+    if (!documents.empty()) item["document"] = {{"text", documents.at(r.index)}};
+    out.push_back(std::move(item));
+  }
+  json j = {{"id", id}, {"model", model}, {"usage", {{"total_tokens", total_tokens}}}, {"results", out}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace troupe::openai

@@ -75,6 +75,15 @@ std::string render_embeddings(const std::string& id, int64_t created, const std:
 /// /score: one {"index", "object": "score", "score"} per pair.
 std::string render_scores(const std::string& id, int64_t created, const std::string& model,
                           const std::vector<double>& scores, int64_t prompt_tokens);
+/// One ranked document of /rerank: `index` into the request's documents.
+struct RerankResult {
+  size_t index = 0;
+  double relevance_score = 0;
+};
+/// /rerank (vLLM, Jina, Cohere): {"id", "model", "usage": {"total_tokens"}, "results": [{"index",
+/// "relevance_score", "document": {"text"}}]} in the order given; `documents` empty: no "document".
+std::string render_rerank(const std::string& id, const std::string& model, const std::vector<RerankResult>& results,
+                          const std::vector<std::string>& documents, int64_t total_tokens);
 /// Standard base64 (with padding) of `size` bytes.
 std::string base64_encode(const void* data, size_t size);
 

@@ -379,5 +379,66 @@ TEST(OpenAIRender, ModelsAndTokenize) {
   EXPECT_EQ(json::parse(render_detokenize("hi"))["prompt"], "hi");
 }
 
+TEST(OpenAIProtocol, RerankRequest) {
+  RerankRequest r;
+  ASSERT_FALSE(parse_rerank_request(R"({"model":"m","query":"q","documents":["a",{"text":"b"}],"top_n":1,)"
+                                    R"("return_documents":false,"truncate_prompt_tokens":8})",
+                                    Limits{}, &r));
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.query, "q");
+  EXPECT_EQ(r.documents, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.top_n, 1);
+  EXPECT_FALSE(r.return_documents);
+  EXPECT_EQ(r.truncate_prompt_tokens, 8);
+  RerankRequest d;
+  ASSERT_FALSE(parse_rerank_request(R"({"query":"q","documents":["a"],"top_n":null})", Limits{}, &d));
+  EXPECT_EQ(d.top_n, 0);  // every document
+  EXPECT_TRUE(d.return_documents);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"documents":["a"]})", "query"},
+      {R"({"query":"","documents":["a"]})", "query"},
+      {R"({"query":3,"documents":["a"]})", "query"},
+      {R"({"query":"q"})", "documents"},
+      {R"({"query":"q","documents":[]})", "documents"},
+      {R"({"query":"q","documents":"a"})", "documents"},
+      {R"({"query":"q","documents":["a",7]})", "documents"},
+      {R"({"query":"q","documents":[{"title":"a"}]})", "documents"},
+      {R"({"query":"q","documents":["a",""]})", "documents"},
+      {R"({"query":"q","documents":["a"],"top_n":-1})", "top_n"},
+      {R"({"query":"q","documents":["a"],"top_n":"2"})", "top_n"},
+      {R"({"query":"q","documents":["a"],"return_documents":"yes"})", "return_documents"},
+      {R"({"query":"q","documents":["a"],"truncate_prompt_tokens":0})", "truncate_prompt_tokens"},
+  };
+  for (const auto& [body, param] : bad) {
+    RerankRequest x;
+    auto e = parse_rerank_request(body, Limits{}, &x);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->http_status, 400) << body;
+    EXPECT_EQ(e->param, param) << body;
+    EXPECT_NE(e->message.find(param), std::string::npos) << body << ": " << e->message;
+  }
+  Limits small;
+  small.max_prompts = 2;
+  RerankRequest x;
+  auto e = parse_rerank_request(R"({"query":"q","documents":["a","b","c"]})", small, &x);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "documents");
+}
+
+TEST(OpenAIRender, Rerank) {
+  json j = json::parse(render_rerank("rerank-1", "m", {{1, 0.75}, {0, 0.25}}, {"a", "b"}, 9));
+  EXPECT_EQ(j["id"], "rerank-1");
+  EXPECT_EQ(j["model"], "m");
+  EXPECT_EQ(j["usage"]["total_tokens"], 9);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][0]["index"], 1);
+  EXPECT_EQ(j["results"][0]["relevance_score"], 0.75);
+  EXPECT_EQ(j["results"][0]["document"]["text"], "b");
+  EXPECT_EQ(j["results"][1]["document"]["text"], "a");
+  j = json::parse(render_rerank("rerank-2", "m", {{0, 0.5}}, {}, 3));
+  EXPECT_FALSE(j["results"][0].contains("document"));
+}
+
 }  // namespace
 }  // namespace troupe::openai
