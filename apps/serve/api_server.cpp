@@ -109,7 +109,8 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   struct Route {
     const char* path;
     bool post;
-    bool open;  // no API key needed
+    bool open;         // no API key needed
+    bool get_or_post = false;  // either method (vLLM's /ping)
   };
   static const Route routes[] = {
       {"/health", false, true},         {"/metrics", false, true},
@@ -117,7 +118,9 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
       {"/v1/completions", true, false}, {"/v1/chat/completions", true, false},
       {"/tokenize", true, false},       {"/detokenize", true, false},
       {"/v1/embeddings", true, false},  {"/pooling", true, false},
-      {"/score", true, false},
+      {"/score", true, false},          {"/v1/score", true, false},
+      {"/rerank", true, false},         {"/v1/rerank", true, false},
+      {"/v2/rerank", true, false},      {"/ping", false, true, true},
       {"/sleep", true, false},          {"/wake_up", true, false},
       {"/is_sleeping", false, false},
       {"/v1/load_lora_adapter", true, false}, {"/v1/unload_lora_adapter", true, false},
@@ -126,13 +129,13 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   for (const auto& r : routes)
     if (path == r.path) found = &r;
   if (!found) return respond_error(req, openai::route_not_found(std::string(method.c_str()), path));
-  if ((found->post && !post) || (!found->post && !get))
+  if (found->get_or_post ? !(get || post) : (found->post && !post) || (!found->post && !get))
     return respond_error(req, openai::method_not_allowed(std::string(method.c_str()), path));
   if (!found->open && !authorized(ctx, req)) return respond_error(req, openai::unauthorized());
   if (req->body().size() > ctx.options.max_body_bytes)
     return respond_error(req, openai::payload_too_large(ctx.options.max_body_bytes));
 
-  if (path == "/health") {
+  if (path == "/health" || path == "/ping") {  // vLLM's /ping (SageMaker) answers as /health does
     engine::Engine* e = ctx.engine.load();
     if (!e) return respond(req, 503, "application/json", R"({"status":"loading"})");
     if (!e->healthy())
@@ -157,7 +160,8 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   if (path == "/detokenize") return handle_detokenize(ctx, req);
   if (path == "/v1/embeddings") return handle_embeddings(ctx, req, /*vllm_pooling=*/false);
   if (path == "/pooling") return handle_embeddings(ctx, req, /*vllm_pooling=*/true);
-  if (path == "/score") return handle_score(ctx, req);
+  if (path == "/score" || path == "/v1/score") return handle_score(ctx, req);
+  if (path == "/rerank" || path == "/v1/rerank" || path == "/v2/rerank") return handle_rerank(ctx, req);
   if (path == "/sleep" || path == "/wake_up" || path == "/is_sleeping") return handle_sleep_mode(ctx, req, path, *e);
 }
 

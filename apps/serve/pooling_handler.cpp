@@ -1,9 +1,10 @@
-// POST /v1/embeddings (OpenAI), /pooling and /score (vLLM): every input is one
+// POST /v1/embeddings (OpenAI), /pooling, /score and /rerank (vLLM): every input is one
 // pooling request to the engine, submitted together (they batch); the answer
 // is written once all have finished, on the HTTP thread.
 #include <asio.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -71,6 +72,17 @@ void submit_all(ServerContext& ctx, std::shared_ptr<Pooling> job, const std::vec
   }
 }
 
+/// Cosine similarity in double precision; 0 when either vector is zero.
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
+}
+
 bool check_model(const engine::Engine& e, const restinio::request_handle_t& req, const std::string& model) {
   if (model.empty() || model == e.served_model_name()) return true;
   respond_error(req, openai::model_not_found(model));
@@ -129,20 +141,37 @@ void handle_score(ServerContext& ctx, const restinio::request_handle_t& req) {
   const std::string model = e->served_model_name();
   job->on_done = [model, n1, n2](Pooling& p) {
     std::vector<double> scores;
-    for (size_t j = 0; j < n2; ++j) {
-      const auto& a = p.vectors[n1 == 1 ? 0 : j];
-      const auto& b = p.vectors[n1 + j];
-      double ab = 0, aa = 0, bb = 0;
-      for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-        ab += double(a[i]) * b[i];
-        aa += double(a[i]) * a[i];
-        bb += double(b[i]) * b[i];
-      }
-      scores.push_back(aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0);
-    }
+    for (size_t j = 0; j < n2; ++j) scores.push_back(cosine(p.vectors[n1 == 1 ? 0 : j], p.vectors[n1 + j]));
     respond(p.req, 200, "application/json",
             openai::render_scores(openai::make_request_id("score"), openai::unix_time_now(), model, scores,
                                   p.prompt_tokens));
+  };
+  submit_all(ctx, job, inputs, engine::PoolingParams{}, r.truncate_prompt_tokens);
+}
+
+void handle_rerank(ServerContext& ctx, const restinio::request_handle_t& req) {
+  engine::Engine* e = ctx.engine.load();
+  openai::RerankRequest r;
+  if (auto err = openai::parse_rerank_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
+  if (!check_model(*e, req, r.model)) return;
+  // A bi-encoder: the query and every document embedded in one batch; relevance = cosine.
+  std::vector<openai::Prompt> inputs;
+  inputs.push_back(openai::Prompt{false, r.query, {}});
+  for (const auto& d : r.documents) inputs.push_back(openai::Prompt{false, d, {}});
+  auto job = std::make_shared<Pooling>();
+  job->req = req;
+  job->engine = e;
+  const std::string model = e->served_model_name();
+  const size_t top_n = r.top_n > 0 ? static_cast<size_t>(r.top_n) : r.documents.size();
+  std::vector<std::string> documents = r.return_documents ? std::move(r.documents) : std::vector<std::string>{};
+  job->on_done = [model, top_n, documents = std::move(documents)](Pooling& p) {
+    std::vector<openai::RerankResult> results;
+    for (size_t i = 1; i < p.vectors.size(); ++i) results.push_back({i - 1, cosine(p.vectors[0], p.vectors[i])});
+    std::stable_sort(results.begin(), results.end(),
+                     [](const auto& a, const auto& b) { return a.relevance_score > b.relevance_score; });
+    if (results.size() > top_n) results.resize(top_n);
+    respond(p.req, 200, "application/json",
+            openai::render_rerank(openai::make_request_id("rerank"), model, results, documents, p.prompt_tokens));
   };
   submit_all(ctx, job, inputs, engine::PoolingParams{}, r.truncate_prompt_tokens);
 }

@@ -50,8 +50,11 @@ void respond_error(const restinio::request_handle_t& req, const openai::ApiError
 void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat);
 /// POST /v1/embeddings (vllm_pooling false) and /pooling (true): a pooling model's vectors.
 void handle_embeddings(ServerContext& ctx, const restinio::request_handle_t& req, bool vllm_pooling);
-/// POST /score: cosine similarity of text_1 to each text_2 under a pooling model.
+/// POST /score and /v1/score: cosine similarity of text_1 to each text_2 under a pooling model.
 void handle_score(ServerContext& ctx, const restinio::request_handle_t& req);
+/// POST /rerank, /v1/rerank and /v2/rerank: documents ranked by the cosine of their
+/// embedding to the query's (a bi-encoder, as vLLM serves embedding models).
+void handle_rerank(ServerContext& ctx, const restinio::request_handle_t& req);
 /// POST /sleep, POST /wake_up, GET /is_sleeping (404 without --enable-sleep-mode).
 void handle_sleep_mode(ServerContext& ctx, const restinio::request_handle_t& req, const std::string& path,
                        engine::Engine& e);

@@ -1,13 +1,19 @@
 // The embedding API of a real `troupe serve` on all-MiniLM-L6-v2 (a Hugging
 // Face folder): /v1/embeddings in OpenAI's shape (strings, token ids, base64,
-// usage), vLLM's /pooling and /score, and the errors in the OpenAI envelope.
+// usage), vLLM's /pooling, /score, /v1/score, /rerank (and /v1/, /v2/) and /ping,
+// and the errors in the OpenAI envelope.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "serve_process.hpp"
 
@@ -39,6 +45,11 @@ class EmbeddingsApi : public ::testing::Test {
   static std::pair<int, json> post(const std::string& path, const json& body) {
     auto r = apps::http::request("127.0.0.1", server_->port(), "POST", path, body.dump(),
                                  {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(60));
+    if (!r.ok()) return {0, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  static std::pair<int, json> get(const std::string& method, const std::string& path) {
+    auto r = apps::http::request("127.0.0.1", server_->port(), method, path, "", {}, {}, std::chrono::seconds(10));
     if (!r.ok()) return {0, json()};
     return {r->status, json::parse(r->body, nullptr, false)};
   }
@@ -161,6 +172,156 @@ TEST_F(EmbeddingsApi, ErrorsUseTheOpenAIEnvelope) {
   EXPECT_EQ(s7, 404) << b7.dump();
 }
 
+const char* const kQuery = "How do I bake bread at home?";
+const std::vector<std::string> kDocs = {
+    "The stock market fell sharply today.",
+    "Knead the dough, let it rise, then bake it at 220 C.",
+    "Cats sleep for most of the day.",
+    "A simple loaf needs flour, water, salt and yeast.",
+    "The train to Lyon leaves at nine.",
+};
+
+// The cosine of the query's /v1/embeddings vector with each document's.
+std::vector<double> embedding_cosines(const std::function<std::pair<int, json>(const std::string&, const json&)>& post,
+                                      int64_t* tokens) {
+  json input = json::array({kQuery});
+  for (const auto& d : kDocs) input.push_back(d);
+  auto [status, body] = post("/v1/embeddings", {{"input", input}});
+  EXPECT_EQ(status, 200) << body.dump();
+  if (status != 200) return {};
+  *tokens = body["usage"]["prompt_tokens"].get<int64_t>();
+  const auto q = body["data"][0]["embedding"].get<std::vector<double>>();
+  std::vector<double> out;
+  for (size_t i = 0; i < kDocs.size(); ++i)
+    out.push_back(cosine(q, body["data"][i + 1]["embedding"].get<std::vector<double>>()));
+  return out;
+}
+
+TEST_F(EmbeddingsApi, RerankScoresAreTheCosinesOfTheEmbeddingsSortedDescending) {
+  int64_t tokens = 0;
+  const auto cosines = embedding_cosines(post, &tokens);
+  ASSERT_EQ(cosines.size(), kDocs.size());
+  std::vector<size_t> order(kDocs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cosines[a] > cosines[b]; });
+  // The two baking texts lead, so the order is neither the input order nor its reverse.
+  ASSERT_TRUE((order[0] == 1 && order[1] == 3) || (order[0] == 3 && order[1] == 1));
+  for (size_t k = 1; k < order.size(); ++k) ASSERT_GT(cosines[order[k - 1]] - cosines[order[k]], 1e-4);
+
+  auto [status, body] = post("/rerank", {{"model", "all-MiniLM-L6-v2"}, {"query", kQuery}, {"documents", kDocs}});
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["model"], "all-MiniLM-L6-v2");
+  EXPECT_TRUE(body["id"].is_string() && !body["id"].get<std::string>().empty()) << body.dump();
+  EXPECT_EQ(body["usage"]["total_tokens"], tokens);
+  const json& results = body["results"];
+  ASSERT_EQ(results.size(), kDocs.size()) << body.dump();
+  for (size_t k = 0; k < results.size(); ++k) {
+    const size_t index = results[k]["index"].get<size_t>();
+    EXPECT_EQ(index, order[k]) << body.dump();
+    ASSERT_LT(index, kDocs.size());
+    EXPECT_NEAR(results[k]["relevance_score"].get<double>(), cosines[index], 1e-5) << k;
+    EXPECT_EQ(results[k]["document"]["text"], kDocs[index]);
+  }
+}
+
+TEST_F(EmbeddingsApi, RerankHonoursTopNAndReturnDocuments) {
+  auto [s1, all] = post("/v1/rerank", {{"query", kQuery}, {"documents", kDocs}});
+  ASSERT_EQ(s1, 200) << all.dump();
+  ASSERT_EQ(all["results"].size(), kDocs.size());
+  auto [s2, top2] = post("/v1/rerank", {{"query", kQuery}, {"documents", kDocs}, {"top_n", 2}, {"return_documents", false}});
+  ASSERT_EQ(s2, 200) << top2.dump();
+  ASSERT_EQ(top2["results"].size(), 2u) << top2.dump();
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(top2["results"][k]["index"], all["results"][k]["index"]);
+    EXPECT_NEAR(top2["results"][k]["relevance_score"].get<double>(), all["results"][k]["relevance_score"].get<double>(), 1e-6);
+    EXPECT_FALSE(top2["results"][k].contains("document")) << top2.dump();
+  }
+  // The two kept are the two best of all five.
+  std::vector<double> scores;
+  for (const auto& r : all["results"]) scores.push_back(r["relevance_score"].get<double>());
+  std::sort(scores.rbegin(), scores.rend());
+  EXPECT_NEAR(top2["results"][0]["relevance_score"].get<double>(), scores[0], 1e-6);
+  EXPECT_NEAR(top2["results"][1]["relevance_score"].get<double>(), scores[1], 1e-6);
+  // Usage counts every text embedded, whatever top_n keeps.
+  EXPECT_EQ(top2["usage"]["total_tokens"], all["usage"]["total_tokens"]);
+  auto [s3, many] = post("/v1/rerank", {{"query", kQuery}, {"documents", kDocs}, {"top_n", 50}});
+  ASSERT_EQ(s3, 200) << many.dump();
+  EXPECT_EQ(many["results"].size(), kDocs.size());
+  auto [s4, zero] = post("/v1/rerank", {{"query", kQuery}, {"documents", kDocs}, {"top_n", 0}});
+  ASSERT_EQ(s4, 200) << zero.dump();
+  EXPECT_EQ(zero["results"].size(), kDocs.size());
+}
+
+TEST_F(EmbeddingsApi, TheRerankPathsAndDocumentFormsAgree) {
+  json objects = json::array();
+  for (const auto& d : kDocs) objects.push_back({{"text", d}});
+  std::vector<json> answers;
+  for (const auto& [path, docs] : std::vector<std::pair<std::string, json>>{
+           {"/rerank", kDocs}, {"/v1/rerank", kDocs}, {"/v2/rerank", kDocs}, {"/v2/rerank", objects}}) {
+    auto [status, body] = post(path, {{"query", kQuery}, {"documents", docs}, {"top_n", 3}});
+    ASSERT_EQ(status, 200) << path << ": " << body.dump();
+    ASSERT_EQ(body["results"].size(), 3u) << path;
+    answers.push_back(body);
+  }
+  for (size_t a = 1; a < answers.size(); ++a) {
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(answers[a]["results"][k]["index"], answers[0]["results"][k]["index"]) << a;
+      EXPECT_NEAR(answers[a]["results"][k]["relevance_score"].get<double>(),
+                  answers[0]["results"][k]["relevance_score"].get<double>(), 1e-6) << a;
+      EXPECT_EQ(answers[a]["results"][k]["document"], answers[0]["results"][k]["document"]) << a;
+    }
+    EXPECT_EQ(answers[a]["usage"], answers[0]["usage"]) << a;
+  }
+}
+
+TEST_F(EmbeddingsApi, PingAndV1Score) {
+  EXPECT_EQ(get("GET", "/ping").first, 200);
+  EXPECT_EQ(get("POST", "/ping").first, 200);
+  auto [s_put, put] = get("PUT", "/ping");
+  EXPECT_EQ(s_put, 405) << put.dump();
+  EXPECT_TRUE(put.contains("error")) << put.dump();
+  const json body = {{"text_1", kQuery}, {"text_2", {kDocs[0], kDocs[1]}}};
+  auto [s1, score] = post("/score", body);
+  auto [s2, v1] = post("/v1/score", body);
+  ASSERT_EQ(s1, 200) << score.dump();
+  ASSERT_EQ(s2, 200) << v1.dump();
+  ASSERT_EQ(v1["data"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(v1["data"][i]["score"].get<double>(), score["data"][i]["score"].get<double>(), 1e-6);
+  EXPECT_GT(v1["data"][1]["score"].get<double>(), v1["data"][0]["score"].get<double>()) << v1.dump();
+  EXPECT_EQ(get("GET", "/v1/score").first, 405);
+}
+
+TEST_F(EmbeddingsApi, RerankBadBodiesAre400sNamingTheField) {
+  auto expect_400 = [](const std::string& path, const json& request, const std::string& param) {
+    auto [status, body] = post(path, request);
+    EXPECT_EQ(status, 400) << request.dump() << " -> " << body.dump();
+    ASSERT_TRUE(body.contains("error")) << body.dump();
+    EXPECT_EQ(body["error"]["code"], 400);
+    EXPECT_EQ(body["error"]["type"], "BadRequestError");
+    EXPECT_EQ(body["error"]["param"], param) << body.dump();
+    EXPECT_NE(body["error"]["message"].get<std::string>().find(param), std::string::npos) << body.dump();
+  };
+  for (const char* path : {"/rerank", "/v1/rerank", "/v2/rerank"}) {
+    expect_400(path, {{"documents", kDocs}}, "query");
+    expect_400(path, {{"query", ""}, {"documents", kDocs}}, "query");
+    expect_400(path, {{"query", kQuery}}, "documents");
+    expect_400(path, {{"query", kQuery}, {"documents", json::array()}}, "documents");
+    expect_400(path, {{"query", kQuery}, {"documents", {"fine", 42}}}, "documents");
+    expect_400(path, {{"query", kQuery}, {"documents", {"fine", {{"title", "no text"}}}}}, "documents");
+    expect_400(path, {{"query", kQuery}, {"documents", kDocs}, {"top_n", -1}}, "top_n");
+    expect_400(path, {{"query", kQuery}, {"documents", kDocs}, {"return_documents", "no"}}, "return_documents");
+  }
+  auto r = apps::http::request("127.0.0.1", server_->port(), "POST", "/v1/rerank", "{\"query\": ",
+                               {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(10));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("\"error\""), std::string::npos) << r->body;
+  auto [s_model, b_model] = post("/v2/rerank", {{"model", "other"}, {"query", kQuery}, {"documents", kDocs}});
+  EXPECT_EQ(s_model, 404) << b_model.dump();
+  EXPECT_EQ(b_model["error"]["code"], 404) << b_model.dump();
+}
+
 TEST(EmbeddingsApiOnAGenerateModel, PoolingRequestsNameTheRunner) {
   ServeProcess server({"--disable-log-stats"});
   ASSERT_TRUE(server.wait_healthy()) << server.log();
@@ -169,6 +330,22 @@ TEST(EmbeddingsApiOnAGenerateModel, PoolingRequestsNameTheRunner) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_NE(r->body.find("--runner pooling"), std::string::npos) << r->body;
+  // /rerank and /v1/score refuse the same way; /ping answers like /health.
+  for (const char* path : {"/rerank", "/v2/rerank", "/v1/score"}) {
+    const std::string body = std::string(path).find("score") != std::string::npos
+                                 ? R"({"text_1": "a", "text_2": "b"})"
+                                 : R"({"query": "a", "documents": ["b"]})";
+    auto p = apps::http::request("127.0.0.1", server.port(), "POST", path, body,
+                                 {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(60));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->status, 400) << path << ": " << p->body;
+    EXPECT_NE(p->body.find("--runner pooling"), std::string::npos) << path << ": " << p->body;
+  }
+  for (const char* method : {"GET", "POST"}) {
+    auto p = apps::http::request("127.0.0.1", server.port(), method, "/ping", "", {}, {}, std::chrono::seconds(10));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->status, 200) << method << " " << p->body;
+  }
 }
 
 }  // namespace
