@@ -2,6 +2,8 @@
 // request intake with validation, and the synchronous getters.
 #include "actors/engine.hpp"
 
+#include "actors/engine_caf.hpp"
+
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
@@ -457,7 +459,6 @@ int Engine::sleep_level() const {
   return r.ok() ? *r : 0;
 }
 
-actors::stat_logger_actor Engine::stat_logger() const { return impl_->actors.stat_logger; }
 Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& host, const std::string& secret) {
   auto& im = *impl_;
   auto& sys = *im.system;
@@ -475,10 +476,16 @@ Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& h
   return *published;
 }
 
-actors::engine_actor Engine::engine_actor() const { return impl_->actors.engine; }
-std::vector<actors::worker_actor> Engine::worker_actors() const {
-  std::lock_guard lock(impl_->workers_mu);
-  return impl_->workers;
+struct EngineInternals {
+  static const Engine::Impl& of(const Engine& engine) { return *engine.impl_; }
+};
+
+actors::stat_logger_actor stat_logger(const Engine& engine) { return EngineInternals::of(engine).actors.stat_logger; }
+actors::engine_actor engine_actor(const Engine& engine) { return EngineInternals::of(engine).actors.engine; }
+std::vector<actors::worker_actor> worker_actors(const Engine& engine) {
+  const auto& im = EngineInternals::of(engine);
+  std::lock_guard lock(im.workers_mu);
+  return im.workers;
 }
 caf::actor_system& Engine::system() { return *impl_->system; }
 const EngineConfig& Engine::config() const { return impl_->config; }

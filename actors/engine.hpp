@@ -1,10 +1,10 @@
 // The C++ embedding API: start an engine (inside your caf::actor_system or
 // one troupe makes), submit requests, receive tokens as a stream, cancel,
-// and subscribe to stat events. Behind it: plugin_host, worker, kv_cache,
-// scheduler, stat_logger and engine actors (docs/architecture.md).
+// and subscribe to stat events. Behind it: plugin_host, worker, scheduler,
+// stat_logger and engine actors (docs/architecture.md). This header includes
+// no CAF; programs that talk to the engine's actors themselves (actor
+// subscribers, their own actor system) include actors/engine_caf.hpp.
 #pragma once
-
-#include <caf/fwd.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -15,13 +15,17 @@
 #include <utility>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "runtime/engine/engine_core.hpp"
 #include "runtime/chat/chat_template.hpp"
 #include "runtime/engine/request_types.hpp"
 #include "troupe/config.hpp"
 #include "troupe/model.hpp"
 #include "troupe/stats.hpp"
 #include "troupe/status.hpp"
+
+namespace caf {
+class actor_system;
+}  // namespace caf
 
 namespace troupe::tokenizer {
 class Tokenizer;
@@ -59,10 +63,6 @@ using OutputCallback = std::function<void(RequestOutput)>;
 
 using StatsCallback = std::function<void(const StatsEvent&)>;
 
-/// Prepare a caf::actor_system_config for an engine in your own actor system:
-/// registers troupe's message types and loads CAF's middleman (remote actors).
-void configure_actor_system(caf::actor_system_config& config);
-
 class Engine {
  public:
   /// In three parts: load the artifacts (plugins, platform, model file), start the
@@ -85,18 +85,14 @@ class Engine {
   uint64_t subscribe_stats(StatsCallback callback);
   /// After it returns the callback is never called again.
   void unsubscribe_stats(uint64_t id);
-  /// Actor subscribers: a stats_subscriber_actor (local or remote) receives every
-  /// StatsEvent after `send(engine.stat_logger(), subscribe_atom_v, actor)` — see actors/messages.hpp.
-  actors::stat_logger_actor stat_logger() const;
+  /// Actor subscribers (a stats_subscriber_actor, local or remote): actors/engine_caf.hpp.
   /// Publish the stat logger on host:port (CAF middleman; port 0 = any free
   /// port) behind a gate, so other processes can subscribe (`troupe stats
   /// --connect`, actors::connect_stats). A non-loopback host needs a secret.
   /// Returns the port.
   Result<uint16_t> publish_stat_logger(uint16_t port, const std::string& host = "127.0.0.1",
                                        const std::string& secret = "");
-  actors::engine_actor engine_actor() const;
-  /// The worker actors, in rank order (for supervision tools and tests).
-  std::vector<actors::worker_actor> worker_actors() const;
+  /// The actor system the engine runs in (yours, or the one it made).
   caf::actor_system& system();
 
   const EngineConfig& config() const;            // after the platform's check_and_update_config
@@ -139,6 +135,7 @@ class Engine {
 
  private:
   struct Impl;
+  friend struct EngineInternals;  // actors/engine_caf.hpp's handles
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -14,7 +14,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/engine.hpp"
+#include "actors/engine_caf.hpp"
 #include "actors/gate_actor.hpp"
 #include "actors/plugin_host_actor.hpp"
 #include "actors/status_error.hpp"

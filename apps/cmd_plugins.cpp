@@ -11,7 +11,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/engine.hpp"
+#include "actors/engine_caf.hpp"
 #include "actors/gate_actor.hpp"
 #include "actors/status_error.hpp"
 #include "plugin_host/report.hpp"

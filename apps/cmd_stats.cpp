@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/engine.hpp"
+#include "actors/engine_caf.hpp"
 #include "actors/gate_actor.hpp"
 #include "actors/messages.hpp"
 #include "apps/command.hpp"

@@ -4,7 +4,8 @@
 # -> runtime -> SDK; platforms see only the SDK and kernels; kernels only the
 # SDK's dtype header), only actors/ and apps/ include CAF, only
 # platforms/cuda and kernels/cuda include CUDA/NCCL, only plugin_host/ calls
-# dlopen. Prints every violation and exits 1 if there is any.
+# dlopen, and the public engine header (actors/engine.hpp) reaches no CAF.
+# Prints every violation and exits 1 if there is any.
 set -uo pipefail
 cd "${1:-$(dirname "$0")/..}"
 status=0
@@ -36,6 +37,20 @@ forbid include sdk kernels/cpu platforms/cpu runtime plugin_host actors apps -- 
   "${inc}(cuda|cuda_runtime|cuda_runtime_api|cublas|cublasLt|cuda_fp16|cuda_bf16|nccl)[._a-zA-Z]*\.h" \
   "only platforms/cuda and kernels/cuda include CUDA or NCCL"
 forbid include sdk kernels platforms runtime actors apps -- '\bdlopen\s*\(' "only plugin_host/ calls dlopen"
+
+# The public engine header reaches no CAF header, not even through another one:
+# what speaks CAF is in actors/engine_caf.hpp.
+if deps=$("${CXX:-c++}" -std=c++20 -M -x c++ -I. -Iinclude actors/engine.hpp 2>&1); then
+  if hits=$(tr ' ' '\n' <<<"$deps" | grep '/caf/'); then
+    echo "layering: actors/engine.hpp must include no CAF (keep it behind actors/engine_caf.hpp); it reaches"
+    echo "$hits" | head -5 | sed 's/^/  /'
+    status=1
+  fi
+else
+  echo "layering: cannot list what actors/engine.hpp includes:"
+  echo "$deps" | head -5 | sed 's/^/  /'
+  status=1
+fi
 
 if ((status == 0)); then echo "layering: ok"; fi
 exit $status

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/engine.hpp"
+#include "actors/engine_caf.hpp"
 #include "actors/messages.hpp"
 
 namespace {
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
                                   -> troupe::actors::stats_subscriber_actor::behavior_type {
     return {[actor_steps](troupe::actors::stats_atom, const troupe::actors::StatsEvent&) { ++*actor_steps; }};
   });
-  caf::anon_send(engine.stat_logger(), troupe::actors::subscribe_atom_v, watcher);
+  caf::anon_send(troupe::engine::stat_logger(engine), troupe::actors::subscribe_atom_v, watcher);
 
   // 4. Three streamed requests; the second is cancelled after a few tokens.
   Tally tally;

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/engine.hpp"
+#include "actors/engine_caf.hpp"
 #include "actors/messages.hpp"
 #include "runtime/lora/lora_writer.hpp"
 
@@ -228,7 +228,7 @@ TEST(ActorEngine, StatLoggerPluginAndSubscribersReceiveEvents) {
     }};
   });
   // Enqueued before the request exists, so the stat logger handles it before any of its steps.
-  caf::anon_send(engine->stat_logger(), troupe::actors::subscribe_atom_v, subscriber);
+  caf::anon_send(troupe::engine::stat_logger(*engine), troupe::actors::subscribe_atom_v, subscriber);
   auto out = engine->generate(greedy("Once upon a time", 20));
   ASSERT_TRUE(out.ok());
   // Wait (bounded) for the events; none is missed or counted twice.
@@ -279,7 +279,7 @@ TEST(ActorEngine, DeadWorkerEndsRequestsWithErrorAndMarksUnhealthy) {
   ASSERT_TRUE(engine);
   std::promise<std::string> ended;
   std::atomic<bool> killed{false};
-  auto workers = engine->worker_actors();
+  auto workers = troupe::engine::worker_actors(*engine);
   ASSERT_EQ(workers.size(), 1u);
   auto id = engine->submit(greedy("Once upon a time", 1500), [&](RequestOutput o) {
     // Kill the worker once tokens flow: the request must end, not hang.

@@ -6,7 +6,7 @@
 #include <caf/all.hpp>
 #include <signal.h>
 
-#include "actors/engine.hpp"
+#include "actors/engine_caf.hpp"
 #include "actors/gate_actor.hpp"
 #include "actors/local_nodes.hpp"
 #include "actors/status_error.hpp"

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "actors/engine.hpp"
+#include "actors/engine_caf.hpp"
 #include "actors/engine_actors.hpp"
 #include "actors/rank_group.hpp"
 #include "actors/messages.hpp"
