@@ -4,6 +4,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
 
+#include <chrono>
 #include <deque>
 #include <fstream>
 #include <random>
@@ -86,11 +87,23 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   caf::scoped_actor self{system};
   Result<Handle> out = unavailable("cannot reach the " + where + ": no answer");
   caf::strong_actor_ptr remote;
-  self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
-      .receive(
-          [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) { remote = std::move(ptr); },
-          [&](caf::error& err) { out = to_status(err, "cannot reach the " + where); });
-  if (!remote) return out;
+  // CAF 0.17.6's BASP broker opens an outgoing connection with last_seen at the
+  // clock's epoch (basp_broker.cpp, connect_atom: `this->ctx[hdl]`), so a
+  // heartbeat tick that falls before the server's handshake arrives drops it at
+  // once with connection_timeout. That race, not the peer, is retried.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int attempt = 1;; ++attempt) {
+    caf::error failed;
+    self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+        .receive(
+            [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) { remote = std::move(ptr); },
+            [&](caf::error& err) { failed = std::move(err); });
+    if (remote) break;
+    out = to_status(failed, "cannot reach the " + where);
+    if (failed != caf::sec::connection_timeout || attempt >= 5 || std::chrono::steady_clock::now() >= deadline)
+      return out;
+    TROUPE_LOG_DEBUG("{}: the connection timed out during its handshake; trying again", where);
+  }
   auto gate = caf::actor_cast<gate_actor<Handle>>(remote);
   std::string nonce;
   self->request(gate, timeout, challenge_atom_v)
