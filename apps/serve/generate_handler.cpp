@@ -273,6 +273,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     else
       g.max_tokens_fills_context = true;
     g.priority = common.priority;
+    g.cache_salt = common.cache_salt;
     if (lora) g.lora_name = common.model;
     // The engine holds this callback until the choice finished; its strong
     // reference keeps the generation state alive exactly that long.

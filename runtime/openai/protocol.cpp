@@ -68,6 +68,17 @@ Error refuse_unimplemented(const json& j, bool chat) {
       if (!suffix->is_string() || !suffix->get<std::string>().empty()) return refuse("suffix", "");
   }
   if (field(j, "prompt_logprobs")) return refuse("prompt_logprobs", "");
+  // vLLM's defaults (false, 1.0, none) are accepted; anything else asks for what troupe lacks.
+  if (const json* beam = field(j, "use_beam_search")) {
+    if (!beam->is_boolean()) return invalid_param("use_beam_search", "must be a boolean");
+    if (beam->get<bool>()) return refuse("use_beam_search", " (beam search)");
+  }
+  if (const json* lp = field(j, "length_penalty")) {
+    if (!lp->is_number()) return invalid_param("length_penalty", "must be a number");
+    if (lp->get<double>() != 1.0) return refuse("length_penalty", " (it applies to beam search only)");
+  }
+  if (const json* ids = field(j, "logprob_token_ids"))
+    if (!ids->is_array() || !ids->empty()) return refuse("logprob_token_ids", "");
   if (const json* best_of = field(j, "best_of")) {
     const json* n = field(j, "n");
     if (!(best_of->is_number_integer() && best_of->get<int64_t>() == (n && n->is_number_integer() ? n->get<int64_t>() : 1)))
@@ -237,6 +248,11 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
   if (auto e = get_bool(j, "include_stop_str_in_output", &s.include_stop_str_in_output)) return e;
   if (auto e = get_string(j, "model", &c->model)) return e;
   if (auto e = get_string(j, "user", &c->user)) return e;
+  if (const json* salt = field(j, "cache_salt")) {
+    if (!salt->is_string() || salt->get<std::string>().empty())
+      return invalid_param("cache_salt", "must be a non-empty string");
+    c->cache_salt = salt->get<std::string>();
+  }
   if (auto e = get_bool(j, "stream", &c->stream)) return e;
   if (const json* so = field(j, "stream_options")) {
     if (!so->is_object()) return invalid_param("stream_options", "must be an object");
@@ -449,7 +465,8 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
-                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice"},
+                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice",
+                         "cache_salt", "use_beam_search", "length_penalty", "logprob_token_ids"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -504,7 +521,8 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
                          "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
-                         "continue_final_message"},
+                         "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
+                         "logprob_token_ids"},
                      "chat.completions");
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;

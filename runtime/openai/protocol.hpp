@@ -42,6 +42,7 @@ struct CommonFields {
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
   int32_t priority = 0;        // vLLM: lower is served first (needs a priority scheduler policy)
+  std::string cache_salt;      // vLLM: mixed into the prefix-cache hash; empty: none
   // vllm_xargs (per-request arguments of logits processors) goes to sampling.extra_args.
 };
 

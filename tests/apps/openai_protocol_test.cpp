@@ -302,6 +302,55 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
   EXPECT_TRUE(chat.continue_final_message);
 }
 
+// cache_salt reaches the request; vLLM's beam-search fields are refused unless at their defaults.
+TEST(OpenAIProtocol, CacheSaltAndBeamSearchFields) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","cache_salt":"tenant-a"})", &r));
+  EXPECT_EQ(r.common.cache_salt, "tenant-a");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","cache_salt":null})", &r));
+  EXPECT_EQ(r.common.cache_salt, "");
+  ChatCompletionRequest chat;
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"cache_salt":"s"})", Limits{}, &chat));
+  EXPECT_EQ(chat.common.cache_salt, "s");
+  for (const char* body : {R"({"prompt":"x","cache_salt":""})", R"({"prompt":"x","cache_salt":5})",
+                           R"({"prompt":"x","cache_salt":["a"]})"}) {
+    auto e = parse_completion(body);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->http_status, 400) << body;
+    EXPECT_EQ(e->param, "cache_salt") << body;
+  }
+  auto e = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"cache_salt":""})", Limits{}, &chat);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "cache_salt");
+
+  const BadCase refused[] = {
+      {R"({"prompt":"x","use_beam_search":true})", "use_beam_search"},
+      {R"({"prompt":"x","length_penalty":0.5})", "length_penalty"},
+      {R"({"prompt":"x","logprob_token_ids":[1,2]})", "logprob_token_ids"},
+  };
+  for (const auto& c : refused) {
+    e = parse_completion(c.body);
+    ASSERT_TRUE(e) << c.body;
+    EXPECT_EQ(e->http_status, 400) << c.body;
+    EXPECT_EQ(e->param, c.param) << c.body;
+    EXPECT_NE(e->message.find("not implemented"), std::string::npos) << e->message;
+    std::string chat_body = c.body;
+    chat_body.replace(chat_body.find(R"("prompt":"x")"), 12, R"("messages":[{"role":"user","content":"x"}])");
+    e = parse_chat_request(chat_body, Limits{}, &chat);
+    ASSERT_TRUE(e) << chat_body;
+    EXPECT_EQ(e->param, c.param) << chat_body;
+  }
+  for (const char* body : {R"({"prompt":"x","use_beam_search":"yes"})", R"({"prompt":"x","length_penalty":"1"})"}) {
+    e = parse_completion(body);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->message.find("not implemented"), std::string::npos) << e->message;
+  }
+  for (const char* ok : {R"({"prompt":"x","use_beam_search":false})", R"({"prompt":"x","length_penalty":1.0})",
+                         R"({"prompt":"x","length_penalty":1})", R"({"prompt":"x","logprob_token_ids":[]})",
+                         R"({"prompt":"x","use_beam_search":null,"logprob_token_ids":null})"})
+    EXPECT_FALSE(parse_completion(ok)) << ok;
+}
+
 TEST(OpenAIProtocol, SeedPerChoice) {
   sampling::SamplingParams s;
   EXPECT_FALSE(choice_sampling(s, 3).seed.has_value());

@@ -1,0 +1,156 @@
+// vLLM's per-request fields of /v1/completions and /v1/chat/completions through a
+// real `troupe serve` on loopback: cache_salt isolates prefix-cache blocks (read
+// back from /metrics), streaming and not; the beam-search fields troupe lacks are
+// a 400 naming them unless at vLLM's defaults.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/bench/http_client.hpp"
+#include "tests/apps/serve_process.hpp"
+
+namespace troupe {
+namespace {
+
+using json = nlohmann::json;
+namespace http = apps::http;
+
+http::Response call(const tests::ServeProcess& s, const std::string& path, const json& body,
+                    const http::OnData& on_data = {}) {
+  auto r = http::request("127.0.0.1", s.port(), "POST", path, body.dump(), {{"Content-Type", "application/json"}},
+                         on_data, std::chrono::seconds(120));
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? *r : http::Response{};
+}
+
+// A counter of /metrics (summed over its label sets), or -1 when absent.
+double metric(const tests::ServeProcess& s, const std::string& name) {
+  auto r = http::request("127.0.0.1", s.port(), "GET", "/metrics", "", {}, {}, std::chrono::seconds(30));
+  if (!r.ok()) return -1;
+  std::istringstream in(r->body);
+  std::string line;
+  double sum = -1;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) == 0 && line.size() > name.size() && (line[name.size()] == '{' || line[name.size()] == ' '))
+      sum = (sum < 0 ? 0 : sum) + std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// Prefix-cache hits (tokens) of one request: runs it, then waits until its
+// prefix-cache query shows in /metrics.
+double hits_of(const tests::ServeProcess& s, const std::function<void()>& send) {
+  const double queries = metric(s, "troupe:prefix_cache_queries_total");
+  const double hits = metric(s, "troupe:prefix_cache_hits_total");
+  EXPECT_GE(queries, 0);
+  EXPECT_GE(hits, 0);
+  send();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (metric(s, "troupe:prefix_cache_queries_total") <= queries && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GT(metric(s, "troupe:prefix_cache_queries_total"), queries) << "the request's query never reached /metrics";
+  return metric(s, "troupe:prefix_cache_hits_total") - hits;
+}
+
+// A prompt of well over two 16-token blocks, different per phase so that phases share nothing.
+std::string long_prompt(const std::string& name) {
+  return "Once upon a time there was a little girl named " + name +
+         ". She loved to play in the park with her friends every day. One day she found a big red ball "
+         "under a tree and she was very happy. She ran home to show her mom the ball.";
+}
+
+TEST(RequestFieldsHttp, CacheSaltIsolatesPrefixCacheBlocks) {
+  tests::ServeProcess server({"--max-model-len", "512", "--chat-template", "chatml"});
+  ASSERT_TRUE(server.wait_healthy()) << server.log();
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streaming" : "whole");
+    const std::string prompt = long_prompt(stream ? "Lily" : "Sue");
+    auto completion = [&](const char* salt) {
+      return [&, salt] {
+        json body = {{"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}, {"stream", stream}};
+        if (salt) body["cache_salt"] = salt;
+        std::string streamed;
+        http::SseParser sse;
+        auto r = call(server, "/v1/completions", body, [&](std::string_view piece) {
+          sse.feed(piece, [&](std::string_view d) { streamed += std::string(d) + "\n"; });
+          return true;
+        });
+        EXPECT_EQ(r.status, 200) << r.body;
+        if (stream) {
+          EXPECT_NE(streamed.find("[DONE]"), std::string::npos) << streamed;
+        }
+      };
+    };
+    EXPECT_EQ(hits_of(server, completion("tenant-a")), 0);  // a new prompt
+    EXPECT_GE(hits_of(server, completion("tenant-a")), 32);  // the same salt shares its blocks
+    EXPECT_EQ(hits_of(server, completion("tenant-b")), 0);  // another salt shares none
+    EXPECT_EQ(hits_of(server, completion(nullptr)), 0);     // nor does no salt
+    EXPECT_GE(hits_of(server, completion(nullptr)), 32);    // which shares with itself
+  }
+  // Chat: the same, through the chat template.
+  auto chat = [&](const char* salt) {
+    return [&, salt] {
+      json body = {{"messages", {{{"role", "user"}, {"content", long_prompt("Tom")}}}},
+                   {"max_tokens", 4},
+                   {"temperature", 0},
+                   {"cache_salt", salt}};
+      auto r = call(server, "/v1/chat/completions", body);
+      EXPECT_EQ(r.status, 200) << r.body;
+    };
+  };
+  EXPECT_EQ(hits_of(server, chat("x")), 0);
+  EXPECT_GE(hits_of(server, chat("x")), 32);
+  EXPECT_EQ(hits_of(server, chat("y")), 0);
+  // An empty or non-string salt is a 400 naming it.
+  for (const json& salt : {json(""), json(7), json::array({"a"})}) {
+    for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+      json body = {{"max_tokens", 1}, {"cache_salt", salt}};
+      if (std::string(path) == "/v1/completions") body["prompt"] = "x";
+      else body["messages"] = {{{"role", "user"}, {"content", "x"}}};
+      auto r = call(server, path, body);
+      EXPECT_EQ(r.status, 400) << path << " " << salt.dump() << " " << r.body;
+      json err = json::parse(r.body, nullptr, false);
+      EXPECT_EQ(err["error"]["param"], "cache_salt") << r.body;
+    }
+  }
+}
+
+TEST(RequestFieldsHttp, BeamSearchFieldsAreRefusedUnlessDefault) {
+  tests::ServeProcess server({"--max-model-len", "256", "--chat-template", "chatml"});
+  ASSERT_TRUE(server.wait_healthy()) << server.log();
+  const std::pair<const char*, json> refused[] = {
+      {"use_beam_search", true}, {"length_penalty", 0.8}, {"logprob_token_ids", json::array({1, 2})}};
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    auto base = [&] {
+      json body = {{"max_tokens", 2}, {"temperature", 0}};
+      if (std::string(path) == "/v1/completions") body["prompt"] = "Once upon a time";
+      else body["messages"] = {{{"role", "user"}, {"content", "Once upon a time"}}};
+      return body;
+    };
+    for (const auto& [key, value] : refused) {
+      json body = base();
+      body[key] = value;
+      auto r = call(server, path, body);
+      EXPECT_EQ(r.status, 400) << path << " " << key << " " << r.body;
+      json err = json::parse(r.body, nullptr, false);
+      EXPECT_EQ(err["error"]["param"], key) << r.body;
+      EXPECT_NE(r.body.find("not implemented"), std::string::npos) << r.body;
+    }
+    // vLLM's defaults are accepted.
+    json body = base();
+    body["use_beam_search"] = false;
+    body["length_penalty"] = 1.0;
+    auto r = call(server, path, body);
+    EXPECT_EQ(r.status, 200) << path << " " << r.body;
+  }
+}
+
+}  // namespace
+}  // namespace troupe
