@@ -48,6 +48,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
   bool stream = false;
   bool include_usage = false;
   bool echo = false;
+  bool return_token_ids = false;            // vLLM: prompt and output ids on each choice
+  bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
   std::string id;
   int64_t created = 0;
   std::string model;
@@ -60,6 +62,7 @@ struct Generation : std::enable_shared_from_this<Generation> {
   std::unique_ptr<ChunkedResponse> out;  // streaming only
 
   openai::TokenText token_text() const {
+    if (return_tokens_as_token_ids) return [](int32_t id) { return fmt::format("token_id:{}", id); };
     const auto* tok = &engine->tokenizer();
     return [tok](int32_t id) { return tok->token_to_piece(id, true); };
   }
@@ -119,15 +122,20 @@ struct Generation : std::enable_shared_from_this<Generation> {
         c.error = o.error.ok() ? internal_error("generation failed") : o.error;
     }
     if (stream) {
-      stream_delta(c, o.new_text, std::move(lps), o.finished);
+      stream_delta(c, o.new_text, std::move(lps), o.new_token_ids, o.finished);
     } else {
       c.choice.text += o.new_text;
+      if (return_token_ids) {
+        if (!c.choice.token_ids) c.choice.token_ids.emplace();
+        c.choice.token_ids->insert(c.choice.token_ids->end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      }
       for (auto& lp : lps) c.choice.logprobs.push_back(std::move(lp));
     }
     if (remaining == 0) finish();
   }
 
-  void stream_delta(ChoiceState& c, const std::string& text, std::vector<openai::LogprobEntry> lps, bool finished) {
+  void stream_delta(ChoiceState& c, const std::string& text, std::vector<openai::LogprobEntry> lps,
+                    const std::vector<int32_t>& token_ids, bool finished) {
     if (client_gone) return;
     openai::Choice piece;
     piece.index = c.choice.index;
@@ -137,6 +145,10 @@ struct Generation : std::enable_shared_from_this<Generation> {
     if (echo_now) piece.text = prompt_texts[c.prompt_index] + piece.text;
     piece.has_logprobs = c.choice.has_logprobs;
     piece.logprobs = std::move(lps);
+    if (return_token_ids) {
+      piece.token_ids = token_ids;
+      if (!c.first_chunk_sent) piece.prompt_token_ids = prompt_ids[c.prompt_index];
+    }
     piece.text_offset = c.text_len + (echo_now ? static_cast<int64_t>(prompt_texts[c.prompt_index].size()) : 0);
     c.text_len += static_cast<int64_t>(piece.text.size());
     if (finished) {
@@ -145,7 +157,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
     }
     // A step with no visible text (e.g. half a UTF-8 character): still write
     // an SSE comment, so a vanished client is noticed within a step or two.
-    if (piece.text.empty() && piece.logprobs.empty() && !finished && c.first_chunk_sent) {
+    if (piece.text.empty() && piece.logprobs.empty() && (!piece.token_ids || piece.token_ids->empty()) && !finished &&
+        c.first_chunk_sent) {
       write(": \n\n");
       return;
     }
@@ -179,6 +192,10 @@ struct Generation : std::enable_shared_from_this<Generation> {
       if (echo && !chat) {
         c.choice.text_offset = static_cast<int64_t>(prompt_texts[c.prompt_index].size());
         c.choice.text = prompt_texts[c.prompt_index] + c.choice.text;
+      }
+      if (return_token_ids) {
+        c.choice.prompt_token_ids = prompt_ids[c.prompt_index];
+        if (!c.choice.token_ids) c.choice.token_ids.emplace();
       }
       all.push_back(c.choice);
     }
@@ -241,6 +258,8 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
 
   gen->stream = common.stream;
   gen->include_usage = common.include_usage;
+  gen->return_token_ids = common.return_token_ids;
+  gen->return_tokens_as_token_ids = common.return_tokens_as_token_ids;
   gen->id = openai::make_request_id(chat ? "chatcmpl" : "cmpl");
   gen->created = openai::unix_time_now();
   // A LoRA adapter's name picks the adapter (vLLM); the response names what was asked for.

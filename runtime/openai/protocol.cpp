@@ -254,6 +254,8 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
     c->cache_salt = salt->get<std::string>();
   }
   if (auto e = get_bool(j, "stream", &c->stream)) return e;
+  if (auto e = get_bool(j, "return_token_ids", &c->return_token_ids)) return e;
+  if (auto e = get_bool(j, "return_tokens_as_token_ids", &c->return_tokens_as_token_ids)) return e;
   if (const json* so = field(j, "stream_options")) {
     if (!so->is_object()) return invalid_param("stream_options", "must be an object");
     if (auto e = get_bool(*so, "include_usage", &c->include_usage))
@@ -466,7 +468,8 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens",
                          "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice",
-                         "cache_salt", "use_beam_search", "length_penalty", "logprob_token_ids"},
+                         "cache_salt", "use_beam_search", "length_penalty", "logprob_token_ids",
+                         "return_token_ids", "return_tokens_as_token_ids"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -522,7 +525,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "allowed_token_ids", "min_tokens",
                          "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
                          "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
-                         "logprob_token_ids"},
+                         "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids"},
                      "chat.completions");
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;

@@ -43,6 +43,8 @@ struct CommonFields {
   std::string user;
   int32_t priority = 0;        // vLLM: lower is served first (needs a priority scheduler policy)
   std::string cache_salt;      // vLLM: mixed into the prefix-cache hash; empty: none
+  bool return_token_ids = false;            // vLLM: prompt and output token ids on each choice
+  bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
   // vllm_xargs (per-request arguments of logits processors) goes to sampling.extra_args.
 };
 

@@ -67,6 +67,13 @@ json chat_logprobs(const Choice& c, const TokenText& token_text) {
 
 }  // namespace
 
+// vLLM's return_token_ids: the ids ride on the choice when they were asked for.
+json with_token_ids(json choice, const Choice& c) {
+  if (c.prompt_token_ids) choice["prompt_token_ids"] = *c.prompt_token_ids;
+  if (c.token_ids) choice["token_ids"] = *c.token_ids;
+  return choice;
+}
+
 std::string make_request_id(const char* prefix) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   return fmt::format("{}-{:016x}{:016x}", prefix, rng(), rng());
@@ -80,11 +87,12 @@ std::string render_completion(const std::string& id, int64_t created, const std:
                               const std::vector<Choice>& choices, const Usage& usage, const TokenText& token_text) {
   json cs = json::array();
   for (const auto& c : choices) {
-    cs.push_back({{"index", c.index},
-                  {"text", c.text},
-                  {"logprobs", completion_logprobs(c, token_text)},
-                  {"finish_reason", null_or(c.finish_reason)},
-                  {"stop_reason", null_or(c.stop_reason)}});
+    cs.push_back(with_token_ids({{"index", c.index},
+                                 {"text", c.text},
+                                 {"logprobs", completion_logprobs(c, token_text)},
+                                 {"finish_reason", null_or(c.finish_reason)},
+                                 {"stop_reason", null_or(c.stop_reason)}},
+                                c));
   }
   return dump({{"id", id},
                {"object", "text_completion"},
@@ -99,11 +107,12 @@ std::string render_chat_completion(const std::string& id, int64_t created, const
                                    const TokenText& token_text) {
   json cs = json::array();
   for (const auto& c : choices) {
-    cs.push_back({{"index", c.index},
-                  {"message", {{"role", "assistant"}, {"content", c.text}}},
-                  {"logprobs", chat_logprobs(c, token_text)},
-                  {"finish_reason", null_or(c.finish_reason)},
-                  {"stop_reason", null_or(c.stop_reason)}});
+    cs.push_back(with_token_ids({{"index", c.index},
+                                 {"message", {{"role", "assistant"}, {"content", c.text}}},
+                                 {"logprobs", chat_logprobs(c, token_text)},
+                                 {"finish_reason", null_or(c.finish_reason)},
+                                 {"stop_reason", null_or(c.stop_reason)}},
+                                c));
   }
   return dump({{"id", id},
                {"object", "chat.completion"},
@@ -115,11 +124,12 @@ std::string render_chat_completion(const std::string& id, int64_t created, const
 
 std::string render_completion_chunk(const std::string& id, int64_t created, const std::string& model,
                                     const Choice& c, const TokenText& token_text) {
-  json choice = {{"index", c.index},
-                 {"text", c.text},
-                 {"logprobs", completion_logprobs(c, token_text)},
-                 {"finish_reason", null_or(c.finish_reason)},
-                 {"stop_reason", null_or(c.stop_reason)}};
+  json choice = with_token_ids({{"index", c.index},
+                                {"text", c.text},
+                                {"logprobs", completion_logprobs(c, token_text)},
+                                {"finish_reason", null_or(c.finish_reason)},
+                                {"stop_reason", null_or(c.stop_reason)}},
+                               c);
   return dump({{"id", id},
                {"object", "text_completion"},
                {"created", created},
@@ -132,11 +142,12 @@ std::string render_chat_chunk(const std::string& id, int64_t created, const std:
   json delta = json::object();
   if (first) delta["role"] = "assistant";
   if (first || !c.text.empty()) delta["content"] = c.text;
-  json choice = {{"index", c.index},
-                 {"delta", delta},
-                 {"logprobs", chat_logprobs(c, token_text)},
-                 {"finish_reason", null_or(c.finish_reason)},
-                 {"stop_reason", null_or(c.stop_reason)}};
+  json choice = with_token_ids({{"index", c.index},
+                                {"delta", delta},
+                                {"logprobs", chat_logprobs(c, token_text)},
+                                {"finish_reason", null_or(c.finish_reason)},
+                                {"stop_reason", null_or(c.stop_reason)}},
+                               c);
   return dump({{"id", id},
                {"object", "chat.completion.chunk"},
                {"created", created},

@@ -351,6 +351,43 @@ TEST(OpenAIProtocol, CacheSaltAndBeamSearchFields) {
     EXPECT_FALSE(parse_completion(ok)) << ok;
 }
 
+// vLLM's return_token_ids and return_tokens_as_token_ids: booleans, on both endpoints;
+// the ids render on the choice only when set.
+TEST(OpenAIProtocol, ReturnTokenIdsFields) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x"})", &r));
+  EXPECT_FALSE(r.common.return_token_ids);
+  EXPECT_FALSE(r.common.return_tokens_as_token_ids);
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","return_token_ids":true,"return_tokens_as_token_ids":true})", &r));
+  EXPECT_TRUE(r.common.return_token_ids);
+  EXPECT_TRUE(r.common.return_tokens_as_token_ids);
+  ChatCompletionRequest chat;
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"return_token_ids":true})", Limits{},
+                                  &chat));
+  EXPECT_TRUE(chat.common.return_token_ids);
+  for (const char* key : {"return_token_ids", "return_tokens_as_token_ids"}) {
+    auto e = parse_completion(fmt::format(R"({{"prompt":"x","{}":1}})", key));
+    ASSERT_TRUE(e) << key;
+    EXPECT_EQ(e->param, key);
+  }
+  auto tt = [](int32_t id) { return fmt::format("t{}", id); };
+  Choice c;
+  c.text = "ab";
+  json j = json::parse(render_completion("cmpl-1", 1, "m", {c}, {}, tt));
+  EXPECT_FALSE(j["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(j["choices"][0].contains("prompt_token_ids"));
+  c.prompt_token_ids = std::vector<int32_t>{1, 2};
+  c.token_ids = std::vector<int32_t>{7, 8};
+  for (const std::string& text : {render_completion("cmpl-1", 1, "m", {c}, {}, tt),
+                                  render_chat_completion("chatcmpl-1", 1, "m", {c}, {}, tt),
+                                  render_completion_chunk("cmpl-1", 1, "m", c, tt),
+                                  render_chat_chunk("chatcmpl-1", 1, "m", c, true, tt)}) {
+    j = json::parse(text);
+    EXPECT_EQ(j["choices"][0]["prompt_token_ids"], json({1, 2})) << text;
+    EXPECT_EQ(j["choices"][0]["token_ids"], json({7, 8})) << text;
+  }
+}
+
 TEST(OpenAIProtocol, SeedPerChoice) {
   sampling::SamplingParams s;
   EXPECT_FALSE(choice_sampling(s, 3).seed.has_value());

@@ -1,7 +1,9 @@
 // vLLM's per-request fields of /v1/completions and /v1/chat/completions through a
 // real `troupe serve` on loopback: cache_salt isolates prefix-cache blocks (read
 // back from /metrics), streaming and not; the beam-search fields troupe lacks are
-// a 400 naming them unless at vLLM's defaults.
+// a 400 naming them unless at vLLM's defaults; return_token_ids puts the prompt's
+// and the output's ids on each choice; return_tokens_as_token_ids names logprob
+// tokens "token_id:N".
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -56,6 +58,8 @@ double hits_of(const tests::ServeProcess& s, const std::function<void()>& send) 
   while (metric(s, "troupe:prefix_cache_queries_total") <= queries && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_GT(metric(s, "troupe:prefix_cache_queries_total"), queries) << "the request's query never reached /metrics";
+  // Both counters move in one stats record; a scrape may fall between the two increments.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return metric(s, "troupe:prefix_cache_hits_total") - hits;
 }
 
@@ -150,6 +154,127 @@ TEST(RequestFieldsHttp, BeamSearchFieldsAreRefusedUnlessDefault) {
     auto r = call(server, path, body);
     EXPECT_EQ(r.status, 200) << path << " " << r.body;
   }
+}
+
+json post(const tests::ServeProcess& s, const std::string& path, const json& body) {
+  auto r = call(s, path, body);
+  EXPECT_EQ(r.status, 200) << path << " " << r.body;
+  return json::parse(r.body, nullptr, false);
+}
+
+// The data events of a streamed request, parsed, without [DONE].
+std::vector<json> stream_events(const tests::ServeProcess& s, const std::string& path, json body) {
+  body["stream"] = true;
+  std::vector<json> events;
+  http::SseParser sse;
+  auto r = call(s, path, body, [&](std::string_view piece) {
+    sse.feed(piece, [&](std::string_view d) {
+      if (d != "[DONE]") events.push_back(json::parse(d, nullptr, false));
+    });
+    return true;
+  });
+  EXPECT_EQ(r.status, 200);
+  return events;
+}
+
+TEST(RequestFieldsHttp, ReturnTokenIdsGivesPromptAndOutputIds) {
+  tests::ServeProcess server({"--max-model-len", "256", "--chat-template", "chatml"});
+  ASSERT_TRUE(server.wait_healthy()) << server.log();
+  const std::string prompt = "Once upon a time";
+  const json want_prompt = post(server, "/tokenize", {{"prompt", prompt}})["tokens"];
+  ASSERT_FALSE(want_prompt.empty());
+  const json body = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true},
+                     {"return_token_ids", true}};
+  json r = post(server, "/v1/completions", body);
+  const json& c = r["choices"][0];
+  EXPECT_EQ(c["prompt_token_ids"], want_prompt) << r.dump();
+  ASSERT_TRUE(c["token_ids"].is_array()) << r.dump();
+  EXPECT_EQ(c["token_ids"].size(), 12u) << r.dump();
+  EXPECT_EQ(c["token_ids"].size(), r["usage"]["completion_tokens"].get<size_t>());
+  // The output ids are the text's.
+  EXPECT_EQ(post(server, "/detokenize", {{"tokens", c["token_ids"]}})["prompt"], c["text"]) << r.dump();
+  // Without it, neither key.
+  json plain = post(server, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}});
+  EXPECT_FALSE(plain["choices"][0].contains("token_ids")) << plain.dump();
+  EXPECT_FALSE(plain["choices"][0].contains("prompt_token_ids")) << plain.dump();
+  // Streamed: the prompt's ids on the first chunk only; the deltas' ids add up to the same output.
+  std::vector<json> events = stream_events(server, "/v1/completions", body);
+  ASSERT_FALSE(events.empty());
+  json streamed = json::array();
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& ch = events[i]["choices"][0];
+    if (i == 0) EXPECT_EQ(ch["prompt_token_ids"], want_prompt) << ch.dump();
+    else EXPECT_FALSE(ch.contains("prompt_token_ids")) << i << ": " << ch.dump();
+    ASSERT_TRUE(ch["token_ids"].is_array()) << ch.dump();
+    for (const auto& id : ch["token_ids"]) streamed.push_back(id);
+  }
+  EXPECT_EQ(streamed, c["token_ids"]);
+  // Chat: on each choice too, the prompt as the chat template rendered it.
+  const json chat_body = {{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 6},
+                          {"temperature", 0}, {"ignore_eos", true}, {"return_token_ids", true}};
+  json chat = post(server, "/v1/chat/completions", chat_body);
+  const json& cc = chat["choices"][0];
+  ASSERT_TRUE(cc["prompt_token_ids"].is_array()) << chat.dump();
+  EXPECT_EQ(cc["prompt_token_ids"].size(), chat["usage"]["prompt_tokens"].get<size_t>());
+  EXPECT_EQ(cc["token_ids"].size(), 6u) << chat.dump();
+  EXPECT_EQ(post(server, "/detokenize", {{"tokens", cc["token_ids"]}})["prompt"], cc["message"]["content"]);
+  events = stream_events(server, "/v1/chat/completions", chat_body);
+  ASSERT_FALSE(events.empty());
+  json chat_streamed = json::array();
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& ch = events[i]["choices"][0];
+    EXPECT_EQ(ch.contains("prompt_token_ids"), i == 0) << i << ": " << ch.dump();
+    for (const auto& id : ch["token_ids"]) chat_streamed.push_back(id);
+  }
+  EXPECT_EQ(chat_streamed, cc["token_ids"]);
+  EXPECT_EQ(call(server, "/v1/completions", {{"prompt", prompt}, {"return_token_ids", "yes"}}).status, 400);
+}
+
+TEST(RequestFieldsHttp, ReturnTokensAsTokenIdsNamesLogprobTokensById) {
+  tests::ServeProcess server({"--max-model-len", "256", "--chat-template", "chatml"});
+  ASSERT_TRUE(server.wait_healthy()) << server.log();
+  json r = post(server, "/v1/completions",
+                {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+                 {"logprobs", 2}, {"return_tokens_as_token_ids", true}, {"return_token_ids", true}});
+  const json& c = r["choices"][0];
+  const json& tokens = c["logprobs"]["tokens"];
+  ASSERT_EQ(tokens.size(), 6u) << r.dump();
+  ASSERT_EQ(c["token_ids"].size(), 6u) << r.dump();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    EXPECT_EQ(tokens[i], "token_id:" + std::to_string(c["token_ids"][i].get<int>())) << r.dump();
+    ASSERT_EQ(c["logprobs"]["top_logprobs"][i].size(), 2u) << r.dump();
+    for (const auto& [key, v] : c["logprobs"]["top_logprobs"][i].items())
+      EXPECT_EQ(key.rfind("token_id:", 0), 0u) << key;
+  }
+  // The greedy token is the best alternative, under its id.
+  EXPECT_TRUE(c["logprobs"]["top_logprobs"][0].contains(tokens[0].get<std::string>())) << r.dump();
+  // Without it, the tokens are text.
+  json plain = post(server, "/v1/completions",
+                    {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+                     {"logprobs", 2}});
+  EXPECT_EQ(plain["choices"][0]["text"], c["text"]);
+  for (const auto& t : plain["choices"][0]["logprobs"]["tokens"])
+    EXPECT_EQ(t.get<std::string>().rfind("token_id:", 0), std::string::npos) << plain.dump();
+  // Chat, streamed: each content entry and its alternatives.
+  std::vector<json> events = stream_events(
+      server, "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}, {"temperature", 0},
+       {"ignore_eos", true}, {"logprobs", true}, {"top_logprobs", 1}, {"return_tokens_as_token_ids", true},
+       {"return_token_ids", true}});
+  int entries = 0;
+  for (const auto& e : events) {
+    const json& ch = e["choices"][0];
+    if (!ch["logprobs"].is_object()) continue;
+    const json& content = ch["logprobs"]["content"];
+    ASSERT_EQ(content.size(), ch["token_ids"].size()) << ch.dump();
+    for (size_t i = 0; i < content.size(); ++i, ++entries) {
+      EXPECT_EQ(content[i]["token"], "token_id:" + std::to_string(ch["token_ids"][i].get<int>())) << ch.dump();
+      for (const auto& top : content[i]["top_logprobs"])
+        EXPECT_EQ(top["token"].get<std::string>().rfind("token_id:", 0), 0u) << ch.dump();
+    }
+  }
+  EXPECT_EQ(entries, 4);
+  EXPECT_EQ(call(server, "/v1/completions", {{"prompt", "x"}, {"return_tokens_as_token_ids", 1}}).status, 400);
 }
 
 }  // namespace
