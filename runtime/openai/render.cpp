@@ -67,9 +67,10 @@ json chat_logprobs(const Choice& c, const TokenText& token_text) {
 
 }  // namespace
 
-// vLLM's return_token_ids: the ids ride on the choice when they were asked for.
-json with_token_ids(json choice, const Choice& c) {
-  if (c.prompt_token_ids) choice["prompt_token_ids"] = *c.prompt_token_ids;
+// vLLM's return_token_ids: the output's ids ride on the choice when they were asked
+// for; the prompt's too for completions (chat carries them on the response, as vLLM).
+json with_token_ids(json choice, const Choice& c, bool prompt_ids = true) {
+  if (prompt_ids && c.prompt_token_ids) choice["prompt_token_ids"] = *c.prompt_token_ids;
   if (c.token_ids) choice["token_ids"] = *c.token_ids;
   return choice;
 }
@@ -112,14 +113,16 @@ std::string render_chat_completion(const std::string& id, int64_t created, const
                                  {"logprobs", chat_logprobs(c, token_text)},
                                  {"finish_reason", null_or(c.finish_reason)},
                                  {"stop_reason", null_or(c.stop_reason)}},
-                                c));
+                                c, /*prompt_ids=*/false));
   }
-  return dump({{"id", id},
-               {"object", "chat.completion"},
-               {"created", created},
-               {"model", model},
-               {"choices", cs},
-               {"usage", usage_json(usage)}});
+  json out = {{"id", id},
+              {"object", "chat.completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", cs},
+              {"usage", usage_json(usage)}};
+  if (!choices.empty() && choices[0].prompt_token_ids) out["prompt_token_ids"] = *choices[0].prompt_token_ids;
+  return dump(out);
 }
 
 std::string render_completion_chunk(const std::string& id, int64_t created, const std::string& model,
@@ -147,12 +150,14 @@ std::string render_chat_chunk(const std::string& id, int64_t created, const std:
                                 {"logprobs", chat_logprobs(c, token_text)},
                                 {"finish_reason", null_or(c.finish_reason)},
                                 {"stop_reason", null_or(c.stop_reason)}},
-                               c);
-  return dump({{"id", id},
-               {"object", "chat.completion.chunk"},
-               {"created", created},
-               {"model", model},
-               {"choices", json::array({choice})}});
+                               c, /*prompt_ids=*/false);
+  json out = {{"id", id},
+              {"object", "chat.completion.chunk"},
+              {"created", created},
+              {"model", model},
+              {"choices", json::array({choice})}};
+  if (c.prompt_token_ids) out["prompt_token_ids"] = *c.prompt_token_ids;
+  return dump(out);
 }
 
 std::string render_usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,

@@ -33,7 +33,8 @@ struct Choice {
   bool has_logprobs = false;
   std::vector<LogprobEntry> logprobs;
   int64_t text_offset = 0;             // completions logprobs: offset of this piece in the choice text
-  // vLLM's return_token_ids: the prompt's ids (a stream's first chunk) and the output's (per delta).
+  // vLLM's return_token_ids: the prompt's ids (a stream's first chunk; chat renders them on the
+  // response, not the choice, as vLLM does) and the output's (per delta).
   std::optional<std::vector<int32_t>> prompt_token_ids;
   std::optional<std::vector<int32_t>> token_ids;
 };

@@ -378,12 +378,18 @@ TEST(OpenAIProtocol, ReturnTokenIdsFields) {
   EXPECT_FALSE(j["choices"][0].contains("prompt_token_ids"));
   c.prompt_token_ids = std::vector<int32_t>{1, 2};
   c.token_ids = std::vector<int32_t>{7, 8};
-  for (const std::string& text : {render_completion("cmpl-1", 1, "m", {c}, {}, tt),
-                                  render_chat_completion("chatcmpl-1", 1, "m", {c}, {}, tt),
-                                  render_completion_chunk("cmpl-1", 1, "m", c, tt),
-                                  render_chat_chunk("chatcmpl-1", 1, "m", c, true, tt)}) {
+  for (const std::string& text :
+       {render_completion("cmpl-1", 1, "m", {c}, {}, tt), render_completion_chunk("cmpl-1", 1, "m", c, tt)}) {
     j = json::parse(text);
     EXPECT_EQ(j["choices"][0]["prompt_token_ids"], json({1, 2})) << text;
+    EXPECT_EQ(j["choices"][0]["token_ids"], json({7, 8})) << text;
+  }
+  // Chat (vLLM): the prompt's ids on the response, the output's on the choice.
+  for (const std::string& text : {render_chat_completion("chatcmpl-1", 1, "m", {c}, {}, tt),
+                                  render_chat_chunk("chatcmpl-1", 1, "m", c, true, tt)}) {
+    j = json::parse(text);
+    EXPECT_EQ(j["prompt_token_ids"], json({1, 2})) << text;
+    EXPECT_FALSE(j["choices"][0].contains("prompt_token_ids")) << text;
     EXPECT_EQ(j["choices"][0]["token_ids"], json({7, 8})) << text;
   }
 }

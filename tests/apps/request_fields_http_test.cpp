@@ -209,13 +209,15 @@ TEST(RequestFieldsHttp, ReturnTokenIdsGivesPromptAndOutputIds) {
     for (const auto& id : ch["token_ids"]) streamed.push_back(id);
   }
   EXPECT_EQ(streamed, c["token_ids"]);
-  // Chat: on each choice too, the prompt as the chat template rendered it.
+  // Chat (vLLM's shape): the prompt's ids, as the chat template rendered it, on the response
+  // (a stream's first chunk); the output's on the choice.
   const json chat_body = {{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 6},
                           {"temperature", 0}, {"ignore_eos", true}, {"return_token_ids", true}};
   json chat = post(server, "/v1/chat/completions", chat_body);
   const json& cc = chat["choices"][0];
-  ASSERT_TRUE(cc["prompt_token_ids"].is_array()) << chat.dump();
-  EXPECT_EQ(cc["prompt_token_ids"].size(), chat["usage"]["prompt_tokens"].get<size_t>());
+  ASSERT_TRUE(chat["prompt_token_ids"].is_array()) << chat.dump();
+  EXPECT_EQ(chat["prompt_token_ids"].size(), chat["usage"]["prompt_tokens"].get<size_t>());
+  EXPECT_FALSE(cc.contains("prompt_token_ids")) << chat.dump();
   EXPECT_EQ(cc["token_ids"].size(), 6u) << chat.dump();
   EXPECT_EQ(post(server, "/detokenize", {{"tokens", cc["token_ids"]}})["prompt"], cc["message"]["content"]);
   events = stream_events(server, "/v1/chat/completions", chat_body);
@@ -223,7 +225,8 @@ TEST(RequestFieldsHttp, ReturnTokenIdsGivesPromptAndOutputIds) {
   json chat_streamed = json::array();
   for (size_t i = 0; i < events.size(); ++i) {
     const json& ch = events[i]["choices"][0];
-    EXPECT_EQ(ch.contains("prompt_token_ids"), i == 0) << i << ": " << ch.dump();
+    if (i == 0) EXPECT_EQ(events[i]["prompt_token_ids"], chat["prompt_token_ids"]) << events[i].dump();
+    else EXPECT_FALSE(events[i].contains("prompt_token_ids")) << i << ": " << events[i].dump();
     for (const auto& id : ch["token_ids"]) chat_streamed.push_back(id);
   }
   EXPECT_EQ(chat_streamed, cc["token_ids"]);
