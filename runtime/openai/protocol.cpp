@@ -68,7 +68,7 @@ Error refuse_unimplemented(const json& j, bool chat) {
       if (!suffix->is_string() || !suffix->get<std::string>().empty()) return refuse("suffix", "");
   }
   if (field(j, "prompt_logprobs")) return refuse("prompt_logprobs", "");
-  // vLLM's defaults (false, 1.0, none) are accepted; anything else asks for what troupe lacks.
+  // vLLM's defaults (false, 1.0, null) are accepted; anything else asks for what troupe lacks.
   if (const json* beam = field(j, "use_beam_search")) {
     if (!beam->is_boolean()) return invalid_param("use_beam_search", "must be a boolean");
     if (beam->get<bool>()) return refuse("use_beam_search", " (beam search)");
@@ -77,8 +77,7 @@ Error refuse_unimplemented(const json& j, bool chat) {
     if (!lp->is_number()) return invalid_param("length_penalty", "must be a number");
     if (lp->get<double>() != 1.0) return refuse("length_penalty", " (it applies to beam search only)");
   }
-  if (const json* ids = field(j, "logprob_token_ids"))
-    if (!ids->is_array() || !ids->empty()) return refuse("logprob_token_ids", "");
+  if (field(j, "logprob_token_ids")) return refuse("logprob_token_ids", "");  // vLLM refuses [] too
   if (const json* best_of = field(j, "best_of")) {
     const json* n = field(j, "n");
     if (!(best_of->is_number_integer() && best_of->get<int64_t>() == (n && n->is_number_integer() ? n->get<int64_t>() : 1)))
