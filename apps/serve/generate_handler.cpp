@@ -103,6 +103,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
   void on_output(size_t index, engine::RequestOutput o) {
     ChoiceState& c = choices[index];
     if (c.finished) return;
+    // The prompt as admitted (truncate_prompt_tokens may have cut it): usage and prompt_token_ids.
+    if (!o.prompt_token_ids.empty()) prompt_ids[c.prompt_index] = o.prompt_token_ids;
     c.completion_tokens = o.num_generated_tokens;
     if (c.completion_tokens < static_cast<int64_t>(o.new_token_ids.size()))
       c.completion_tokens = static_cast<int64_t>(o.new_token_ids.size());
@@ -206,12 +208,17 @@ struct Generation : std::enable_shared_from_this<Generation> {
   }
 };
 
-// Text -> ids exactly as the engine would tokenize it (BOS added, special tokens parsed).
-std::vector<int32_t> encode(const engine::Engine& e, const std::string& text) {
+// Whether the engine adds the tokenizer's special tokens (BOS) to `text`: not when the
+// text already starts with BOS (e.g. a chat template wrote it).
+bool add_special_tokens(const engine::Engine& e, const std::string& text) {
   const auto& tok = e.tokenizer();
   const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
-  const bool has_bos = !bos.empty() && text.rfind(bos, 0) == 0;  // e.g. a chat template wrote it
-  return tok.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+  return bos.empty() || text.rfind(bos, 0) != 0;
+}
+
+// Text -> ids exactly as the engine tokenizes it (special tokens parsed).
+std::vector<int32_t> encode(const engine::Engine& e, const std::string& text) {
+  return e.tokenizer().encode(text, add_special_tokens(e, text), /*parse_special=*/true);
 }
 
 }  // namespace
@@ -227,6 +234,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   openai::CommonFields common;
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
+  std::vector<bool> text_prompt;  // per prompt: text (else token ids)
   if (chat) {
     openai::ChatCompletionRequest r;
     if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
@@ -238,6 +246,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     if (!text.ok()) return respond_error(req, openai::from_status(text.status(), "messages"));
     ids.push_back(encode(*e, *text));
     texts.push_back(*text);
+    text_prompt.push_back(true);
   } else {
     openai::CompletionRequest r;
     if (auto err = openai::parse_completion_request(req->body(), ctx.options.limits, &r))
@@ -249,9 +258,11 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
       if (p.is_tokens) {
         texts.push_back(e->tokenizer().decode(p.token_ids, /*skip_special=*/false));
         ids.push_back(std::move(p.token_ids));
+        text_prompt.push_back(false);
       } else {
         ids.push_back(encode(*e, p.text));
         texts.push_back(std::move(p.text));
+        text_prompt.push_back(true);
       }
     }
   }
@@ -285,7 +296,15 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     auto& c = gen->choices[k];
     engine::GenerateRequest g;
     g.request_id = fmt::format("{}-{}", gen->id, k);
-    g.prompt_token_ids = ids[c.prompt_index];
+    // Text goes to admission as text, which tokenizes it and truncates it (truncate_prompt_tokens)
+    // keeping the special tokens; the ids it admitted come back on the first output.
+    if (text_prompt[c.prompt_index]) {
+      g.prompt = texts[c.prompt_index];
+      g.add_special_tokens = add_special_tokens(*e, g.prompt);
+    } else {
+      g.prompt_token_ids = ids[c.prompt_index];
+    }
+    g.truncate_prompt_tokens = common.truncate_prompt_tokens;
     g.sampling = openai::choice_sampling(common.sampling, static_cast<int>(k % common.n));
     if (common.max_tokens)
       g.sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(*common.max_tokens, INT32_MAX));

@@ -60,13 +60,18 @@ void submit_all(ServerContext& ctx, std::shared_ptr<Pooling> job, const std::vec
     else g.prompt = inputs[i].text;
     g.pooling = params;
     g.truncate_prompt_tokens = truncate;
-    auto submitted = e->submit(std::move(g), [io, job, i](engine::RequestOutput o) {
-      asio::post(*io, [job, i, o = std::move(o)]() mutable { job->on_output(i, std::move(o)); });
-    });
+    std::string refused_field;
+    auto submitted = e->submit(
+        std::move(g),
+        [io, job, i](engine::RequestOutput o) {
+          asio::post(*io, [job, i, o = std::move(o)]() mutable { job->on_output(i, std::move(o)); });
+        },
+        &refused_field);
     if (!submitted.ok()) {
       job->failed = true;
       for (size_t k = 0; k < i; ++k) e->abort(job->engine_ids[k]);
-      return respond_error(job->req, openai::from_status(submitted.status(), "input"));
+      return respond_error(job->req,
+                           openai::from_status(submitted.status(), refused_field.empty() ? "input" : refused_field));
     }
     job->engine_ids[i] = *submitted;
   }

@@ -38,17 +38,22 @@ Result<AdmittedRequest> InputProcessor::process(GenerateRequest request, int64_t
                             "requests, not generation");
   const char* prompt_field = request.pooling ? "input" : "prompt";
   std::vector<int32_t> ids = std::move(request.prompt_token_ids);
-  if (ids.empty() && !request.prompt.empty())
+  // The special tokens the tokenizer put around the text ([CLS] ... [SEP], BOS): truncation keeps them.
+  size_t prefix = 0, suffix = 0;
+  if (ids.empty() && !request.prompt.empty()) {
     ids = setup_.tokenizer->encode(request.prompt, request.add_special_tokens, /*parse_special=*/true);
+    if (request.add_special_tokens) {
+      const tokenizer::Vocab& v = setup_.tokenizer->vocab();
+      prefix = v.add_bos ? 1 : 0;
+      suffix = (v.add_eos ? 1 : 0) + (v.add_sep ? 1 : 0);
+    }
+  }
   if (ids.empty())
     return refuse(field, prompt_field,
                   invalid_argument(request.pooling ? "The input cannot be empty" : "The decoder prompt cannot be empty"));
-  if (request.truncate_prompt_tokens) {
-    if (*request.truncate_prompt_tokens < 1)
-      return refuse(field, "truncate_prompt_tokens", invalid_argument("truncate_prompt_tokens must be at least 1"));
-    const auto keep = static_cast<size_t>(*request.truncate_prompt_tokens);
-    if (ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
-  }
+  if (request.truncate_prompt_tokens)
+    TROUPE_RETURN_IF_ERROR(truncate(*request.truncate_prompt_tokens, request.pooling.has_value(), prefix, suffix, ids,
+                                    field));
   for (int32_t id : ids)
     if (id < 0 || id >= vocab_size_) return refuse(field, prompt_field, out_of_range(out_of_vocabulary(id, vocab_size_)));
   const int64_t prompt_len = static_cast<int64_t>(ids.size());
@@ -88,6 +93,38 @@ Result<AdmittedRequest> InputProcessor::process(GenerateRequest request, int64_t
   core.cache_salt = std::move(request.cache_salt);
   core.pooling = std::move(request.pooling);
   return admitted;
+}
+
+// vLLM's truncate_prompt_tokens, as a Hugging Face tokenizer truncates (truncation=True,
+// max_length=n): -1 is the model's maximum length; the special tokens the tokenizer added
+// stay and the text between them is cut to fit. Pooling models keep the start of the text
+// (truncation side right, vLLM's side for every task but generation); generation keeps its
+// end (side left). Token ids from the client carry no marked special tokens: cut plainly.
+Status InputProcessor::truncate(int64_t n, bool pooling, size_t prefix, size_t suffix, std::vector<int32_t>& ids,
+                                std::string* field) const {
+  const int64_t max_len = setup_.config.model.max_model_len;
+  if (n == -1) n = max_len;
+  if (n < 1)
+    return refuse(field, "truncate_prompt_tokens",
+                  invalid_argument("truncate_prompt_tokens must be at least 1, or -1 for the model's maximum length"));
+  if (n > max_len)
+    return refuse(field, "truncate_prompt_tokens",
+                  invalid_argument("truncate_prompt_tokens (" + std::to_string(n) +
+                                   ") is greater than the model's maximum context length (" +
+                                   std::to_string(max_len) + ")"));
+  const size_t specials = prefix + suffix;
+  if (static_cast<size_t>(n) < specials)
+    return refuse(field, "truncate_prompt_tokens",
+                  invalid_argument("truncate_prompt_tokens must be at least " + std::to_string(specials) +
+                                   " here: the tokenizer adds " + std::to_string(specials) + " special tokens"));
+  const size_t keep = static_cast<size_t>(n);
+  if (ids.size() <= keep) return {};
+  const size_t cut = ids.size() - keep;  // text tokens to drop
+  const auto text_begin = ids.begin() + static_cast<std::ptrdiff_t>(prefix);
+  const auto text_end = ids.end() - static_cast<std::ptrdiff_t>(suffix);
+  if (pooling) ids.erase(text_end - static_cast<std::ptrdiff_t>(cut), text_end);
+  else ids.erase(text_begin, text_begin + static_cast<std::ptrdiff_t>(cut));
+  return {};
 }
 
 // The sampling parameters, once max_tokens is known, against the vocabulary and the context.

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "runtime/engine/engine_core.hpp"
 #include "runtime/engine/logits_processing.hpp"
@@ -64,6 +65,8 @@ class InputProcessor {
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
+  Status truncate(int64_t n, bool pooling, size_t prefix, size_t suffix, std::vector<int32_t>& ids,
+                  std::string* field) const;
   Status check_generation(GenerateRequest& request, int64_t prompt_len, std::string* field) const;
   Status check_pooling(const GenerateRequest& request, int64_t prompt_len, std::string* field) const;
 

@@ -28,7 +28,9 @@ struct GenerateRequest {
   int32_t priority = 0;
   /// Set: a pooling request (the pooling runner): one vector back, no text.
   std::optional<PoolingParams> pooling;
-  /// Keep only the last N prompt tokens of a longer prompt (vLLM); unset: too long is an error.
+  /// vLLM's truncate_prompt_tokens: cut a longer prompt to N tokens (-1: max_model_len), keeping
+  /// the special tokens the tokenizer adds; pooling keeps the text's start, generation its end.
+  /// Unset: too long is an error.
   std::optional<int64_t> truncate_prompt_tokens;
   /// The LoRA adapter to run with, by the name it was loaded under (Engine::load_lora_adapter,
   /// --lora-modules); empty: the base model.

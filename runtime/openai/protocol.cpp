@@ -143,6 +143,15 @@ Error get_int(const json& j, const char* key, std::optional<int64_t>* out) {
   return std::nullopt;
 }
 
+// vLLM's truncate_prompt_tokens: -1 (the model's maximum length) or at least 1; the engine
+// checks it against max_model_len and the tokenizer's special tokens.
+Error get_truncate_prompt_tokens(const json& j, std::optional<int64_t>* out) {
+  if (auto e = get_int(j, "truncate_prompt_tokens", out)) return e;
+  if (*out && **out < 1 && **out != -1)
+    return invalid_param("truncate_prompt_tokens", "must be at least 1, or -1 for the model's maximum length");
+  return std::nullopt;
+}
+
 Error parse_token_list(const json& v, const char* key, std::vector<int32_t>* out) {
   out->clear();
   out->reserve(v.size());
@@ -253,6 +262,7 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
     c->cache_salt = salt->get<std::string>();
   }
   if (auto e = get_bool(j, "stream", &c->stream)) return e;
+  if (auto e = get_truncate_prompt_tokens(j, &c->truncate_prompt_tokens)) return e;
   if (auto e = get_bool(j, "return_token_ids", &c->return_token_ids)) return e;
   if (auto e = get_bool(j, "return_tokens_as_token_ids", &c->return_tokens_as_token_ids)) return e;
   if (const json* so = field(j, "stream_options")) {
@@ -468,7 +478,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "allowed_token_ids", "min_tokens",
                          "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice",
                          "cache_salt", "use_beam_search", "length_penalty", "logprob_token_ids",
-                         "return_token_ids", "return_tokens_as_token_ids"},
+                         "return_token_ids", "return_tokens_as_token_ids", "truncate_prompt_tokens"},
                      "completions");
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
@@ -524,11 +534,26 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "allowed_token_ids", "min_tokens",
                          "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
                          "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
-                         "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids"},
+                         "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids",
+                         "truncate_prompt_tokens", "chat_template", "chat_template_kwargs"},
                      "chat.completions");
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;
   if (auto e = parse_messages(j, &out->messages)) return e;
+  // The model's own chat template is all troupe renders until its Jinja templates land.
+  if (const json* t = field(j, "chat_template")) {
+    if (!t->is_string()) return invalid_param("chat_template", "must be a string");
+    if (!t->get<std::string>().empty())
+      return invalid_param("chat_template",
+                           "a per-request chat_template is not implemented in troupe yet; omit it to use the "
+                           "model's chat template");
+  }
+  if (const json* k = field(j, "chat_template_kwargs")) {
+    if (!k->is_object()) return invalid_param("chat_template_kwargs", "must be an object");
+    if (!k->empty())
+      return invalid_param("chat_template_kwargs",
+                           "chat_template_kwargs is not implemented in troupe yet; omit it or send {}");
+  }
   if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
   if (auto e = get_bool(j, "continue_final_message", &out->continue_final_message)) return e;
   if (out->continue_final_message && out->add_generation_prompt)
@@ -600,9 +625,7 @@ std::optional<ApiError> parse_embedding_request(std::string_view body, const Lim
   out->base64 = format == "base64";
   if (auto e = get_int(j, "dimensions", &out->dimensions)) return e;
   if (out->dimensions && *out->dimensions < 1) return invalid_param("dimensions", "must be at least 1");
-  if (auto e = get_int(j, "truncate_prompt_tokens", &out->truncate_prompt_tokens)) return e;
-  if (out->truncate_prompt_tokens && *out->truncate_prompt_tokens < 1)
-    return invalid_param("truncate_prompt_tokens", "must be at least 1");
+  if (auto e = get_truncate_prompt_tokens(j, &out->truncate_prompt_tokens)) return e;
   if (const json* n = field(j, "normalize")) {
     if (!n->is_boolean()) return invalid_param("normalize", "must be a boolean");
     out->normalize = n->get<bool>();
@@ -646,9 +669,7 @@ std::optional<ApiError> parse_score_request(std::string_view body, const Limits&
   if (auto e = parse_object(body, limits, &j)) return e;
   log_unknown_fields(j, {"model", "text_1", "text_2", "truncate_prompt_tokens"}, "score");
   if (auto e = get_string(j, "model", &out->model)) return e;
-  if (auto e = get_int(j, "truncate_prompt_tokens", &out->truncate_prompt_tokens)) return e;
-  if (out->truncate_prompt_tokens && *out->truncate_prompt_tokens < 1)
-    return invalid_param("truncate_prompt_tokens", "must be at least 1");
+  if (auto e = get_truncate_prompt_tokens(j, &out->truncate_prompt_tokens)) return e;
   auto texts = [&](const char* key, std::vector<std::string>* v) -> Error {
     const json* t = field(j, key);
     if (!t) return invalid_param(key, "is required");
@@ -681,9 +702,7 @@ std::optional<ApiError> parse_rerank_request(std::string_view body, const Limits
   log_unknown_fields(j, {"model", "query", "documents", "top_n", "return_documents", "truncate_prompt_tokens"},
                      "rerank");
   if (auto e = get_string(j, "model", &out->model)) return e;
-  if (auto e = get_int(j, "truncate_prompt_tokens", &out->truncate_prompt_tokens)) return e;
-  if (out->truncate_prompt_tokens && *out->truncate_prompt_tokens < 1)
-    return invalid_param("truncate_prompt_tokens", "must be at least 1");
+  if (auto e = get_truncate_prompt_tokens(j, &out->truncate_prompt_tokens)) return e;
   std::optional<int64_t> top_n;
   if (auto e = get_int(j, "top_n", &top_n)) return e;
   if (top_n && *top_n < 0) return invalid_param("top_n", "must be at least 0 (0 returns every document)");

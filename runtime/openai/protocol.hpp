@@ -45,6 +45,8 @@ struct CommonFields {
   std::string cache_salt;      // vLLM: mixed into the prefix-cache hash; empty: none
   bool return_token_ids = false;            // vLLM: prompt and output token ids on each choice
   bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
+  /// vLLM: cut the prompt to its last N tokens (-1: max_model_len); the engine checks it.
+  std::optional<int64_t> truncate_prompt_tokens;
   // vllm_xargs (per-request arguments of logits processors) goes to sampling.extra_args.
 };
 
@@ -88,7 +90,7 @@ struct EmbeddingRequest {
   std::vector<Prompt> inputs;              // "input": a string, strings, token ids or token-id lists
   bool base64 = false;                     // encoding_format "base64" (little-endian float32), else "float"
   std::optional<int64_t> dimensions;       // matryoshka truncation
-  std::optional<int64_t> truncate_prompt_tokens;  // keep the last N tokens of a longer input (vLLM)
+  std::optional<int64_t> truncate_prompt_tokens;  // vLLM: cut to N tokens (-1: max_model_len), special tokens kept
   std::optional<bool> normalize;           // vLLM's override of the model's normalization
   std::string user;
 };

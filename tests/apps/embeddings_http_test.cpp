@@ -172,6 +172,52 @@ TEST_F(EmbeddingsApi, ErrorsUseTheOpenAIEnvelope) {
   EXPECT_EQ(s7, 404) << b7.dump();
 }
 
+// truncate_prompt_tokens keeps [CLS] and [SEP] and cuts the text between them (Hugging Face's
+// and vLLM's truncation, side right for pooling): the same vector as the ids
+// [CLS] + the first N-2 text tokens + [SEP].
+TEST_F(EmbeddingsApi, TruncationKeepsClsAndSep) {
+  std::string text;
+  for (int i = 0; i < 50; ++i)
+    text += "The quick brown fox number " + std::to_string(i) + " jumps over the lazy dog. ";  // ~400 words
+  auto [st, tokenized] = post("/tokenize", {{"prompt", text}});
+  ASSERT_EQ(st, 200) << tokenized.dump();
+  const auto full = tokenized["tokens"].get<std::vector<int64_t>>();
+  ASSERT_GT(full.size(), 300u);
+  ASSERT_EQ(full.front(), 101);  // [CLS]
+  ASSERT_EQ(full.back(), 102);   // [SEP]
+  std::vector<int64_t> want(full.begin(), full.begin() + 255);  // [CLS] + 254 text tokens
+  want.push_back(full.back());
+
+  auto [s1, cut] = post("/v1/embeddings", {{"input", text}, {"truncate_prompt_tokens", 256}});
+  ASSERT_EQ(s1, 200) << cut.dump();
+  EXPECT_EQ(cut["usage"]["prompt_tokens"], 256);
+  auto [s2, ids] = post("/v1/embeddings", {{"input", want}});
+  ASSERT_EQ(s2, 200) << ids.dump();
+  EXPECT_EQ(ids["usage"]["prompt_tokens"], 256);
+  const auto a = cut["data"][0]["embedding"].get<std::vector<double>>();
+  const auto b = ids["data"][0]["embedding"].get<std::vector<double>>();
+  EXPECT_GE(cosine(a, b), 0.9999);
+  // -1 is the model's maximum length (256 here): the same cut.
+  auto [s3, max] = post("/v1/embeddings", {{"input", text}, {"truncate_prompt_tokens", -1}});
+  ASSERT_EQ(s3, 200) << max.dump();
+  EXPECT_EQ(max["usage"]["prompt_tokens"], 256);
+  EXPECT_GE(cosine(a, max["data"][0]["embedding"].get<std::vector<double>>()), 0.9999);
+  // Token ids carry no marked special tokens: the first N are kept.
+  auto [s4, first] = post("/v1/embeddings", {{"input", full}, {"truncate_prompt_tokens", 200}});
+  ASSERT_EQ(s4, 200) << first.dump();
+  auto [s5, head] = post("/v1/embeddings", {{"input", std::vector<int64_t>(full.begin(), full.begin() + 200)}});
+  ASSERT_EQ(s5, 200) << head.dump();
+  EXPECT_GE(cosine(first["data"][0]["embedding"].get<std::vector<double>>(),
+                   head["data"][0]["embedding"].get<std::vector<double>>()),
+            0.9999);
+  // Beyond the model's length, 0, -2, or fewer than the two special tokens: a 400 naming the field.
+  for (const json& bad : {json(257), json(0), json(-2), json(1)}) {
+    auto [sb, err] = post("/v1/embeddings", {{"input", text}, {"truncate_prompt_tokens", bad}});
+    EXPECT_EQ(sb, 400) << bad << ": " << err.dump();
+    EXPECT_EQ(err["error"]["param"], "truncate_prompt_tokens") << err.dump();
+  }
+}
+
 const char* const kQuery = "How do I bake bread at home?";
 const std::vector<std::string> kDocs = {
     "The stock market fell sharply today.",

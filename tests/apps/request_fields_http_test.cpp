@@ -3,7 +3,8 @@
 // back from /metrics), streaming and not; the beam-search fields troupe lacks are
 // a 400 naming them unless at vLLM's defaults; return_token_ids puts the prompt's
 // and the output's ids on each choice; return_tokens_as_token_ids names logprob
-// tokens "token_id:N".
+// tokens "token_id:N"; truncate_prompt_tokens cuts the prompt to its end; a per-request
+// chat_template is refused.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -231,6 +232,90 @@ TEST(RequestFieldsHttp, ReturnTokenIdsGivesPromptAndOutputIds) {
   }
   EXPECT_EQ(chat_streamed, cc["token_ids"]);
   EXPECT_EQ(call(server, "/v1/completions", {{"prompt", prompt}, {"return_token_ids", "yes"}}).status, 400);
+}
+
+// truncate_prompt_tokens on generation (vLLM's meaning): the prompt's last N tokens, with the
+// BOS the tokenizer adds to a text prompt kept; -1 is max_model_len; bad values are a 400.
+TEST(RequestFieldsHttp, TruncatePromptTokensKeepsThePromptsEnd) {
+  tests::ServeProcess server({"--max-model-len", "256", "--chat-template", "chatml"});
+  ASSERT_TRUE(server.wait_healthy()) << server.log();
+  const std::string prompt = long_prompt("Ann");
+  const auto full = post(server, "/tokenize", {{"prompt", prompt}})["tokens"].get<std::vector<int64_t>>();
+  const auto bare = post(server, "/tokenize", {{"prompt", prompt}, {"add_special_tokens", false}})["tokens"]
+                        .get<std::vector<int64_t>>();
+  ASSERT_GT(bare.size(), 30u);
+  ASSERT_GE(full.size(), bare.size());
+  const size_t specials = full.size() - bare.size();  // the BOS the tokenizer adds, if any
+  const size_t n = 20;
+  std::vector<int64_t> want(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(specials));
+  want.insert(want.end(), bare.end() - static_cast<std::ptrdiff_t>(n - specials), bare.end());
+  const json body = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"return_token_ids", true},
+                     {"truncate_prompt_tokens", n}};
+  json r = post(server, "/v1/completions", body);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], n) << r.dump();
+  EXPECT_EQ(r["choices"][0]["prompt_token_ids"], json(want)) << r.dump();
+  // Streamed: the first chunk carries the cut prompt.
+  std::vector<json> events = stream_events(server, "/v1/completions", body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0]["choices"][0]["prompt_token_ids"], json(want)) << events[0].dump();
+  // Token ids: the last N.
+  json ids = post(server, "/v1/completions",
+                  {{"prompt", full}, {"max_tokens", 2}, {"return_token_ids", true}, {"truncate_prompt_tokens", n}});
+  EXPECT_EQ(ids["usage"]["prompt_tokens"], n) << ids.dump();
+  EXPECT_EQ(ids["choices"][0]["prompt_token_ids"], json(std::vector<int64_t>(full.end() - n, full.end())));
+  // -1: max_model_len, so this prompt stays whole.
+  json whole = post(server, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}, {"truncate_prompt_tokens", -1}});
+  EXPECT_EQ(whole["usage"]["prompt_tokens"], full.size()) << whole.dump();
+  // Chat: the end of the rendered conversation.
+  const json messages = {{{"role", "user"}, {"content", prompt}}};
+  json chat_whole = post(server, "/v1/chat/completions",
+                         {{"messages", messages}, {"max_tokens", 2}, {"return_token_ids", true}});
+  const auto chat_ids = chat_whole["prompt_token_ids"].get<std::vector<int64_t>>();
+  ASSERT_GT(chat_ids.size(), n);
+  json chat = post(server, "/v1/chat/completions",
+                   {{"messages", messages}, {"max_tokens", 2}, {"return_token_ids", true}, {"truncate_prompt_tokens", n}});
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], n) << chat.dump();
+  // ChatML writes no BOS, so the tokenizer adds it to the rendered text, and it stays.
+  std::vector<int64_t> chat_want(chat_ids.begin(), chat_ids.begin() + static_cast<std::ptrdiff_t>(specials));
+  chat_want.insert(chat_want.end(), chat_ids.end() - static_cast<std::ptrdiff_t>(n - specials), chat_ids.end());
+  EXPECT_EQ(chat["prompt_token_ids"], json(chat_want)) << chat.dump();
+  // 0, -2, a string, beyond max_model_len: a 400 naming the field.
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    for (const json& bad : {json(0), json(-2), json("8"), json(257)}) {
+      json b = {{"max_tokens", 2}, {"truncate_prompt_tokens", bad}};
+      if (std::string(path) == "/v1/completions") b["prompt"] = prompt;
+      else b["messages"] = messages;
+      auto e = call(server, path, b);
+      EXPECT_EQ(e.status, 400) << path << " " << bad << ": " << e.body;
+      EXPECT_EQ(json::parse(e.body, nullptr, false)["error"]["param"], "truncate_prompt_tokens") << e.body;
+    }
+  }
+}
+
+// A per-request chat template (and its kwargs) is refused until the model's Jinja templates
+// are rendered; empty ones are accepted.
+TEST(RequestFieldsHttp, PerRequestChatTemplateIsRefused) {
+  tests::ServeProcess server({"--max-model-len", "256", "--chat-template", "chatml"});
+  ASSERT_TRUE(server.wait_healthy()) << server.log();
+  const json messages = {{{"role", "user"}, {"content", "Once upon a time"}}};
+  const std::pair<const char*, json> refused[] = {
+      {"chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}"},
+      {"chat_template_kwargs", {{"enable_thinking", false}}},
+      {"chat_template", 7},
+      {"chat_template_kwargs", "x"}};
+  for (const auto& [key, value] : refused) {
+    json body = {{"messages", messages}, {"max_tokens", 2}};
+    body[key] = value;
+    auto r = call(server, "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << key << " " << r.body;
+    EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["param"], key) << r.body;
+    const bool well_typed = value.is_string() ? value != "x" : value.is_object();
+    if (well_typed) {
+      EXPECT_NE(r.body.find("not implemented"), std::string::npos) << r.body;
+    }
+  }
+  post(server, "/v1/chat/completions",
+       {{"messages", messages}, {"max_tokens", 2}, {"chat_template", ""}, {"chat_template_kwargs", json::object()}});
 }
 
 TEST(RequestFieldsHttp, ReturnTokensAsTokenIdsNamesLogprobTokensById) {

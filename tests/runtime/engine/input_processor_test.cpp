@@ -125,6 +125,60 @@ TEST(InputProcessor, EmptyAndTruncatedPrompts) {
   expect_refused(p, r, StatusCode::invalid_argument, "truncate_prompt_tokens", "at least 1");
 }
 
+// truncate_prompt_tokens as a Hugging Face tokenizer truncates: the BOS the tokenizer adds
+// stays; generation keeps the text's end, pooling its start; ids are cut plainly.
+TEST(InputProcessor, TruncationKeepsTheSpecialTokens) {
+  const auto tok = stories_tokenizer();
+  ASSERT_TRUE(tok->add_bos());
+  const std::string text = "Once upon a time there was a little girl who loved to play in the park";
+  const std::vector<int32_t> bare = tok->encode(text, /*add_special=*/false, /*parse_special=*/true);
+  ASSERT_GT(bare.size(), 8u);
+  const int32_t bos = tok->bos_id();
+
+  InputProcessor p(generate_setup());
+  GenerateRequest g;
+  g.prompt = text;
+  g.sampling.max_tokens = 4;
+  g.truncate_prompt_tokens = 5;
+  auto kept = p.process(g, 0);
+  ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+  std::vector<int32_t> want{bos};
+  want.insert(want.end(), bare.end() - 4, bare.end());
+  EXPECT_EQ(kept->request.prompt_token_ids, want);
+
+  InputProcessor pool(pooling_setup());
+  GenerateRequest e;
+  e.prompt = text;
+  e.pooling = PoolingParams{};
+  e.truncate_prompt_tokens = 5;
+  auto first = pool.process(e, 0);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  want = {bos};
+  want.insert(want.end(), bare.begin(), bare.begin() + 4);
+  EXPECT_EQ(first->request.prompt_token_ids, want);
+  // Without special tokens, the text alone is cut.
+  e.add_special_tokens = false;
+  first = pool.process(e, 0);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->request.prompt_token_ids, std::vector<int32_t>(bare.begin(), bare.begin() + 5));
+  // Token ids: pooling keeps the first N.
+  GenerateRequest r = pooling_request({5, 6, 7, 8});
+  r.truncate_prompt_tokens = 2;
+  auto ids = pool.process(r, 0);
+  ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  EXPECT_EQ(ids->request.prompt_token_ids, (std::vector<int32_t>{5, 6}));
+
+  // -1 is max_model_len: a shorter prompt is kept whole; beyond max_model_len is refused.
+  g.truncate_prompt_tokens = -1;
+  kept = p.process(g, 0);
+  ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+  EXPECT_EQ(kept->request.prompt_token_ids.size(), bare.size() + 1);
+  g.truncate_prompt_tokens = kMaxModelLen + 1;
+  expect_refused(p, g, StatusCode::invalid_argument, "truncate_prompt_tokens", "greater than");
+  g.truncate_prompt_tokens = -2;
+  expect_refused(p, g, StatusCode::invalid_argument, "truncate_prompt_tokens", "at least 1");
+}
+
 TEST(InputProcessor, SamplingParametersAreValidated) {
   InputProcessor p(generate_setup());
   GenerateRequest r = ids_request({1, 2});
