@@ -16,8 +16,31 @@ const char* version();
 namespace troupe::apps::serve {
 namespace {
 
-struct Traits : restinio::default_single_thread_traits_t {};
+// RESTinio reports each connection's end here (on the HTTP thread: single-threaded traits).
+struct ConnectionListener {
+  ServerContext* ctx = nullptr;
+  void state_changed(const restinio::connection_state::notice_t& notice) noexcept {
+    if (!restinio::holds_alternative<restinio::connection_state::closed_t>(notice.cause())) return;
+    try {
+      ctx->disconnects.closed(notice.connection_id());
+    } catch (const std::exception& ex) {
+      TROUPE_LOG_ERROR("connection {} closed: cancelling its requests failed: {}", notice.connection_id(), ex.what());
+    } catch (...) {
+    }
+  }
+};
+
+struct Traits : restinio::default_single_thread_traits_t {
+  using connection_state_listener_t = ConnectionListener;
+};
 using HttpServer = restinio::http_server_t<Traits>;
+
+// RESTinio reads a connection only while it may take another request: with one request in
+// flight and the default limit of one, nobody reads the socket and a client's hang-up goes
+// unseen until a write fails (never, for a whole response). With room for more, the read of
+// the next request stays posted, sees the FIN/RST and closes the connection, which the
+// listener above hears. Pipelining clients get their responses in order, as before.
+constexpr std::size_t kMaxPipelinedRequests = 16;
 
 // Compares without an early exit, so the time taken does not reveal how much of the key matched.
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -177,6 +200,27 @@ void respond(const restinio::request_handle_t& req, int http_status, const std::
       .done();
 }
 
+uint64_t DisconnectWatch::watch(uint64_t connection_id, std::function<void()> cancel) {
+  const uint64_t token = next_token_++;
+  by_connection_[connection_id].emplace(token, std::move(cancel));
+  return token;
+}
+
+void DisconnectWatch::forget(uint64_t connection_id, uint64_t token) {
+  auto it = by_connection_.find(connection_id);
+  if (it == by_connection_.end()) return;
+  it->second.erase(token);
+  if (it->second.empty()) by_connection_.erase(it);
+}
+
+void DisconnectWatch::closed(uint64_t connection_id) {
+  auto it = by_connection_.find(connection_id);
+  if (it == by_connection_.end()) return;
+  auto callbacks = std::move(it->second);  // a callback may forget() its own entry
+  by_connection_.erase(it);
+  for (auto& [token, cancel] : callbacks) cancel();
+}
+
 void respond_error(const restinio::request_handle_t& req, const openai::ApiError& error) {
   if (error.http_status >= 500) TROUPE_LOG_WARNING("{} {}: {}", error.http_status, error.type, error.message);
   else TROUPE_LOG_DEBUG("{} {}: {}", error.http_status, error.type, error.message);
@@ -218,6 +262,8 @@ Status ApiServer::start(std::function<void()> on_signal) {
               .handle_request_timeout(std::chrono::hours(24))
               .write_http_response_timelimit(std::chrono::seconds(60))
               .read_next_http_message_timelimit(std::chrono::seconds(60))
+              .max_pipelined_requests(kMaxPipelinedRequests)
+              .connection_state_listener(std::make_shared<ConnectionListener>(ConnectionListener{ctx}))
               .request_handler([ctx](restinio::request_handle_t req) {
                 try {
                   route(*ctx, req);

@@ -2,7 +2,9 @@
 // engine request per (prompt, choice) (the engine admits each), then either stream
 // each delta as a server-sent event or answer once everything finished.
 // Engine callbacks arrive on CAF threads and are posted to the HTTP thread;
-// all state below is touched on the HTTP thread only.
+// all state below is touched on the HTTP thread only. A client that hangs up
+// before its answer (whole or streamed) has every choice aborted: the connection's
+// close reaches DisconnectWatch, and a stream's failed write says so too.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -59,6 +61,7 @@ struct Generation : std::enable_shared_from_this<Generation> {
   int remaining = 0;
   bool client_gone = false;
   bool responded = false;
+  std::optional<uint64_t> watch_token;  // in ctx->disconnects until the answer is written
   std::unique_ptr<ChunkedResponse> out;  // streaming only
 
   openai::TokenText token_text() const {
@@ -84,19 +87,32 @@ struct Generation : std::enable_shared_from_this<Generation> {
       if (!c.finished && !c.engine_id.empty()) engine->abort(c.engine_id);
   }
 
-  // Streams: one write per engine delta, so a vanished client shows up as a
-  // failed write within a step or two; then every choice is aborted.
+  // The client is gone (its connection closed, or a write failed): abort every choice.
+  void client_left() {
+    if (client_gone) return;
+    client_gone = true;
+    watch_token.reset();  // the watch runs once
+    TROUPE_LOG_INFO("{}: client disconnected, aborting its requests", id);
+    abort_all();
+  }
+
+  // Called once every choice was submitted: a hang-up from now on aborts them.
+  void watch_connection() {
+    std::weak_ptr<Generation> weak = shared_from_this();
+    watch_token = ctx->disconnects.watch(req->connection_id(), [weak] {
+      if (auto self = weak.lock()) self->client_left();
+    });
+  }
+
+  // Streams: one write per engine delta, so a vanished client also shows up as a
+  // failed write within a step or two.
   void write(std::string data) {
     if (client_gone || !out) return;
     out->append_chunk(std::move(data));
     std::weak_ptr<Generation> weak = shared_from_this();
     out->flush([weak](const asio::error_code& ec) {
       if (!ec) return;
-      auto self = weak.lock();
-      if (!self || self->client_gone) return;
-      self->client_gone = true;
-      TROUPE_LOG_INFO("{}: client disconnected, aborting its requests", self->id);
-      self->abort_all();
+      if (auto self = weak.lock()) self->client_left();
     });
   }
 
@@ -178,9 +194,11 @@ struct Generation : std::enable_shared_from_this<Generation> {
   void finish() {
     if (responded) return;
     responded = true;
+    if (watch_token) ctx->disconnects.forget(req->connection_id(), *watch_token);
+    watch_token.reset();
+    if (client_gone) return;  // nobody to answer
     openai::Usage usage{prompt_tokens(), completion_tokens()};
     if (stream) {
-      if (client_gone) return;
       if (include_usage) write(openai::sse_event(openai::render_usage_chunk(id, created, model, chat, usage)));
       write(openai::sse_done());
       out->done();
@@ -329,6 +347,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     }
     c.engine_id = *submitted;
   }
+  gen->watch_connection();
 
   if (gen->stream) {
     gen->out = std::make_unique<ChunkedResponse>(req->create_response<restinio::chunked_output_t>());

@@ -1,14 +1,17 @@
 // State shared by the HTTP handlers of `troupe serve`: options, the engine
-// (null while it loads), the asio context everything HTTP runs on, and the
-// streams in flight (aborted on shutdown). Internal to apps/serve.
+// (null while it loads), the asio context everything HTTP runs on, and what
+// each open connection has in flight (aborted when it closes, and on shutdown).
+// Internal to apps/serve.
 #pragma once
 
 #include <restinio/all.hpp>
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "runtime/openai/errors.hpp"
 #include "runtime/openai/protocol.hpp"
@@ -30,6 +33,22 @@ struct ServeOptions {
   bool log_requests = false;                // one info line per request
 };
 
+/// What the requests of each connection leave to cancel if their client goes away:
+/// RESTinio reports a connection closed (the peer's FIN or RST, read while the
+/// request is handled) and every callback of that connection runs. HTTP thread only.
+class DisconnectWatch {
+ public:
+  /// `cancel` runs if connection `connection_id` closes before forget(connection_id, token).
+  uint64_t watch(uint64_t connection_id, std::function<void()> cancel);
+  void forget(uint64_t connection_id, uint64_t token);
+  /// Runs and forgets every callback of the connection.
+  void closed(uint64_t connection_id);
+
+ private:
+  uint64_t next_token_ = 0;
+  std::unordered_map<uint64_t, std::unordered_map<uint64_t, std::function<void()>>> by_connection_;
+};
+
 struct ServerContext {
   ServeOptions options;
   asio::io_context* io = nullptr;
@@ -38,6 +57,7 @@ struct ServerContext {
   std::atomic<uint64_t> next_request{0};
   std::string io_processor_name;              // --io-processor-plugin
   std::shared_ptr<IOProcessor> io_processor;  // /pooling goes through it when set
+  DisconnectWatch disconnects;                // generations in flight, by connection
 };
 
 /// Writes a complete (non-streamed) response.
