@@ -108,7 +108,7 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_p, x.top_k, x.min_p,
            x.repetition_penalty, x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop,
            x.stop_token_ids, x.ignore_eos, x.logprobs, x.extra_args, x.logit_bias, x.allowed_token_ids,
-           x.min_tokens, x.min_tokens_banned_ids, x.include_stop_str_in_output, x.structured_output, x.json_schema, x.choices,
+           x.min_tokens, x.min_tokens_banned_ids, x.bad_words_token_ids, x.include_stop_str_in_output, x.structured_output, x.json_schema, x.choices,
            caf::meta::load_callback([&]() -> caf::error {
              x.seed = has_seed ? std::optional<uint64_t>(seed) : std::nullopt;
              return caf::none;

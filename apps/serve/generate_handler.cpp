@@ -323,6 +323,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
       g.prompt_token_ids = ids[c.prompt_index];
     }
     g.truncate_prompt_tokens = common.truncate_prompt_tokens;
+    g.bad_words = common.bad_words;
     g.sampling = openai::choice_sampling(common.sampling, static_cast<int>(k % common.n));
     if (common.max_tokens)
       g.sampling.max_tokens = static_cast<int32_t>(std::min<int64_t>(*common.max_tokens, INT32_MAX));

@@ -158,7 +158,34 @@ Status InputProcessor::check_generation(GenerateRequest& request, int64_t prompt
     if (id >= vocab_size_)
       return refuse(field, "allowed_token_ids",
                     out_of_range("allowed_token_ids: " + out_of_vocabulary(id, vocab_size_)));
+  TROUPE_RETURN_IF_ERROR(resolve_bad_words(request, field));
   if (prompt_len + s.max_tokens > max_len) return too_long(s.max_tokens);
+  return {};
+}
+
+// vLLM's bad_words (SamplingParams.update_from_tokenizer): each word, its leading whitespace
+// stripped, is tokenized without special tokens; then " " + word too, kept only when it starts
+// with another token and has as many tokens (a new word token, not a space token before the
+// same ones).
+Status InputProcessor::resolve_bad_words(GenerateRequest& request, std::string* field) const {
+  auto& out = request.sampling.bad_words_token_ids;  // C++ callers may have set ids already
+  for (const std::string& word : request.bad_words) {
+    const size_t start = word.find_first_not_of(" \t\n\r\f\v");
+    if (start == std::string::npos)
+      return refuse(field, "bad_words", invalid_argument("bad_words: a word cannot be empty or only whitespace"));
+    const std::string bare = word.substr(start);
+    std::vector<int32_t> plain = setup_.tokenizer->encode(bare, /*add_special=*/false, /*parse_special=*/true);
+    std::vector<int32_t> spaced = setup_.tokenizer->encode(" " + bare, /*add_special=*/false, /*parse_special=*/true);
+    if (plain.empty())
+      return refuse(field, "bad_words", invalid_argument("bad_words: '" + bare + "' has no tokens"));
+    for (const auto* ids : {&plain, &spaced})
+      for (int32_t id : *ids)
+        if (id < 0 || id >= vocab_size_)
+          return refuse(field, "bad_words", out_of_range("bad_words: " + out_of_vocabulary(id, vocab_size_)));
+    const bool keep_spaced = !spaced.empty() && spaced.front() != plain.front() && spaced.size() == plain.size();
+    out.push_back(std::move(plain));
+    if (keep_spaced) out.push_back(std::move(spaced));
+  }
   return {};
 }
 

@@ -68,6 +68,7 @@ class InputProcessor {
   Status truncate(int64_t n, bool pooling, size_t prefix, size_t suffix, std::vector<int32_t>& ids,
                   std::string* field) const;
   Status check_generation(GenerateRequest& request, int64_t prompt_len, std::string* field) const;
+  Status resolve_bad_words(GenerateRequest& request, std::string* field) const;
   Status check_pooling(const GenerateRequest& request, int64_t prompt_len, std::string* field) const;
 
   InputProcessorSetup setup_;

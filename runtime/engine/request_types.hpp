@@ -32,6 +32,9 @@ struct GenerateRequest {
   /// the special tokens the tokenizer adds; pooling keeps the text's start, generation its end.
   /// Unset: too long is an error.
   std::optional<int64_t> truncate_prompt_tokens;
+  /// vLLM's bad_words: admission tokenizes each word (as is and after a space, as vLLM does)
+  /// into sampling.bad_words_token_ids.
+  std::vector<std::string> bad_words;
   /// The LoRA adapter to run with, by the name it was loaded under (Engine::load_lora_adapter,
   /// --lora-modules); empty: the base model.
   std::string lora_name;

@@ -263,6 +263,18 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
   }
   if (auto e = get_bool(j, "stream", &c->stream)) return e;
   if (auto e = get_truncate_prompt_tokens(j, &c->truncate_prompt_tokens)) return e;
+  if (const json* bw = field(j, "bad_words")) {
+    // vLLM's bad_words: a list of strings; admission tokenizes them (it has the tokenizer).
+    if (!bw->is_array()) return invalid_param("bad_words", "must be a list of strings");
+    if (bw->size() > limits.max_bad_words)
+      return invalid_param("bad_words", fmt::format("at most {} words are allowed", limits.max_bad_words));
+    for (const auto& w : *bw) {
+      if (!w.is_string()) return invalid_param("bad_words", "must be a list of strings");
+      if (w.get_ref<const std::string&>().size() > limits.max_stop_string_bytes)
+        return invalid_param("bad_words", fmt::format("a word is longer than {} bytes", limits.max_stop_string_bytes));
+      c->bad_words.push_back(w.get<std::string>());
+    }
+  }
   if (auto e = get_bool(j, "return_token_ids", &c->return_token_ids)) return e;
   if (auto e = get_bool(j, "return_tokens_as_token_ids", &c->return_tokens_as_token_ids)) return e;
   if (const json* so = field(j, "stream_options")) {
@@ -475,7 +487,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "stop", "stop_token_ids", "seed", "presence_penalty", "frequency_penalty",
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
-                         "allowed_token_ids", "min_tokens",
+                         "allowed_token_ids", "min_tokens", "bad_words",
                          "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice",
                          "cache_salt", "use_beam_search", "length_penalty", "logprob_token_ids",
                          "return_token_ids", "return_tokens_as_token_ids", "truncate_prompt_tokens"},
@@ -531,7 +543,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "top_k", "min_p", "n", "stop", "stop_token_ids", "seed", "presence_penalty",
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
-                         "allowed_token_ids", "min_tokens",
+                         "allowed_token_ids", "min_tokens", "bad_words",
                          "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
                          "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
                          "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids",

@@ -18,6 +18,7 @@ namespace troupe::openai {
 struct Limits {
   int max_n = 64;                      // choices per request
   size_t max_stop_strings = 64;
+  size_t max_bad_words = 64;  // bad_words: words per request (each at most max_stop_string_bytes)
   size_t max_stop_string_bytes = 1024;
   size_t max_stop_token_ids = 1024;
   int max_logprobs = 20;
@@ -47,6 +48,9 @@ struct CommonFields {
   bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
   /// vLLM: cut the prompt to its last N tokens (-1: max_model_len); the engine checks it.
   std::optional<int64_t> truncate_prompt_tokens;
+  /// vLLM's bad_words: words the output must not contain; admission turns them into token
+  /// sequences (sampling.bad_words_token_ids).
+  std::vector<std::string> bad_words;
   // vllm_xargs (per-request arguments of logits processors) goes to sampling.extra_args.
 };
 

@@ -60,9 +60,11 @@ void apply_penalties(float* l, int64_t vocab, const SamplingParams& p, std::span
   }
 }
 
-// vLLM's order: allowed_token_ids, then logit_bias and min_tokens, all before the
-// penalties. Ids outside the vocabulary are skipped (the API refuses them earlier).
-void apply_bias_and_masks(float* l, int64_t vocab, const SamplingParams& p, size_t num_output, Scratch& s) {
+// vLLM's order: allowed_token_ids, bad_words, then logit_bias and min_tokens, all before
+// the penalties. Ids outside the vocabulary are skipped (the API refuses them earlier).
+void apply_bias_and_masks(float* l, int64_t vocab, const SamplingParams& p, std::span<const int32_t> output,
+                          Scratch& s) {
+  const size_t num_output = output.size();
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
   auto valid = [vocab](int32_t id) { return id >= 0 && id < vocab; };
   if (!p.allowed_token_ids.empty()) {
@@ -74,6 +76,7 @@ void apply_bias_and_masks(float* l, int64_t vocab, const SamplingParams& p, size
       s.seen[i] = 0;
     }
   }
+  apply_bad_words(l, vocab, p.bad_words_token_ids, output);
   for (const auto& [id, bias] : p.logit_bias)
     if (valid(id)) l[id] += bias;
   if (static_cast<int64_t>(num_output) < p.min_tokens && !p.min_tokens_banned_ids.empty()) {
@@ -136,6 +139,18 @@ size_t keep_candidates(float* l, int64_t vocab, const SamplingParams& p, Scratch
 
 }  // namespace
 
+void apply_bad_words(float* logits, int64_t vocab, std::span<const std::vector<int32_t>> bad_words_token_ids,
+                     std::span<const int32_t> output_ids) {
+  for (const auto& word : bad_words_token_ids) {
+    if (word.empty()) continue;
+    const size_t prefix = word.size() - 1;
+    if (prefix > output_ids.size()) continue;  // the output is too short to end with the prefix
+    if (!std::equal(word.begin(), word.end() - 1, output_ids.end() - static_cast<std::ptrdiff_t>(prefix))) continue;
+    const int32_t last = word.back();
+    if (last >= 0 && last < vocab) logits[last] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 uint64_t derive_step_seed(uint64_t request_seed, uint64_t num_output_tokens) {
   return splitmix64(splitmix64(request_seed) ^ (num_output_tokens * 0xd1b54a32d192ed03ULL));
 }
@@ -146,7 +161,7 @@ SampleResult sample(const float* logits, int64_t vocab, const SamplingParams& p,
   Scratch& s = scratch();
   s.work.assign(logits, logits + vocab);
   float* l = s.work.data();
-  apply_bias_and_masks(l, vocab, p, output_ids.size(), s);
+  apply_bias_and_masks(l, vocab, p, output_ids, s);
   apply_penalties(l, vocab, p, prompt_ids, output_ids, s);
 
   int32_t token = 0;
@@ -211,7 +226,7 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& p, s
   Scratch& s = scratch();
   s.work.assign(logits, logits + vocab);
   float* l = s.work.data();
-  apply_bias_and_masks(l, vocab, p, output_ids.size(), s);
+  apply_bias_and_masks(l, vocab, p, output_ids, s);
   apply_penalties(l, vocab, p, prompt_ids, output_ids, s);
   const size_t kept = keep_candidates(l, vocab, p, s);
   probs.assign(static_cast<size_t>(vocab), 0.0f);
@@ -230,7 +245,8 @@ std::optional<TokenSelection> device_selection(const SamplingParams& p, size_t n
                                                uint64_t seed_for_this_step) {
   if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
     return std::nullopt;
-  if (!p.logit_bias.empty() || !p.allowed_token_ids.empty() || !p.structured_output.empty() ||
+  if (!p.logit_bias.empty() || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() ||
+      !p.structured_output.empty() ||
       static_cast<int64_t>(num_output_tokens) < p.min_tokens)
     return std::nullopt;
   TokenSelection s;

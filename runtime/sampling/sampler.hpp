@@ -1,4 +1,4 @@
-// Turning one row of logits into a token: allowed_token_ids, logit_bias,
+// Turning one row of logits into a token: allowed_token_ids, bad_words, logit_bias,
 // min_tokens, penalties (as vLLM), temperature, min_p, top_k, top_p, then a draw
 // from a per-step RNG. Greedy at temperature 0.
 #pragma once
@@ -19,6 +19,11 @@ struct SampleResult {
   float logprob = 0.0f;  // log-probability of `token` under the raw model distribution (when params.logprobs >= 0)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // params.logprobs best (token, logprob), best first
 };
+
+/// vLLM's bad_words on one row: for each token sequence, its last token gets -inf when
+/// `output_ids` ends with the sequence's other tokens (a one-token sequence: always).
+void apply_bad_words(float* logits, int64_t vocab, std::span<const std::vector<int32_t>> bad_words_token_ids,
+                     std::span<const int32_t> output_ids);
 
 /// The seed of one step: a hash of the request seed and the number of tokens generated so far,
 /// so the same request samples the same tokens however it is batched.
@@ -42,7 +47,7 @@ void target_probs(const float* logits, int64_t vocab, const SamplingParams& para
 double uniform01(uint64_t seed);
 
 /// The device's version of sample() for one row (Ops::select_tokens), or nothing when the
-/// row needs the host: penalties, logprobs, logit_bias, allowed_token_ids, a structured
+/// row needs the host: penalties, logprobs, logit_bias, allowed_token_ids, bad_words, a structured
 /// output, or min_tokens not
 /// reached after `num_output_tokens`. The draw u is the one sample() makes from the same step
 /// seed, so greedy rows and rows with top_p < 1 get the host's token.

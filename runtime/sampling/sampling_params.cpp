@@ -43,6 +43,9 @@ Status SamplingParams::validate(std::string* field) const {
   }
   for (int32_t id : allowed_token_ids)
     if (id < 0) return bad(field, "allowed_token_ids", fmt::format("must be non-negative, got {}", id));
+  for (const auto& word : bad_words_token_ids)
+    for (int32_t id : word)
+      if (id < 0) return bad(field, "bad_words", fmt::format("token ids must be non-negative, got {}", id));
   if (!structured_output.empty() && structured_output != "json_object" && structured_output != "json_schema" &&
       structured_output != "choice")
     return bad(field, "structured_output",

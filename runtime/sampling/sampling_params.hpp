@@ -38,6 +38,10 @@ struct SamplingParams {
   /// Set by the engine when a request arrives: stop_token_ids, and the model's
   /// end-of-generation tokens unless ignore_eos (vLLM's all_stop_token_ids).
   std::vector<int32_t> min_tokens_banned_ids;
+  /// vLLM's bad_words as token sequences (admission tokenizes the words): a sequence's last
+  /// token cannot be sampled when the output so far ends with the rest of it (a one-token
+  /// sequence: never). Such rows are sampled on the host.
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
   /// Structured output (OpenAI's response_format), enforced token by token on the driver:
   /// "json_object" (the output is one JSON object), "json_schema" (one object that
   /// `json_schema` admits, runtime/structured/json_schema.hpp), "choice" (one of

@@ -85,6 +85,7 @@ StepInput sample_step_input() {
   s.params.allowed_token_ids = {3, 7, 11};
   s.params.min_tokens = 4;
   s.params.min_tokens_banned_ids = {2, 0};
+  s.params.bad_words_token_ids = {{13}, {4, 8, 15}};
   s.seed = 99;
   s.prompt_token_ids = {1, 5, 6, 7};
   s.output_token_ids = {11};
@@ -118,6 +119,7 @@ void expect_equal(const StepInput& a, const StepInput& b) {
   EXPECT_EQ(x.params.allowed_token_ids, y.params.allowed_token_ids);
   EXPECT_EQ(x.params.min_tokens, y.params.min_tokens);
   EXPECT_EQ(x.params.min_tokens_banned_ids, y.params.min_tokens_banned_ids);
+  EXPECT_EQ(x.params.bad_words_token_ids, y.params.bad_words_token_ids);
   EXPECT_EQ(x.seed, y.seed);
   EXPECT_EQ(x.prompt_token_ids, y.prompt_token_ids);
   EXPECT_EQ(x.output_token_ids, y.output_token_ids);

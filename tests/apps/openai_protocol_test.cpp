@@ -116,6 +116,10 @@ TEST(OpenAIProtocol, RejectsBadInputNamingTheField) {
       {R"({"prompt":"x","allowed_token_ids":[1,-1]})", "allowed_token_ids"},
       {R"({"prompt":"x","allowed_token_ids":5})", "allowed_token_ids"},
       {R"({"prompt":"x","min_tokens":-1})", "min_tokens"},
+      {R"({"prompt":"x","bad_words":"dog"})", "bad_words"},
+      {R"({"prompt":"x","bad_words":["dog",3]})", "bad_words"},
+      {R"({"prompt":"x","bad_words":[["dog"]]})", "bad_words"},
+      {R"({"prompt":"x","bad_words":{"dog":1}})", "bad_words"},
       {R"({"prompt":"x","min_tokens":"many"})", "min_tokens"},
       {R"([1,2])", ""},
       {R"({"prompt": "x", )", ""},
@@ -213,6 +217,15 @@ TEST(OpenAIProtocol, LogitBiasAllowedTokenIdsAndMinTokens) {
                                   Limits{}, &chat));
   EXPECT_EQ(chat.common.sampling.logit_bias.size(), 1u);
   EXPECT_EQ(chat.common.sampling.min_tokens, 2);
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","bad_words":["dog"," big cat",""]})", &r));
+  EXPECT_EQ(r.common.bad_words, (std::vector<std::string>{"dog", " big cat", ""}));
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"bad_words":["dog"]})", Limits{},
+                                  &chat));
+  EXPECT_EQ(chat.common.bad_words, (std::vector<std::string>{"dog"}));
+  auto bad = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"bad_words":[1]})", Limits{}, &chat);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->http_status, 400);
+  EXPECT_EQ(bad->param, "bad_words");
 }
 
 // What troupe does not implement is refused by name, never silently ignored.

@@ -214,6 +214,28 @@ TEST(InputProcessor, TokenIdsMustBeInTheVocabulary) {
   expect_refused(pool, pooling_request({1, 100000}), StatusCode::out_of_range, "input", "out of vocabulary");
 }
 
+// vLLM's bad_words: each word (leading whitespace stripped) tokenized without special tokens,
+// and " " + word too when that starts with another token and has as many tokens.
+TEST(InputProcessor, BadWordsBecomeTokenSequences) {
+  const auto tok = stories_tokenizer();
+  InputProcessor p(generate_setup());
+  GenerateRequest r = ids_request({1, 5});
+  r.bad_words = {"  Lily", "once upon"};
+  auto a = p.process(r, 0);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  std::vector<std::vector<int32_t>> want;
+  for (std::string w : {"Lily", "once upon"}) {
+    auto plain = tok->encode(w, false, true), spaced = tok->encode(" " + w, false, true);
+    want.push_back(plain);
+    if (spaced.front() != plain.front() && spaced.size() == plain.size()) want.push_back(spaced);
+  }
+  EXPECT_EQ(a->request.sampling.bad_words_token_ids, want);
+  EXPECT_GE(want.size(), 2u);
+  EXPECT_GT(want.back().size(), 1u);  // "once upon" is more than one token
+  r.bad_words = {"ok", " \t "};
+  expect_refused(p, r, StatusCode::invalid_argument, "bad_words", "empty or only whitespace");
+}
+
 TEST(InputProcessor, ContextLength) {
   InputProcessor p(generate_setup());
   EXPECT_TRUE(p.process(ids_request({1, 2, 3}, kMaxModelLen - 3), 0).ok());

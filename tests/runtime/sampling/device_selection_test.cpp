@@ -91,6 +91,7 @@ TEST(DeviceSelectionTest, RowsNeedingTheLogitsStayOnTheHost) {
   EXPECT_FALSE(with([](SamplingParams& q) { q.frequency_penalty = -0.5f; }));
   EXPECT_FALSE(with([](SamplingParams& q) { q.logit_bias = {{3, 1.0f}}; }));
   EXPECT_FALSE(with([](SamplingParams& q) { q.allowed_token_ids = {3}; }));
+  EXPECT_FALSE(with([](SamplingParams& q) { q.bad_words_token_ids = {{3}}; }));
   // min_tokens needs the host only until it is reached.
   EXPECT_FALSE(with([](SamplingParams& q) { q.min_tokens = 2; }, 1));
   EXPECT_TRUE(with([](SamplingParams& q) { q.min_tokens = 2; }, 2));

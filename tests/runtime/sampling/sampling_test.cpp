@@ -210,6 +210,44 @@ TEST(SamplerTest, MinTokensKeepsTheStopTokensOutUntilReached) {
   EXPECT_EQ(sample(l.data(), 5, p, {}, none, 0).token, 1);
 }
 
+// vLLM's bad_words: a one-token word is never sampled; a multi-token word's last token is
+// banned exactly when the output ends with the word's other tokens.
+TEST(SamplerTest, BadWordsBanOneTokenWordsAlwaysAndTheLastTokenAfterThePrefix) {
+  auto l = logits_of({1.0f, 3.0f, 2.0f, 0.5f, 2.5f});
+  const std::vector<std::vector<int32_t>> words{{1}, {2, 0, 4}};
+  auto masked = [&](std::vector<int32_t> output) {
+    std::vector<float> row = l;
+    apply_bad_words(row.data(), 5, words, output);
+    std::vector<int32_t> out;
+    for (int32_t i = 0; i < 5; ++i)
+      if (std::isinf(row[i]) && row[i] < 0) out.push_back(i);
+      else EXPECT_EQ(row[i], l[i]);
+    return out;
+  };
+  EXPECT_EQ(masked({}), (std::vector<int32_t>{1}));           // no output: only the one-token word
+  EXPECT_EQ(masked({2}), (std::vector<int32_t>{1}));          // half the prefix
+  EXPECT_EQ(masked({2, 0}), (std::vector<int32_t>{1, 4}));    // the prefix: its last token too
+  EXPECT_EQ(masked({3, 2, 0}), (std::vector<int32_t>{1, 4})); // ends with the prefix
+  EXPECT_EQ(masked({2, 0, 3}), (std::vector<int32_t>{1}));    // the prefix, not at the end
+  EXPECT_EQ(masked({0, 2}), (std::vector<int32_t>{1}));       // its tokens in another order
+
+  // Through sample(): greedy picks 1, then 4 instead; after the prefix, 4 gives way to 2.
+  SamplingParams p;
+  p.temperature = 0;
+  EXPECT_EQ(sample(l.data(), 5, p, {}, {}, 0).token, 1);
+  p.bad_words_token_ids = words;
+  EXPECT_EQ(sample(l.data(), 5, p, {}, {}, 0).token, 4);
+  std::vector<int32_t> prefix{2, 0};
+  EXPECT_EQ(sample(l.data(), 5, p, {}, prefix, 0).token, 2);
+  EXPECT_FALSE(device_selection(p, 0, 0).has_value());  // such rows are sampled on the host
+  std::vector<float> probs;
+  p.temperature = 1.0f;
+  target_probs(l.data(), 5, p, {}, prefix, probs);
+  EXPECT_EQ(probs[1], 0.0f);
+  EXPECT_EQ(probs[4], 0.0f);
+  EXPECT_GT(probs[2], 0.0f);
+}
+
 TEST(StopCheckerTest, StopStringSpanningTokensTruncates) {
   SamplingParams p;
   p.max_tokens = 100;
