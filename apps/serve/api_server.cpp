@@ -221,6 +221,19 @@ void DisconnectWatch::closed(uint64_t connection_id) {
   for (auto& [token, cancel] : callbacks) cancel();
 }
 
+Result<std::string> submit_on_http_thread(ServerContext& ctx, engine::Engine& e, engine::GenerateRequest request,
+                                          std::function<void(engine::RequestOutput)> on_output,
+                                          std::string* refused_field) {
+  asio::io_context* io = ctx.io;
+  auto deliver = std::make_shared<std::function<void(engine::RequestOutput)>>(std::move(on_output));
+  return e.submit(
+      std::move(request),
+      [io, deliver](engine::RequestOutput o) {
+        asio::post(*io, [deliver, o = std::move(o)]() mutable { (*deliver)(std::move(o)); });
+      },
+      refused_field);
+}
+
 void respond_error(const restinio::request_handle_t& req, const openai::ApiError& error) {
   if (error.http_status >= 500) TROUPE_LOG_WARNING("{} {}: {}", error.http_status, error.type, error.message);
   else TROUPE_LOG_DEBUG("{} {}: {}", error.http_status, error.type, error.message);

@@ -309,7 +309,6 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
 
   // Submit every choice; the engine admits each (vocabulary, context length, queue, ...);
   // if one is refused the others are aborted.
-  asio::io_context* io = ctx.io;
   for (size_t k = 0; k < gen->choices.size(); ++k) {
     auto& c = gen->choices[k];
     engine::GenerateRequest g;
@@ -335,12 +334,8 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     // The engine holds this callback until the choice finished; its strong
     // reference keeps the generation state alive exactly that long.
     std::string refused_field;
-    auto submitted = e->submit(
-        std::move(g),
-        [io, gen, k](engine::RequestOutput o) {
-          asio::post(*io, [gen, k, o = std::move(o)]() mutable { gen->on_output(k, std::move(o)); });
-        },
-        &refused_field);
+    auto submitted = submit_on_http_thread(
+        ctx, *e, std::move(g), [gen, k](engine::RequestOutput o) { gen->on_output(k, std::move(o)); }, &refused_field);
     if (!submitted.ok()) {
       gen->abort_all();
       gen->responded = true;

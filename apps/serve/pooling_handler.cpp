@@ -52,7 +52,6 @@ void submit_all(ServerContext& ctx, std::shared_ptr<Pooling> job, const std::vec
   job->engine_ids.resize(inputs.size());
   job->remaining = inputs.size();
   const std::string id = openai::make_request_id("embd");
-  asio::io_context* io = ctx.io;
   for (size_t i = 0; i < inputs.size(); ++i) {
     engine::GenerateRequest g;
     g.request_id = fmt::format("{}-{}", id, i);
@@ -61,12 +60,8 @@ void submit_all(ServerContext& ctx, std::shared_ptr<Pooling> job, const std::vec
     g.pooling = params;
     g.truncate_prompt_tokens = truncate;
     std::string refused_field;
-    auto submitted = e->submit(
-        std::move(g),
-        [io, job, i](engine::RequestOutput o) {
-          asio::post(*io, [job, i, o = std::move(o)]() mutable { job->on_output(i, std::move(o)); });
-        },
-        &refused_field);
+    auto submitted = submit_on_http_thread(
+        ctx, *e, std::move(g), [job, i](engine::RequestOutput o) { job->on_output(i, std::move(o)); }, &refused_field);
     if (!submitted.ok()) {
       job->failed = true;
       for (size_t k = 0; k < i; ++k) e->abort(job->engine_ids[k]);

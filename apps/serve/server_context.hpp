@@ -13,9 +13,11 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/engine/request_types.hpp"
 #include "runtime/openai/errors.hpp"
 #include "runtime/openai/protocol.hpp"
 #include "troupe/io_processor.hpp"
+#include "troupe/status.hpp"
 
 namespace troupe::engine {
 class Engine;
@@ -65,6 +67,13 @@ void respond(const restinio::request_handle_t& req, int http_status, const std::
              std::string body);
 /// The one way an error reaches a client: the OpenAI envelope with its HTTP status.
 void respond_error(const restinio::request_handle_t& req, const openai::ApiError& error);
+
+/// Submits `request` to `e`; each of its outputs reaches `on_output` on the HTTP thread
+/// (ctx.io), which owns all HTTP state: engine callbacks run on CAF threads and must not
+/// block. A refusal's request field at fault lands in `refused_field`.
+Result<std::string> submit_on_http_thread(ServerContext& ctx, engine::Engine& e, engine::GenerateRequest request,
+                                          std::function<void(engine::RequestOutput)> on_output,
+                                          std::string* refused_field);
 
 /// POST /v1/completions and /v1/chat/completions (streamed or whole).
 void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat);

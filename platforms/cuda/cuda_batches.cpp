@@ -9,20 +9,29 @@
 
 namespace troupe::cuda {
 
+namespace {
+
+/// Appends one decode row: `token` at `position`, writing slot 0 of `block`.
+void append_decode_row(ForwardBatch& b, int32_t token, int32_t position, int32_t block, int32_t block_size) {
+  const auto row = static_cast<int32_t>(b.seq_lens.size());
+  b.token_ids.push_back(token);
+  b.positions.push_back(position);
+  b.slot_mapping.push_back(int64_t{block} * block_size);
+  b.seq_lens.push_back(1);
+  b.block_tables.push_back({block});
+  b.query_start.push_back(row + 1);
+  b.logits_indices.push_back(row);
+}
+
+}  // namespace
+
 ForwardBatch warm_up_decode_batch(int num_seqs, const BatchGeometry& g, bool spread_tokens) {
   ForwardBatch b;
   if (num_seqs <= 0 || g.vocab <= 0 || g.num_blocks <= 0 || g.block_size <= 0) return b;
   b.query_start.push_back(0);
-  for (int i = 0; i < num_seqs; ++i) {
-    const auto block = static_cast<int32_t>(i % g.num_blocks);
-    b.token_ids.push_back(spread_tokens ? static_cast<int32_t>((7 * int64_t{i} + 3) % g.vocab) : 0);
-    b.positions.push_back(0);
-    b.slot_mapping.push_back(int64_t{block} * g.block_size);
-    b.seq_lens.push_back(1);
-    b.block_tables.push_back({block});
-    b.query_start.push_back(i + 1);
-    b.logits_indices.push_back(i);
-  }
+  for (int i = 0; i < num_seqs; ++i)
+    append_decode_row(b, spread_tokens ? static_cast<int32_t>((7 * int64_t{i} + 3) % g.vocab) : 0, 0,
+                      static_cast<int32_t>(i % g.num_blocks), g.block_size);
   return b;
 }
 
@@ -54,15 +63,9 @@ ForwardBatch graph_validation_batch(int num_seqs, const BatchGeometry& g) {
   const int n = static_cast<int>(std::min<int64_t>(num_seqs, g.num_blocks));
   if (n <= 0) return b;
   b.query_start.push_back(0);
-  for (int i = 0; i < n; ++i) {
-    b.token_ids.push_back(static_cast<int32_t>((31 * int64_t{i} + 5) % g.vocab));
-    b.positions.push_back(5 + 3 * i);  // rope sees different positions; attention reads one slot
-    b.slot_mapping.push_back(int64_t{i} * g.block_size);
-    b.seq_lens.push_back(1);
-    b.block_tables.push_back({i});
-    b.query_start.push_back(i + 1);
-    b.logits_indices.push_back(i);
-  }
+  // Rope sees different positions; attention reads one slot.
+  for (int i = 0; i < n; ++i)
+    append_decode_row(b, static_cast<int32_t>((31 * int64_t{i} + 5) % g.vocab), 5 + 3 * i, i, g.block_size);
   return b;
 }
 

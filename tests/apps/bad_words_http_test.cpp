@@ -19,20 +19,11 @@ namespace {
 using json = nlohmann::json;
 namespace http = apps::http;
 
-json post(const tests::ServeProcess& s, const std::string& path, const json& body, int want = 200) {
-  auto r = http::request("127.0.0.1", s.port(), "POST", path, body.dump(), {{"Content-Type", "application/json"}}, {},
-                         std::chrono::seconds(120));
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  if (!r.ok()) return json();
-  EXPECT_EQ(r->status, want) << r->body;
-  return json::parse(r->body, nullptr, false);
-}
-
 // The text of choice 0: whole, or the streamed pieces put together.
 std::string text_of(const tests::ServeProcess& s, const std::string& path, json body, bool streamed) {
   const bool chat = path.find("chat") != std::string::npos;
   if (!streamed) {
-    json r = post(s, path, body);
+    json r = tests::post_json(s, path, body);
     if (!r.is_object() || !r.contains("choices")) return "<no choices>";
     return chat ? r["choices"][0]["message"]["content"].get<std::string>() : r["choices"][0]["text"].get<std::string>();
   }
@@ -66,26 +57,13 @@ std::string text_of(const tests::ServeProcess& s, const std::string& path, json 
 
 class BadWordsHttp : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const char* model = std::getenv("TROUPE_TEST_MODEL");
-    if (!model || !*model) return;
-    server_ = new tests::ServeProcess({"--max-model-len", "512"}, model);
-    healthy_ = server_->wait_healthy();
-    if (!healthy_) std::fprintf(stderr, "server log:\n%s\n", server_->log().c_str());
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { server_.start({"--max-model-len", "512"}); }
+  static void TearDownTestSuite() { server_.stop(); }
   void SetUp() override {
-    if (!server_) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)";
-    ASSERT_TRUE(healthy_) << "troupe serve did not become healthy";
+    TROUPE_REQUIRE_SERVER(server_);
   }
-  static tests::ServeProcess* server_;
-  static bool healthy_;
+  static inline tests::SharedModelServer server_;
 };
-tests::ServeProcess* BadWordsHttp::server_ = nullptr;
-bool BadWordsHttp::healthy_ = false;
 
 // A one-token word: "Paris" and " Paris" (one token each) never sampled. On this model
 // greedy gives " Paris.\n\nThe answer is: 201" without bad_words and
@@ -132,7 +110,7 @@ TEST_F(BadWordsHttp, NotAListOfStringsIsA400NamingBadWords) {
     for (const json& bad : {json("Paris"), json::array({"Paris", 3}), json::array({json::array({"Paris"})}),
                             json::array({"  "})}) {
       body["bad_words"] = bad;
-      json r = post(*server_, path, body, 400);
+      json r = tests::post_json(*server_, path, body, 400);
       EXPECT_EQ(r["error"]["param"], "bad_words") << path << " " << bad.dump() << ": " << r.dump();
     }
   }

@@ -113,20 +113,10 @@ std::string post_text(const std::string& path, const json& body, bool close = fa
 
 class DisconnectHttp : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const char* model = std::getenv("TROUPE_TEST_MODEL");
-    if (!model || !*model) return;
-    server_ = new tests::ServeProcess({"--max-model-len", "2048", "--chat-template", "chatml"}, model);
-    healthy_ = server_->wait_healthy();
-    if (!healthy_) std::fprintf(stderr, "server log:\n%s\n", server_->log().c_str());
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void SetUpTestSuite() { server_.start({"--max-model-len", "2048", "--chat-template", "chatml"}); }
+  static void TearDownTestSuite() { server_.stop(); }
   void SetUp() override {
-    if (!server_) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)";
-    ASSERT_TRUE(healthy_) << "troupe serve did not become healthy";
+    TROUPE_REQUIRE_SERVER(server_);
     const Metrics m = scrape(*server_);
     ASSERT_EQ(m.running, 0);
     ASSERT_EQ(m.waiting, 0);
@@ -167,11 +157,8 @@ class DisconnectHttp : public ::testing::Test {
     EXPECT_EQ(health->status, 200);
   }
 
-  static tests::ServeProcess* server_;
-  static bool healthy_;
+  static inline tests::SharedModelServer server_;
 };
-tests::ServeProcess* DisconnectHttp::server_ = nullptr;
-bool DisconnectHttp::healthy_ = false;
 
 TEST_F(DisconnectHttp, WholeCompletionIsAbortedWhenItsClientLeaves) {
   expect_aborted_on_close(post_text("/v1/completions", {{"prompt", "Once upon a time"},

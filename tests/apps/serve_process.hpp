@@ -10,9 +10,13 @@
 
 #include <asio.hpp>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -118,4 +122,46 @@ class ServeProcess {
   std::string log_path_;
 };
 
+/// POST `body` as JSON to `path`, expect HTTP `want` (a test failure otherwise) and
+/// return the parsed answer (discarded JSON when it is not JSON).
+inline nlohmann::json post_json(const ServeProcess& s, const std::string& path, const nlohmann::json& body,
+                                int want = 200) {
+  auto r = apps::http::request("127.0.0.1", s.port(), "POST", path, body.dump(),
+                               {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(120));
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  if (!r.ok()) return nlohmann::json();
+  EXPECT_EQ(r->status, want) << r->body;
+  return nlohmann::json::parse(r->body, nullptr, false);
+}
+
+/// One `troupe serve` of the default model (TROUPE_TEST_MODEL, which scripts/test.sh
+/// sets) shared by the tests of a suite: start() in SetUpTestSuite, stop() in
+/// TearDownTestSuite, and TROUPE_REQUIRE_SERVER(shared) first in SetUp.
+class SharedModelServer {
+ public:
+  void start(std::vector<std::string> extra) {
+    const char* model = std::getenv("TROUPE_TEST_MODEL");
+    if (!model || !*model) return;
+    server_ = std::make_unique<ServeProcess>(std::move(extra), model);
+    healthy_ = server_->wait_healthy();
+    if (!healthy_) std::fprintf(stderr, "server log:\n%s\n", server_->log().c_str());
+  }
+  void stop() { server_.reset(); }
+  bool started() const { return server_ != nullptr; }
+  bool healthy() const { return healthy_; }
+  ServeProcess& operator*() { return *server_; }
+  ServeProcess* operator->() { return server_.get(); }
+
+ private:
+  std::unique_ptr<ServeProcess> server_;
+  bool healthy_ = false;
+};
+
 }  // namespace troupe::tests
+
+/// Skips the test without TROUPE_TEST_MODEL; fails it when the shared server is not healthy.
+#define TROUPE_REQUIRE_SERVER(shared)                                                            \
+  do {                                                                                           \
+    if (!(shared).started()) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)"; \
+    ASSERT_TRUE((shared).healthy()) << "troupe serve did not become healthy";                   \
+  } while (0)

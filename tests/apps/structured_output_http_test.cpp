@@ -35,15 +35,6 @@ bool json_prefix(const std::string& text) {
   }
 }
 
-json post(const tests::ServeProcess& s, const std::string& path, const json& body, int want = 200) {
-  auto r = http::request("127.0.0.1", s.port(), "POST", path, body.dump(), {{"Content-Type", "application/json"}}, {},
-                         std::chrono::seconds(120));
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  if (!r.ok()) return json();
-  EXPECT_EQ(r->status, want) << r->body;
-  return json::parse(r->body, nullptr, false);
-}
-
 TEST(StructuredOutputHttp, JsonObjectTextIsJsonWholeAndStreamed) {
   tests::ServeProcess server({"--max-model-len", "256"});
   ASSERT_TRUE(server.wait_healthy()) << server.log();
@@ -51,7 +42,7 @@ TEST(StructuredOutputHttp, JsonObjectTextIsJsonWholeAndStreamed) {
   for (int seed = 1; seed <= 8; ++seed) {
     const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 48}, {"temperature", 1.0}, {"seed", seed},
                        {"response_format", {{"type", "json_object"}}}};
-    json r = post(server, "/v1/completions", body);
+    json r = tests::post_json(server, "/v1/completions", body);
     const std::string text = r["choices"][0]["text"];
     const std::string reason = r["choices"][0]["finish_reason"];
     SCOPED_TRACE(text);
@@ -86,15 +77,15 @@ TEST(StructuredOutputHttp, JsonObjectTextIsJsonWholeAndStreamed) {
   auto first_top = [&](bool json_mode) {
     json body = {{"prompt", "Once upon a time"}, {"max_tokens", 2}, {"temperature", 0}, {"logprobs", 3}};
     if (json_mode) body["response_format"] = {{"type", "json_object"}};
-    return post(server, "/v1/completions", body)["choices"][0]["logprobs"]["top_logprobs"][0];
+    return tests::post_json(server, "/v1/completions", body)["choices"][0]["logprobs"]["top_logprobs"][0];
   };
   const json masked = first_top(true), unmasked = first_top(false);
   ASSERT_EQ(masked.size(), 3u) << masked.dump();
   EXPECT_EQ(masked, unmasked);
   // The same prompt without it is not JSON (stories260K tells stories).
-  json plain = post(server, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}});
+  json plain = tests::post_json(server, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}});
   EXPECT_FALSE(json_prefix(plain["choices"][0]["text"])) << plain.dump();
-  json schema = post(server, "/v1/completions",
+  json schema = tests::post_json(server, "/v1/completions",
                      {{"prompt", "x"},
                       {"response_format",
                        {{"type", "json_schema"},
@@ -121,7 +112,7 @@ TEST(StructuredOutputHttp, JsonSchemaOutputsFollowTheSchema) {
   int whole = 0;
   // stories260K pads with whitespace wherever it may (runs of up to 20 bytes).
   for (int seed = 1; seed <= 4; ++seed) {
-    json r = post(server, "/v1/completions",
+    json r = tests::post_json(server, "/v1/completions",
                   {{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"temperature", 1.0}, {"seed", seed},
                    {"guided_json", schema}});
     const std::string text = r["choices"][0]["text"];
@@ -148,7 +139,7 @@ TEST(StructuredOutputHttp, GuidedChoiceGivesOneOfTheChoices) {
   const std::vector<std::string> choices = {"Lily", "Tom", "a big red dragon", "a big dog"};
   std::set<std::string> seen;
   for (int seed = 1; seed <= 12; ++seed) {
-    json r = post(server, "/v1/completions",
+    json r = tests::post_json(server, "/v1/completions",
                   {{"prompt", "Once upon a time there was"}, {"max_tokens", 32}, {"temperature", 1.5}, {"seed", seed},
                    {"guided_choice", choices}});
     const std::string text = r["choices"][0]["text"];
@@ -158,7 +149,7 @@ TEST(StructuredOutputHttp, GuidedChoiceGivesOneOfTheChoices) {
   }
   EXPECT_GT(seen.size(), 1u);  // sampled: not always the same
   // vLLM's newer form, greedy.
-  json r = post(server, "/v1/completions",
+  json r = tests::post_json(server, "/v1/completions",
                 {{"prompt", "Once upon a time there was"}, {"max_tokens", 32}, {"temperature", 0},
                  {"structured_outputs", {{"choice", {"yes", "no"}}}}});
   const std::string text = r["choices"][0]["text"];
@@ -170,7 +161,7 @@ TEST(StructuredOutputHttp, SmolLm2AnswersAsAJsonObject) {
   if (!model || !*model) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)";
   tests::ServeProcess server({"--max-model-len", "512"}, model);
   ASSERT_TRUE(server.wait_healthy()) << server.log();
-  json r = post(server, "/v1/chat/completions",
+  json r = tests::post_json(server, "/v1/chat/completions",
                 {{"messages", {{{"role", "user"}, {"content", "What is the capital of France? Answer in JSON."}}}},
                  {"max_tokens", 64},
                  {"temperature", 0},
@@ -186,7 +177,7 @@ TEST(StructuredOutputHttp, SmolLm2AnswersAsAJsonObject) {
                                        {"color", {{"enum", {"black", "white", "orange"}}}}}},
                        {"required", {"name", "age", "color"}},
                        {"additionalProperties", false}};
-  r = post(server, "/v1/chat/completions",
+  r = tests::post_json(server, "/v1/chat/completions",
            {{"messages", {{{"role", "user"}, {"content", "Describe a cat."}}}},
             {"max_tokens", 100},
             {"temperature", 0},
@@ -199,7 +190,7 @@ TEST(StructuredOutputHttp, SmolLm2AnswersAsAJsonObject) {
   EXPECT_TRUE(cat["name"].is_string() && cat["age"].is_number_integer()) << cat_text;
   EXPECT_TRUE(cat["color"] == "black" || cat["color"] == "white" || cat["color"] == "orange") << cat_text;
   // A choice.
-  r = post(server, "/v1/chat/completions",
+  r = tests::post_json(server, "/v1/chat/completions",
            {{"messages", {{{"role", "user"}, {"content", "Is Paris the capital of France? Answer yes or no."}}}},
             {"max_tokens", 8},
             {"temperature", 0},

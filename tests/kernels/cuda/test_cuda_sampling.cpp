@@ -40,6 +40,15 @@ int32_t host_argmax(const float* l, int64_t vocab) {
   return static_cast<int32_t>(best);
 }
 
+/// rows x vocab logits drawn from N(0, stddev) with `seed`.
+std::vector<float> normal_logits(int64_t rows, int64_t vocab, unsigned seed, float stddev) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, stddev);
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));
+  for (auto& v : logits) v = d(rng);
+  return logits;
+}
+
 struct Expected {
   int32_t token = -1;
   bool ambiguous = false;
@@ -117,10 +126,7 @@ class CudaSampling : public CudaTest {
 
 TEST_F(CudaSampling, ArgmaxTakesTheFirstOfTiesLikeTheCpuSampler) {
   const int64_t rows = 6, vocab = 50000;
-  std::mt19937 rng(1);
-  std::normal_distribution<float> d(0.0f, 3.0f);
-  std::vector<float> logits(static_cast<size_t>(rows * vocab));
-  for (auto& v : logits) v = d(rng);
+  std::vector<float> logits = normal_logits(rows, vocab, 1, 3.0f);
   logits[0 * vocab + 123] = logits[0 * vocab + 40000] = 100.0f;  // tie: 123 wins
   logits[1 * vocab + 49999] = 100.0f;                               // the last index
   logits[2 * vocab + 0] = 100.0f;                                   // the first index
@@ -148,10 +154,7 @@ TEST_F(CudaSampling, ArgmaxTakesTheFirstOfTiesLikeTheCpuSampler) {
 // the row came out as token 0. Such a row is greedy, whatever u and the filters say.
 TEST_F(CudaSampling, ATemperatureWhoseInverseOverflowsIsGreedy) {
   const int64_t rows = 4, vocab = 1000;
-  std::mt19937 rng(3);
-  std::normal_distribution<float> d(0.0f, 2.0f);
-  std::vector<float> logits(static_cast<size_t>(rows * vocab));
-  for (auto& v : logits) v = d(rng);
+  std::vector<float> logits = normal_logits(rows, vocab, 3, 2.0f);
   const int32_t best[rows] = {777, 1, 999, 500};
   for (int64_t r = 0; r < rows; ++r) logits[static_cast<size_t>(r * vocab + best[r])] = 50.0f;
   std::vector<SamplingRow> params(static_cast<size_t>(rows));

@@ -84,70 +84,24 @@ class CudaGraphTest : public ::testing::Test {
     ASSERT_TRUE(f.ok()) << f.status().to_string();
     source_ = std::make_unique<gguf::GgufModelSource>(std::shared_ptr<const gguf::GgufFile>(std::move(*f)));
   }
-  std::unique_ptr<CudaPlatform> platform_;
-  std::unique_ptr<gguf::GgufModelSource> source_;
-};
-
-TEST_F(CudaGraphTest, ReplaysComputeWhatTheEagerWorkerComputes) {
-  EngineConfig eager_config;
-  eager_config.compilation.enforce_eager = true;
-  auto graphed = start(*platform_, *source_, EngineConfig());
-  auto eager = start(*platform_, *source_, eager_config);
-  ASSERT_TRUE(graphed && eager);
-  auto* g = dynamic_cast<CudaWorker*>(graphed.get());
-  ASSERT_NE(g, nullptr);
-  EXPECT_EQ(g->cuda_graphs(), 5);  // 1, 2, 4, 8, 16
-  EXPECT_EQ(dynamic_cast<CudaWorker*>(eager.get())->cuda_graphs(), 0);
-  const int64_t vocab = graphed->model_info()->vocab_size;
-  for (int n : {1, 3, 8, 11, 16}) {
-    SCOPED_TRACE(n);
-    Sequences seqs(n);
-    for (int step = 0; step < 4; ++step) {
-      const ExecuteModelRequest req = seqs.step(step == 0);
-      auto want = eager->execute_model(req);
-      auto got = graphed->execute_model(req);
-      ASSERT_TRUE(want.ok() && got.ok()) << want.status().to_string() << got.status().to_string();
-      ASSERT_EQ(got->logits.size(), want->logits.size());
-      double worst = 0;
-      for (size_t j = 0; j < want->logits.size(); ++j)
-        worst = std::max(worst, std::fabs(double{got->logits[j]} - want->logits[j]));
-      EXPECT_LT(worst, 1e-3) << "step " << step;
-      for (int i = 0; i < n; ++i) {
-        const float* row = want->logits.data() + int64_t{i} * vocab;
-        seqs.tokens[static_cast<size_t>(i)].push_back(
-            static_cast<int32_t>(std::max_element(row, row + vocab) - row));
-      }
-    }
+  /// A worker with CUDA graphs (graphed_, also as g_) and an eager one on the same model.
+  void start_pair() {
+    EngineConfig eager_config;
+    eager_config.compilation.enforce_eager = true;
+    graphed_ = start(*platform_, *source_, EngineConfig());
+    eager_ = start(*platform_, *source_, eager_config);
+    ASSERT_TRUE(graphed_ && eager_);
+    g_ = dynamic_cast<CudaWorker*>(graphed_.get());
+    ASSERT_NE(g_, nullptr);
   }
-  EXPECT_EQ(g->cuda_graphs(), 5);  // nothing forced a recapture or turned them off
-}
 
-// Sleep frees the weights and the KV cache under the captured graphs; waking up (here from
-// another thread, whose current device the worker must not rely on) builds them again, and
-// the graphs are captured again on their next use and still compute what eager steps compute.
-TEST_F(CudaGraphTest, AfterSleepAndWakeUpOnAnotherThreadReplaysStillMatchEagerSteps) {
-  EngineConfig eager_config;
-  eager_config.compilation.enforce_eager = true;
-  auto graphed = start(*platform_, *source_, EngineConfig());
-  auto eager = start(*platform_, *source_, eager_config);
-  ASSERT_TRUE(graphed && eager);
-  auto* g = dynamic_cast<CudaWorker*>(graphed.get());
-  ASSERT_NE(g, nullptr);
-  ASSERT_EQ(g->cuda_graphs(), 5);
-  Status slept, woken;
-  std::thread([&] {
-    slept = g->sleep(1);
-    woken = g->wake_up({});
-  }).join();
-  ASSERT_TRUE(slept.ok()) << slept.to_string();
-  ASSERT_TRUE(woken.ok()) << woken.to_string();
-  const int64_t vocab = graphed->model_info()->vocab_size;
-  Sequences seqs(5);  // padded to the graph of 8
-  for (int step = 0; step < 3; ++step) {
-    SCOPED_TRACE(step);
-    const ExecuteModelRequest req = seqs.step(step == 0);
-    auto want = eager->execute_model(req);
-    auto got = graphed->execute_model(req);
+  /// One step of `seqs` on both workers: every logit within 1e-3, then each sequence
+  /// takes the eager step's argmax.
+  void step_both(Sequences& seqs, bool prefill) {
+    const int64_t vocab = graphed_->model_info()->vocab_size;
+    const ExecuteModelRequest req = seqs.step(prefill);
+    auto want = eager_->execute_model(req);
+    auto got = graphed_->execute_model(req);
     ASSERT_TRUE(want.ok() && got.ok()) << want.status().to_string() << got.status().to_string();
     ASSERT_EQ(got->logits.size(), want->logits.size());
     double worst = 0;
@@ -158,6 +112,47 @@ TEST_F(CudaGraphTest, AfterSleepAndWakeUpOnAnotherThreadReplaysStillMatchEagerSt
       const float* row = want->logits.data() + int64_t{i} * vocab;
       seqs.tokens[static_cast<size_t>(i)].push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
     }
+  }
+
+  std::unique_ptr<CudaPlatform> platform_;
+  std::unique_ptr<gguf::GgufModelSource> source_;
+  std::unique_ptr<Worker> graphed_, eager_;
+  CudaWorker* g_ = nullptr;
+};
+
+TEST_F(CudaGraphTest, ReplaysComputeWhatTheEagerWorkerComputes) {
+  ASSERT_NO_FATAL_FAILURE(start_pair());
+  EXPECT_EQ(g_->cuda_graphs(), 5);  // 1, 2, 4, 8, 16
+  EXPECT_EQ(dynamic_cast<CudaWorker*>(eager_.get())->cuda_graphs(), 0);
+  for (int n : {1, 3, 8, 11, 16}) {
+    SCOPED_TRACE(n);
+    Sequences seqs(n);
+    for (int step = 0; step < 4; ++step) {
+      SCOPED_TRACE(step);
+      ASSERT_NO_FATAL_FAILURE(step_both(seqs, step == 0));
+    }
+  }
+  EXPECT_EQ(g_->cuda_graphs(), 5);  // nothing forced a recapture or turned them off
+}
+
+// Sleep frees the weights and the KV cache under the captured graphs; waking up (here from
+// another thread, whose current device the worker must not rely on) builds them again, and
+// the graphs are captured again on their next use and still compute what eager steps compute.
+TEST_F(CudaGraphTest, AfterSleepAndWakeUpOnAnotherThreadReplaysStillMatchEagerSteps) {
+  ASSERT_NO_FATAL_FAILURE(start_pair());
+  auto* g = g_;
+  ASSERT_EQ(g->cuda_graphs(), 5);
+  Status slept, woken;
+  std::thread([&] {
+    slept = g->sleep(1);
+    woken = g->wake_up({});
+  }).join();
+  ASSERT_TRUE(slept.ok()) << slept.to_string();
+  ASSERT_TRUE(woken.ok()) << woken.to_string();
+  Sequences seqs(5);  // padded to the graph of 8
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    ASSERT_NO_FATAL_FAILURE(step_both(seqs, step == 0));
   }
   EXPECT_GE(g->cuda_graphs(), 1);  // captured again, not turned off
 }
