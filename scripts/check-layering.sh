@@ -5,6 +5,8 @@
 # SDK's dtype header), only actors/ and apps/ include CAF, only
 # platforms/cuda and kernels/cuda include CUDA/NCCL, only plugin_host/ calls
 # dlopen, and the public engine header (actors/engine.hpp) reaches no CAF.
+# The model runner (model_runner/, include/troupe/model_runner/) builds on the
+# SDK alone, and the SDK's contract never reaches it.
 # Prints every violation and exits 1 if there is any.
 set -uo pipefail
 cd "${1:-$(dirname "$0")/..}"
@@ -27,6 +29,8 @@ forbid() {
 
 inc='^\s*#\s*include\s*[<"]'
 forbid include sdk -- "$inc(runtime|actors|plugin_host|apps|platforms|kernels)/" "the SDK includes only itself"
+forbid model_runner -- "$inc(runtime|actors|plugin_host|apps|platforms|kernels)/" "the model runner builds on the SDK only"
+forbid sdk include/troupe/*.hpp -- "${inc}troupe/model_runner/" "the SDK's contract never includes the model runner (a library platforms may link)"
 forbid kernels -- "$inc(runtime|actors|plugin_host|apps|platforms)/" "kernels know only raw pointers and the SDK's dtypes"
 forbid platforms -- "$inc(runtime|actors|plugin_host|apps)/" "platforms build on the SDK and kernels only"
 forbid runtime -- "$inc(actors|plugin_host|apps|platforms|kernels)/" "runtime depends on the SDK only"

@@ -11,6 +11,7 @@
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/token_select.hpp"
 #include "troupe/dtype.hpp"
+#include "troupe/named_ops/named_ops.hpp"
 
 namespace troupe::cpu {
 namespace {
@@ -151,6 +152,16 @@ void CpuOps::dense_attention(const float* q, const float* k, const float* v, flo
     return;
   }
   pool_->parallel_for(items, run);
+}
+
+OpFn CpuOps::find_op(std::string_view name) const {
+  static const named_ops::Entry table[] = {
+      named_ops::entry<named_ops::SelectTokens>(
+          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
+            return static_cast<CpuOps&>(ops).select_tokens(logits, rows, vocab, params, out);
+          }),
+  };
+  return named_ops::lookup(table, name);
 }
 
 bool CpuOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,

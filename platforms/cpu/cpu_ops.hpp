@@ -39,7 +39,9 @@ class CpuOps final : public Ops {
   /// needs it here (the host sampler reads the logits in place); platform-check compares
   /// device platforms with it.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
-                     int32_t* out) override;
+                     int32_t* out);
+  /// Offers select_tokens (named_ops::SelectTokens).
+  OpFn find_op(std::string_view name) const override;
 
  private:
   kernels::cpu::ThreadPool* pool_;

@@ -10,6 +10,7 @@
 #include "kernels/cuda/encoder.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/sampling.hpp"
+#include "troupe/named_ops/named_ops.hpp"
 
 namespace troupe::cuda {
 
@@ -174,6 +175,16 @@ bool all_greedy(const TokenSelection* params, int64_t rows) {
 bool selects_on_device(const TokenSelection* params, int64_t rows, int64_t vocab) {
   if (rows <= 0 || vocab <= 0 || rows > INT_MAX || vocab > INT_MAX) return false;
   return all_greedy(params, rows) || kc::sampling_fits(rows, vocab);
+}
+
+OpFn CudaOps::find_op(std::string_view name) const {
+  static const named_ops::Entry table[] = {
+      named_ops::entry<named_ops::SelectTokens>(
+          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
+            return static_cast<CudaOps&>(ops).select_tokens(logits, rows, vocab, params, out);
+          }),
+  };
+  return named_ops::lookup(table, name);
 }
 
 bool CudaOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,

@@ -49,7 +49,9 @@ class CudaOps final : public Ops {
   /// rows' parameters staged; its workspace grows with rows x vocab and is kept. False (the
   /// host samples) when selects_on_device says no: rows x vocab beyond INT_MAX.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
-                     int32_t* out) override;
+                     int32_t* out);
+  /// Offers select_tokens (named_ops::SelectTokens).
+  OpFn find_op(std::string_view name) const override;
 
   CudaContext& context() const { return *ctx_; }
 

@@ -1,4 +1,4 @@
-// Ops::select_tokens of the target against the reference's (the CPU's
+// The named op select_tokens (named_ops::SelectTokens) of the target against the reference's (the CPU's
 // kernels/cpu/token_select): greedy rows with ties, and random rows under
 // temperature, min_p, top_k and top_p with a fixed draw. The chosen ids must be
 // equal. A platform that does not offer it is reported as not offered: the
@@ -10,6 +10,7 @@
 
 #include "runtime/conformance/check_util.hpp"
 #include "runtime/conformance/random_data.hpp"
+#include "troupe/named_ops/named_ops.hpp"
 
 namespace troupe::conformance {
 namespace {
@@ -19,7 +20,8 @@ Result<std::vector<float>> select(Session& s, const std::vector<float>& logits, 
                                   const std::vector<TokenSelection>& params, bool* offered) {
   CONFORMANCE_ASSIGN(ld, s.put(logits));
   CONFORMANCE_ASSIGN(out, s.scratch(rows * static_cast<int64_t>(sizeof(int32_t))));
-  if (!s.ops().select_tokens(ld, rows, vocab, params.data(), static_cast<int32_t*>(out))) {
+  const auto select_tokens = named_ops::find<named_ops::SelectTokens>(s.ops());
+  if (!select_tokens || !select_tokens(s.ops(), ld, rows, vocab, params.data(), static_cast<int32_t*>(out))) {
     if (offered) *offered = false;
     return not_supported("select_tokens is not offered by platform " + s.platform().device_type());
   }

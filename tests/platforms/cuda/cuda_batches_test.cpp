@@ -25,7 +25,7 @@
 #include "runtime/gguf/gguf_file.hpp"
 #include "runtime/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
-#include "troupe/model_runner_worker.hpp"
+#include "troupe/model_runner/model_runner_worker.hpp"
 
 namespace troupe::cuda {
 namespace {

@@ -1,4 +1,8 @@
-// ModelRunnerWorker: the Worker contract over any Platform's factories. It
+// ModelRunnerWorker: the Worker contract over any Platform's factories. It is
+// not part of the SDK's contract: it lives in the model runner library
+// (troupe_model_runner, static), which a platform links into its plugin, so its
+// members and private helpers never enter the SDK fingerprint. A platform may
+// instead bring a Worker of its own (vLLM's worker_cls). It
 // asks its platform for the communicator, ops, attention backend and device
 // allocator (never builds them itself), builds the model through
 // ModelRegistry, and runs one forward pass per step, copying logits out of
@@ -15,7 +19,7 @@
 // parallelism) is refused as not implemented yet.
 // When the step asks for it (ExecuteModelRequest::token_selection) and the
 // platform's memory is not the host's, the driver chooses the tokens on the
-// device (Ops::select_tokens) and copies out only their ids; a platform that does
+// device (the named op select_tokens) and copies out only their ids; a platform that does
 // not offer it has its logits copied out as before.
 #pragma once
 
@@ -30,6 +34,7 @@
 #include "troupe/device_memory.hpp"
 #include "troupe/extensions.hpp"
 #include "troupe/lora.hpp"
+#include "troupe/model_runner/lora_adapter_set.hpp"
 #include "troupe/metered_communicator.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/platform.hpp"
@@ -51,14 +56,14 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   /// the device's total memory less what is in use now (vLLM's rule), from memory_info().
   Result<int64_t> determine_available_memory() override;
   Status initialize_from_config(const KvCacheConfig& config) override;
-  Status initialize_cache(int64_t num_blocks) override;
   /// One dummy step: pages the weights in and warms the kernels.
   Status compile_or_warm_up_model() override;
   Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest& request) override;
   /// Keeps the output's buffers for the next step (no logits allocation per step).
   void recycle_output(ModelRunnerOutput&& used) override;
   const ModelInfo* model_info() const override { return model_ ? &model_->info() : nullptr; }
-  Status execute_dummy_batch() override;
+  /// Runs a batch of dummy tokens (dummy_batch()).
+  Status execute_dummy_batch();
   /// The batch execute_dummy_batch runs: one sequence of min(block_size,
   /// max_num_batched_tokens) tokens (token 0) in block 0. Public so that a platform's tests
   /// can check it against a cache geometry without a device.

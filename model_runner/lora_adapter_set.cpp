@@ -1,4 +1,4 @@
-#include "troupe/lora.hpp"
+#include "troupe/model_runner/lora_adapter_set.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -1,10 +1,11 @@
-#include "troupe/model_runner_worker.hpp"
+#include "troupe/model_runner/model_runner_worker.hpp"
 
 #include <algorithm>
 #include <string>
 
 #include "troupe/log.hpp"
 #include "troupe/model_registry.hpp"
+#include "troupe/named_ops/named_ops.hpp"
 
 namespace troupe {
 
@@ -147,14 +148,6 @@ Status ModelRunnerWorker::initialize_from_config(const KvCacheConfig& config) {
   mine.num_layers = want->num_layers;
   TROUPE_RETURN_IF_ERROR(attention_->allocate(mine, config.num_blocks));
   kv_config_ = KvCacheConfig{mine, config.num_blocks};
-  return {};
-}
-
-Status ModelRunnerWorker::initialize_cache(int64_t num_blocks) {
-  auto spec = get_kv_cache_spec();
-  if (!spec.ok()) return spec.status();
-  TROUPE_RETURN_IF_ERROR(attention_->allocate(*spec, num_blocks));
-  kv_config_ = KvCacheConfig{*spec, num_blocks};
   return {};
 }
 
@@ -311,8 +304,9 @@ Status ModelRunnerWorker::forward_on_device(const ExecuteModelRequest& request, 
   TROUPE_RETURN_IF_ERROR(run_forward(batch, device_out_.data()));
   if (static_cast<int64_t>(request.token_selection.size()) == rows) {
     TROUPE_RETURN_IF_ERROR(device_tokens_.reserve(*allocator_, rows));
-    if (ops_->select_tokens(device_out_.data(), rows, out.vocab_size, request.token_selection.data(),
-                            device_tokens_.data())) {
+    const auto select_tokens = named_ops::find<named_ops::SelectTokens>(*ops_);
+    if (select_tokens && select_tokens(*ops_, device_out_.data(), rows, out.vocab_size,
+                                       request.token_selection.data(), device_tokens_.data())) {
       out.sampled_token_ids.resize(static_cast<size_t>(rows));
       return allocator_->copy(out.sampled_token_ids.data(), device_tokens_.data(),
                               rows * static_cast<int64_t>(sizeof(int32_t)), CopyKind::device_to_host);
