@@ -10,7 +10,7 @@
 
 #include "apps/command.hpp"
 #include "apps/load_format_options.hpp"
-#include "runtime/dummy/dummy_model.hpp"
+#include "runtime/model_files/dummy/dummy_model.hpp"
 
 namespace troupe::apps {
 namespace {

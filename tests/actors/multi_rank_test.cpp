@@ -20,10 +20,10 @@
 #include "actors/messages.hpp"
 #include "actors/status_error.hpp"
 #include "actors/worker_actor.hpp"
-#include "runtime/engine/kv_cache_setup.hpp"
-#include "runtime/engine/worker_runner.hpp"
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/core/engine_core/kv_cache_setup.hpp"
+#include "runtime/rank/runner/worker_runner.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -10,11 +10,11 @@
 
 #include "platforms/cpu/cpu_platform.hpp"  // CountingPlatform wraps it (troupe_platform_cpu_impl)
 #include "platforms/cpu/cpu_worker.hpp"    // CpuWorker over a platform of the test's own
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/loaded_worker.hpp"
-#include "tests/runtime/gguf/gguf_writer.hpp"
+#include "tests/runtime/model_files/gguf/gguf_writer.hpp"
 #include "troupe/worker.hpp"
 
 namespace troupe {

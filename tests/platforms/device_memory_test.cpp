@@ -9,8 +9,8 @@
 #include <map>
 #include <memory>
 
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/model_runner/model_runner_worker.hpp"

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/loaded_worker.hpp"
 #include "troupe/extensions.hpp"
