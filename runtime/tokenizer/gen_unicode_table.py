@@ -3,7 +3,8 @@
 pre-tokenizers need (letter = \\p{L}, number = \\p{N}, whitespace = \\s).
 
 Usage: python3 gen_unicode_table.py > unicode_table.cpp
-Uses Python's unicodedata (the Unicode version is written into the file).
+Uses Python's unicodedata (the Unicode version is written into the file);
+run it with Python 3.13 (Unicode 15.1, the version llama.cpp b11434's tables have).
 """
 import sys
 import unicodedata

@@ -12,13 +12,12 @@ namespace {
 enum class Cls : uint8_t { none, letter, number, space, other };
 
 // Text as code points plus their classes; scanners return chunk lengths in code points.
+// As llama.cpp's unicode_regex_split, an invalid UTF-8 byte is U+FFFD from here on.
 struct Scan {
   std::vector<uint32_t> cps;
-  std::vector<size_t> offsets;  // byte offset of each code point
   std::vector<Cls> cls;
 
-  explicit Scan(std::string_view text) {
-    utf8_decode_with_offsets(text, &cps, &offsets);
+  explicit Scan(std::string_view text) : cps(utf8_to_codepoints_replacing(text)) {
     cls.reserve(cps.size());
     for (uint32_t cp : cps) {
       const uint8_t f = codepoint_flags(cp);
@@ -139,12 +138,13 @@ std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text) {
     case PreTokenizer::llama3: split_llama3(s, 0, s.cps.size(), 3, &spans); break;
     case PreTokenizer::qwen2: split_llama3(s, 0, s.cps.size(), 1, &spans); break;
   }
+  // Chunks are the code points encoded again (llama.cpp's words), so invalid
+  // bytes come out as U+FFFD and overlong forms in their shortest encoding.
   std::vector<std::string> chunks;
   chunks.reserve(spans.size());
   for (const auto& [a, b] : spans) {
-    const size_t from = s.offsets[a];
-    const size_t to = b < s.offsets.size() ? s.offsets[b] : text.size();
-    chunks.emplace_back(text.substr(from, to - from));
+    std::string& chunk = chunks.emplace_back();
+    for (size_t k = a; k < b; ++k) append_utf8(s.cps[k] <= 0x10FFFF ? s.cps[k] : 0xFFFD, &chunk);
   }
   return chunks;
 }

@@ -33,6 +33,10 @@ size_t utf8_len(unsigned char lead);
 /// Decode `text` into code points; invalid sequences become one code point per byte (the byte value).
 std::vector<uint32_t> utf8_to_codepoints(std::string_view text);
 /// Decode the code points of `text` together with the byte offset where each one starts.
+/// Decode as llama.cpp's unicode_cpts_from_utf8: an invalid or truncated
+/// sequence becomes U+FFFD and decoding goes on at the next byte; overlong
+/// forms and surrogates decode as they are.
+std::vector<uint32_t> utf8_to_codepoints_replacing(std::string_view text);
 void utf8_decode_with_offsets(std::string_view text, std::vector<uint32_t>* cps, std::vector<size_t>* offsets);
 void append_utf8(uint32_t cp, std::string* out);
 

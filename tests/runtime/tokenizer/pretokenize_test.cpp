@@ -45,13 +45,17 @@ TEST(PreTokenize, Qwen2DigitsAreSingle) {
   EXPECT_EQ(pre_tokenize(PreTokenizer::qwen2, "x 12345"), (Chunks{"x", " ", "1", "2", "3", "4", "5"}));
 }
 
-TEST(PreTokenize, InvalidUtf8IsKept) {
+// As llama.cpp's unicode_cpts_from_utf8: each invalid byte (a stray
+// continuation, a lead byte without its continuations) is one U+FFFD.
+TEST(PreTokenize, InvalidUtf8BecomesReplacementCharacters) {
+  const std::string fffd = "\xEF\xBF\xBD";
   for (auto p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::llama3, PreTokenizer::qwen2}) {
-    const std::string text = "a\xFF\xC3 b\xE2\x82";
     std::string joined;
-    for (const auto& c : pre_tokenize(p, text)) joined += c;
-    EXPECT_EQ(joined, text);
+    for (const auto& c : pre_tokenize(p, "a\xFF\xC3 b\xE2\x82")) joined += c;
+    EXPECT_EQ(joined, "a" + fffd + fffd + " b" + fffd + fffd);
   }
+  // Valid text comes back as it was; U+FFFD is punctuation-like ("other"), not a letter.
+  EXPECT_EQ(pre_tokenize(PreTokenizer::llama3, "x\xC3\xA9\xFF!"), (Chunks{"x\xC3\xA9", fffd + "!"}));
 }
 
 TEST(PreTokenize, ByteLevelMapping) {
