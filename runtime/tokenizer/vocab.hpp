@@ -65,6 +65,10 @@ struct Vocab {
   int32_t sep_id = -1;   // WordPiece: [SEP], appended by encode(add_special) when add_sep
   int32_t cls_id = -1;   // WordPiece: [CLS] (also bos_id, which encode(add_special) prepends)
   int32_t mask_id = -1;  // WordPiece: [MASK]
+  // Fill-in-the-middle tokens (tokenizer.ggml.fim_*_token_id); found by their
+  // text when absent, as llama.cpp does. pad, rep and sep end generation.
+  int32_t fim_pre_id = -1, fim_suf_id = -1, fim_mid_id = -1;
+  int32_t fim_pad_id = -1, fim_rep_id = -1, fim_sep_id = -1;
   bool add_bos = false;
   bool add_eos = false;
   bool add_sep = false;
