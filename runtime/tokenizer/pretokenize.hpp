@@ -1,5 +1,5 @@
 // Hand-written scanners equivalent to the pre-tokenizer regexes of byte-level
-// BPE vocabularies (GPT-2, SmolLM, Llama-3, Qwen2). They split text into the
+// BPE vocabularies (GPT-2, SmolLM, Llama-3, Qwen2, Qwen3.5). They split text into the
 // chunks that BPE merges never cross.
 #pragma once
 

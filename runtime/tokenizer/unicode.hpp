@@ -20,9 +20,9 @@ extern const CodepointRange kRanges[];
 extern const size_t kRangeCount;
 }  // namespace unicode_detail
 
-enum CodepointFlag : uint8_t { kLetter = 1, kNumber = 2, kWhitespace = 4 };
+enum CodepointFlag : uint8_t { kLetter = 1, kNumber = 2, kWhitespace = 4, kMark = 8 };
 
-/// Category flags of `cp` (0 for everything that is not a letter, number or space).
+/// Category flags of `cp` (0 for everything that is not a letter, number, space or mark).
 uint8_t codepoint_flags(uint32_t cp);
 inline bool is_letter(uint32_t cp) { return codepoint_flags(cp) & kLetter; }
 inline bool is_number(uint32_t cp) { return codepoint_flags(cp) & kNumber; }

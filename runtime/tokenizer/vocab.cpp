@@ -18,8 +18,9 @@ Result<PreTokenizer> parse_pre_tokenizer(const std::string& pre) {
   for (const char* name : {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez"}) {
     if (pre == name) return PreTokenizer::qwen2;
   }
+  if (pre == "qwen35") return PreTokenizer::qwen35;
   return not_supported(fmt::format(
-      "pre-tokenizer '{}' is not supported (known: gpt-2, smollm, llama-bpe/llama3, qwen2)", pre));
+      "pre-tokenizer '{}' is not supported (known: gpt-2, smollm, llama-bpe/llama3, qwen2, qwen35)", pre));
 }
 
 Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {

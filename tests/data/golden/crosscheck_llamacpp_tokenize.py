@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Cross-check llamacpp_tokenize_{llama-bpe,qwen2}.json against independent
-tokenizers: Hugging Face `tokenizers` on Llama 3's tokenizer.json, and OpenAI's
-`tiktoken` on Qwen's own BPE ranks with Qwen's pre-tokenizer regex. Prints the
+"""Cross-check llamacpp_tokenize_{llama-bpe,qwen2,qwen35}.json against
+independent tokenizers: Hugging Face `tokenizers` on Llama 3's tokenizer.json,
+and OpenAI's `tiktoken` on Qwen's own BPE ranks with Qwen2's and Qwen3.5's
+pre-tokenizer regexes. Prints the
 cases where they disagree; exits 1 when any valid-UTF-8 case does.
 
     pip install tokenizers==0.23.3 tiktoken==0.14.0
@@ -27,6 +28,8 @@ import sys
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+QWEN35_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+                  r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -68,9 +71,12 @@ def main():
             ranks[base64.b64decode(token)] = int(rank)
     specials = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
     qwen = tiktoken.Encoding("qwen", pat_str=QWEN_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    qwen35 = tiktoken.Encoding("qwen35", pat_str=QWEN35_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
     bad = compare("tokenizers on Llama 3's tokenizer.json", "llama-bpe",
                   lambda t: llama3.encode(t, add_special_tokens=True).ids)
     bad += compare("tiktoken on qwen.tiktoken", "qwen2", lambda t: qwen.encode(t, allowed_special="all"))
+    bad += compare("tiktoken on qwen.tiktoken, Qwen3.5's regex", "qwen35",
+                   lambda t: qwen35.encode(t, allowed_special="all"))
     sys.exit(1 if bad else 0)
 
 

