@@ -36,6 +36,21 @@ const std::vector<const char*> kFimPadTexts = {"<|fim_pad|>", "<fim-pad>", "<fim
 const std::vector<const char*> kFimRepTexts = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 const std::vector<const char*> kFimSepTexts = {"<|file_sep|>"};
 
+// The byte of a byte token "<0xNN>" (empty when the text is not of that form).
+std::string byte_token_piece(const std::string& text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
+    const int hi = hex(text[3]), lo = hex(text[4]);
+    if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
+  }
+  return {};
+}
+
 bool is_control_like(TokenType t) {
   return t == TokenType::control || t == TokenType::unknown;
 }
@@ -322,23 +337,11 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
       }
       return r;
     }
-    if (t == TokenType::byte) {
-      // "<0xNN>"
-      auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        return -1;
-      };
-      if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
-        const int hi = hex(text[3]), lo = hex(text[4]);
-        if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
-      }
-      return {};
-    }
+    if (t == TokenType::byte) return byte_token_piece(text);
     return {};  // unused / undefined: suppressed like llama.cpp
   }
   if (t == TokenType::normal) return bpe_text_to_bytes(text);
+  if (t == TokenType::byte) return byte_token_piece(text);  // as llama.cpp (Gemma 4 style byte fallback)
   return {};
 }
 
