@@ -1,6 +1,7 @@
 #include "runtime/tokenizer/tokenizer.hpp"
 
 #include <algorithm>
+#include <bitset>
 #include <cstdio>
 
 #include "runtime/tokenizer/unicode.hpp"
@@ -242,10 +243,22 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   };
   std::vector<Fragment> frags;
   if (!text.empty()) frags.push_back({-1, 0, text.size()});
+  // A token can only match where its first two bytes stand side by side in the
+  // text: the text's byte pairs rule out most of a large vocabulary's special
+  // tokens (Gemma's 6000 <unusedN>) before any search.
+  std::bitset<256> bytes;
+  std::bitset<65536> pairs;
+  for (size_t i = 0; i < text.size(); ++i) {
+    bytes.set(static_cast<uint8_t>(text[i]));
+    if (i + 1 < text.size()) pairs.set(static_cast<uint8_t>(text[i]) << 8 | static_cast<uint8_t>(text[i + 1]));
+  }
   for (int32_t id : special_tokens_) {
     const TokenType t = vocab_.types[id];
     if (!parse_special && is_control_like(t)) continue;
     const std::string& tt = vocab_.tokens[id];
+    const bool may_match = tt.size() == 1 ? bytes.test(static_cast<uint8_t>(tt[0]))
+                                          : pairs.test(static_cast<uint8_t>(tt[0]) << 8 | static_cast<uint8_t>(tt[1]));
+    if (!may_match || text.find(tt) == std::string_view::npos) continue;  // then in no fragment either
     std::vector<Fragment> next;
     next.reserve(frags.size());
     for (const Fragment& f : frags) {
