@@ -14,6 +14,9 @@ gemma-3-270m. llamacpp_tokenize_cases.cpp (beside this file) is compiled
 against libllama and does the tokenizing: llama_tokenize with add_special,
 without and with parse_special, and llama_token_to_piece (special) of the ids.
 
+"vocab_flags": bos, eos, add_bos, add_eos, and as [first, last] id runs the
+tokens llama.cpp treats as end-of-generation ("eog"), control or unknown
+("special") and user-defined ("user_defined").
 Each case: "text" (or "text_hex" when it is not valid UTF-8), "ids",
 "ids_special", "pieces" (or "pieces_hex"): the pieces of "ids" concatenated.
 """
@@ -111,6 +114,13 @@ def run_llamacpp(tool, gguf, texts):
     payload = b"".join(str(len(t)).encode() + b"\n" + t for t in texts)
     out = subprocess.run([tool, gguf], input=payload, stdout=subprocess.PIPE, check=True).stdout.decode()
     lines = out.splitlines()
+    info = {}
+    for key in ("bos", "eos", "add_bos", "add_eos", "eog", "special", "user_defined"):
+        name, *values = lines.pop(0).split()
+        assert name == key, (name, key)
+        values = [int(v) for v in values]
+        info[key] = ranges(values) if key in ("eog", "special", "user_defined") else values[0]
+    info["add_bos"], info["add_eos"] = bool(info["add_bos"]), bool(info["add_eos"])
     assert len(lines) == 3 * len(texts), (len(lines), len(texts))
     cases = []
     for i, t in enumerate(texts):
@@ -129,7 +139,18 @@ def run_llamacpp(tool, gguf, texts):
         except UnicodeDecodeError:
             case["pieces_hex"] = pieces.hex()
         cases.append(case)
-    return cases
+    return info, cases
+
+
+def ranges(ids):
+    """Sorted ids as [first, last] runs (Gemma has 6000 consecutive <unusedN> controls)."""
+    out = []
+    for i in ids:
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
 
 
 def main():
@@ -159,8 +180,10 @@ def main():
                           "(special=true) of ids, concatenated",
                 "vocab": os.path.basename(gguf),
                 "generator": "tests/data/golden/gen_llamacpp_tokenize_cases.py",
-                "cases": run_llamacpp(tool, gguf, texts),
             }
+            info, cases = run_llamacpp(tool, gguf, texts)
+            doc["vocab_flags"] = info
+            doc["cases"] = cases
             path = os.path.join(HERE, "llamacpp_tokenize_%s.json" % name)
             with open(path, "w", encoding="utf-8") as f:  # one case per line
                 cases = doc.pop("cases")

@@ -2,6 +2,10 @@
 // tokenizes texts with llama.cpp's libllama, as llama_tokenize does for a
 // server prompt, and prints what it got.
 //   llamacpp_tokenize_cases VOCAB.gguf < texts
+// stdout starts with the vocabulary's flags, one line each: "bos N", "eos N",
+// "add_bos 0|1", "add_eos 0|1", and the ids that llama_vocab_is_eog calls
+// end-of-generation ("eog ..."), whose attributes have CONTROL or UNKNOWN
+// ("special ...") and USER_DEFINED ("user_defined ...").
 // stdin: each text as "<byte count>\n<bytes>". stdout: per text three lines,
 // "ids <id>..." (add_special, parse_special=false), "ids_special <id>..."
 // (add_special, parse_special=true) and "pieces <hex>" (llama_token_to_piece
@@ -56,6 +60,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   const llama_vocab* vocab = llama_model_get_vocab(model);
+  std::printf("bos %d\neos %d\nadd_bos %d\nadd_eos %d\n", llama_vocab_bos(vocab), llama_vocab_eos(vocab),
+              llama_vocab_get_add_bos(vocab) ? 1 : 0, llama_vocab_get_add_eos(vocab) ? 1 : 0);
+  std::vector<llama_token> eog, special, user_defined;
+  for (llama_token id = 0; id < llama_vocab_n_tokens(vocab); ++id) {
+    const int attr = llama_vocab_get_attr(vocab, id);
+    if (llama_vocab_is_eog(vocab, id)) eog.push_back(id);
+    if (attr & (LLAMA_TOKEN_ATTR_CONTROL | LLAMA_TOKEN_ATTR_UNKNOWN)) special.push_back(id);
+    if (attr & LLAMA_TOKEN_ATTR_USER_DEFINED) user_defined.push_back(id);
+  }
+  print_ids("eog", eog);
+  print_ids("special", special);
+  print_ids("user_defined", user_defined);
   std::string line;
   while (std::getline(std::cin, line)) {
     std::string text(std::stoul(line), '\0');

@@ -55,6 +55,8 @@ TEST_P(BpeVocab, MatchesLlamaCppTestVectors) {
 // vocabulary asks, and the text of the pieces.
 TEST_P(BpeVocab, MatchesLlamaCppCorpus) { testing::check_llamacpp_golden(*tok_, GetParam()); }
 
+TEST_P(BpeVocab, FlagsMatchLlamaCpp) { testing::check_llamacpp_vocab_flags(*tok_, GetParam()); }
+
 INSTANTIATE_TEST_SUITE_P(LlamaCppVocab, BpeVocab, ::testing::Values("qwen2", "qwen35", "llama-bpe"),
                          [](const auto& info) -> std::string {
                            return info.param == "qwen2" ? "Qwen2" : info.param == "qwen35" ? "Qwen35" : "LlamaBpe";

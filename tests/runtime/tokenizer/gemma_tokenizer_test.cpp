@@ -40,6 +40,8 @@ Tokenizer* Gemma3::tok_ = nullptr;
 
 TEST_F(Gemma3, MatchesLlamaCppCorpus) { testing::check_llamacpp_golden(*tok_, "gemma3"); }
 
+TEST_F(Gemma3, FlagsMatchLlamaCpp) { testing::check_llamacpp_vocab_flags(*tok_, "gemma3"); }
+
 TEST_F(Gemma3, VocabularyFlags) {
   EXPECT_EQ(tok_->model_type(), "spm");
   EXPECT_EQ(tok_->vocab_size(), 262144);

@@ -1,11 +1,13 @@
 // Checks a tokenizer against tests/data/golden/llamacpp_tokenize_*.json:
 // llama.cpp b11434's ids for a corpus (gen_llamacpp_tokenize_cases.py), with
-// and without special-token parsing, and the text of its pieces.
+// and without special-token parsing, the text of its pieces, and the
+// vocabulary's flags (BOS/EOS, end-of-generation, control, user-defined).
 #pragma once
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -35,11 +37,52 @@ inline std::string text_field(const nlohmann::json& c, const std::string& key) {
   return from_hex(c[key + "_hex"].get<std::string>());
 }
 
-inline void check_llamacpp_golden(const Tokenizer& tok, const std::string& name) {
+inline nlohmann::json load_llamacpp_golden(const std::string& name) {
   const std::string path = std::string(TROUPE_TEST_DATA_DIR) + "/golden/llamacpp_tokenize_" + name + ".json";
   std::ifstream f(path);
-  ASSERT_TRUE(f) << "missing " << path;
-  const auto golden = nlohmann::json::parse(f);
+  EXPECT_TRUE(f) << "missing " << path;
+  return f ? nlohmann::json::parse(f) : nlohmann::json::object();
+}
+
+// [[first, last], ...] runs of ids, expanded.
+inline std::vector<int32_t> expand_runs(const nlohmann::json& runs) {
+  std::vector<int32_t> ids;
+  for (const auto& r : runs) {
+    for (int32_t id = r[0].get<int32_t>(); id <= r[1].get<int32_t>(); ++id) ids.push_back(id);
+  }
+  return ids;
+}
+
+// BOS/EOS and their add flags, and which tokens end generation, are control
+// (or unknown) and are user-defined, as llama.cpp decided them on loading.
+// A llama.cpp token can be user-defined and control at once (it makes Gemma's
+// "</s>" an end-of-generation control); it then behaves as a control token,
+// which is what troupe's one type per token holds.
+inline void check_llamacpp_vocab_flags(const Tokenizer& tok, const std::string& name) {
+  const auto golden = load_llamacpp_golden(name);
+  ASSERT_TRUE(golden.contains("vocab_flags"));
+  const auto& flags = golden["vocab_flags"];
+  EXPECT_EQ(tok.bos_id(), flags["bos"].get<int32_t>());
+  EXPECT_EQ(tok.eos_id(), flags["eos"].get<int32_t>());
+  EXPECT_EQ(tok.add_bos(), flags["add_bos"].get<bool>());
+  EXPECT_EQ(tok.vocab().add_eos, flags["add_eos"].get<bool>());
+  EXPECT_EQ(tok.eog_ids(), expand_runs(flags["eog"]));
+  const auto special = expand_runs(flags["special"]);
+  std::vector<int32_t> got_special, got_user_defined, want_user_defined;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (tok.is_special(id)) got_special.push_back(id);
+    if (tok.vocab().types[id] == TokenType::user_defined) got_user_defined.push_back(id);
+  }
+  for (int32_t id : expand_runs(flags["user_defined"])) {
+    if (!std::binary_search(special.begin(), special.end(), id)) want_user_defined.push_back(id);
+  }
+  EXPECT_EQ(got_special, special);
+  EXPECT_EQ(got_user_defined, want_user_defined);
+}
+
+inline void check_llamacpp_golden(const Tokenizer& tok, const std::string& name) {
+  const auto golden = load_llamacpp_golden(name);
+  ASSERT_TRUE(golden.contains("cases"));
   ASSERT_GE(golden["cases"].size(), 100u);
   int failures = 0;
   for (const auto& c : golden["cases"]) {
