@@ -124,6 +124,11 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
   if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_sep_token")) v.add_sep = *b;
+  if (v.kind == VocabKind::wpm) {
+    // llama.cpp's BertNormalizer options: strip_accents follows lowercase unless given.
+    v.wpm.lowercase = file.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+    v.wpm.strip_accents = file.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(v.wpm.lowercase);
+  }
   return v;
 }
 

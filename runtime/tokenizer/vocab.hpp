@@ -31,8 +31,9 @@ enum class PreTokenizer { gpt2, smollm, llama3, qwen2, qwen35 };
 struct WordPieceConfig {
   /// bert: Hugging Face's BertNormalizer (the four options below) then
   /// BertPreTokenizer (split on whitespace; each punctuation character is a
-  /// word). llama_cpp: llama.cpp's WPM preprocessing, which its test vectors
-  /// follow: the first code point of each character's NFD, simple lowercase,
+  /// word). llama_cpp: llama.cpp b11434's WPM preprocessing, which its test
+  /// vectors follow: with strip_accents the first code point of each
+  /// character's NFD and no combining marks, simple lowercase when lowercase,
   /// controls dropped, punctuation, ASCII symbols and CJK ideographs as words.
   enum class Normalizer { bert, llama_cpp };
   Normalizer normalizer = Normalizer::bert;

@@ -63,7 +63,7 @@ TEST(TokenizerVocab, LlamaSpmMatchesLlamaCpp) { check_vocab("llama-spm", Roundtr
 // llama.cpp b11434 (libllama) on the wider corpus of tests/data/golden, and the
 // flags it gives these vocabularies on loading.
 TEST(TokenizerVocab, MatchesLlamaCppCorpus) {
-  for (const char* name : {"llama-spm", "gpt-2"}) {
+  for (const char* name : {"llama-spm", "gpt-2", "bert-bge"}) {
     SCOPED_TRACE(name);
     auto tok = load(kData + "/vocab/ggml-vocab-" + name + ".gguf");
     ASSERT_NE(tok, nullptr);
