@@ -17,7 +17,8 @@ normalizers that unicode_table.cpp lacks.
 
 Usage: python3 gen_unicode_bert_table.py tables > unicode_bert_table.cpp
        python3 gen_unicode_bert_table.py nfd > unicode_bert_nfd_table.cpp
-Uses Python's unicodedata (its Unicode version is written into the file) and
+Uses Python's unicodedata (its Unicode version is written into the file; run
+it with Python 3.13, Unicode 15.1, the version of llama.cpp b11434's tables) and
 perl (Unicode::UCD ships with it) for the Unicode 8.0 subset.
 """
 import sys

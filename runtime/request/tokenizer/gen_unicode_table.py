@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Generate unicode_table.cpp: code point ranges with the flags the
-pre-tokenizers need (letter = \\p{L}, number = \\p{N}, whitespace = \\s).
+pre-tokenizers need (letter = \\p{L}, number = \\p{N}, whitespace = \\s,
+mark = \\p{M}).
 
 Usage: python3 gen_unicode_table.py > unicode_table.cpp
-Uses Python's unicodedata (the Unicode version is written into the file).
+Uses Python's unicodedata (the Unicode version is written into the file);
+run it with Python 3.13 (Unicode 15.1, the version llama.cpp b11434's tables have).
 """
 import sys
 import unicodedata
 
-LETTER, NUMBER, SPACE = 1, 2, 4
+LETTER, NUMBER, SPACE, MARK = 1, 2, 4, 8
 # The Unicode White_Space property (what \s means in the reference regexes).
 WHITE_SPACE = set(range(0x09, 0x0E)) | {0x20, 0x85, 0xA0, 0x1680, 0x2028, 0x2029,
                                         0x202F, 0x205F, 0x3000} | set(range(0x2000, 0x200B))
@@ -21,6 +23,8 @@ def flags_of(cp):
         f |= LETTER
     elif cat[0] == "N":
         f |= NUMBER
+    elif cat[0] == "M":
+        f |= MARK
     if cp in WHITE_SPACE:
         f |= SPACE
     return f

@@ -12,17 +12,18 @@ namespace {
 enum class Cls : uint8_t { none, letter, number, space, other };
 
 // Text as code points plus their classes; scanners return chunk lengths in code points.
+// As llama.cpp's unicode_regex_split, an invalid UTF-8 byte is U+FFFD from here on.
 struct Scan {
   std::vector<uint32_t> cps;
-  std::vector<size_t> offsets;  // byte offset of each code point
   std::vector<Cls> cls;
 
-  explicit Scan(std::string_view text) {
-    utf8_decode_with_offsets(text, &cps, &offsets);
+  // marks_are_letters: Qwen3.5's [\p{L}\p{M}]+, where a combining mark counts as a letter.
+  Scan(std::string_view text, bool marks_are_letters) : cps(utf8_to_codepoints_replacing(text)) {
+    const uint8_t letter = marks_are_letters ? kLetter | kMark : kLetter;
     cls.reserve(cps.size());
     for (uint32_t cp : cps) {
       const uint8_t f = codepoint_flags(cp);
-      cls.push_back(f & kWhitespace ? Cls::space : f & kLetter ? Cls::letter : f & kNumber ? Cls::number : Cls::other);
+      cls.push_back(f & kWhitespace ? Cls::space : f & letter ? Cls::letter : f & kNumber ? Cls::number : Cls::other);
     }
   }
 };
@@ -76,7 +77,7 @@ void split_gpt2(const Scan& s, size_t begin, size_t end, std::vector<Span>* out)
 }
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-// with D = 3 (Llama-3) or 1 (Qwen2).
+// with D = 3 (Llama-3) or 1 (Qwen2; Qwen3.5 too, with \p{M} beside \p{L} throughout).
 void split_llama3(const Scan& s, size_t begin, size_t end, size_t max_digits, std::vector<Span>* out) {
   for (size_t i = begin; i < end;) {
     const uint32_t c = s.cps[i];
@@ -131,20 +132,22 @@ void split_smollm(const Scan& s, std::vector<Span>* out) {
 }  // namespace
 
 std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text) {
-  const Scan s(text);
+  const Scan s(text, pre == PreTokenizer::qwen35);
   std::vector<Span> spans;
   switch (pre) {
     case PreTokenizer::gpt2: split_gpt2(s, 0, s.cps.size(), &spans); break;
     case PreTokenizer::smollm: split_smollm(s, &spans); break;
     case PreTokenizer::llama3: split_llama3(s, 0, s.cps.size(), 3, &spans); break;
-    case PreTokenizer::qwen2: split_llama3(s, 0, s.cps.size(), 1, &spans); break;
+    case PreTokenizer::qwen2:
+    case PreTokenizer::qwen35: split_llama3(s, 0, s.cps.size(), 1, &spans); break;
   }
+  // Chunks are the code points encoded again (llama.cpp's words), so invalid
+  // bytes come out as U+FFFD and overlong forms in their shortest encoding.
   std::vector<std::string> chunks;
   chunks.reserve(spans.size());
   for (const auto& [a, b] : spans) {
-    const size_t from = s.offsets[a];
-    const size_t to = b < s.offsets.size() ? s.offsets[b] : text.size();
-    chunks.emplace_back(text.substr(from, to - from));
+    std::string& chunk = chunks.emplace_back();
+    for (size_t k = a; k < b; ++k) append_utf8(s.cps[k] <= 0x10FFFF ? s.cps[k] : 0xFFFD, &chunk);
   }
   return chunks;
 }

@@ -1,6 +1,7 @@
 #include "runtime/request/tokenizer/tokenizer.hpp"
 
 #include <algorithm>
+#include <bitset>
 #include <cstdio>
 
 #include "runtime/request/tokenizer/unicode.hpp"
@@ -10,8 +11,46 @@ namespace troupe::tokenizer {
 
 namespace {
 
-const char* kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                           "<|endoftext|>", "<|eom_id|>", "<EOT>"};
+// llama.cpp b11434's lists of texts (llama_vocab::impl::load): tokens that end
+// generation, and fill-in-the-middle tokens found by their text when the GGUF
+// names none. Every token found this way becomes a control token.
+const char* const kEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "</s>", "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>", "[e~["};
+// The first of these that exists becomes the EOT token when the GGUF names none.
+const char* const kEotTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
+    "_<EOT>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+    "<end_of_utterance>"};
+const std::vector<const char*> kFimPreTexts = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
+    "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
+const std::vector<const char*> kFimSufTexts = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>",
+    "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
+const std::vector<const char*> kFimMidTexts = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
+    "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
+const std::vector<const char*> kFimPadTexts = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+const std::vector<const char*> kFimRepTexts = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
+const std::vector<const char*> kFimSepTexts = {"<|file_sep|>"};
+
+// The byte of a byte token "<0xNN>" (empty when the text is not of that form).
+std::string byte_token_piece(const std::string& text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
+    const int hi = hex(text[3]), lo = hex(text[4]);
+    if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
+  }
+  return {};
+}
 
 bool is_control_like(TokenType t) {
   return t == TokenType::control || t == TokenType::unknown;
@@ -39,7 +78,9 @@ Status Tokenizer::init() {
 
   // Out-of-range special ids are dropped (llama.cpp warns and keeps its default).
   for (int32_t* id : {&vocab_.bos_id, &vocab_.eos_id, &vocab_.eot_id, &vocab_.eom_id, &vocab_.unk_id,
-                      &vocab_.pad_id, &vocab_.sep_id, &vocab_.cls_id, &vocab_.mask_id}) {
+                      &vocab_.pad_id, &vocab_.sep_id, &vocab_.cls_id, &vocab_.mask_id, &vocab_.fim_pre_id,
+                      &vocab_.fim_suf_id, &vocab_.fim_mid_id, &vocab_.fim_pad_id, &vocab_.fim_rep_id,
+                      &vocab_.fim_sep_id}) {
     if (*id < -1 || *id >= static_cast<int32_t>(n)) {
       TROUPE_LOG_WARNING("tokenizer: special token id {} is out of range (vocab size {}); ignored", *id, n);
       *id = -1;
@@ -87,20 +128,64 @@ Status Tokenizer::init() {
     }
   }
 
-  // End-of-generation tokens: the special ids plus well-known texts (llama.cpp's list).
+  // End-of-generation and fill-in-the-middle tokens by their text, as llama.cpp.
+  auto find_text = [this](const char* text) -> int32_t {
+    auto it = token_to_id_.find(std::string_view(text));
+    return it == token_to_id_.end() ? -1 : it->second;
+  };
+  if (vocab_.eot_id < 0) {
+    for (const char* text : kEotTexts) {
+      if ((vocab_.eot_id = find_text(text)) >= 0) break;
+    }
+  }
+  if (vocab_.eom_id < 0) vocab_.eom_id = find_text("<|eom_id|>");
+  for (auto [id, texts] : {std::pair{&vocab_.fim_pre_id, &kFimPreTexts}, {&vocab_.fim_suf_id, &kFimSufTexts},
+                           {&vocab_.fim_mid_id, &kFimMidTexts}, {&vocab_.fim_pad_id, &kFimPadTexts},
+                           {&vocab_.fim_rep_id, &kFimRepTexts}, {&vocab_.fim_sep_id, &kFimSepTexts}}) {
+    if (*id >= 0) continue;
+    for (const char* text : *texts) {
+      if ((*id = find_text(text)) >= 0) break;
+    }
+  }
+  for (int32_t id : {vocab_.eot_id, vocab_.eom_id, vocab_.fim_pre_id, vocab_.fim_suf_id, vocab_.fim_mid_id,
+                     vocab_.fim_pad_id, vocab_.fim_rep_id, vocab_.fim_sep_id}) {
+    if (id >= 0) vocab_.types[id] = TokenType::control;  // llama.cpp overrides these to control
+  }
   auto add_eog = [this](int32_t id) {
     if (id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) eog_ids_.push_back(id);
   };
+  for (int32_t id : {vocab_.fim_pad_id, vocab_.fim_rep_id, vocab_.fim_sep_id}) add_eog(id);
   for (const char* text : kEogTexts) {
-    auto it = token_to_id_.find(text);
-    if (it == token_to_id_.end()) continue;
-    if (vocab_.eot_id < 0 && std::string_view(text) != "<|eom_id|>") vocab_.eot_id = it->second;
-    vocab_.types[it->second] = TokenType::control;  // llama.cpp overrides these to control
-    add_eog(it->second);
+    const int32_t id = find_text(text);
+    if (id < 0) continue;
+    vocab_.types[id] = TokenType::control;
+    add_eog(id);
+  }
+  // gpt-oss: these are always rendered (user-defined), as llama.cpp's "quick hack".
+  for (const char* text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    if (const int32_t id = find_text(text); id >= 0) vocab_.types[id] = TokenType::user_defined;
   }
   add_eog(vocab_.eos_id);
   add_eog(vocab_.eot_id);
   add_eog(vocab_.eom_id);
+  auto is_eog_text = [&](const char* text) {
+    const int32_t id = find_text(text);
+    return id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) != eog_ids_.end();
+  };
+  auto drop_eog = [&](const char* text, TokenType now) {
+    const int32_t id = find_text(text);
+    eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), id), eog_ids_.end());
+    vocab_.types[id] = now;
+  };
+  // o200k_harmony and solar-open: <|end|> ends a message, not the generation.
+  if (is_eog_text("<|end|>") && ((is_eog_text("<|return|>") && is_eog_text("<|call|>")) ||
+                                 (is_eog_text("<|calls|>") && is_eog_text("<|flush|>")))) {
+    drop_eog("<|end|>", TokenType::user_defined);
+  }
+  // Gemma 4 and PLaMo have an ordinary </s>.
+  if (is_eog_text("</s>") && (is_eog_text("<|tool_response>") || is_eog_text("<|plamo:eos|>"))) {
+    drop_eog("</s>", TokenType::normal);
+  }
   std::sort(eog_ids_.begin(), eog_ids_.end());
 
   for (size_t i = 0; i < n; ++i) {
@@ -158,10 +243,22 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   };
   std::vector<Fragment> frags;
   if (!text.empty()) frags.push_back({-1, 0, text.size()});
+  // A token can only match where its first two bytes stand side by side in the
+  // text: the text's byte pairs rule out most of a large vocabulary's special
+  // tokens (Gemma's 6000 <unusedN>) before any search.
+  std::bitset<256> bytes;
+  std::bitset<65536> pairs;
+  for (size_t i = 0; i < text.size(); ++i) {
+    bytes.set(static_cast<uint8_t>(text[i]));
+    if (i + 1 < text.size()) pairs.set(static_cast<uint8_t>(text[i]) << 8 | static_cast<uint8_t>(text[i + 1]));
+  }
   for (int32_t id : special_tokens_) {
     const TokenType t = vocab_.types[id];
     if (!parse_special && is_control_like(t)) continue;
     const std::string& tt = vocab_.tokens[id];
+    const bool may_match = tt.size() == 1 ? bytes.test(static_cast<uint8_t>(tt[0]))
+                                          : pairs.test(static_cast<uint8_t>(tt[0]) << 8 | static_cast<uint8_t>(tt[1]));
+    if (!may_match || text.find(tt) == std::string_view::npos) continue;  // then in no fragment either
     std::vector<Fragment> next;
     next.reserve(frags.size());
     for (const Fragment& f : frags) {
@@ -253,23 +350,11 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
       }
       return r;
     }
-    if (t == TokenType::byte) {
-      // "<0xNN>"
-      auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        return -1;
-      };
-      if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
-        const int hi = hex(text[3]), lo = hex(text[4]);
-        if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
-      }
-      return {};
-    }
+    if (t == TokenType::byte) return byte_token_piece(text);
     return {};  // unused / undefined: suppressed like llama.cpp
   }
   if (t == TokenType::normal) return bpe_text_to_bytes(text);
+  if (t == TokenType::byte) return byte_token_piece(text);  // as llama.cpp (Gemma 4 style byte fallback)
   return {};
 }
 

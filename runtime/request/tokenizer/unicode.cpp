@@ -73,6 +73,18 @@ void utf8_decode_with_offsets(std::string_view text, std::vector<uint32_t>* cps,
   }
 }
 
+std::vector<uint32_t> utf8_to_codepoints_replacing(std::string_view text) {
+  std::vector<uint32_t> cps;
+  cps.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp = 0;
+    const size_t n = decode_one(text, i, &cp);
+    cps.push_back(n == 0 ? 0xFFFD : cp);
+    i += n == 0 ? 1 : n;
+  }
+  return cps;
+}
+
 std::vector<uint32_t> utf8_to_codepoints(std::string_view text) {
   std::vector<uint32_t> cps;
   utf8_decode_with_offsets(text, &cps, nullptr);

@@ -20,9 +20,9 @@ extern const CodepointRange kRanges[];
 extern const size_t kRangeCount;
 }  // namespace unicode_detail
 
-enum CodepointFlag : uint8_t { kLetter = 1, kNumber = 2, kWhitespace = 4 };
+enum CodepointFlag : uint8_t { kLetter = 1, kNumber = 2, kWhitespace = 4, kMark = 8 };
 
-/// Category flags of `cp` (0 for everything that is not a letter, number or space).
+/// Category flags of `cp` (0 for everything that is not a letter, number, space or mark).
 uint8_t codepoint_flags(uint32_t cp);
 inline bool is_letter(uint32_t cp) { return codepoint_flags(cp) & kLetter; }
 inline bool is_number(uint32_t cp) { return codepoint_flags(cp) & kNumber; }
@@ -33,6 +33,10 @@ size_t utf8_len(unsigned char lead);
 /// Decode `text` into code points; invalid sequences become one code point per byte (the byte value).
 std::vector<uint32_t> utf8_to_codepoints(std::string_view text);
 /// Decode the code points of `text` together with the byte offset where each one starts.
+/// Decode as llama.cpp's unicode_cpts_from_utf8: an invalid or truncated
+/// sequence becomes U+FFFD and decoding goes on at the next byte; overlong
+/// forms and surrogates decode as they are.
+std::vector<uint32_t> utf8_to_codepoints_replacing(std::string_view text);
 void utf8_decode_with_offsets(std::string_view text, std::vector<uint32_t>* cps, std::vector<size_t>* offsets);
 void append_utf8(uint32_t cp, std::string* out);
 

@@ -10,10 +10,17 @@ Result<PreTokenizer> parse_pre_tokenizer(const std::string& pre) {
   if (pre.empty() || pre == "default" || pre == "gpt-2" || pre == "gpt2" || pre == "phi-2" || pre == "roberta-bpe")
     return PreTokenizer::gpt2;
   if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "codeshell") return PreTokenizer::smollm;
-  if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") return PreTokenizer::llama3;
-  if (pre == "qwen2" || pre == "megrez") return PreTokenizer::qwen2;
+  // llama.cpp b11434's names for the Llama-3 and Qwen2 pre-tokenizers.
+  for (const char* name : {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                           "jina-v5-nano"}) {
+    if (pre == name) return PreTokenizer::llama3;
+  }
+  for (const char* name : {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez"}) {
+    if (pre == name) return PreTokenizer::qwen2;
+  }
+  if (pre == "qwen35") return PreTokenizer::qwen35;
   return not_supported(fmt::format(
-      "pre-tokenizer '{}' is not supported (known: gpt-2, smollm, llama-bpe/llama3, qwen2)", pre));
+      "pre-tokenizer '{}' is not supported (known: gpt-2, smollm, llama-bpe/llama3, qwen2, qwen35)", pre));
 }
 
 Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
@@ -103,11 +110,25 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
   special("tokenizer.ggml.cls_token_id", &v.cls_id);
   special("tokenizer.ggml.seperator_token_id", &v.sep_id);  // sic: llama.cpp's key
   special("tokenizer.ggml.mask_token_id", &v.mask_id);
+  special("tokenizer.ggml.fim_pre_token_id", &v.fim_pre_id);
+  special("tokenizer.ggml.fim_suf_token_id", &v.fim_suf_id);
+  special("tokenizer.ggml.fim_mid_token_id", &v.fim_mid_id);
+  special("tokenizer.ggml.fim_pad_token_id", &v.fim_pad_id);
+  special("tokenizer.ggml.fim_rep_token_id", &v.fim_rep_id);
+  special("tokenizer.ggml.fim_sep_token_id", &v.fim_sep_id);
+  special("tokenizer.ggml.prefix_token_id", &v.fim_pre_id);  // the deprecated names, read after as llama.cpp
+  special("tokenizer.ggml.suffix_token_id", &v.fim_suf_id);
+  special("tokenizer.ggml.middle_token_id", &v.fim_mid_id);
   if (v.kind == VocabKind::wpm && !file.has("tokenizer.ggml.bos_token_id")) v.bos_id = v.cls_id;
   if (auto b = file.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_space_prefix")) v.add_space_prefix = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_sep_token")) v.add_sep = *b;
+  if (v.kind == VocabKind::wpm) {
+    // llama.cpp's BertNormalizer options: strip_accents follows lowercase unless given.
+    v.wpm.lowercase = file.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+    v.wpm.strip_accents = file.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(v.wpm.lowercase);
+  }
   return v;
 }
 

@@ -25,14 +25,15 @@ enum class TokenType : int32_t {
 enum class VocabKind { spm, bpe, wpm };
 
 /// Pre-tokenizer of a byte-level BPE vocabulary (tokenizer.ggml.pre).
-enum class PreTokenizer { gpt2, smollm, llama3, qwen2 };
+enum class PreTokenizer { gpt2, smollm, llama3, qwen2, qwen35 };
 
 /// How a WordPiece vocabulary splits text into words and words into pieces.
 struct WordPieceConfig {
   /// bert: Hugging Face's BertNormalizer (the four options below) then
   /// BertPreTokenizer (split on whitespace; each punctuation character is a
-  /// word). llama_cpp: llama.cpp's WPM preprocessing, which its test vectors
-  /// follow: the first code point of each character's NFD, simple lowercase,
+  /// word). llama_cpp: llama.cpp b11434's WPM preprocessing, which its test
+  /// vectors follow: with strip_accents the first code point of each
+  /// character's NFD and no combining marks, simple lowercase when lowercase,
   /// controls dropped, punctuation, ASCII symbols and CJK ideographs as words.
   enum class Normalizer { bert, llama_cpp };
   Normalizer normalizer = Normalizer::bert;
@@ -65,6 +66,10 @@ struct Vocab {
   int32_t sep_id = -1;   // WordPiece: [SEP], appended by encode(add_special) when add_sep
   int32_t cls_id = -1;   // WordPiece: [CLS] (also bos_id, which encode(add_special) prepends)
   int32_t mask_id = -1;  // WordPiece: [MASK]
+  // Fill-in-the-middle tokens (tokenizer.ggml.fim_*_token_id); found by their
+  // text when absent, as llama.cpp does. pad, rep and sep end generation.
+  int32_t fim_pre_id = -1, fim_suf_id = -1, fim_mid_id = -1;
+  int32_t fim_pad_id = -1, fim_rep_id = -1, fim_sep_id = -1;
   bool add_bos = false;
   bool add_eos = false;
   bool add_sep = false;

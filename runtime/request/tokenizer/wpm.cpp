@@ -102,28 +102,30 @@ std::vector<std::string> bert_words(std::string_view text, const WordPieceConfig
   return words.finish();
 }
 
-std::vector<std::string> llama_cpp_wpm_words(std::string_view text) {
+std::vector<std::string> llama_cpp_wpm_words(std::string_view text, bool lowercase, bool strip_accents) {
   WordSink words;
-  for (uint32_t cp : utf8_to_codepoints_lossy(text)) {
-    cp = nfd_first(cp);
+  for (uint32_t cp : utf8_to_codepoints_replacing(text)) {
+    if (strip_accents) cp = nfd_first(cp);
     if (is_whitespace(cp)) {
       words.end_word();
       continue;
     }
     if (cp == 0 || cp == 0xFFFD || (category_flags(cp) & kControl) != 0) continue;
-    const uint32_t lower = to_lower_simple(cp);
+    if (strip_accents && (codepoint_flags(cp) & kMark) != 0) continue;  // every \p{M}, as llama.cpp
+    const uint32_t out = lowercase ? to_lower_simple(cp) : cp;
     if (is_punctuation(cp) || (cp < 0x7F && is_symbol(cp)) || is_cjk_ideograph(cp)) {
-      words.single(lower);
+      words.single(out);
     } else {
-      words.add(lower);
+      words.add(out);
     }
   }
   return words.finish();
 }
 
 std::vector<std::string> wordpiece_words(std::string_view text, const WordPieceConfig& config) {
-  return config.normalizer == WordPieceConfig::Normalizer::llama_cpp ? llama_cpp_wpm_words(text)
-                                                                     : bert_words(text, config);
+  return config.normalizer == WordPieceConfig::Normalizer::llama_cpp
+             ? llama_cpp_wpm_words(text, config.lowercase, config.strip_accents)
+             : bert_words(text, config);
 }
 
 void Tokenizer::encode_wpm(std::string_view text, std::vector<int32_t>* out) const {

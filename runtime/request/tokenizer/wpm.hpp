@@ -16,8 +16,12 @@ namespace troupe::tokenizer {
 /// punctuation character (ASCII punctuation or Unicode P*) a word of its own.
 std::vector<std::string> bert_words(std::string_view text, const WordPieceConfig& config);
 
-/// llama.cpp's llm_tokenizer_wpm_session::preprocess.
-std::vector<std::string> llama_cpp_wpm_words(std::string_view text);
+/// llama.cpp b11434's llm_tokenizer_wpm_session::preprocess: invalid UTF-8
+/// bytes as U+FFFD (then dropped), with strip_accents the first code point of
+/// each character's NFD and no combining marks (\p{M}), simple lowercase when
+/// asked, controls dropped, punctuation, ASCII symbols and CJK ideographs as
+/// words of their own (Unicode 15.1 classes, as llama.cpp's tables).
+std::vector<std::string> llama_cpp_wpm_words(std::string_view text, bool lowercase = true, bool strip_accents = true);
 
 /// The words of `text` as `config.normalizer` says.
 std::vector<std::string> wordpiece_words(std::string_view text, const WordPieceConfig& config);

@@ -45,13 +45,27 @@ TEST(PreTokenize, Qwen2DigitsAreSingle) {
   EXPECT_EQ(pre_tokenize(PreTokenizer::qwen2, "x 12345"), (Chunks{"x", " ", "1", "2", "3", "4", "5"}));
 }
 
-TEST(PreTokenize, InvalidUtf8IsKept) {
-  for (auto p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::llama3, PreTokenizer::qwen2}) {
-    const std::string text = "a\xFF\xC3 b\xE2\x82";
+// Qwen3.5: combining marks join letter runs ([\p{L}\p{M}]+) and leave punctuation runs.
+TEST(PreTokenize, Qwen35MarksAreLetters) {
+  const std::string e_acute = "e\xCC\x81";  // e + U+0301
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen35, e_acute + "t" + e_acute), (Chunks{e_acute + "t" + e_acute}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen2, e_acute + "t" + e_acute), (Chunks{"e", "\xCC\x81te", "\xCC\x81"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen35, "!\xCC\x81x"), (Chunks{"!\xCC\x81x"}));
+  EXPECT_EQ(pre_tokenize(PreTokenizer::qwen35, "x 12"), (Chunks{"x", " ", "1", "2"}));
+}
+
+// As llama.cpp's unicode_cpts_from_utf8: each invalid byte (a stray
+// continuation, a lead byte without its continuations) is one U+FFFD.
+TEST(PreTokenize, InvalidUtf8BecomesReplacementCharacters) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  for (auto p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::llama3, PreTokenizer::qwen2,
+                 PreTokenizer::qwen35}) {
     std::string joined;
-    for (const auto& c : pre_tokenize(p, text)) joined += c;
-    EXPECT_EQ(joined, text);
+    for (const auto& c : pre_tokenize(p, "a\xFF\xC3 b\xE2\x82")) joined += c;
+    EXPECT_EQ(joined, "a" + fffd + fffd + " b" + fffd + fffd);
   }
+  // Valid text comes back as it was; U+FFFD is punctuation-like ("other"), not a letter.
+  EXPECT_EQ(pre_tokenize(PreTokenizer::llama3, "x\xC3\xA9\xFF!"), (Chunks{"x\xC3\xA9", fffd + "!"}));
 }
 
 TEST(PreTokenize, ByteLevelMapping) {
@@ -62,9 +76,9 @@ TEST(PreTokenize, ByteLevelMapping) {
   EXPECT_EQ(bpe_text_to_bytes(bytes_to_bpe_text(all)), all);
 }
 
-// Without the Llama-3 / Qwen2 vocabularies we cannot compare ids; we check that
-// chunking is lossless and never yields more chunks than llama.cpp's token count
-// (every chunk is at least one token), which catches over-splitting.
+// Without the Llama-3 / Qwen2 vocabularies (bpe_vocab_test compares ids when
+// TROUPE_VOCAB_DIR has them) we check that chunking is lossless and never yields
+// more chunks than llama.cpp's token count (every chunk is at least one token).
 void check_consistent(const std::string& name, PreTokenizer pre) {
   const auto cases = testing::load_vocab_cases(std::string(TROUPE_TEST_DATA_DIR) + "/vocab/ggml-vocab-" + name + ".gguf");
   ASSERT_GE(cases.size(), 40u);

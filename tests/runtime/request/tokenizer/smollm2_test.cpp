@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "llamacpp_golden.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
 
@@ -45,6 +46,12 @@ TEST_F(SmolLm2, RoundTrips) {
   // Digits are split one per token by the smollm pre-tokenizer.
   const auto digits = tok_->encode("2024", false, false);
   EXPECT_EQ(digits.size(), 4u);
+}
+
+// llama.cpp b11434 (libllama) on the corpus of tests/data/golden, and its flags.
+TEST_F(SmolLm2, MatchesLlamaCpp) {
+  testing::check_llamacpp_golden(*tok_, "smollm2");
+  testing::check_llamacpp_vocab_flags(*tok_, "smollm2");
 }
 
 TEST_F(SmolLm2, SpecialTokens) {

@@ -78,10 +78,11 @@ TEST(TokenizerUnit, BadIdsAndBytesNeverCrash) {
   EXPECT_EQ(tok->token_to_piece(-1), "");
   EXPECT_EQ(tok->token_to_piece(1 << 30), "");
   EXPECT_EQ(tok->decode({-7, 50257, 15496}), "Hello");
-  // Byte-level BPE is lossless even for invalid UTF-8.
+  // Byte-level BPE, as llama.cpp: every invalid UTF-8 byte becomes U+FFFD; the rest is kept.
   static const char kJunk[] = "\xFF\xFE abc \xC3 \xE2\x82 \x00 end";
   const std::string junk(kJunk, sizeof(kJunk) - 1);  // keeps the NUL byte
-  EXPECT_EQ(tok->decode(tok->encode(junk, false, false)), junk);
+  static const char kReplaced[] = "\uFFFD\uFFFD abc \uFFFD \uFFFD\uFFFD \x00 end";
+  EXPECT_EQ(tok->decode(tok->encode(junk, false, false)), std::string(kReplaced, sizeof(kReplaced) - 1));
   auto spm = load("llama-spm");
   ASSERT_NE(spm, nullptr);
   // SPM groups bytes by their lead byte as llama.cpp does, so a broken sequence may

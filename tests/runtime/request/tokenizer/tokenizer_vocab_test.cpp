@@ -1,5 +1,5 @@
-// Exact agreement with llama.cpp's tokenizer on its own test vocabularies and
-// on the stories260K golden prompts.
+// Exact agreement with llama.cpp's tokenizer on its own test vocabularies (its
+// test vectors and a wider corpus) and on the stories260K golden prompts.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +8,7 @@
 
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
+#include "llamacpp_golden.hpp"
 #include "vocab_cases.hpp"
 
 namespace troupe::tokenizer {
@@ -58,6 +59,18 @@ void check_vocab(const std::string& name, Roundtrip roundtrip) {
 }
 
 TEST(TokenizerVocab, LlamaSpmMatchesLlamaCpp) { check_vocab("llama-spm", Roundtrip::spm_prefix); }
+
+// llama.cpp b11434 (libllama) on the wider corpus of tests/data/golden, and the
+// flags it gives these vocabularies on loading.
+TEST(TokenizerVocab, MatchesLlamaCppCorpus) {
+  for (const char* name : {"llama-spm", "gpt-2", "bert-bge"}) {
+    SCOPED_TRACE(name);
+    auto tok = load(kData + "/vocab/ggml-vocab-" + name + ".gguf");
+    ASSERT_NE(tok, nullptr);
+    testing::check_llamacpp_golden(*tok, name);
+    testing::check_llamacpp_vocab_flags(*tok, name);
+  }
+}
 TEST(TokenizerVocab, Gpt2MatchesLlamaCpp) { check_vocab("gpt-2", Roundtrip::lossless); }
 // WordPiece lowercases and drops accents: no round trip.
 TEST(TokenizerVocab, BertBgeMatchesLlamaCpp) { check_vocab("bert-bge", Roundtrip::none); }
