@@ -15,4 +15,6 @@ void Ops::matmul_silu_mul(const WeightTensor& gate, const WeightTensor& up, cons
 
 bool Ops::select_tokens(const float*, int64_t, int64_t, const TokenSelection*, int32_t*) { return false; }
 
+OpFn Ops::find_op(std::string_view) const { return nullptr; }
+
 }  // namespace troupe

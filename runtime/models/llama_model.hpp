@@ -14,6 +14,7 @@
 #include "troupe/device_memory.hpp"
 #include "troupe/model_custom_ops.hpp"
 #include "troupe/model.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace troupe::models {
 
@@ -41,6 +42,8 @@ class LlamaModel final : public Model {
   Status validate(const ForwardBatch& batch) const;
   Status run_layers(const ForwardBatch& batch);
   Status embed(const ForwardBatch& batch);
+  /// RoPE of q or k ([T][n_heads][head_dim]) with the file's scaling, if any.
+  void rotate(float* x, const ForwardBatch& batch, int n_heads);
   Status output(const ForwardBatch& batch, float* logits);
   /// LoRA: y += B (A x) of base matrix `w` on the rows of every sequence whose adapter
   /// targets it (x: [T][in], y: [T][out]); nothing when no sequence of the step has one.
@@ -55,6 +58,10 @@ class LlamaModel final : public Model {
   CustomOp<custom_ops::RmsNorm::Fn> rms_norm_ = custom_ops::make<custom_ops::RmsNorm>();
   CustomOp<custom_ops::RotaryEmbedding::Fn> rope_ = custom_ops::make<custom_ops::RotaryEmbedding>();
   CustomOp<custom_ops::SiluAndMul::Fn> silu_and_mul_ = custom_ops::make<custom_ops::SiluAndMul>();
+  // RoPE with frequency factors (hp_.rope_scaling active): the platform's named op, and the
+  // factors in device memory.
+  named_ops::RopeFreqFactors::Fn rope_freq_factors_ = nullptr;
+  DeviceArray<float> rope_factors_;
   LlamaShard shard_;       // views of this rank's share, placed in weights_
   ModelInfo info_;
   // Activations in device memory, rows of max_num_batched_tokens; "local" = this tensor rank's share.
