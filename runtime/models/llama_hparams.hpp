@@ -41,15 +41,15 @@ struct LlamaLayerWeights {
   const WeightTensor* wk = nullptr;         // {n_embd, n_head_kv*head_dim}
   const WeightTensor* wv = nullptr;         // {n_embd, n_head_kv*head_dim}
   const WeightTensor* wo = nullptr;         // {n_head*head_dim, n_embd}
+  const WeightTensor* ffn_norm = nullptr;   // {n_embd} f32
+  const WeightTensor* ffn_gate = nullptr;   // {n_embd, n_ff}
+  const WeightTensor* ffn_up = nullptr;     // {n_embd, n_ff}
+  const WeightTensor* ffn_down = nullptr;   // {n_ff, n_embd}
   const WeightTensor* bq = nullptr;         // {n_head*head_dim} f32, optional (qwen2)
   const WeightTensor* bk = nullptr;         // {n_head_kv*head_dim} f32, optional
   const WeightTensor* bv = nullptr;         // {n_head_kv*head_dim} f32, optional
   const WeightTensor* q_norm = nullptr;     // {head_dim} f32 (qwen3)
   const WeightTensor* k_norm = nullptr;     // {head_dim} f32 (qwen3)
-  const WeightTensor* ffn_norm = nullptr;   // {n_embd} f32
-  const WeightTensor* ffn_gate = nullptr;   // {n_embd, n_ff}
-  const WeightTensor* ffn_up = nullptr;     // {n_embd, n_ff}
-  const WeightTensor* ffn_down = nullptr;   // {n_ff, n_embd}
 };
 
 struct LlamaWeights {

@@ -83,6 +83,10 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
                       rope_.chosen(), silu_and_mul_.chosen());
       break;
     }
+  if (hp_.rope_scaling.active() && rope_.chosen() != "native")
+    TROUPE_LOG_WARNING("the rotary_embedding override '{}' is not used: this model's rope scaling ({}) runs the "
+                       "platform's named op {}",
+                       rope_.chosen(), hp_.rope_scaling.description, named_ops::RopeFreqFactors::name);
   if (shard_.tp_size * shard_.pp_size > 1)
     TROUPE_LOG_INFO("llama model share of tensor rank {}/{}, pipeline stage {}/{}: layers [{}, {}), heads {}/{} (kv), "
                     "ffn rows [{}, {}), vocab rows [{}, {})",

@@ -10,13 +10,19 @@ final norm, output head (tied to token_embd when output.weight is absent). Weigh
 dequantized exactly (f32, f16, q8_0); all arithmetic is float64, activations unquantized.
 
   ref_forward.py FILE.gguf PROMPT_IDS_JSON N_PREDICT N_PROBS  ->  JSON on stdout
+
+REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped computes a deliberately wrong model (that
+part left out, or phi3's halves swapped): how far such a model lands from the right one
+is what the test's tolerance has to stay below.
 """
+import os
 import json
 import struct
 import sys
 
 import numpy as np
 
+DROP = os.environ.get("REF_DROP", "")
 GGUF_TYPES = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
 
@@ -125,6 +131,8 @@ class Model:
         self.theta, self.eps = k("rope.freq_base", 10000.0), k("attention.layer_norm_rms_epsilon")
         self.neox = a != "llama"
         self.factors = g.rows("rope_freqs.weight")[0] if g.has("rope_freqs.weight") else None
+        if DROP == "rope_freqs":
+            self.factors = None
         self.n_ff = k("feed_forward_length")
         self.out_name = "output.weight" if g.has("output.weight") else "token_embd.weight"
         self.n_vocab = g.tensors["token_embd.weight"][0][1]
@@ -143,13 +151,19 @@ class Model:
             L["wq"], L["wk"], L["wv"] = (g.rows(b + f"attn_{x}.weight") for x in "qkv")
         for x in "qkv":
             L["b" + x] = g.rows(b + f"attn_{x}.bias")[0] if g.has(b + f"attn_{x}.bias") else None
+        if DROP == "bias":
+            L["bq"] = None
         L["q_norm"] = g.rows(b + "attn_q_norm.weight")[0] if g.has(b + "attn_q_norm.weight") else None
+        if DROP == "qk_norm":
+            L["q_norm"] = None
         L["k_norm"] = g.rows(b + "attn_k_norm.weight")[0] if g.has(b + "attn_k_norm.weight") else None
         if g.has(b + "ffn_gate.weight"):
             L["gate"], L["up"] = g.rows(b + "ffn_gate.weight"), g.rows(b + "ffn_up.weight")
         else:  # phi3: gate rows first, then up (ggml_swiglu)
             up = g.rows(b + "ffn_up.weight")
             L["gate"], L["up"] = up[:self.n_ff], up[self.n_ff:]
+            if DROP == "gate_up_swapped":
+                L["gate"], L["up"] = L["up"], L["gate"]
         return L
 
     def logprobs(self, ids, first):
