@@ -136,6 +136,8 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
   auto bind = [&](const std::string& name, int64_t ne0, int64_t ne1, bool f32_only,
                   const WeightTensor** out) -> Status {
     auto t = expect(source, name, ne0, ne1, f32_only);
+    if (!t.ok() && t.status().code() == StatusCode::not_found)
+      return not_found(t.status().message() + " (architecture '" + hp.arch + "')");
     if (!t.ok()) return t.status();
     *out = *t;
     bytes += (*t)->nbytes;

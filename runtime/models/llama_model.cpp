@@ -163,6 +163,7 @@ Status LlamaModel::validate(const ForwardBatch& b) const {
 }
 
 bool LlamaModel::applies_lora(std::string_view name) const {
+  const std::string_view full = name;
   constexpr std::string_view kPrefix = "blk.", kSuffix = ".weight";
   if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return false;
   name.remove_prefix(kPrefix.size());
@@ -176,8 +177,14 @@ bool LlamaModel::applies_lora(std::string_view name) const {
   }
   if (layer >= hp_.n_layer) return false;
   const std::string_view kind = name.substr(dot + 1);
-  for (std::string_view k : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
-    if (kind == k) return true;
+  // Only a projection the file has as a tensor of that name: phi3's fused attn_qkv and
+  // ffn_up are bound as views (":q", ":gate"...) that no adapter tensor names.
+  const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(layer)];
+  const std::pair<std::string_view, const WeightTensor*> kinds[] = {
+      {"attn_q", L.wq},       {"attn_k", L.wk},     {"attn_v", L.wv},        {"attn_output", L.wo},
+      {"ffn_gate", L.ffn_gate}, {"ffn_up", L.ffn_up}, {"ffn_down", L.ffn_down}};
+  for (const auto& [k, t] : kinds)
+    if (kind == k) return t != nullptr && t->name == std::string_view(full);
   return false;
 }
 

@@ -1,5 +1,6 @@
-// The Llama family (Llama 1-3 shapes, SmolLM, TinyLlama...): GQA, RoPE,
-// RMSNorm, SwiGLU, tied or separate output, over the platform's Ops and
+// The Llama-style decoders (Llama 1-3, SmolLM, TinyLlama, Qwen2/2.5, Qwen3,
+// Phi-3: decoder_arch.hpp): GQA, RoPE (with frequency factors), RMSNorm, optional
+// Q/K/V biases and per-head q/k norms, SwiGLU, tied or separate output, over the platform's Ops and
 // AttentionBackend. Activations are preallocated for max_num_batched_tokens.
 // Split over ranks by ModelContext (tp/pp rank and size): each rank runs its
 // share (llama_shard.hpp) and the communicators join the shares.
@@ -31,7 +32,8 @@ class LlamaModel final : public Model {
   /// The final norm's output of every token (last-token pooling over a decoder).
   Status forward_hidden(const ForwardBatch& batch, float* hidden) override;
   /// LoRA targets: the attention and MLP projections of every layer
-  /// (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight).
+  /// (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight) that the
+  /// file has as tensors of those names (not phi3's fused attn_qkv and ffn_up).
   bool applies_lora(std::string_view name) const override;
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaShard& shard() const { return shard_; }
