@@ -12,6 +12,7 @@
 #include "kernels/cpu/token_select.hpp"
 #include "troupe/dtype.hpp"
 #include "troupe/named_ops/named_ops.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace troupe::cpu {
 namespace {
@@ -96,6 +97,31 @@ void CpuOps::rope(float* x, const int32_t* positions, int64_t n_tokens, int n_he
   });
 }
 
+void CpuOps::rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+                               float theta, bool neox, const float* freq_factors, float mscale) {
+  const int64_t row = static_cast<int64_t>(n_heads) * head_dim;
+  for_items(pool_, n_tokens, row, [&](int64_t b, int64_t e) {
+    kernels::cpu::rope_freq_factors(x + b * row, positions + b, e - b, n_heads, head_dim, theta, neox, freq_factors,
+                                    mscale);
+  });
+}
+
+OpFn CpuOps::find_op(std::string_view name) const {
+  static const named_ops::Entry table[] = {  // not constexpr: entry() reinterpret_casts
+      named_ops::entry<named_ops::RopeFreqFactors>(+[](Ops& ops, float* x, const int32_t* positions, int64_t n_tokens,
+                                                       int n_heads, int head_dim, float theta, bool neox,
+                                                       const float* freq_factors, float mscale) {
+        static_cast<CpuOps&>(ops).rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox,
+                                                    freq_factors, mscale);
+      }),
+      named_ops::entry<named_ops::SelectTokens>(
+          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
+            return static_cast<CpuOps&>(ops).select_tokens(logits, rows, vocab, params, out);
+          }),
+  };
+  return named_ops::lookup(table, name);
+}
+
 void CpuOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   for_items(pool_, chunks, kChunk, [&](int64_t b, int64_t e) {
@@ -152,16 +178,6 @@ void CpuOps::dense_attention(const float* q, const float* k, const float* v, flo
     return;
   }
   pool_->parallel_for(items, run);
-}
-
-OpFn CpuOps::find_op(std::string_view name) const {
-  static const named_ops::Entry table[] = {
-      named_ops::entry<named_ops::SelectTokens>(
-          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
-            return static_cast<CpuOps&>(ops).select_tokens(logits, rows, vocab, params, out);
-          }),
-  };
-  return named_ops::lookup(table, name);
 }
 
 bool CpuOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,

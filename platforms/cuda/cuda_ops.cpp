@@ -11,6 +11,7 @@
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/sampling.hpp"
 #include "troupe/named_ops/named_ops.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace troupe::cuda {
 
@@ -100,6 +101,30 @@ void CudaOps::rope(float* x, const int32_t* positions, int64_t n_tokens, int n_h
                         ctx_->stream()));
 }
 
+void CudaOps::rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+                                float theta, bool neox, const float* freq_factors, float mscale) {
+  auto staged = ctx_->stage(positions, n_tokens * static_cast<int64_t>(sizeof(int32_t)));
+  if (!staged.ok()) return ctx_->record(staged.status());
+  ctx_->record(kc::rope_freq_factors(x, static_cast<const int32_t*>(*staged), n_tokens, n_heads, head_dim, theta, neox,
+                                     freq_factors, mscale, ctx_->stream()));
+}
+
+OpFn CudaOps::find_op(std::string_view name) const {
+  static const named_ops::Entry table[] = {  // not constexpr: entry() reinterpret_casts
+      named_ops::entry<named_ops::RopeFreqFactors>(+[](Ops& ops, float* x, const int32_t* positions, int64_t n_tokens,
+                                                       int n_heads, int head_dim, float theta, bool neox,
+                                                       const float* freq_factors, float mscale) {
+        static_cast<CudaOps&>(ops).rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox,
+                                                     freq_factors, mscale);
+      }),
+      named_ops::entry<named_ops::SelectTokens>(
+          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
+            return static_cast<CudaOps&>(ops).select_tokens(logits, rows, vocab, params, out);
+          }),
+  };
+  return named_ops::lookup(table, name);
+}
+
 void CudaOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   ctx_->record(ctx_->make_current());
   ctx_->record(kc::silu_mul(gate, up, n, out, ctx_->stream()));
@@ -175,16 +200,6 @@ bool all_greedy(const TokenSelection* params, int64_t rows) {
 bool selects_on_device(const TokenSelection* params, int64_t rows, int64_t vocab) {
   if (rows <= 0 || vocab <= 0 || rows > INT_MAX || vocab > INT_MAX) return false;
   return all_greedy(params, rows) || kc::sampling_fits(rows, vocab);
-}
-
-OpFn CudaOps::find_op(std::string_view name) const {
-  static const named_ops::Entry table[] = {
-      named_ops::entry<named_ops::SelectTokens>(
-          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
-            return static_cast<CudaOps&>(ops).select_tokens(logits, rows, vocab, params, out);
-          }),
-  };
-  return named_ops::lookup(table, name);
 }
 
 bool CudaOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,

@@ -1,11 +1,13 @@
 #include "runtime/model_files/dummy/dummy_model.hpp"
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "runtime/model_files/dummy/random_weights.hpp"
 #include "runtime/model_files/dummy/synthetic_vocab.hpp"
+#include "runtime/rank/models/rope_scaling.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::dummy {
@@ -29,16 +31,22 @@ uint32_t file_type(DType type) {
 }
 
 std::string cache_key(const DummyModelSpec& s) {
-  return s.shape.name + "/" + std::string(to_string(s.weight_type)) + "/" + std::to_string(s.seed);
+  return s.shape.name + "/" + std::to_string(s.shape.n_layer) + "/" + std::string(to_string(s.weight_type)) + "/" +
+         std::to_string(s.seed);
 }
 
 }  // namespace
 
-Result<DummyModelSpec> make_dummy_spec(std::string_view shape, std::string_view weight_type, uint64_t seed) {
+Result<DummyModelSpec> make_dummy_spec(std::string_view shape, std::string_view weight_type, uint64_t seed,
+                                       int layers) {
   DummyModelSpec spec;
   auto s = find_model_shape(shape);
   if (!s) return s.status();
   spec.shape = *s;
+  if (layers < 0 || layers > s->n_layer)
+    return invalid_argument("shape " + s->name + " has " + std::to_string(s->n_layer) + " layers; --layers " +
+                            std::to_string(layers) + " must be 1.." + std::to_string(s->n_layer));
+  if (layers > 0) spec.shape.n_layer = layers;
   auto t = parse_weight_type(weight_type.empty() ? std::string_view(kDefaultWeightType) : weight_type);
   if (!t) return t.status();
   spec.weight_type = *t;
@@ -58,21 +66,29 @@ std::string dummy_model_name(const DummyModelSpec& spec) {
 Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   const ModelShape& s = spec.shape;
   gguf::GgufBuilder b;
-  b.set_string("general.architecture", "llama");
+  const std::string a = s.arch + ".";  // llama.cpp's per-architecture key prefix
+  b.set_string("general.architecture", s.arch);
   b.set_string("general.name", "troupe dummy " + s.name + " " + std::string(to_string(spec.weight_type)) +
                                    " seed " + std::to_string(spec.seed));
   b.set_u32("general.file_type", file_type(spec.weight_type));
   if (traits(spec.weight_type).quantized) b.set_u32("general.quantization_version", 2);
-  b.set_u32("llama.vocab_size", static_cast<uint32_t>(s.n_vocab));
-  b.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-  b.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  b.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  b.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  b.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  b.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  b.set_f32("llama.rope.freq_base", s.rope_theta);
-  b.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-  b.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
+  if (s.arch == "llama") b.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));  // only llama's converter
+  b.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  b.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  b.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  b.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  b.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  b.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  b.set_f32(a + "rope.freq_base", s.rope_theta);
+  b.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
+  if (s.key_length > 0) {
+    b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.key_length));
+    b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.key_length));
+  }
+  if (s.sliding_window > 0) b.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  if (s.rope_original_context > 0)
+    b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
   b.set_string("troupe.dummy.shape", s.name);
   b.set_string("troupe.dummy.weight_type", std::string(to_string(spec.weight_type)));
   b.set_u64("troupe.dummy.seed", spec.seed);
@@ -88,25 +104,58 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
       fill_random_rows(wt, ts, ne0, begin, end, dst);
     });
   };
-  auto norm = [&](const std::string& name) {
-    const int64_t n = s.n_embd;
+  auto norm = [&](const std::string& name, int64_t n) {
     return b.add_tensor(name, DType::f32, n, 0, [n](uint8_t* dst, int64_t, int64_t) { fill_constant_f32(1.0f, n, dst); });
+  };
+  // Biases are f32 vectors as converters write them, random like the matrices (zeros would
+  // not test that they are added).
+  auto bias = [&](const std::string& name, int64_t n) {
+    const uint64_t ts = tensor_seed(seed, name);
+    return b.add_tensor(name, DType::f32, n, 0, [ts, n](uint8_t* dst, int64_t, int64_t) {
+      fill_random_rows(DType::f32, ts, n, 0, 1, dst);
+    });
   };
   const int64_t q_dim = s.head_dim() * s.n_head, kv_dim = s.head_dim() * s.n_head_kv;
   TROUPE_RETURN_IF_ERROR(matrix("token_embd.weight", s.n_embd, s.n_vocab));
+  if (s.llama3_rope.factor > 0) {
+    models::Llama3RopeParams p{s.llama3_rope.factor, s.llama3_rope.low_freq_factor, s.llama3_rope.high_freq_factor,
+                               static_cast<float>(s.llama3_rope.original_context_length)};
+    const std::vector<float> f = models::llama3_rope_factors(p, s.rope_theta, static_cast<int>(s.head_dim()));
+    TROUPE_RETURN_IF_ERROR(b.add_tensor("rope_freqs.weight", DType::f32, static_cast<int64_t>(f.size()), 0,
+                                        [f](uint8_t* dst, int64_t, int64_t) {
+                                          std::memcpy(dst, f.data(), f.size() * sizeof(float));
+                                        }));
+  }
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    TROUPE_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
-    TROUPE_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q_dim));
-    TROUPE_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv_dim));
-    TROUPE_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv_dim));
+    TROUPE_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
+    if (s.fused_qkv) {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim));
+    } else {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q_dim));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv_dim));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv_dim));
+    }
+    if (s.qkv_bias) {
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
+    }
+    if (s.qk_norm) {
+      TROUPE_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim()));
+      TROUPE_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim()));
+    }
     TROUPE_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
-    TROUPE_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
-    TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
-    TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
+    TROUPE_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
+    if (s.fused_gate_up) {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff));
+    } else {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
+    }
     TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
   }
-  TROUPE_RETURN_IF_ERROR(norm("output_norm.weight"));
+  TROUPE_RETURN_IF_ERROR(norm("output_norm.weight", s.n_embd));
   if (!s.tied_embeddings) TROUPE_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));
   return b;
 }

@@ -1,8 +1,11 @@
 #include "runtime/rank/models/llama_hparams.hpp"
 
 #include <cmath>
+#include <memory>
 #include <string>
+#include <utility>
 
+#include "runtime/models/decoder_arch.hpp"
 #include "troupe/dtype.hpp"
 
 namespace troupe::models {
@@ -64,6 +67,14 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
   LlamaHParams hp;
   hp.arch = source.architecture();
   if (hp.arch.empty()) return invalid_argument("model file has no general.architecture");
+  const DecoderArch* traits = find_decoder_arch(hp.arch);
+  if (traits == nullptr)
+    return not_supported("model architecture '" + hp.arch + "' is not supported by the llama-style decoder; supported: " +
+                         decoder_arch_names());
+  TROUPE_RETURN_IF_ERROR(refuse_mixture_of_experts(source, hp.arch));
+  hp.rope_neox = traits->rope_neox;
+  hp.qk_norm = traits->qk_norm;
+  hp.fused_gate_up = traits->fused_gate_up;
   const std::string p = hp.arch + ".";
   auto n_embd = required_int(source, p + "embedding_length", 1);
   if (!n_embd.ok()) return n_embd.status();
@@ -97,10 +108,9 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
     return invalid_argument("model metadata: rope.freq_base must be a positive number");
   if (!(hp.rms_eps > 0) || !std::isfinite(hp.rms_eps))
     return invalid_argument("model metadata: layer_norm_rms_epsilon must be a positive number");
-  if (auto scaling = source.get_string(p + "rope.scaling.type"); scaling && *scaling != "none")
-    return not_supported("rope scaling '" + *scaling + "' is not supported yet");
-  // llama.cpp's converter permutes Q/K of "llama" models for interleaved pairs; qwen2-style files use NeoX.
-  hp.rope_neox = hp.arch != "llama";
+  auto scaling = read_rope_scaling(source, hp.arch, hp.rope_dim, hp.rope_theta, traits->rope_freqs);
+  if (!scaling.ok()) return scaling.status();
+  hp.rope_scaling = std::move(*scaling);
 
   const WeightTensor* emb = source.tensor("token_embd.weight");
   if (!emb) return not_found("model tensor 'token_embd.weight' is missing");
@@ -109,8 +119,10 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
     return invalid_argument("model tensor 'token_embd.weight' has shape " + shape_str(*emb) + ", expected 2 dims");
   if (auto n_ff = source.get_int(p + "feed_forward_length")) {
     hp.n_ff = *n_ff;
-  } else if (const WeightTensor* g = source.tensor("blk.0.ffn_gate.weight")) {
+  } else if (const WeightTensor* g = source.tensor("blk.0.ffn_gate.weight"); g && !hp.fused_gate_up) {
     hp.n_ff = g->ne[1];
+  } else if (const WeightTensor* u = source.tensor("blk.0.ffn_up.weight"); u && hp.fused_gate_up) {
+    hp.n_ff = u->ne[1] / 2;
   }
   if (hp.n_ff <= 0) return invalid_argument("model metadata lacks '" + p + "feed_forward_length'");
   return hp;
@@ -124,6 +136,8 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
   auto bind = [&](const std::string& name, int64_t ne0, int64_t ne1, bool f32_only,
                   const WeightTensor** out) -> Status {
     auto t = expect(source, name, ne0, ne1, f32_only);
+    if (!t.ok() && t.status().code() == StatusCode::not_found)
+      return not_found(t.status().message() + " (architecture '" + hp.arch + "')");
     if (!t.ok()) return t.status();
     *out = *t;
     bytes += (*t)->nbytes;
@@ -140,22 +154,66 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
     w.tied_output = true;
     bytes += w.token_embd->nbytes;
   }
+  // Rows [r0, r1) of a fused matrix as a tensor of its own (llama.cpp's views of wqkv and
+  // of phi3's ffn_up), named after the part.
+  auto rows_of = [&w](const WeightTensor& t, int64_t r0, int64_t r1, const std::string& name) {
+    auto v = std::make_unique<WeightTensor>(t);
+    const int64_t stride = t.row_stride > 0 ? t.row_stride : row_bytes(t.type, t.ne[0]);
+    v->name = name;
+    v->data = static_cast<const uint8_t*>(t.data) + r0 * stride;
+    v->ne[1] = r1 - r0;
+    v->nbytes = static_cast<uint64_t>(stride * (r1 - r0));
+    w.views.push_back(std::move(v));
+    return w.views.back().get();
+  };
   w.layers.resize(hp.n_layer);
   for (int l = 0; l < hp.n_layer; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     auto& L = w.layers[l];
     TROUPE_RETURN_IF_ERROR(bind(b + "attn_norm.weight", hp.n_embd, 0, true, &L.attn_norm));
-    TROUPE_RETURN_IF_ERROR(bind(b + "attn_q.weight", hp.n_embd, q_dim, false, &L.wq));
-    TROUPE_RETURN_IF_ERROR(bind(b + "attn_k.weight", hp.n_embd, kv_dim, false, &L.wk));
-    TROUPE_RETURN_IF_ERROR(bind(b + "attn_v.weight", hp.n_embd, kv_dim, false, &L.wv));
+    if (source.tensor(b + "attn_qkv.weight") != nullptr) {
+      const WeightTensor* qkv = nullptr;
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_qkv.weight", hp.n_embd, q_dim + 2 * kv_dim, false, &qkv));
+      if (source.tensor(b + "attn_qkv.bias") != nullptr)
+        return not_supported("model tensor '" + b + "attn_qkv.bias' (a fused attention bias) is not supported");
+      L.wq = rows_of(*qkv, 0, q_dim, b + "attn_qkv.weight:q");
+      L.wk = rows_of(*qkv, q_dim, q_dim + kv_dim, b + "attn_qkv.weight:k");
+      L.wv = rows_of(*qkv, q_dim + kv_dim, q_dim + 2 * kv_dim, b + "attn_qkv.weight:v");
+    } else {
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_q.weight", hp.n_embd, q_dim, false, &L.wq));
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_k.weight", hp.n_embd, kv_dim, false, &L.wk));
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_v.weight", hp.n_embd, kv_dim, false, &L.wv));
+    }
+    // Q/K/V biases are optional in every family, as llama.cpp loads them (qwen2 has them).
+    const std::pair<const char*, int64_t> biases[] = {{"attn_q.bias", q_dim}, {"attn_k.bias", kv_dim},
+                                                      {"attn_v.bias", kv_dim}};
+    const WeightTensor** bias_out[] = {&L.bq, &L.bk, &L.bv};
+    for (int j = 0; j < 3; ++j)
+      if (source.tensor(b + biases[j].first) != nullptr)
+        TROUPE_RETURN_IF_ERROR(bind(b + biases[j].first, biases[j].second, 0, true, bias_out[j]));
+    if (hp.qk_norm) {
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_q_norm.weight", hp.head_dim, 0, true, &L.q_norm));
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_k_norm.weight", hp.head_dim, 0, true, &L.k_norm));
+    }
     TROUPE_RETURN_IF_ERROR(bind(b + "attn_output.weight", q_dim, hp.n_embd, false, &L.wo));
     TROUPE_RETURN_IF_ERROR(bind(b + "ffn_norm.weight", hp.n_embd, 0, true, &L.ffn_norm));
-    TROUPE_RETURN_IF_ERROR(bind(b + "ffn_gate.weight", hp.n_embd, hp.n_ff, false, &L.ffn_gate));
-    TROUPE_RETURN_IF_ERROR(bind(b + "ffn_up.weight", hp.n_embd, hp.n_ff, false, &L.ffn_up));
+    if (hp.fused_gate_up) {
+      // ggml_swiglu: silu of the first half of the rows (gate) times the second half (up).
+      const WeightTensor* up = nullptr;
+      TROUPE_RETURN_IF_ERROR(bind(b + "ffn_up.weight", hp.n_embd, 2 * hp.n_ff, false, &up));
+      L.ffn_gate = rows_of(*up, 0, hp.n_ff, b + "ffn_up.weight:gate");
+      L.ffn_up = rows_of(*up, hp.n_ff, 2 * hp.n_ff, b + "ffn_up.weight:up");
+    } else {
+      TROUPE_RETURN_IF_ERROR(bind(b + "ffn_gate.weight", hp.n_embd, hp.n_ff, false, &L.ffn_gate));
+      TROUPE_RETURN_IF_ERROR(bind(b + "ffn_up.weight", hp.n_embd, hp.n_ff, false, &L.ffn_up));
+    }
     TROUPE_RETURN_IF_ERROR(bind(b + "ffn_down.weight", hp.n_ff, hp.n_embd, false, &L.ffn_down));
-    if (source.tensor(b + "attn_q.bias"))
-      return not_supported("attention biases ('" + b + "attn_q.bias') are not supported by the llama model");
+    for (const char* extra : {"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+      if (source.tensor(b + extra) != nullptr)
+        return not_supported("model tensor '" + b + extra + "' is not supported (architecture '" + hp.arch + "')");
   }
+  if (source.tensor("output.bias") != nullptr)
+    return not_supported("model tensor 'output.bias' is not supported (architecture '" + hp.arch + "')");
   w.bytes_per_token = bytes;
   return w;
 }

@@ -1,11 +1,14 @@
-// Hyperparameters of the Llama family read from GGUF metadata, and the
-// validation of every weight tensor against them.
+// Hyperparameters of the Llama-style decoders (llama, qwen2, qwen3, phi3:
+// decoder_arch.hpp) read from GGUF metadata, and the validation of every weight
+// tensor against them.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/models/rope_scaling.hpp"
 #include "troupe/model.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/status.hpp"
@@ -26,6 +29,9 @@ struct LlamaHParams {
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
   bool rope_neox = false;    // pairs (i, i+d/2) instead of (2i, 2i+1)
+  bool qk_norm = false;      // per-head RMS norms of q and k before RoPE (qwen3)
+  bool fused_gate_up = false;// ffn_up holds gate then up (phi3)
+  RopeScaling rope_scaling;  // frequency factors (Llama 3's rope_freqs, linear scaling)
 };
 
 /// The tensors of one transformer block (pointers into the ModelSource).
@@ -39,6 +45,11 @@ struct LlamaLayerWeights {
   const WeightTensor* ffn_gate = nullptr;   // {n_embd, n_ff}
   const WeightTensor* ffn_up = nullptr;     // {n_embd, n_ff}
   const WeightTensor* ffn_down = nullptr;   // {n_ff, n_embd}
+  const WeightTensor* bq = nullptr;         // {n_head*head_dim} f32, optional (qwen2)
+  const WeightTensor* bk = nullptr;         // {n_head_kv*head_dim} f32, optional
+  const WeightTensor* bv = nullptr;         // {n_head_kv*head_dim} f32, optional
+  const WeightTensor* q_norm = nullptr;     // {head_dim} f32 (qwen3)
+  const WeightTensor* k_norm = nullptr;     // {head_dim} f32 (qwen3)
 };
 
 struct LlamaWeights {
@@ -47,6 +58,9 @@ struct LlamaWeights {
   const WeightTensor* output = nullptr;       // {n_embd, n_vocab}; token_embd when tied
   bool tied_output = false;
   std::vector<LlamaLayerWeights> layers;
+  // Views of fused tensors (phi3's attn_qkv and ffn_up, as llama.cpp splits them): rows of
+  // the file's tensor, owned here so that the layers' pointers stay valid.
+  std::vector<std::unique_ptr<WeightTensor>> views;
   uint64_t bytes_per_token = 0;  // weight bytes one forward reads (embedding: one row)
 };
 

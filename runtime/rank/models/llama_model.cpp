@@ -40,12 +40,21 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
                               " needs the communicator of its pipeline stage's ranks, in which it is rank " +
                               std::to_string(context.tp_rank));
   }
+  named_ops::RopeFreqFactors::Fn rope_freq_factors = nullptr;
+  if (hp->rope_scaling.active()) {
+    rope_freq_factors = named_ops::find<named_ops::RopeFreqFactors>(*context.ops);
+    if (rope_freq_factors == nullptr)
+      return not_supported("this model's rope scaling (" + hp->rope_scaling.description +
+                           ") needs the platform op '" + std::string(named_ops::RopeFreqFactors::name) +
+                           "', which the platform does not offer");
+  }
   auto w = bind_llama_weights(source, *hp);
   if (!w.ok()) return w.status();
   TROUPE_RETURN_IF_ERROR(check_llama_weight_types(*w, *context.ops));
   auto shard = shard_llama_weights(*hp, *w, context.tp_rank, tp, context.pp_rank, pp);
   if (!shard.ok()) return shard.status();
   std::unique_ptr<LlamaModel> model(new LlamaModel(std::move(*hp), std::move(*w), std::move(*shard), context));
+  model->rope_freq_factors_ = rope_freq_factors;
   TROUPE_RETURN_IF_ERROR(place_llama_shard(model->shard_, model->weights_));
   TROUPE_RETURN_IF_ERROR(model->allocate_activations());
   return std::unique_ptr<Model>(std::move(model));
@@ -62,16 +71,22 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
   info_.head_dim = hp_.head_dim;
   info_.hidden_size = hp_.n_embd;
   info_.weight_bytes = w_.bytes_per_token;
-  TROUPE_LOG_INFO("llama model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}, "
+  TROUPE_LOG_INFO("{} model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}{}{}, "
                   "{} output",
-                  hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
-                  hp_.rope_neox ? "neox" : "normal", hp_.rope_theta, w_.tied_output ? "tied" : "separate");
+                  hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
+                  hp_.rope_neox ? "neox" : "normal", hp_.rope_theta,
+                  hp_.rope_scaling.active() ? " scaled by " : "", hp_.rope_scaling.description,
+                  w_.tied_output ? "tied" : "separate");
   for (const std::string* chosen : {&rms_norm_.chosen(), &rope_.chosen(), &silu_and_mul_.chosen()})
     if (*chosen != "native") {
       TROUPE_LOG_INFO("llama model custom ops: rms_norm {}, rotary_embedding {}, silu_and_mul {}", rms_norm_.chosen(),
                       rope_.chosen(), silu_and_mul_.chosen());
       break;
     }
+  if (hp_.rope_scaling.active() && rope_.chosen() != "native")
+    TROUPE_LOG_WARNING("the rotary_embedding override '{}' is not used: this model's rope scaling ({}) runs the "
+                       "platform's named op {}",
+                       rope_.chosen(), hp_.rope_scaling.description, named_ops::RopeFreqFactors::name);
   if (shard_.tp_size * shard_.pp_size > 1)
     TROUPE_LOG_INFO("llama model share of tensor rank {}/{}, pipeline stage {}/{}: layers [{}, {}), heads {}/{} (kv), "
                     "ffn rows [{}, {}), vocab rows [{}, {})",
@@ -90,6 +105,11 @@ Status LlamaModel::allocate_activations() {
                              std::pair{&q_, q_dim}, std::pair{&k_, kv_dim}, std::pair{&v_, kv_dim},
                              std::pair{&attn_, q_dim}, std::pair{&gate_, ff}, std::pair{&up_, ff}})
     TROUPE_RETURN_IF_ERROR(array->allocate(mem, T * cols));
+  if (const std::vector<float>& f = hp_.rope_scaling.freq_factors; !f.empty()) {
+    TROUPE_RETURN_IF_ERROR(rope_factors_.allocate(mem, static_cast<int64_t>(f.size())));
+    TROUPE_RETURN_IF_ERROR(mem.copy(rope_factors_.data(), f.data(), static_cast<int64_t>(f.size() * sizeof(float)),
+                                    CopyKind::host_to_device));
+  }
   if (weights_.device_bytes() > 0)
     TROUPE_LOG_INFO("llama model: {:.1f} MiB of weights on {}", static_cast<double>(weights_.device_bytes()) / (1 << 20),
                     mem.name());
@@ -143,6 +163,7 @@ Status LlamaModel::validate(const ForwardBatch& b) const {
 }
 
 bool LlamaModel::applies_lora(std::string_view name) const {
+  const std::string_view full = name;
   constexpr std::string_view kPrefix = "blk.", kSuffix = ".weight";
   if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return false;
   name.remove_prefix(kPrefix.size());
@@ -156,8 +177,14 @@ bool LlamaModel::applies_lora(std::string_view name) const {
   }
   if (layer >= hp_.n_layer) return false;
   const std::string_view kind = name.substr(dot + 1);
-  for (std::string_view k : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
-    if (kind == k) return true;
+  // Only a projection the file has as a tensor of that name: phi3's fused attn_qkv and
+  // ffn_up are bound as views (":q", ":gate"...) that no adapter tensor names.
+  const LlamaLayerWeights& L = w_.layers[static_cast<size_t>(layer)];
+  const std::pair<std::string_view, const WeightTensor*> kinds[] = {
+      {"attn_q", L.wq},       {"attn_k", L.wk},     {"attn_v", L.wv},        {"attn_output", L.wo},
+      {"ffn_gate", L.ffn_gate}, {"ffn_up", L.ffn_up}, {"ffn_down", L.ffn_down}};
+  for (const auto& [k, t] : kinds)
+    if (kind == k) return t != nullptr && t->name == std::string_view(full);
   return false;
 }
 
@@ -182,6 +209,15 @@ Status LlamaModel::apply_lora(const ForwardBatch& b, const WeightTensor& w, cons
     s = e;
   }
   return {};
+}
+
+void LlamaModel::rotate(float* x, const ForwardBatch& b, int n_heads) {
+  if (rope_freq_factors_ != nullptr) {
+    rope_freq_factors_(*ctx_.ops, x, b.positions.data(), b.num_tokens(), n_heads, hp_.head_dim, hp_.rope_theta,
+                       hp_.rope_neox, rope_factors_.empty() ? nullptr : rope_factors_.data(), hp_.rope_scaling.mscale);
+    return;
+  }
+  rope_(*ctx_.ops, x, b.positions.data(), b.num_tokens(), n_heads, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
 }
 
 // Stage 0's input: the token embeddings. Vocab-parallel: a rank fills the rows of the tokens
@@ -285,8 +321,18 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
     ops.matmul_multi(qkv, qkv_out, 3, xn_.data(), T);
     if (lora)
       for (int j = 0; j < 3; ++j) TROUPE_RETURN_IF_ERROR(apply_lora(b, *qkv[j], xn_.data(), qkv_out[j]));
-    rope_(ops, q_.data(), b.positions.data(), T, shard_.n_head_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
-    rope_(ops, k_.data(), b.positions.data(), T, shard_.n_head_kv_local, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
+    const WeightTensor* biases[3] = {&L.bq, &L.bk, &L.bv};
+    for (int j = 0; j < 3; ++j)
+      if (biases[j]->data != nullptr)
+        ops.add_bias(qkv_out[j], static_cast<const float*>(biases[j]->data), T, biases[j]->ne[0]);
+    if (L.q_norm.data != nullptr) {  // qwen3: an RMS norm over each head's vector
+      rms_norm_(ops, q_.data(), static_cast<const float*>(L.q_norm.data), T * shard_.n_head_local, hp_.head_dim,
+                hp_.rms_eps, q_.data());
+      rms_norm_(ops, k_.data(), static_cast<const float*>(L.k_norm.data), T * shard_.n_head_kv_local, hp_.head_dim,
+                hp_.rms_eps, k_.data());
+    }
+    rotate(q_.data(), b, shard_.n_head_local);
+    rotate(k_.data(), b, shard_.n_head_kv_local);
     attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, scale);
     ops.matmul(L.wo, attn_.data(), T, tmp_.data());
     if (lora) TROUPE_RETURN_IF_ERROR(apply_lora(b, L.wo, attn_.data(), tmp_.data()));

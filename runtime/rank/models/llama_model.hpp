@@ -1,5 +1,6 @@
-// The Llama family (Llama 1-3 shapes, SmolLM, TinyLlama...): GQA, RoPE,
-// RMSNorm, SwiGLU, tied or separate output, over the platform's Ops and
+// The Llama-style decoders (Llama 1-3, SmolLM, TinyLlama, Qwen2/2.5, Qwen3,
+// Phi-3: decoder_arch.hpp): GQA, RoPE (with frequency factors), RMSNorm, optional
+// Q/K/V biases and per-head q/k norms, SwiGLU, tied or separate output, over the platform's Ops and
 // AttentionBackend. Activations are preallocated for max_num_batched_tokens.
 // Split over ranks by ModelContext (tp/pp rank and size): each rank runs its
 // share (llama_shard.hpp) and the communicators join the shares.
@@ -14,6 +15,7 @@
 #include "troupe/device_memory.hpp"
 #include "troupe/model_custom_ops.hpp"
 #include "troupe/model.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace troupe::models {
 
@@ -30,7 +32,8 @@ class LlamaModel final : public Model {
   /// The final norm's output of every token (last-token pooling over a decoder).
   Status forward_hidden(const ForwardBatch& batch, float* hidden) override;
   /// LoRA targets: the attention and MLP projections of every layer
-  /// (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight).
+  /// (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight) that the
+  /// file has as tensors of those names (not phi3's fused attn_qkv and ffn_up).
   bool applies_lora(std::string_view name) const override;
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaShard& shard() const { return shard_; }
@@ -41,6 +44,8 @@ class LlamaModel final : public Model {
   Status validate(const ForwardBatch& batch) const;
   Status run_layers(const ForwardBatch& batch);
   Status embed(const ForwardBatch& batch);
+  /// RoPE of q or k ([T][n_heads][head_dim]) with the file's scaling, if any.
+  void rotate(float* x, const ForwardBatch& batch, int n_heads);
   Status output(const ForwardBatch& batch, float* logits);
   /// LoRA: y += B (A x) of base matrix `w` on the rows of every sequence whose adapter
   /// targets it (x: [T][in], y: [T][out]); nothing when no sequence of the step has one.
@@ -55,6 +60,10 @@ class LlamaModel final : public Model {
   CustomOp<custom_ops::RmsNorm::Fn> rms_norm_ = custom_ops::make<custom_ops::RmsNorm>();
   CustomOp<custom_ops::RotaryEmbedding::Fn> rope_ = custom_ops::make<custom_ops::RotaryEmbedding>();
   CustomOp<custom_ops::SiluAndMul::Fn> silu_and_mul_ = custom_ops::make<custom_ops::SiluAndMul>();
+  // RoPE with frequency factors (hp_.rope_scaling active): the platform's named op, and the
+  // factors in device memory.
+  named_ops::RopeFreqFactors::Fn rope_freq_factors_ = nullptr;
+  DeviceArray<float> rope_factors_;
   LlamaShard shard_;       // views of this rank's share, placed in weights_
   ModelInfo info_;
   // Activations in device memory, rows of max_num_batched_tokens; "local" = this tensor rank's share.

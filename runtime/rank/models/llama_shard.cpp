@@ -19,6 +19,16 @@ WeightTensor row_slice(const WeightTensor& t, int64_t r0, int64_t r1) {
   return v;
 }
 
+// Elements [e0, e1) of an f32 vector (a bias); an absent tensor stays absent.
+WeightTensor element_slice(const WeightTensor* t, int64_t e0, int64_t e1) {
+  if (t == nullptr) return WeightTensor{};
+  WeightTensor v = *t;
+  v.data = static_cast<const float*>(t->data) + e0;
+  v.ne[0] = e1 - e0;
+  v.nbytes = static_cast<uint64_t>(e1 - e0) * sizeof(float);
+  return v;
+}
+
 // Columns [c0, c1) of every row of `t`: the rows keep the full row as their stride, and the
 // slice must fall on whole blocks of a quantized type.
 Result<WeightTensor> column_slice(const WeightTensor& t, int64_t c0, int64_t c1, int tp_rank, int tp_size) {
@@ -113,6 +123,11 @@ Result<LlamaShard> shard_llama_weights(const LlamaHParams& hp, const LlamaWeight
     S.wq = row_slice(*L.wq, q0, q1);
     S.wk = row_slice(*L.wk, k0, k1);
     S.wv = row_slice(*L.wv, k0, k1);
+    S.bq = element_slice(L.bq, q0, q1);
+    S.bk = element_slice(L.bk, k0, k1);
+    S.bv = element_slice(L.bv, k0, k1);
+    if (L.q_norm != nullptr) S.q_norm = *L.q_norm;
+    if (L.k_norm != nullptr) S.k_norm = *L.k_norm;
     auto wo = column_slice(*L.wo, q0, q1, tp_rank, tp_size);
     if (!wo.ok()) return wo.status();
     S.wo = *wo;
@@ -136,7 +151,8 @@ Status place_llama_shard(LlamaShard& s, DeviceWeights& weights) {
   };
   for (WeightTensor* t : {&s.token_embd, &s.output, &s.output_norm}) TROUPE_RETURN_IF_ERROR(place(*t));
   for (LlamaShardLayer& L : s.layers)
-    for (WeightTensor* t : {&L.attn_norm, &L.ffn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+    for (WeightTensor* t : {&L.attn_norm, &L.ffn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down,
+                            &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm})
       TROUPE_RETURN_IF_ERROR(place(*t));
   return {};
 }

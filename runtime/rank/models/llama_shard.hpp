@@ -43,6 +43,8 @@ struct LlamaShardLayer {
   WeightTensor ffn_gate;  // {n_embd, ff_end-ff_begin}
   WeightTensor ffn_up;    // {n_embd, ff_end-ff_begin}
   WeightTensor ffn_down;  // {ff_end-ff_begin, n_embd}: columns [ff_begin, ff_end)
+  WeightTensor bq, bk, bv;        // the biases of this rank's heads (data null: none)
+  WeightTensor q_norm, k_norm;    // {head_dim} f32, whole (data null: none)
 };
 
 struct LlamaShard {

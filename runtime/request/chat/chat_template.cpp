@@ -1,5 +1,7 @@
 #include "runtime/request/chat/chat_template.hpp"
 
+#include <ctime>
+
 #include <fmt/format.h>
 
 #include <initializer_list>
@@ -122,8 +124,30 @@ std::string render_mistral(const std::vector<Message>& m, size_t first, const st
   return out;
 }
 
-std::string render_llama3(const std::vector<Message>& m, bool gen, const std::string& bos) {
+// "26 Jul 2024": strftime("%d %b %Y") of the local date, as Python's datetime.now() gives it.
+std::string today_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+  return buf;
+}
+
+std::string render_llama3(const ChatTemplate& t, const std::vector<Message>& all, bool gen, const std::string& bos) {
   std::string out = bos;
+  std::vector<Message> m = all;
+  if (t.llama3_dates != Llama3Dates::none) {
+    // Llama 3.1+: the system turn is always there, the user's system text after the dates.
+    std::string system;
+    if (!m.empty() && m.front().role == "system") {
+      system = trim(m.front().content);
+      m.erase(m.begin());
+    }
+    const std::string date = t.llama3_dates == Llama3Dates::today ? today_date() : "26 Jul 2024";
+    append(&out, {"<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ",
+                  date, "\n\n", system, "<|eot_id|>"});
+  }
   for (const auto& msg : m) {
     append(&out, {"<|start_header_id|>", msg.role, "<|end_header_id|>\n\n", trim(msg.content), "<|eot_id|>"});
   }
@@ -161,7 +185,7 @@ std::string render_gemma(const std::vector<Message>& m, size_t first, const std:
 }  // namespace
 
 std::vector<std::string> known_names() {
-  return {"chatml", "smollm2", "llama2", "llama3", "mistral", "zephyr", "phi3", "gemma"};
+  return {"chatml", "smollm2", "llama2", "llama3", "llama3.1", "llama3.2", "mistral", "zephyr", "phi3", "gemma"};
 }
 
 Result<ChatTemplate> by_name(std::string_view name) {
@@ -169,6 +193,8 @@ Result<ChatTemplate> by_name(std::string_view name) {
   if (name == "smollm2") return ChatTemplate{"smollm2", Family::chatml, kSmolLmSystem};
   if (name == "llama2") return ChatTemplate{"llama2", Family::llama2, ""};
   if (name == "llama3") return ChatTemplate{"llama3", Family::llama3, ""};
+  if (name == "llama3.1") return ChatTemplate{"llama3.1", Family::llama3, "", Llama3Dates::fixed};
+  if (name == "llama3.2") return ChatTemplate{"llama3.2", Family::llama3, "", Llama3Dates::today};
   if (name == "mistral" || name == "mistral-instruct") return ChatTemplate{"mistral", Family::mistral, ""};
   if (name == "zephyr") return ChatTemplate{"zephyr", Family::zephyr, ""};
   if (name == "phi3") return ChatTemplate{"phi3", Family::phi3, ""};
@@ -182,7 +208,10 @@ Result<ChatTemplate> detect(std::string_view jinja) {
     if (t.default_system == kSmolLmSystem) t.name = "smollm2";
     return t;
   }
-  if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|eot_id|>")) return *by_name("llama3");
+  if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|eot_id|>")) {
+    if (!contains(jinja, "Cutting Knowledge Date")) return *by_name("llama3");
+    return *by_name(contains(jinja, "strftime_now") ? "llama3.2" : "llama3.1");
+  }
   if (contains(jinja, "<start_of_turn>")) return *by_name("gemma");
   if (contains(jinja, "[INST]")) return *by_name(contains(jinja, "<<SYS>>") ? "llama2" : "mistral");
   if (contains(jinja, "<|assistant|>") && contains(jinja, "<|end|>")) return *by_name("phi3");
@@ -216,7 +245,7 @@ Result<std::string> apply(const ChatTemplate& tmpl, const std::vector<Message>& 
     case Family::chatml: return render_chatml(tmpl, m, add_generation_prompt);
     case Family::llama2: return render_llama2(m, first, system, bos_text, eos_text);
     case Family::mistral: return render_mistral(m, first, system, bos_text, eos_text);
-    case Family::llama3: return render_llama3(m, add_generation_prompt, bos_text);
+    case Family::llama3: return render_llama3(tmpl, m, add_generation_prompt, bos_text);
     case Family::zephyr: return render_zephyr(m, add_generation_prompt, eos_text);
     case Family::phi3: return render_phi3(m, add_generation_prompt, eos_text);
     case Family::gemma: return render_gemma(m, first, system, add_generation_prompt, bos_text);

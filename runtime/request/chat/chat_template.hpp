@@ -19,16 +19,24 @@ struct Message {
 
 enum class Family { chatml, llama2, llama3, mistral, zephyr, phi3, gemma };
 
+/// Llama 3.1+'s system header: always written, with "Cutting Knowledge Date: December 2023"
+/// and "Today Date: D". 3.1's template fixes D to "26 Jul 2024"; 3.2's takes today's date
+/// (strftime_now("%d %b %Y"), as transformers and llama.cpp render it).
+enum class Llama3Dates { none, fixed, today };
+
 struct ChatTemplate {
   std::string name;            // one of known_names()
   Family family = Family::chatml;
   std::string default_system;  // chatml: system turn added when the conversation has none
+  Llama3Dates llama3_dates = Llama3Dates::none;
 };
 
 /// Recognise a Jinja chat template; an unknown one is invalid_argument naming how to pick one.
 Result<ChatTemplate> detect(std::string_view jinja);
 /// "chatml", "smollm2" (chatml + SmolLM2's default system prompt), "llama2", "llama3",
-/// "mistral" (alias "mistral-instruct"), "zephyr", "phi3", "gemma".
+/// "llama3.1", "llama3.2" (Llama3Dates), "mistral" (alias "mistral-instruct"), "zephyr",
+/// "phi3", "gemma". Qwen2/2.5/3 files are chatml (Qwen2.5's default system prompt is read
+/// from its template).
 Result<ChatTemplate> by_name(std::string_view name);
 std::vector<std::string> known_names();
 

@@ -202,3 +202,63 @@ TEST(ChatTemplate, ValidatesRoles) {
 
 }  // namespace
 }  // namespace troupe::chat
+
+namespace troupe::chat {
+namespace {
+
+// Llama 3.1 and 3.2 always write a system turn with the knowledge and today's dates; 3.1's
+// template fixes the date, 3.2's asks strftime_now. Excerpts of the real templates' text.
+TEST(ChatTemplate, Llama31And32WriteTheDatedSystemTurn) {
+  const std::string common =
+      "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023\\n\" }}"
+      "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}{{- system_message }}{{- \"<|eot_id|>\" }}";
+  auto t31 = detect("{%- if not date_string is defined %}{%- set date_string = \"26 Jul 2024\" %}{%- endif %}" + common);
+  ASSERT_TRUE(t31.ok());
+  EXPECT_EQ(t31->name, "llama3.1");
+  auto t32 = detect("{%- if strftime_now is defined %}{%- set date_string = strftime_now(\"%d %b %Y\") %}" + common);
+  ASSERT_TRUE(t32.ok());
+  EXPECT_EQ(t32->name, "llama3.2");
+  auto r = apply(*t31, {{"system", " Be brief. "}, {"user", "Hi"}}, true, "<|begin_of_text|>", "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r,
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Without a system message the turn is still there, empty after the dates; 3.2 dates it today.
+  auto r32 = apply(*t32, {{"user", "Hi"}}, false, "", "");
+  ASSERT_TRUE(r32.ok());
+  const std::string head = "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ";
+  ASSERT_EQ(r32->rfind(head, 0), 0u) << *r32;
+  const size_t date_end = r32->find("\n\n<|eot_id|>");
+  ASSERT_NE(date_end, std::string::npos) << *r32;
+  EXPECT_EQ(date_end - head.size(), 11u) << *r32;  // "01 Dec 2026"
+}
+
+// Qwen2.5's template is chatml with a default system prompt in its else branch; Qwen3's is
+// chatml without one; Phi-3's is phi3.
+TEST(ChatTemplate, QwenAndPhi3FilesPickTheirFamily) {
+  auto q25 = detect(
+      "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + "
+      "'<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a "
+      "helpful assistant.<|im_end|>\\n' }}{%- endif %}");
+  ASSERT_TRUE(q25.ok());
+  EXPECT_EQ(q25->family, Family::chatml);
+  EXPECT_EQ(q25->default_system, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+  auto q3 = detect("{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}"
+                   "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}");
+  ASSERT_TRUE(q3.ok());
+  EXPECT_EQ(q3->family, Family::chatml);
+  EXPECT_EQ(q3->default_system, "");
+  auto phi = detect("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + "
+                    "message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + "
+                    "message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+                    "{{ '<|assistant|>\\n' }}{% endif %}");
+  ASSERT_TRUE(phi.ok());
+  EXPECT_EQ(phi->name, "phi3");
+  auto none = detect("");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("llama3.2"), std::string::npos) << none.status().message();
+}
+
+}  // namespace
+}  // namespace troupe::chat
