@@ -15,6 +15,4 @@ void Ops::matmul_silu_mul(const WeightTensor& gate, const WeightTensor& up, cons
 
 OpFn Ops::find_op(std::string_view) const { return nullptr; }
 
-OpFn Ops::find_op(std::string_view) const { return nullptr; }
-
 }  // namespace troupe

@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/dummy/dummy_model.hpp"
-#include "runtime/generation/offline_generator.hpp"
+#include "runtime/model_files/dummy/dummy_model.hpp"
+#include "runtime/core/generation/offline_generator.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 
 namespace troupe {

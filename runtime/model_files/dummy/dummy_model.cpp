@@ -7,7 +7,7 @@
 
 #include "runtime/model_files/dummy/random_weights.hpp"
 #include "runtime/model_files/dummy/synthetic_vocab.hpp"
-#include "runtime/rank/models/rope_scaling.hpp"
+#include "runtime/model_files/gguf/llama3_rope_factors.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::dummy {

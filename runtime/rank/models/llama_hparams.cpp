@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "runtime/models/decoder_arch.hpp"
+#include "runtime/rank/models/decoder_arch.hpp"
 #include "troupe/dtype.hpp"
 
 namespace troupe::models {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/models/rope_scaling.hpp"
+#include "runtime/rank/models/rope_scaling.hpp"
 #include "troupe/model.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/status.hpp"

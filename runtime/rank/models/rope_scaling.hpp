@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/model_files/gguf/llama3_rope_factors.hpp"
 #include "troupe/model.hpp"
 #include "troupe/status.hpp"
 
@@ -25,18 +26,6 @@ struct RopeScaling {
   std::string description;          // for the load log: "rope_freqs.weight", "linear x4"...
   bool active() const { return !freq_factors.empty() || mscale != 1.0f; }
 };
-
-struct Llama3RopeParams {
-  float factor = 8.0f;
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  float original_context_length = 8192.0f;
-};
-
-/// The llama3 factors of rope_dim/2 pairs at base theta, as llama.cpp's converter computes
-/// them (frequencies in float32, wavelengths in double): 1 for wavelengths below
-/// original/high_freq_factor, factor above original/low_freq_factor, interpolated between.
-std::vector<float> llama3_rope_factors(const Llama3RopeParams& p, float theta, int rope_dim);
 
 /// The scaling of `arch`'s file with rotary dimension rope_dim and base theta. A
 /// rope_freqs tensor in a family that does not read it (reads_rope_freqs false) is refused.
