@@ -114,7 +114,8 @@ class Scenario {
               " block=" + std::to_string(kBlockSize);
     for (int l = 0; l < kLayers; ++l) {
       if (window_[l] > 0) c.shape += " window[" + std::to_string(l) + "]=" + std::to_string(window_[l]);
-      if (softcap_[l] > 0) c.shape += " softcap[" + std::to_string(l) + "]=" + std::to_string(softcap_[l]);
+      if (softcap_[l] > 0)
+        c.shape += " softcap[" + std::to_string(l) + "]=" + std::to_string(static_cast<int>(softcap_[l]));  // whole numbers
     }
     c.tolerance = tolerance;
     const float scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
