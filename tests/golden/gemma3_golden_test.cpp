@@ -3,7 +3,8 @@
 // tests/data/golden/gen_gemma3_llamacpp.py): from llama.cpp's prompt token ids, token for
 // token, a flip accepted only after a step whose top-1/top-2 margin was below
 // kFragileMargin. Two prompts are longer than the 512-token sliding window. Skipped
-// unless TROUPE_GEMMA3_MODEL names the file (scripts/fetch-model.sh gemma-3-270m).
+// unless TROUPE_GEMMA_MODEL (scripts/test.sh sets it from scripts/fetch-model.sh
+// gemma-3-270m) or TROUPE_GEMMA3_MODEL names the file.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -22,8 +23,9 @@ namespace troupe {
 namespace {
 
 std::string gemma3_path() {
-  const char* p = std::getenv("TROUPE_GEMMA3_MODEL");
-  return p != nullptr && std::filesystem::exists(p) ? std::string(p) : std::string();
+  for (const char* name : {"TROUPE_GEMMA_MODEL", "TROUPE_GEMMA3_MODEL"})
+    if (const char* p = std::getenv(name); p != nullptr && std::filesystem::exists(p)) return p;
+  return {};
 }
 
 nlohmann::json gemma3_golden() {
@@ -35,7 +37,7 @@ nlohmann::json gemma3_golden() {
 // prompts are prefilled in chunks that cross the window (or large enough for one pass).
 void run_cases(int64_t max_num_batched_tokens) {
   const std::string path = gemma3_path();
-  if (path.empty()) GTEST_SKIP() << "TROUPE_GEMMA3_MODEL is not set (scripts/fetch-model.sh gemma-3-270m)";
+  if (path.empty()) GTEST_SKIP() << "TROUPE_GEMMA_MODEL is not set (scripts/fetch-model.sh gemma-3-270m)";
   Platform* platform = testing::cpu_platform();
   ASSERT_NE(platform, nullptr);
   EngineConfig config;
