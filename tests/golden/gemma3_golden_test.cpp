@@ -58,7 +58,14 @@ void run_cases(int64_t max_num_batched_tokens) {
     auto out = (*gen)->generate(prompt_ids, p);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     testing::expect_matches_case(c, out->token_ids);
-    exact += out->token_ids == c["output_ids"].get<std::vector<int32_t>>();
+    const auto want = c["output_ids"].get<std::vector<int32_t>>();
+    exact += out->token_ids == want;
+    for (size_t i = 0; i < want.size() && i < out->token_ids.size(); ++i)
+      if (out->token_ids[i] != want[i]) {
+        std::printf("  %zu-token prompt: first difference at step %zu (llama.cpp's margin there %.4f)\n",
+                    prompt_ids.size(), i, c["top1_top2_logit_margin"][i].get<double>());
+        break;
+      }
   }
   // The tokenizer is not what this test holds (Gemma's SentencePiece fixes are their own work).
   std::printf("gemma3 270M (max_num_batched_tokens %lld): %d of %zu cases token-exact with llama.cpp; troupe's "
