@@ -4,7 +4,8 @@
 // llama_decode; each step's argmax and its top-1/top-2 logit margin are printed as one
 // JSON object. Built and run by gen_gemma3_llamacpp.py against a llama.cpp build.
 //
-// usage: llamacpp_greedy MODEL PROMPT_FILE N_PREDICT [THREADS]
+// usage: llamacpp_greedy MODEL PROMPT_FILE N_PREDICT [THREADS [KV_TYPE]]
+//   KV_TYPE: f16 (llama.cpp's default) or f32
 #include <llama.h>
 
 #include <cstdio>
@@ -37,7 +38,7 @@ std::string json_string(const std::string& s) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MODEL PROMPT_FILE N_PREDICT [THREADS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL PROMPT_FILE N_PREDICT [THREADS [f16|f32]]\n", argv[0]);
     return 2;
   }
   std::ifstream in(argv[2], std::ios::binary);
@@ -58,6 +59,10 @@ int main(int argc, char** argv) {
   cp.n_ubatch = 512;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
+  if (argc > 5 && std::string(argv[5]) == "f32") {
+    cp.type_k = GGML_TYPE_F32;
+    cp.type_v = GGML_TYPE_F32;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (ctx == nullptr) return 1;
 
