@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Greedy references of llama.cpp (b11434, libllama through llamacpp_greedy.cpp) on a
-Gemma 3 GGUF (default: the gemma-3-270m Q4_K_M file of scripts/fetch-model.sh)
+Gemma 3 GGUF (or a gemma2 one derived from it) (default: the gemma-3-270m Q4_K_M file of scripts/fetch-model.sh)
 -> tests/data/golden/gemma3_270m_llamacpp.json for tests/golden/gemma3_golden_test.
 
 llama.cpp tokenizes each prompt (add_special, parse_special) and the test generates
@@ -8,7 +8,14 @@ from those ids, so the reference does not depend on troupe's tokenizer. Two prom
 are longer than the model's 512-token sliding window (one crosses it in the prefill,
 one while decoding). Per step the top-1/top-2 logit margin is recorded.
 
-usage: gen_gemma3_llamacpp.py [--llama-cpp SRC_DIR] [--model GGUF] [--out JSON]
+With --arch gemma2 the model is first derived by make_gemma2_from_gemma3.py (q/k
+scale 0.5: a 512-token window on the even layers, attention and final soft-capping)
+and llama.cpp runs without flash attention, then with it: this untrained combination
+is sensitive enough that llama.cpp's two attention paths (which round differently)
+part after some steps (llamacpp_paths_agree_steps); troupe is held to the tokens both
+agree on -> gemma2_derived_llamacpp.json for tests/golden/gemma_golden_test.
+
+usage: gen_gemma3_llamacpp.py [--arch gemma3|gemma2] [--llama-cpp SRC_DIR] [--model GGUF] [--out JSON]
   SRC_DIR: a llama.cpp source tree whose build/bin holds libllama.so
 """
 import argparse, hashlib, json, os, subprocess, sys, tempfile
@@ -37,15 +44,32 @@ def prompts():
         (near_window + "\nList three of the facts above:\n1.", 96),
     ]
 
+QK_SCALE = 0.5
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-cpp", default=DEFAULT_LLAMA)
     ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--out", default=os.path.join(HERE, "gemma3_270m_llamacpp.json"))
+    ap.add_argument("--arch", default="gemma3", choices=["gemma3", "gemma2"])
+    ap.add_argument("--out")
     ap.add_argument("--threads", default="2")
     a = ap.parse_args()
+    g2 = a.arch == "gemma2"
+    out = a.out or os.path.join(HERE, "gemma2_derived_llamacpp.json" if g2 else "gemma3_270m_llamacpp.json")
     lib = os.path.join(a.llama_cpp, "build", "bin")
     with tempfile.TemporaryDirectory() as tmp:
+        model = a.model
+        if g2:
+            model = os.path.join(tmp, "gemma2-derived.gguf")
+            subprocess.run([sys.executable, os.path.join(HERE, "make_gemma2_from_gemma3.py"), a.model, model,
+                            str(QK_SCALE)], check=True)
         tool = os.path.join(tmp, "llamacpp_greedy")
         subprocess.run(["g++", "-O2", "-std=c++17", "-I" + os.path.join(a.llama_cpp, "include"),
                         "-I" + os.path.join(a.llama_cpp, "ggml", "include"), os.path.join(HERE, "llamacpp_greedy.cpp"),
@@ -55,19 +79,26 @@ def main():
             pf = os.path.join(tmp, "prompt.txt")
             with open(pf, "w") as f:
                 f.write(text)
-            r = subprocess.run([tool, a.model, pf, str(n), a.threads], check=True, capture_output=True, text=True)
-            c = json.loads(r.stdout)
-            cases.append({"prompt": text, "prompt_ids": c["prompt_ids"], "n_predict": n, "output_ids": c["output_ids"],
-                          "output_text": c["output_text"], "top1_top2_logit_margin": c["top1_top2_logit_margin"]})
+            def run(fa):
+                r = subprocess.run([tool, model, pf, str(n), a.threads, "f16", fa], check=True, capture_output=True,
+                                   text=True)
+                return json.loads(r.stdout)
+            c = run("off" if g2 else "auto")
+            case = {"prompt": text, "prompt_ids": c["prompt_ids"], "n_predict": n, "output_ids": c["output_ids"],
+                    "output_text": c["output_text"], "top1_top2_logit_margin": c["top1_top2_logit_margin"]}
+            if g2:
+                # llama.cpp's two attention paths round differently; where their tokens part, so may troupe's.
+                other = run("on")["output_ids"]
+                case["output_ids_flash_attn"] = other
+                case["llamacpp_paths_agree_steps"] = next(
+                    (i for i, (x, y) in enumerate(zip(c["output_ids"], other)) if x != y), n)
+            cases.append(case)
             print(f"{len(c['prompt_ids'])} prompt tokens, {n} generated, min margin "
                   f"{min(c['top1_top2_logit_margin']):.4f}", file=sys.stderr)
-    sha = hashlib.sha256()
-    with open(a.model, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            sha.update(chunk)
+        sha = sha256(model)
     commit = subprocess.run(["git", "-C", a.llama_cpp, "describe", "--tags", "--always"], capture_output=True,
                             text=True).stdout.strip() or "b11434 (source tree without git metadata)"
-    meta = {"model_file": os.path.basename(a.model), "model_sha256": sha.hexdigest(),
+    meta = {"model_file": os.path.basename(a.model), "model_sha256": sha256(a.model),
             "llama_cpp": commit + ", CPU, libllama through tests/data/golden/llamacpp_greedy.cpp",
             "settings": f"{a.threads} threads, n_ctx 4096, n_batch 2048, n_ubatch 512, default context parameters "
                         "otherwise (F16 KV cache)",
@@ -75,8 +106,11 @@ def main():
                           "batch, then one token per llama_decode; EOS not treated as a stop",
             "tokenization": "llama_tokenize(add_special=true, parse_special=true); prompt_ids include BOS",
             "fragility": "top1_top2_logit_margin per generated step, in logit units",
-            "generator": "tests/data/golden/gen_gemma3_llamacpp.py"}
-    with open(a.out, "w") as f:
+            "generator": "tests/data/golden/gen_gemma3_llamacpp.py --arch " + a.arch}
+    if g2:
+        meta["derived"] = {"by": f"make_gemma2_from_gemma3.py MODEL OUT {QK_SCALE}", "sha256": sha,
+                           "flash_attention": "off"}
+    with open(out, "w") as f:
         json.dump({"meta": meta, "cases": cases}, f, indent=1)
         f.write("\n")
 

@@ -4,8 +4,8 @@
 // llama_decode; each step's argmax and its top-1/top-2 logit margin are printed as one
 // JSON object. Built and run by gen_gemma3_llamacpp.py against a llama.cpp build.
 //
-// usage: llamacpp_greedy MODEL PROMPT_FILE N_PREDICT [THREADS [KV_TYPE]]
-//   KV_TYPE: f16 (llama.cpp's default) or f32
+// usage: llamacpp_greedy MODEL PROMPT_FILE N_PREDICT [THREADS [KV_TYPE [FLASH_ATTN]]]
+//   KV_TYPE: f16 (llama.cpp's default) or f32; FLASH_ATTN: auto (default), on or off
 #include <llama.h>
 
 #include <cstdio>
@@ -38,7 +38,7 @@ std::string json_string(const std::string& s) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MODEL PROMPT_FILE N_PREDICT [THREADS [f16|f32]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL PROMPT_FILE N_PREDICT [THREADS [f16|f32 [auto|on|off]]]\n", argv[0]);
     return 2;
   }
   std::ifstream in(argv[2], std::ios::binary);
@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
   cp.n_ubatch = 512;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
+  if (argc > 6) {
+    const std::string fa = argv[6];
+    cp.flash_attn_type = fa == "on" ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                         : fa == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                       : LLAMA_FLASH_ATTN_TYPE_AUTO;
+  }
   if (argc > 5 && std::string(argv[5]) == "f32") {
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;

@@ -7,7 +7,13 @@ layers (pattern 2) and one RoPE base for all layers. The weights were not traine
 this architecture, but the file is a valid gemma2 model that llama.cpp and troupe both
 run, and its outputs are far from uniform, so greedy tokens compare meaningfully.
 
-usage: make_gemma2_from_gemma3.py IN.gguf OUT.gguf
+Without gemma3's q/k norms the raw attention logits are large enough that the
+result depends on rounding (llama.cpp's own tokens change with flash attention
+and the KV cache type); QK_SCALE (default 1) multiplies the block scales of every
+attn_q and attn_k (Q5_0 or Q8_0 blocks), so the logits shrink by QK_SCALE^2 and
+the model becomes well-conditioned.
+
+usage: make_gemma2_from_gemma3.py IN.gguf OUT.gguf [QK_SCALE]
 """
 import struct, sys
 
@@ -40,8 +46,23 @@ def enc_string(s):
     b = s.encode('utf-8')
     return struct.pack('<Q', len(b)) + b
 
+BLOCK_BYTES = {6: 22, 8: 34}  # Q5_0, Q8_0: an f16 scale first, then 32 elements' codes
+
+def scale_blocks(chunk, ttype, dims, factor):
+    if ttype not in BLOCK_BYTES:
+        sys.exit(f"cannot scale a tensor of type {ttype} (Q5_0 and Q8_0 only)")
+    n_blocks = dims[0] * dims[1] // 32
+    bb = BLOCK_BYTES[ttype]
+    out = bytearray(chunk)
+    for b in range(n_blocks):
+        o = b * bb
+        (d,) = struct.unpack_from('<e', out, o)
+        struct.pack_into('<e', out, o, d * factor)  # rounded to f16 (nearest even)
+    return bytes(out)
+
 def main():
     src, dst = sys.argv[1], sys.argv[2]
+    qk_scale = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
     data = open(src, 'rb').read()
     r = Reader(data)
     assert r.get('4s') == b'GGUF'
@@ -99,6 +120,8 @@ def main():
         f.write(header)
         for (name, dims, ttype, off), new_off in zip(kept, offsets):
             chunk = data[base + off: base + off + size_of(off)]
+            if qk_scale != 1.0 and name.endswith(('attn_q.weight', 'attn_k.weight')):
+                chunk = scale_blocks(chunk, ttype, dims, qk_scale)
             f.write(chunk + b'\0' * ((-len(chunk)) % ALIGN))
 
 if __name__ == '__main__':
