@@ -2,7 +2,8 @@
 // translated to the device's real bytes before the kernel runs; the small
 // integer arrays (ids, positions, sequence starts) are host memory. matmul_multi
 // and matmul_silu_mul are the SDK's defaults (built from matmul and silu_mul).
-// It offers select_tokens, so a step's sampled tokens leave it as ids.
+// It offers select_tokens, so a step's sampled tokens leave it as ids, and Gemma's named ops
+// (gelu_tanh_mul, softcap, scale, evaluated in double as an independent reference).
 #pragma once
 
 #include "sim_device.hpp"
