@@ -2,7 +2,9 @@
 // the same paged cache and see the same steps in lock step (prefill of mixed
 // lengths, chunked prefill beside decodes, decodes across block boundaries, a
 // long context in chunks), block tables drawn from shuffled block ids, two
-// layers; every step's outputs are compared.
+// layers; every step's outputs are compared. Then Gemma's attention: a sliding
+// window on one layer and none on the other (chunked prefill and decodes past
+// the window), and logit soft-capping.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -66,6 +68,12 @@ class Scenario {
     return true;
   }
 
+  /// Per-layer sliding window and logit soft-capping of the following steps (0: none).
+  void set_layer_attention(int layer, int32_t window, float softcap) {
+    window_[layer] = window;
+    softcap_[layer] = softcap;
+  }
+
   void run(const Step& step, const HeadConfig& h, double tolerance) {
     ForwardBatch b;
     b.query_start.push_back(0);
@@ -104,6 +112,11 @@ class Scenario {
     c.shape = step.what + " new/len=[" + lens + "] heads=" + std::to_string(h.heads) + "/" +
               std::to_string(h.kv_heads) + " head_dim=" + std::to_string(h.head_dim) +
               " block=" + std::to_string(kBlockSize);
+    for (int l = 0; l < kLayers; ++l) {
+      if (window_[l] > 0) c.shape += " window[" + std::to_string(l) + "]=" + std::to_string(window_[l]);
+      if (softcap_[l] > 0)
+        c.shape += " softcap[" + std::to_string(l) + "]=" + std::to_string(static_cast<int>(softcap_[l]));  // whole numbers
+    }
     c.tolerance = tolerance;
     const float scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
     compare_case(t_, r_, report_, std::move(c), [&](Session& s) -> Result<std::vector<float>> {
@@ -114,7 +127,11 @@ class Scenario {
         CONFORMANCE_ASSIGN(kd, s.put(k[static_cast<size_t>(l)]));
         CONFORMANCE_ASSIGN(vd, s.put(v[static_cast<size_t>(l)]));
         CONFORMANCE_ASSIGN(out, s.scratch(T * h.heads * h.head_dim * 4));
-        attn.forward(l, qd, kd, vd, static_cast<float*>(out), h.heads, b, scale);
+        AttentionParams params;
+        params.scale = scale;
+        params.sliding_window = window_[l];
+        params.logit_softcap = softcap_[l];
+        attn.forward(l, qd, kd, vd, static_cast<float*>(out), h.heads, b, params);
         CONFORMANCE_ASSIGN(o, s.get(static_cast<float*>(out), T * h.heads * h.head_dim));
         all.insert(all.end(), o.begin(), o.end());
       }
@@ -172,6 +189,8 @@ class Scenario {
   std::map<Session*, std::unique_ptr<AttentionBackend>> backends_;
   std::vector<int32_t> free_;
   std::map<int, Seq> seqs_;
+  int32_t window_[kLayers] = {};
+  float softcap_[kLayers] = {};
 };
 
 }  // namespace
@@ -202,6 +221,29 @@ void check_attention(Session& target, Session& reference, const Options& options
       for (int c = 0; c < 4; ++c) sc.run({"long prefill chunk", {{4, 256}}}, h, tol);
       sc.run({"long decode", {{4, 1}, {0, 1}}}, h, tol);
       if (options.measure_speed) sc.measure_decode(h, 4);
+    }
+  }
+  // Gemma's attention: layer 0 windowed (a window that is no multiple of the block size or
+  // the kernels' key chunks), layer 1 global, both soft-capped in the second scenario; the
+  // steps cross the window in a chunked prefill and in decodes.
+  for (DType kv : {DType::f16, DType::f32}) {
+    for (float softcap : {0.0f, 5.0f}) {
+      const HeadConfig h = softcap > 0 ? HeadConfig{4, 1, 64} : HeadConfig{4, 2, 32};
+      Scenario sc(target, reference, options, rng, report);
+      KvCacheSpec spec;
+      spec.block_size = kBlockSize;
+      spec.num_layers = kLayers;
+      spec.num_kv_heads = h.kv_heads;
+      spec.head_dim = h.head_dim;
+      spec.dtype = kv;
+      const double tol = kv == DType::f16 ? tolerance_for(DType::f16) : kF32Tolerance;
+      if (!sc.allocate(spec, "kv " + std::string(to_string(kv)))) break;
+      sc.set_layer_attention(0, 83, softcap);
+      sc.set_layer_attention(1, 0, softcap);
+      sc.run({"window: prefill", {{0, 1}, {1, 60}, {2, 100}}}, h, tol);          // shorter than, inside and past the window
+      sc.run({"window: chunked prefill + decode", {{1, 70}, {2, 1}, {3, 9}}}, h, tol);  // a chunk that crosses it
+      for (int c = 0; c < 3; ++c) sc.run({"window: long prefill chunk", {{4, 200}}}, h, tol);
+      sc.run({"window: decode", {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}}, h, tol);
     }
   }
   report->notes.push_back("paged_attention: longest context checked " + std::to_string(kLongContext) +

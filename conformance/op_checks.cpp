@@ -5,6 +5,7 @@
 
 #include "conformance/check_util.hpp"
 #include "conformance/random_data.hpp"
+#include "troupe/named_ops/named_ops.hpp"
 
 namespace troupe::conformance {
 
@@ -143,6 +144,59 @@ struct Checker {
                 return s.get(static_cast<float*>(out), n * dim);
               });
         }
+    }
+  }
+
+  /// Whether both offer named op Op; a target without it is a not_offered case, a reference
+  /// without it a note.
+  template <class Op>
+  bool both_offer() {
+    if (!selected(options, "ops", std::string(Op::name))) return false;
+    if (!named_ops::supports<Op>(reference.ops())) {
+      report->notes.push_back(std::string(Op::name) + " not checked: the reference does not offer it");
+      return false;
+    }
+    if (named_ops::supports<Op>(target.ops())) return true;
+    CaseResult c;
+    c.group = "ops";
+    c.op = std::string(Op::name);
+    c.outcome = Outcome::not_offered;
+    c.detail = "models that need it (gemma2, gemma3) are refused at load";
+    report->cases.push_back(std::move(c));
+    return false;
+  }
+
+  // Gemma's named ops: the GELU-tanh gate, soft-capping (values far past the cap too), scaling.
+  void named_elementwise() {
+    const bool gelu = both_offer<named_ops::GeluTanhMul>();
+    const bool cap = both_offer<named_ops::SoftCap>();
+    const bool scale = both_offer<named_ops::Scale>();
+    for (int64_t n : {1, 7, 4097, 40000}) {
+      const auto a = random_floats(rng, n, -8, 8), b = random_floats(rng, n, -2, 2);
+      const auto big = random_floats(rng, n, -200, 200);
+      const std::string shp = shape({{"n", n}});
+      if (gelu)
+        run(named_ops::GeluTanhMul::name.data(), shp, "f32", kF32Tolerance, [&](Session& s) -> Result<std::vector<float>> {
+          CONFORMANCE_ASSIGN(ad, s.put(a));
+          CONFORMANCE_ASSIGN(bd, s.put(b));
+          CONFORMANCE_ASSIGN(out, s.scratch(n * 4));
+          named_ops::find<named_ops::GeluTanhMul>(s.ops())(s.ops(), ad, bd, n, static_cast<float*>(out));
+          return s.get(static_cast<float*>(out), n);
+        });
+      if (cap)
+        for (float c : {30.0f, 50.0f})
+          run(named_ops::SoftCap::name.data(), shp + " cap=" + std::to_string(static_cast<int>(c)), "f32",
+              kF32Tolerance, [&](Session& s) -> Result<std::vector<float>> {
+                CONFORMANCE_ASSIGN(xd, s.put(big));
+                named_ops::find<named_ops::SoftCap>(s.ops())(s.ops(), xd, n, c);
+                return s.get(xd, n);
+              });
+      if (scale)
+        run(named_ops::Scale::name.data(), shp, "f32", kF32Tolerance, [&](Session& s) -> Result<std::vector<float>> {
+          CONFORMANCE_ASSIGN(xd, s.put(a));
+          named_ops::find<named_ops::Scale>(s.ops())(s.ops(), xd, n, 25.298221f);
+          return s.get(xd, n);
+        });
     }
   }
 
@@ -301,6 +355,7 @@ void check_kernels(const Platform& target, const Platform& reference, const Opti
                           reference.device_type() + "): " + (names.empty() ? "none" : names));
   k.matmuls();
   k.norms_and_elementwise();
+  k.named_elementwise();
   k.dense_attention();
   check_token_selection(**t, **r, options, rng, report);
   check_attention(**t, **r, options, rng, report);

@@ -33,7 +33,8 @@ troupe::Status SimAttentionBackend::allocate(const troupe::KvCacheSpec& spec, in
 }
 
 void SimAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
-                                  int num_heads, const troupe::ForwardBatch& b, float scale) {
+                                  int num_heads, const troupe::ForwardBatch& b,
+                                  const troupe::AttentionParams& params) {
   const char* op = "paged_attention";
   if (!cache_ || layer < 0 || layer >= spec_.num_layers || num_heads % spec_.num_kv_heads != 0) {
     std::fprintf(stderr, "sim accelerator: paged_attention: layer %d / %d heads do not fit the cache\n", layer,
@@ -62,7 +63,8 @@ void SimAttentionBackend::forward(int layer, const float* q, const float* k, con
     auto slot_of = [&](int64_t p) { return int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs; };
     kernels::paged_attention_seq(cache, qr, o, b.query_start[static_cast<size_t>(s)],
                                  b.query_start[static_cast<size_t>(s) + 1], b.seq_lens[static_cast<size_t>(s)],
-                                 num_heads, spec_.num_kv_heads, hd, scale, slot_of, scores_.data(), key_row_.data());
+                                 num_heads, spec_.num_kv_heads, hd, params.scale, params.sliding_window,
+                                 params.logit_softcap, slot_of, scores_.data(), key_row_.data());
   }
   maybe_break(op, o, T * num_heads * hd);
 }

@@ -21,7 +21,8 @@ class SimAttentionBackend final : public troupe::AttentionBackend {
   const troupe::KvCacheSpec& spec() const override { return spec_; }
   int64_t num_blocks() const override { return num_blocks_; }
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
-               const troupe::ForwardBatch& batch, float scale) override;
+               const troupe::ForwardBatch& batch, const troupe::AttentionParams& params) override;
+  using troupe::AttentionBackend::forward;
 
  private:
   SimDevice& d_;

@@ -99,6 +99,23 @@ void gelu(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0))));
 }
 
+// Evaluated in double: the sim is the independent reference, not a copy of the CPU's float code.
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = gate[i];
+    out[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (x + 0.044715 * x * x * x))) *
+                                up[i]);
+  }
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+}
+
+void scale(float* x, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
 void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim) {
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < dim; ++i) y[t * dim + i] += bias[i];

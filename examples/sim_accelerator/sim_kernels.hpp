@@ -27,6 +27,10 @@ void add_inplace(float* y, const float* x, int64_t n);
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim, float eps,
                 float* out);
 void gelu(const float* x, int64_t n, float* out);
+/// Gemma's: gelu_tanh(gate) * up; cap * tanh(x / cap) in place; x *= factor in place.
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+void softcap(float* x, int64_t n, float cap);
+void scale(float* x, int64_t n, float factor);
 void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim);
 void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                      int num_seqs, int n_heads, int head_dim, float scale, bool causal);
@@ -48,11 +52,12 @@ struct KvLayer {
 void kv_store(const KvLayer& cache, const float* k, const float* v, const int64_t* slots, int64_t n_tokens);
 /// Causal attention of query rows [q_begin, q_end) of one sequence over its cached positions
 /// [0, seq_len): query row j sits at position seq_len - (q_end - q_begin) + j. `slot_of(p)`
-/// gives the cache slot of position p (block table lookup).
+/// gives the cache slot of position p (block table lookup). window > 0: a row at p sees only
+/// (p - window, p]; softcap > 0: scores are softcap * tanh(score / softcap).
 template <class SlotOf>
 void paged_attention_seq(const KvLayer& cache, const float* q, float* out, int64_t q_begin, int64_t q_end,
                          int64_t seq_len, int num_heads, int num_kv_heads, int head_dim, float scale,
-                         SlotOf&& slot_of, float* scores, float* key_row);
+                         int64_t window, float softcap, SlotOf&& slot_of, float* scores, float* key_row);
 
 }  // namespace sim::kernels
 

@@ -76,6 +76,24 @@ void SimOps::silu_mul(const float* gate, const float* up, int64_t n, float* out)
   maybe_break("silu_mul", o, n);
 }
 
+void SimOps::gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  float* o = dev_f32(d_, out, n, "gelu_tanh_mul");
+  kernels::gelu_tanh_mul(dev_f32(d_, gate, n, "gelu_tanh_mul"), dev_f32(d_, up, n, "gelu_tanh_mul"), n, o);
+  maybe_break("gelu_tanh_mul", o, n);
+}
+
+void SimOps::softcap(float* x, int64_t n, float cap) {
+  float* xr = dev_f32(d_, x, n, "softcap");
+  kernels::softcap(xr, n, cap);
+  maybe_break("softcap", xr, n);
+}
+
+void SimOps::scale(float* x, int64_t n, float factor) {
+  float* xr = dev_f32(d_, x, n, "scale");
+  kernels::scale(xr, n, factor);
+  maybe_break("scale", xr, n);
+}
+
 void SimOps::add_inplace(float* y, const float* x, int64_t n) {
   float* yr = dev_f32(d_, y, n, "add_inplace");
   kernels::add_inplace(yr, dev_f32(d_, x, n, "add_inplace"), n);
@@ -118,6 +136,16 @@ troupe::OpFn SimOps::find_op(std::string_view name) const {
           +[](troupe::Ops& ops, const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params, int32_t* out) {
             return static_cast<SimOps&>(ops).select_tokens(logits, rows, vocab, params, out);
           }),
+      troupe::named_ops::entry<troupe::named_ops::GeluTanhMul>(
+          +[](troupe::Ops& ops, const float* gate, const float* up, int64_t n, float* out) {
+            static_cast<SimOps&>(ops).gelu_tanh_mul(gate, up, n, out);
+          }),
+      troupe::named_ops::entry<troupe::named_ops::SoftCap>(+[](troupe::Ops& ops, float* x, int64_t n, float cap) {
+        static_cast<SimOps&>(ops).softcap(x, n, cap);
+      }),
+      troupe::named_ops::entry<troupe::named_ops::Scale>(+[](troupe::Ops& ops, float* x, int64_t n, float factor) {
+        static_cast<SimOps&>(ops).scale(x, n, factor);
+      }),
   };
   return troupe::named_ops::lookup(table, name);
 }

@@ -25,6 +25,16 @@ struct KvCacheSpec {
   }
 };
 
+/// How one layer attends (AttentionBackend::forward). score = (q . k) * scale, then, when
+/// logit_softcap > 0, score = logit_softcap * tanh(score / logit_softcap) (Gemma 2); then the
+/// softmax. With sliding_window = w > 0, the query at position p sees only the keys at
+/// positions (p - w, p] (the last w, its own included: llama.cpp's standard SWA); 0 is no window.
+struct AttentionParams {
+  float scale = 1.0f;
+  int32_t sliding_window = 0;
+  float logit_softcap = 0.0f;
+};
+
 class AttentionBackend {
  public:
   virtual ~AttentionBackend() = default;
@@ -42,9 +52,15 @@ class AttentionBackend {
   /// a backend with further limits overrides it and calls this one too.
   virtual Status check_batch(const ForwardBatch& batch) const;
   /// Store this step's k/v ([num_tokens][num_kv_heads][head_dim]) at batch.slot_mapping,
-  /// then attend q ([num_tokens][num_heads][head_dim]) causally over each sequence; out like q.
+  /// then attend q ([num_tokens][num_heads][head_dim]) causally over each sequence, as
+  /// `params` says (window, soft-capping); out like q.
   virtual void forward(int layer, const float* q, const float* k, const float* v, float* out,
-                       int num_heads, const ForwardBatch& batch, float scale) = 0;
+                       int num_heads, const ForwardBatch& batch, const AttentionParams& params) = 0;
+  /// Plain causal attention: no window, no soft-capping.
+  void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
+               const ForwardBatch& batch, float scale) {
+    forward(layer, q, k, v, out, num_heads, batch, AttentionParams{scale});
+  }
 };
 
 }  // namespace troupe

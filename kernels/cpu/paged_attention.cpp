@@ -25,9 +25,10 @@ inline float cached(const PagedAttentionArgs& A, const void* cache, int64_t offs
   return static_cast<const float*>(cache)[offset];
 }
 
-// One query row against keys [0, n_keys) of a sequence, online softmax over chunks.
-void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_head, const float* q, int n_keys,
-                float* out) {
+// One query row against keys [lo, n_keys) of a sequence, online softmax over chunks aligned
+// to kKeyChunk from 0.
+void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_head, const float* q, int lo,
+                int n_keys, float* out) {
   const int hd = A.head_dim;
   const int64_t kv_stride = int64_t{A.num_kv_heads} * hd;
   float acc[kMaxHeadDim];
@@ -35,16 +36,18 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
   std::fill(acc, acc + hd, 0.0f);
   float m = -std::numeric_limits<float>::infinity();
   float sum = 0.0f;
-  for (int c0 = 0; c0 < n_keys; c0 += kKeyChunk) {
+  for (int c0 = lo / kKeyChunk * kKeyChunk; c0 < n_keys; c0 += kKeyChunk) {
     const int cn = std::min(kKeyChunk, n_keys - c0);
+    const int i0 = std::max(0, lo - c0);  // keys before the window take no part
     float cmax = -std::numeric_limits<float>::infinity();
-    for (int i = 0; i < cn; ++i) {
+    for (int i = i0; i < cn; ++i) {
       const int t = c0 + i;
       const int64_t base = (int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride +
                            int64_t{kv_head} * hd;
       float s = 0.0f;
       for (int d = 0; d < hd; ++d) s += q[d] * cached(A, A.k_cache, base + d);
       scores[i] = s * A.scale;
+      if (A.softcap > 0) scores[i] = A.softcap * std::tanh(scores[i] / A.softcap);
       cmax = std::max(cmax, scores[i]);
     }
     if (cmax > m) {
@@ -53,7 +56,7 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
       for (int d = 0; d < hd; ++d) acc[d] *= f;
       m = cmax;
     }
-    for (int i = 0; i < cn; ++i) {
+    for (int i = i0; i < cn; ++i) {
       const int t = c0 + i;
       const int64_t base = (int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride +
                            int64_t{kv_head} * hd;
@@ -75,9 +78,10 @@ void attend_item_scalar(const PagedAttentionArgs& A, int s, int kv_head, int j0,
   const int first_pos = A.seq_lens[s] - q_len;
   for (int j = j0; j < j1; ++j) {
     const int64_t row = A.query_start[s] + j;
+    const int pos = first_pos + j;
     for (int h = kv_head * group; h < (kv_head + 1) * group; ++h)
-      attend_one(A, A.block_tables[s], kv_head, A.q + row * q_stride + int64_t{h} * A.head_dim, first_pos + j + 1,
-                 A.out + row * q_stride + int64_t{h} * A.head_dim);
+      attend_one(A, A.block_tables[s], kv_head, A.q + row * q_stride + int64_t{h} * A.head_dim, first_key(A, pos),
+                 pos + 1, A.out + row * q_stride + int64_t{h} * A.head_dim);
   }
 }
 

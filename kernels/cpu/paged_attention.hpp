@@ -42,11 +42,15 @@ struct PagedAttentionArgs {
   int head_dim = 0;                // at most 256
   int block_size = 16;
   float scale = 1.0f;
+  int window = 0;                  // > 0: a query at position p sees keys (p - window, p] only
+  float softcap = 0.0f;            // > 0: score = softcap * tanh(score / softcap) after the scale
   int64_t* work_offsets = nullptr; // caller scratch of num_seqs + 1 entries
 };
 
-/// Query token j of sequence s (q_len tokens) sits at position seq_len - q_len + j and attends to
-/// cache positions [0, that position].
+/// Query token j of sequence s (q_len tokens) sits at position p = seq_len - q_len + j and attends to
+/// cache positions [0, p], or [p - window + 1, p] with a window. Key chunks stay aligned to
+/// multiples of kKeyChunk from position 0 whatever the window, so a row's result still depends
+/// only on that row.
 void paged_attention(const PagedAttentionArgs& args, ThreadPool* pool);
 
 }  // namespace troupe::kernels::cpu

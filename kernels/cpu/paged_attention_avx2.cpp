@@ -5,7 +5,8 @@
 // the tile is scored against them, 4 keys at a time.
 //
 // Per query row and head the operations are fixed: score_i = (q . k_i, 8 lanes
-// then a fixed tree) * scale; per chunk the running max, the weights
+// then a fixed tree) * scale, soft-capped when asked; keys outside the row's window
+// are -inf; per chunk the running max, the weights
 // exp(score - max) (vector exp) summed lane-wise then in a fixed tree, and
 // acc = acc * f + sum_i w_i v_i in key order; finally acc / sum. So a row's
 // result is the same in any tile or batch.
@@ -133,13 +134,17 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
       std::fill_n(A.out + (A.query_start[s] + j) * q_stride + int64_t{kv_head * group + g} * hd, hd, 0.0f);
 
   const int max_keys = first_pos + j1;  // the last query's keys
+  // The first query's first key (windows only move forward); chunks stay aligned to kKeyChunk.
+  const int c_first = first_key(A, first_pos + j0) / kKeyChunk * kKeyChunk;
   alignas(32) float scores[kKeyChunk];
-  for (int c0 = 0; c0 < max_keys; c0 += kKeyChunk) {
+  for (int c0 = c_first; c0 < max_keys; c0 += kKeyChunk) {
     load_chunk(A, table, kv_head, c0, std::min(kKeyChunk, max_keys - c0), max_keys, &scratch);
     for (int j = j0; j < j1; ++j) {
       const int n_keys = first_pos + j + 1;
-      if (n_keys <= c0) continue;
+      const int lo = first_key(A, first_pos + j);
+      if (n_keys <= c0 || lo >= c0 + kKeyChunk) continue;
       const int cn = std::min(kKeyChunk, n_keys - c0);
+      const int i0 = std::max(0, lo - c0);  // keys before the window take no part
       const int64_t row = A.query_start[s] + j;
       for (int g = 0; g < group; ++g) {
         const int64_t h = int64_t{kv_head} * group + g;
@@ -147,7 +152,11 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
         float* acc = A.out + row * q_stride + h * hd;
         RowState& st = state[(j - j0) * group + g];
         score_chunk(q, scratch, hd, cn, A.scale, scores);
-        // Keys past cn (this query's future, or the padding) take no part: -inf scores, zero weights.
+        if (A.softcap > 0)
+          for (int i = i0; i < cn; ++i) scores[i] = A.softcap * std::tanh(scores[i] / A.softcap);
+        // Keys before the window or past cn (this query's future, or the padding) take no
+        // part: -inf scores, zero weights.
+        for (int i = 0; i < i0; ++i) scores[i] = -std::numeric_limits<float>::infinity();
         for (int i = cn; i < kKeyChunk; ++i) scores[i] = -std::numeric_limits<float>::infinity();
         const int n8 = (cn + 7) & ~7;
         __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -179,7 +188,7 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
           if (lanes == 32) {
             __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
             __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
-            for (int i = 0; i < cn; ++i) {
+            for (int i = i0; i < cn; ++i) {
               const __m256 w = _mm256_broadcast_ss(scores + i);
               const float* v = scratch.v + i * hd + d;
               a0 = _mm256_fmadd_ps(w, _mm256_load_ps(v), a0);
@@ -194,7 +203,7 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
           } else {
             for (int e = d; e < d + lanes; e += 8) {
               __m256 a = _mm256_loadu_ps(acc + e);
-              for (int i = 0; i < cn; ++i)
+              for (int i = i0; i < cn; ++i)
                 a = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + i), _mm256_load_ps(scratch.v + i * hd + e), a);
               _mm256_storeu_ps(acc + e, a);
             }

@@ -12,6 +12,11 @@ constexpr int kQueryTile = 16;   // queries of one (sequence, kv head) per work 
 constexpr int kKeyChunk = 64;    // keys scored before one online-softmax update
 constexpr int kMaxHeadDim = 256;
 
+/// The first key position a query at `pos` sees.
+inline int first_key(const PagedAttentionArgs& A, int pos) {
+  return A.window > 0 && pos - A.window + 1 > 0 ? pos - A.window + 1 : 0;
+}
+
 /// One work item: queries [j0, j1) of sequence s, every query head of kv head `kv_head`.
 void attend_item_scalar(const PagedAttentionArgs& args, int s, int kv_head, int j0, int j1);
 /// The same with AVX2/FMA/F16C; head_dim must be a multiple of 8.

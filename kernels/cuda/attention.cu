@@ -67,11 +67,12 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAtte
 
   // Every thread computes the same s and n_keys, so the early return is uniform over the block.
   const int s = find_sequence(p.query_start, p.num_seqs, row);
-  int64_t n_keys = 0;
+  int64_t n_keys = 0, lo = 0;
   if (s >= 0) {
     const int64_t q_len = p.query_start[s + 1] - p.query_start[s];
     const int64_t j = row - p.query_start[s];
     n_keys = int64_t{p.seq_lens[s]} - q_len + j + 1;
+    if (p.window > 0 && n_keys - p.window > 0) lo = n_keys - p.window;  // the sliding window's first key
     const int64_t table_keys = int64_t{p.max_blocks_per_seq} * p.block_size;
     if (n_keys > table_keys) n_keys = table_keys;
   }
@@ -94,18 +95,19 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAtte
   for (int k = 0; k < kDimsPerThread; ++k) acc[k] = 0.0f;
   float m = -INFINITY, sum = 0.0f;
 
-  for (int64_t c0 = 0; c0 < n_keys; c0 += kKeyChunk) {
+  for (int64_t c0 = lo / kKeyChunk * kKeyChunk; c0 < n_keys; c0 += kKeyChunk) {
     const int cn = static_cast<int>(n_keys - c0 < kKeyChunk ? n_keys - c0 : kKeyChunk);
     for (int i = warp; i < cn; i += kAttnWarps) {
       const int64_t t = c0 + i;
       const int64_t block = table[t / p.block_size];
-      float score = -INFINITY;  // a key without a valid block is masked out
-      if (block >= 0 && block < p.num_blocks) {  // same for the whole warp
+      float score = -INFINITY;  // a key without a valid block, or before the window, is masked out
+      if (t >= lo && block >= 0 && block < p.num_blocks) {  // same for the whole warp
         const CT* kr = k_cache + (block * p.block_size + t % p.block_size) * slot_stride + int64_t{kv_head} * hd;
         float dot = 0.0f;
         for (int d = lane; d < hd; d += 32) dot += q_sh[d] * to_float(kr[d]);
         for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
         score = dot * p.scale;
+        if (p.softcap > 0.0f) score = p.softcap * tanhf(score / p.softcap);
       }
       if (lane == 0) score_sh[i] = score;
     }

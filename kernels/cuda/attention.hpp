@@ -44,6 +44,8 @@ struct PagedAttentionParams {
   int head_dim = 0;                     // at most kMaxHeadDim
   int block_size = 16;
   float scale = 1.0f;
+  int window = 0;                       // > 0: position p sees keys (p - window, p] only
+  float softcap = 0.0f;                 // > 0: score = softcap * tanh(score / softcap)
 };
 constexpr int kMaxHeadDim = 256;
 

@@ -44,7 +44,7 @@ Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks
 }
 
 void CpuAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
-                                  int num_heads, const ForwardBatch& b, float scale) {
+                                  int num_heads, const ForwardBatch& b, const AttentionParams& params) {
   TROUPE_CHECK(layer >= 0 && layer < spec_.num_layers, "attention layer out of range (cache not allocated?)");
   const int64_t kv_dim = int64_t{spec_.num_kv_heads} * spec_.head_dim;
   const auto dtype = spec_.dtype == DType::f16 ? kernels::cpu::KvDtype::f16 : kernels::cpu::KvDtype::f32;
@@ -68,7 +68,9 @@ void CpuAttentionBackend::forward(int layer, const float* q, const float* k, con
   a.num_kv_heads = spec_.num_kv_heads;
   a.head_dim = spec_.head_dim;
   a.block_size = spec_.block_size;
-  a.scale = scale;
+  a.scale = params.scale;
+  a.window = params.sliding_window;
+  a.softcap = params.logit_softcap;
   a.work_offsets = work_offsets_.data();
   kernels::cpu::paged_attention(a, pool_);
 }

@@ -22,7 +22,8 @@ class CpuAttentionBackend final : public AttentionBackend {
   std::string name() const override { return "cpu_paged"; }
   Status allocate(const KvCacheSpec& spec, int64_t num_blocks) override;
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
-               const ForwardBatch& batch, float scale) override;
+               const ForwardBatch& batch, const AttentionParams& params) override;
+  using AttentionBackend::forward;
 
   const KvCacheSpec& spec() const override { return spec_; }
   int64_t num_blocks() const override { return num_blocks_; }

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/encoder.hpp"
+#include "kernels/cpu/gemma_elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -118,6 +119,16 @@ OpFn CpuOps::find_op(std::string_view name) const {
           +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
             return static_cast<CpuOps&>(ops).select_tokens(logits, rows, vocab, params, out);
           }),
+      named_ops::entry<named_ops::GeluTanhMul>(+[](Ops& ops, const float* gate, const float* up, int64_t n, float* out) {
+        static_cast<CpuOps&>(ops).split(n, [=](int64_t b, int64_t e) {
+          kernels::cpu::gelu_tanh_mul(gate + b, up + b, e - b, out + b);
+        });
+      }),
+      named_ops::entry<named_ops::SoftCap>(+[](Ops& ops, float* x, int64_t n, float cap) {
+        static_cast<CpuOps&>(ops).split(n, [=](int64_t b, int64_t e) { kernels::cpu::softcap(x + b, e - b, cap); });
+      }),
+      named_ops::entry<named_ops::Scale>(
+          +[](Ops&, float* x, int64_t n, float factor) { kernels::cpu::scale(x, n, factor); }),
   };
   return named_ops::lookup(table, name);
 }
@@ -178,6 +189,13 @@ void CpuOps::dense_attention(const float* q, const float* k, const float* v, flo
     return;
   }
   pool_->parallel_for(items, run);
+}
+
+void CpuOps::split(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kMinPerThread = 1 << 14;  // elements: below that threads cost more than they give
+  if (pool_ == nullptr || pool_->size() < 2 || n < 2 * kMinPerThread) return fn(0, n);
+  const int64_t parts = std::min<int64_t>(pool_->size(), n / kMinPerThread);
+  pool_->parallel_for(parts, [&](int64_t p0, int64_t p1) { fn(n * p0 / parts, n * p1 / parts); });
 }
 
 bool CpuOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,

@@ -1,6 +1,7 @@
 // troupe::Ops on the CPU: the kernels of kernels/cpu over a shared thread pool.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,13 @@ class CpuOps final : public Ops {
   /// device platforms with it.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out);
-  /// Offers select_tokens (named_ops::SelectTokens) and rope_freq_factors (named_ops::RopeFreqFactors).
+  /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors) and Gemma's
+  /// gelu_tanh_mul, softcap and scale.
   OpFn find_op(std::string_view name) const override;
   void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                          bool neox, const float* freq_factors, float mscale);
+  /// fn over [0, n) in contiguous parts on the pool (one call when n is small).
+  void split(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   kernels::cpu::ThreadPool* pool_;

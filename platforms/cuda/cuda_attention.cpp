@@ -110,7 +110,7 @@ AttentionInputsLayout pack_attention_inputs(const ForwardBatch& b, size_t width,
 }
 
 Status CudaAttentionBackend::run(int layer, const float* q, const float* k, const float* v, float* out,
-                                 int num_heads, const ForwardBatch& b, float scale) {
+                                 int num_heads, const ForwardBatch& b, const AttentionParams& params) {
   if (storage_ == nullptr) return unavailable("the cuda_paged KV cache is not allocated (initialize_cache first)");
   if (layer < 0 || layer >= spec_.num_layers)
     return out_of_range("attention layer " + std::to_string(layer) + " is outside the cache's " +
@@ -164,13 +164,15 @@ Status CudaAttentionBackend::run(int layer, const float* q, const float* k, cons
   p.num_kv_heads = spec_.num_kv_heads;
   p.head_dim = spec_.head_dim;
   p.block_size = spec_.block_size;
-  p.scale = scale;
+  p.scale = params.scale;
+  p.window = params.sliding_window;
+  p.softcap = params.logit_softcap;
   return kc::paged_attention(p, ctx_->stream());
 }
 
 void CudaAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
-                                   int num_heads, const ForwardBatch& batch, float scale) {
-  ctx_->record(run(layer, q, k, v, out, num_heads, batch, scale));
+                                   int num_heads, const ForwardBatch& batch, const AttentionParams& params) {
+  ctx_->record(run(layer, q, k, v, out, num_heads, batch, params));
 }
 
 }  // namespace troupe::cuda

@@ -50,7 +50,8 @@ class CudaAttentionBackend final : public AttentionBackend {
   Status check_batch(const ForwardBatch& batch) const override;
   /// Failures are recorded in the context (the worker fails the step with them).
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
-               const ForwardBatch& batch, float scale) override;
+               const ForwardBatch& batch, const AttentionParams& params) override;
+  using AttentionBackend::forward;
   /// Drops the cache (its device memory is freed); allocate() makes a new one.
   void release();
   /// While a graph is captured: read the step's arrays from `image` (device memory, the
@@ -65,7 +66,7 @@ class CudaAttentionBackend final : public AttentionBackend {
 
  private:
   Status run(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
-             const ForwardBatch& batch, float scale);
+             const ForwardBatch& batch, const AttentionParams& params);
 
   std::shared_ptr<CudaContext> ctx_;
   KvCacheSpec spec_;

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/encoder.hpp"
+#include "kernels/cuda/gemma_elementwise.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/sampling.hpp"
 #include "troupe/named_ops/named_ops.hpp"
@@ -121,6 +122,15 @@ OpFn CudaOps::find_op(std::string_view name) const {
           +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
             return static_cast<CudaOps&>(ops).select_tokens(logits, rows, vocab, params, out);
           }),
+      named_ops::entry<named_ops::GeluTanhMul>(+[](Ops& ops, const float* gate, const float* up, int64_t n, float* out) {
+        static_cast<CudaOps&>(ops).run_elementwise([=](cudaStream_t st) { return kc::gelu_tanh_mul(gate, up, n, out, st); });
+      }),
+      named_ops::entry<named_ops::SoftCap>(+[](Ops& ops, float* x, int64_t n, float cap) {
+        static_cast<CudaOps&>(ops).run_elementwise([=](cudaStream_t st) { return kc::softcap(x, n, cap, st); });
+      }),
+      named_ops::entry<named_ops::Scale>(+[](Ops& ops, float* x, int64_t n, float factor) {
+        static_cast<CudaOps&>(ops).run_elementwise([=](cudaStream_t st) { return kc::scale(x, n, factor, st); });
+      }),
   };
   return named_ops::lookup(table, name);
 }

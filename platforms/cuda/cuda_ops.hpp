@@ -50,10 +50,17 @@ class CudaOps final : public Ops {
   /// host samples) when selects_on_device says no: rows x vocab beyond INT_MAX.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out);
-  /// Offers select_tokens (named_ops::SelectTokens) and rope_freq_factors (named_ops::RopeFreqFactors).
+  /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors) and Gemma's
+  /// gelu_tanh_mul, softcap and scale.
   OpFn find_op(std::string_view name) const override;
   void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                          bool neox, const float* freq_factors, float mscale);
+  /// Runs one kernel launcher on this context's stream, recording its failure.
+  template <class Launch>
+  void run_elementwise(Launch&& launch) {
+    ctx_->record(ctx_->make_current());
+    ctx_->record(launch(ctx_->stream()));
+  }
 
   CudaContext& context() const { return *ctx_; }
 

@@ -54,10 +54,11 @@ struct Shape {
   std::vector<int> q_lens, seq_lens;
 };
 
-class PagedAttention : public ::testing::TestWithParam<std::tuple<KvDtype, int>> {};
+// (cache type, head_dim, sliding window (0: none), logit soft-cap (0: none))
+class PagedAttention : public ::testing::TestWithParam<std::tuple<KvDtype, int, int, float>> {};
 
 TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
-  const auto [dtype, head_dim] = GetParam();
+  const auto [dtype, head_dim, window, softcap] = GetParam();
   const Shape su{6, 2, head_dim, 16, {1, 19, 3, 70}, {1, 40, 100, 70}};
   const int S = static_cast<int>(su.q_lens.size());
   const int64_t kv_dim = int64_t{su.num_kv_heads} * head_dim;
@@ -107,6 +108,8 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
   a.head_dim = head_dim;
   a.block_size = su.block_size;
   a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  a.window = window;
+  a.softcap = softcap;
   a.work_offsets = offsets.data();
 
   std::vector<float> out_scalar(q.size(), NAN), out_avx2(q.size(), NAN), out_pool(q.size(), NAN);
@@ -133,24 +136,26 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
     for (int j = 0; j < su.q_lens[s]; ++j) {
       const int64_t row = query_start[s] + j;
       const int n_keys = first + j + 1;
+      const int lo = window > 0 ? std::max(0, n_keys - window) : 0;  // the window's first key
       for (int h = 0; h < su.num_heads; ++h) {
         const int kvh = h / group;
         std::vector<double> sc(static_cast<size_t>(n_keys));
         double mx = -1e300;
-        for (int t = 0; t < n_keys; ++t) {
+        for (int t = lo; t < n_keys; ++t) {
           const int64_t slot = int64_t{tables[s][t / su.block_size]} * su.block_size + t % su.block_size;
           double d = 0;
           for (int e = 0; e < head_dim; ++e)
             d += static_cast<double>(q[static_cast<size_t>(row * q_stride + h * head_dim + e)]) *
                  cached(keys, slot * kv_dim + kvh * head_dim + e);
           sc[static_cast<size_t>(t)] = d * a.scale;
+          if (softcap > 0) sc[static_cast<size_t>(t)] = softcap * std::tanh(sc[static_cast<size_t>(t)] / softcap);
           mx = std::max(mx, sc[static_cast<size_t>(t)]);
         }
         double sum = 0;
-        for (auto& x : sc) sum += (x = std::exp(x - mx));
+        for (int t = lo; t < n_keys; ++t) sum += (sc[static_cast<size_t>(t)] = std::exp(sc[static_cast<size_t>(t)] - mx));
         for (int e = 0; e < head_dim; ++e) {
           double ref = 0;
-          for (int t = 0; t < n_keys; ++t) {
+          for (int t = lo; t < n_keys; ++t) {
             const int64_t slot = int64_t{tables[s][t / su.block_size]} * su.block_size + t % su.block_size;
             ref += sc[static_cast<size_t>(t)] * cached(values, slot * kv_dim + kvh * head_dim + e);
           }
@@ -168,10 +173,13 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndHeadDims, PagedAttention,
-                         ::testing::Combine(::testing::Values(KvDtype::f32, KvDtype::f16), ::testing::Values(8, 64, 12)),
+                         ::testing::Combine(::testing::Values(KvDtype::f32, KvDtype::f16), ::testing::Values(8, 64, 12),
+                                            ::testing::Values(0, 1, 23, 64), ::testing::Values(0.0f, 3.0f)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) == KvDtype::f16 ? "f16" : "f32") + "_hd" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) + "_window" +
+                                  std::to_string(std::get<2>(info.param)) +
+                                  (std::get<3>(info.param) > 0 ? "_softcap" : "");
                          });
 
 }  // namespace

@@ -343,9 +343,9 @@ class CountingAttention final : public AttentionBackend {
     return inner_->check_batch(batch);
   }
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
-               const ForwardBatch& batch, float scale) override {
+               const ForwardBatch& batch, const AttentionParams& params) override {
     ++forwards;
-    inner_->forward(layer, q, k, v, out, num_heads, batch, scale);
+    inner_->forward(layer, q, k, v, out, num_heads, batch, params);
   }
   int allocations = 0, forwards = 0;
   mutable int checks = 0;

@@ -26,6 +26,26 @@ struct SelectTokens {
                       int32_t* out);
 };
 
+/// Gemma's gated MLP activation: out[i] = gelu_tanh(gate[i]) * up[i], with
+/// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Device memory; out may
+/// alias gate or up.
+struct GeluTanhMul {
+  static constexpr std::string_view name = "gelu_tanh_mul.v1";
+  using Fn = void (*)(Ops& ops, const float* gate, const float* up, int64_t n, float* out);
+};
+
+/// Soft-capping in place (Gemma 2's final logits): x[i] = cap * tanh(x[i] / cap), cap > 0.
+struct SoftCap {
+  static constexpr std::string_view name = "softcap.v1";
+  using Fn = void (*)(Ops& ops, float* x, int64_t n, float cap);
+};
+
+/// Scaling in place: x[i] *= factor (Gemma's embeddings by sqrt(n_embd)).
+struct Scale {
+  static constexpr std::string_view name = "scale.v1";
+  using Fn = void (*)(Ops& ops, float* x, int64_t n, float factor);
+};
+
 /// `ops`'s implementation of Op, or nullptr when it does not offer it.
 template <class Op>
 typename Op::Fn find(const Ops& ops) {

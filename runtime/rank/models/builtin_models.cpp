@@ -1,6 +1,7 @@
 #include "runtime/rank/models/builtin_models.hpp"
 
 #include "runtime/rank/models/bert_model.hpp"
+#include "runtime/rank/models/gemma_model.hpp"
 #include "runtime/rank/models/llama_model.hpp"
 #include "troupe/model_registry.hpp"
 
@@ -14,6 +15,8 @@ void register_builtin_models() {
   model_registry::register_model("qwen2", &models::LlamaModel::create);
   model_registry::register_model("qwen3", &models::LlamaModel::create);
   model_registry::register_model("phi3", &models::LlamaModel::create);
+  model_registry::register_model("gemma2", &models::GemmaModel::create);
+  model_registry::register_model("gemma3", &models::GemmaModel::create);
   model_registry::register_model("BertModel", &models::BertModel::create);
   model_registry::register_model("bert", &models::BertModel::create);
 }

@@ -29,9 +29,10 @@ Result<int64_t> required_int(const ModelSource& src, const std::string& key, int
   return *v;
 }
 
-// Checks a tensor's presence, shape and that its byte size matches its type.
-Result<const WeightTensor*> expect(const ModelSource& src, const std::string& name, int64_t ne0, int64_t ne1,
-                                   bool f32_only) {
+}  // namespace
+
+Result<const WeightTensor*> expect_weight(const ModelSource& src, const std::string& name, int64_t ne0, int64_t ne1,
+                                          bool f32_only) {
   const WeightTensor* t = src.tensor(name);
   if (!t) return not_found("model tensor '" + name + "' is missing");
   bool shape_ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 && (ne1 > 0 ? t->ne[1] == ne1 : t->ne[1] == 1);
@@ -60,8 +61,6 @@ Result<const WeightTensor*> expect(const ModelSource& src, const std::string& na
                      std::to_string(rb * t->rows()));
   return t;
 }
-
-}  // namespace
 
 Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
   LlamaHParams hp;
@@ -135,7 +134,7 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
   uint64_t bytes = 0;
   auto bind = [&](const std::string& name, int64_t ne0, int64_t ne1, bool f32_only,
                   const WeightTensor** out) -> Status {
-    auto t = expect(source, name, ne0, ne1, f32_only);
+    auto t = expect_weight(source, name, ne0, ne1, f32_only);
     if (!t.ok() && t.status().code() == StatusCode::not_found)
       return not_found(t.status().message() + " (architecture '" + hp.arch + "')");
     if (!t.ok()) return t.status();

@@ -64,6 +64,10 @@ struct LlamaWeights {
   uint64_t bytes_per_token = 0;  // weight bytes one forward reads (embedding: one row)
 };
 
+/// Tensor `name` of `source`, checked: present (else not_found), shape {ne0} (ne1 <= 0) or
+/// {ne0, ne1}, f32 when f32_only, a known type whose bytes match the shape.
+Result<const WeightTensor*> expect_weight(const ModelSource& source, const std::string& name, int64_t ne0,
+                                          int64_t ne1, bool f32_only);
 /// Read the hyperparameters of `source` (keys "<arch>.embedding_length", ...).
 Result<LlamaHParams> read_llama_hparams(const ModelSource& source);
 /// Find and check every tensor: presence (not_found), type and shape (invalid_argument/data_loss).

@@ -52,7 +52,9 @@ struct Scenario {
 
 class CudaAttention : public CudaTest {
  protected:
-  void run(const Scenario& sc, DType cache_type, uint32_t seed) {
+  /// window > 0: sliding-window attention; softcap > 0: logit soft-capping (both checked
+  /// against the CPU kernel with the same parameters).
+  void run(const Scenario& sc, DType cache_type, uint32_t seed, int window = 0, float softcap = 0.0f) {
     SCOPED_TRACE(sc.name + " cache " + std::string(to_string(cache_type)));
     std::mt19937 rng(seed);
     const int S = static_cast<int>(sc.seqs.size());
@@ -134,6 +136,8 @@ class CudaAttention : public CudaTest {
     p.head_dim = hd;
     p.block_size = bs;
     p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    p.window = window;
+    p.softcap = softcap;
     ASSERT_OK(paged_attention(p, stream_));
     sync();
 
@@ -155,6 +159,8 @@ class CudaAttention : public CudaTest {
     a.head_dim = hd;
     a.block_size = bs;
     a.scale = p.scale;
+    a.window = window;
+    a.softcap = softcap;
     a.work_offsets = work.data();
     cpu::paged_attention(a, nullptr);
 
@@ -195,6 +201,18 @@ TEST_F(CudaAttention, F16CacheMatchesCpuOnRoundedValues) {
 TEST_F(CudaAttention, Bf16CacheMatchesCpuOnRoundedValues) {
   uint32_t seed = 21;
   for (const Scenario& sc : scenarios()) run(sc, DType::bf16, seed++);
+}
+
+// Gemma's attention: windows shorter than a key chunk, across chunks, and longer than any
+// sequence; soft-capping with and without a window.
+TEST_F(CudaAttention, SlidingWindowAndSoftCapMatchCpu) {
+  uint32_t seed = 31;
+  for (const Scenario& sc : scenarios())
+    for (auto [window, softcap] : {std::pair{23, 0.0f}, std::pair{100, 0.0f}, std::pair{1000, 0.0f},
+                                   std::pair{0, 5.0f}, std::pair{40, 30.0f}}) {
+      SCOPED_TRACE("window " + std::to_string(window) + " softcap " + std::to_string(softcap));
+      run(sc, DType::f16, seed++, window, softcap);
+    }
 }
 
 class CudaKvCache : public CudaTest {};

@@ -48,7 +48,8 @@ class GeometryOnly final : public AttentionBackend {
     TROUPE_RETURN_IF_ERROR(AttentionBackend::check_batch(b));
     return check_cuda_batch_shape(b);
   }
-  void forward(int, const float*, const float*, const float*, float*, int, const ForwardBatch&, float) override {}
+  void forward(int, const float*, const float*, const float*, float*, int, const ForwardBatch&,
+               const AttentionParams&) override {}
 
  private:
   KvCacheSpec spec_;

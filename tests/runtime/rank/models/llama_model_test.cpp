@@ -138,7 +138,8 @@ class NoAttention final : public AttentionBackend {
   Status allocate(const KvCacheSpec&, int64_t) override { return not_supported("no cache"); }
   const KvCacheSpec& spec() const override { return spec_; }
   int64_t num_blocks() const override { return 0; }
-  void forward(int, const float*, const float*, const float*, float*, int, const ForwardBatch&, float) override {}
+  void forward(int, const float*, const float*, const float*, float*, int, const ForwardBatch&,
+               const AttentionParams&) override {}
 
  private:
   KvCacheSpec spec_;
