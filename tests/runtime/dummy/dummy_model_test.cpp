@@ -96,7 +96,8 @@ TEST(ModelShapes, BadNamesListTheValidOnes) {
   auto type = make_dummy_spec("tiny", "q3_x", 0);
   ASSERT_FALSE(type.ok());
   EXPECT_EQ(type.status().code(), StatusCode::invalid_argument);
-  for (const char* t : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q6_k"})
+  for (const char* t : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
+                        "q6_k", "iq4_nl", "iq4_xs"})
     EXPECT_TRUE(contains(type.status().message(), t)) << t;
 
   auto empty = make_dummy_spec("", "", 0);
