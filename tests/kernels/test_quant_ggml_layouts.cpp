@@ -167,14 +167,15 @@ std::vector<float> deq(DType t, const void* src, int64_t n) {
   return out;
 }
 
-// Hand-built blocks: every element gets a level chosen from its index, packed by
-// the layout's description, so a misplaced bit shows as a wrong value.
+// Hand-built blocks: every element gets a level chosen from its index (hashed, so
+// elements that share a byte or bit position differ), packed by the layout's
+// description, so a misplaced bit shows as a wrong value.
 TEST(GgmlLayout, Q2_KHandBuilt) {
   BlockQ2_K b{};
   b.d = kHalfOne;
   b.dmin = kHalfHalf;
   for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<uint8_t>((g % 15 + 1) | ((15 - g) << 4));
-  auto level = [](int e) { return (e * 5 + e / 64) % 4; };
+  auto level = [](int e) { return static_cast<int>((static_cast<uint32_t>(e) * 2654435761u) >> 13) % 4; };
   for (int e = 0; e < 256; ++e) {
     const int h = e / 128, j = (e % 128) / 32, kl = e % 32;
     b.qs[32 * h + kl] = static_cast<uint8_t>(b.qs[32 * h + kl] | (level(e) << (2 * j)));
@@ -196,7 +197,7 @@ TEST(GgmlLayout, Q3_KHandBuilt) {
     b.scales[8 + g % 4] = static_cast<uint8_t>(b.scales[8 + g % 4] | ((s[g] >> 4) << (2 * (g / 4))));
   }
   for (int g = 0; g < 16; ++g) EXPECT_EQ(q3k_scale(g, b.scales), s[g]) << g;
-  auto level = [](int e) { return (e * 3 + e / 32) % 8 - 4; };  // -4..3
+  auto level = [](int e) { return static_cast<int>((static_cast<uint32_t>(e) * 2654435761u) >> 13) % 8 - 4; };
   for (int e = 0; e < 256; ++e) {
     const int h = e / 128, j = (e % 128) / 32, kl = e % 32, u = level(e) + 4;
     b.qs[32 * h + kl] = static_cast<uint8_t>(b.qs[32 * h + kl] | ((u & 3) << (2 * j)));
@@ -217,7 +218,7 @@ TEST(GgmlLayout, Q5_KHandBuilt) {
     b.scales[j + 4] = static_cast<uint8_t>(mn[j] | ((mn[j + 4] >> 4) << 6));
     b.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
   }
-  auto level = [](int e) { return (e * 7 + e / 64) % 32; };
+  auto level = [](int e) { return (e * 5 + e / 32 * 3) % 32; };  // elements e and e + 32 differ
   for (int e = 0; e < 256; ++e) {
     const int j = e / 32, l = e % 32, c = j / 2;
     b.qs[32 * c + l] = static_cast<uint8_t>(b.qs[32 * c + l] | ((level(e) & 15) << (4 * (j % 2))));
