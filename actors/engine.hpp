@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/engine/engine_core.hpp"
-#include "runtime/chat/chat_template.hpp"
-#include "runtime/engine/request_types.hpp"
+#include "runtime/core/engine_core/engine_core.hpp"
+#include "runtime/request/chat/chat_template.hpp"
+#include "runtime/core/engine_core/request_types.hpp"
 #include "troupe/config.hpp"
 #include "troupe/model.hpp"
 #include "troupe/stats.hpp"

@@ -14,9 +14,9 @@
 #include "actors/engine_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/stat_logger_actor.hpp"
-#include "runtime/engine/engine_core.hpp"
-#include "runtime/engine/kv_cache_plan.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/core/engine_core/engine_core.hpp"
+#include "runtime/core/engine_core/kv_cache_plan.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 #include "troupe/config.hpp"
 
 namespace troupe::actors {

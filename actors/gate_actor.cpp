@@ -11,7 +11,7 @@
 
 #include "actors/drop_unexpected.hpp"
 #include "actors/status_error.hpp"
-#include "runtime/sched/sha256.hpp"
+#include "runtime/core/sched/sha256.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine/engine_core.hpp"
-#include "runtime/engine/kv_cache_plan.hpp"
-#include "runtime/engine/rank_command.hpp"
-#include "runtime/engine/request_types.hpp"
-#include "runtime/engine/worker_protocol.hpp"
+#include "runtime/core/engine_core/engine_core.hpp"
+#include "runtime/core/engine_core/kv_cache_plan.hpp"
+#include "runtime/rank/runner/rank_command.hpp"
+#include "runtime/core/engine_core/request_types.hpp"
+#include "runtime/rank/runner/worker_protocol.hpp"
 #include "troupe/attention.hpp"
 #include "troupe/config.hpp"
 #include "troupe/model.hpp"
@@ -77,7 +77,7 @@ struct SubmitRequest {
 // -- Typed interfaces ---------------------------------------------------------
 
 /// One rank of the model (actors/worker_actor.hpp): it runs every all-ranks
-/// command (runtime/engine/rank_command.hpp) and answers with the command's
+/// command (runtime/rank/runner/rank_command.hpp) and answers with the command's
 /// reply, or an error carrying its Status (actors/status_error.hpp).
 using worker_actor = caf::typed_actor<caf::replies_to<rank_atom, engine::RankCommand>::with<engine::RankReply>>;
 

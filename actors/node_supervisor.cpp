@@ -6,7 +6,7 @@
 
 #include "actors/gate_actor.hpp"
 #include "actors/status_error.hpp"
-#include "runtime/engine/kv_cache_setup.hpp"
+#include "runtime/core/engine_core/kv_cache_setup.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {

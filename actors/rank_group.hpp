@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
-#include "runtime/engine/executor.hpp"
+#include "runtime/core/engine_core/executor.hpp"
 
 namespace troupe::actors {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "actors/messages.hpp"
-#include "runtime/engine/engine_core.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/core/engine_core/engine_core.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 
 namespace troupe::actors {
 

@@ -6,7 +6,7 @@
 
 #include "actors/drop_unexpected.hpp"
 #include "actors/status_error.hpp"
-#include "runtime/engine/rank.hpp"
+#include "runtime/rank/runner/rank.hpp"
 
 namespace troupe::actors {
 namespace {

@@ -22,10 +22,10 @@
 #include "apps/load_format_options.hpp"
 #include "apps/policy_options.hpp"
 #include "apps/speculative_options.hpp"
-#include "runtime/chat/chat_template.hpp"
+#include "runtime/request/chat/chat_template.hpp"
 #include "actors/engine.hpp"
 #include "apps/node_options.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps {

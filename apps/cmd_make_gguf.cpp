@@ -1,4 +1,4 @@
-// `troupe make-gguf --model-shape NAME [--weight-type T] [--seed N] -o FILE`:
+// `troupe make-gguf --model-shape NAME [--weight-type T] [--seed N] [--layers N] -o FILE`:
 // writes the dummy load format's random-weights model as a GGUF file that
 // troupe and llama.cpp load (for side-by-side benchmarks without downloads).
 // The file holds the same bytes `--load-format dummy` builds in memory, so
@@ -10,7 +10,7 @@
 
 #include "apps/command.hpp"
 #include "apps/load_format_options.hpp"
-#include "runtime/dummy/dummy_model.hpp"
+#include "runtime/model_files/dummy/dummy_model.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -18,6 +18,7 @@ namespace {
 struct Options {
   LoadFormatOptions load;
   uint64_t seed = 0;
+  int layers = 0;
   std::string output;
   bool list = false;
 };
@@ -28,10 +29,10 @@ int fail(const std::string& message) {
 }
 
 int list_shapes() {
-  std::printf("%-14s %7s %6s %6s %8s %7s %8s %9s %10s %5s  %s\n", "shape", "hidden", "layers", "heads", "kv_heads",
-              "ffn", "vocab", "context", "rope_theta", "tied", "source");
+  std::printf("%-14s %-6s %7s %6s %6s %8s %7s %8s %9s %10s %5s  %s\n", "shape", "arch", "hidden", "layers", "heads",
+              "kv_heads", "ffn", "vocab", "context", "rope_theta", "tied", "source");
   for (const auto& s : dummy::model_shapes())
-    std::printf("%-14s %7lld %6d %6d %8d %7lld %8lld %9lld %10.0f %5s  %s\n", s.name.c_str(),
+    std::printf("%-14s %-6s %7lld %6d %6d %8d %7lld %8lld %9lld %10.0f %5s  %s\n", s.name.c_str(), s.arch.c_str(),
                 static_cast<long long>(s.n_embd), s.n_layer, s.n_head, s.n_head_kv, static_cast<long long>(s.n_ff),
                 static_cast<long long>(s.n_vocab), static_cast<long long>(s.n_ctx), s.rope_theta,
                 s.tied_embeddings ? "yes" : "no", s.source.c_str());
@@ -43,7 +44,7 @@ int run(const Options& o) {
   if (o.list) return list_shapes();
   if (o.load.model_shape.empty()) return fail("--model-shape is required (one of: " + model_shape_names() + ")");
   if (o.output.empty()) return fail("-o/--output FILE is required");
-  auto spec = dummy::make_dummy_spec(o.load.model_shape, o.load.weight_type, o.seed);
+  auto spec = dummy::make_dummy_spec(o.load.model_shape, o.load.weight_type, o.seed, o.layers);
   if (!spec) return fail(spec.status().message());
   auto builder = dummy::dummy_gguf(*spec);
   if (!builder) return fail(builder.status().message());
@@ -63,6 +64,7 @@ const CommandRegistration kRegistration(
       auto o = std::make_shared<Options>();
       add_model_shape_options(sub, &o->load);
       sub.add_option("--seed", o->seed, "Seed of the weights (default 0); --load-format dummy --seed N is the same model");
+      sub.add_option("--layers", o->layers, "Keep only the first N blocks (small test files; default: all)");
       sub.add_option("-o,--output", o->output, "GGUF file to write");
       sub.add_flag("--list", o->list, "List the model shapes and weight types");
       return [o]() { return run(*o); };

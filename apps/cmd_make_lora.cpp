@@ -9,7 +9,7 @@
 #include <string>
 
 #include "apps/command.hpp"
-#include "runtime/lora/lora_writer.hpp"
+#include "runtime/rank/lora/lora_writer.hpp"
 
 namespace troupe::apps {
 namespace {

@@ -1,6 +1,6 @@
 // `troupe platform-check [--platform NAME] [--json] [--filter OP]`: checks a
 // platform plugin against the CPU platform with the conformance kit
-// (runtime/conformance): every op, the attention backend, the communicator,
+// (conformance): every op, the attention backend, the communicator,
 // the Worker contract on stories260K against its golden tokens, and the
 // optional features. Exits 0 when nothing failed, 1 otherwise.
 #include <unistd.h>
@@ -17,9 +17,9 @@
 
 #include "apps/command.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "runtime/conformance/conformance.hpp"
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "conformance/conformance.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 
 namespace troupe::apps {
 namespace {

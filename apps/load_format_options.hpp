@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "runtime/dummy/dummy_model.hpp"
+#include "runtime/model_files/dummy/dummy_model.hpp"
 #include "troupe/config.hpp"
 #include "troupe/status.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "runtime/spec_decode/speculative_config.hpp"
+#include "runtime/rank/spec_decode/speculative_config.hpp"
 #include "troupe/config.hpp"
 #include "troupe/status.hpp"
 

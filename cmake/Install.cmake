@@ -1,5 +1,6 @@
-# Installation and the find_package(troupe) package: targets troupe::sdk (for
-# plugins) and troupe::engine (for embedding services), plus the
+# Installation and the find_package(troupe) package: targets troupe::sdk and
+# troupe::model_runner (for plugins) and troupe::engine (for embedding
+# services), plus the
 # troupe_add_plugin() helper.
 include(CMakePackageConfigHelpers)
 
@@ -14,7 +15,7 @@ foreach(dir runtime actors plugin_host)
 endforeach()
 
 set(troupe_export_targets)
-foreach(t troupe_sdk troupe_kernels_cpu troupe_runtime troupe_plugin_host troupe_engine)
+foreach(t troupe_sdk troupe_model_runner troupe_kernels_cpu troupe_runtime troupe_plugin_host troupe_engine)
   if(TARGET ${t})
     list(APPEND troupe_export_targets ${t})
   endif()

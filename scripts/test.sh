@@ -32,6 +32,26 @@ if [[ -z ${TROUPE_MINILM_DIR:-} ]]; then
 fi
 export TROUPE_MINILM_DIR
 
+# llama.cpp's Qwen2 and Llama 3 vocab GGUFs, and Gemma 3 270M, for the tokenizer tests.
+if [[ -z ${TROUPE_VOCAB_DIR:-} ]]; then
+  for attempt in 1 2 3; do
+    TROUPE_VOCAB_DIR=$(scripts/fetch-vocab.sh) && break
+    echo "test.sh: fetching the vocab GGUFs failed (attempt $attempt)" >&2
+    sleep 5
+  done
+  [[ -n ${TROUPE_VOCAB_DIR:-} ]] || { echo "test.sh: could not fetch the vocab GGUFs" >&2; exit 1; }
+fi
+export TROUPE_VOCAB_DIR
+if [[ -z ${TROUPE_GEMMA_MODEL:-} ]]; then
+  for attempt in 1 2 3; do
+    TROUPE_GEMMA_MODEL=$(scripts/fetch-model.sh gemma-3-270m) && break
+    echo "test.sh: fetching gemma-3-270m failed (attempt $attempt)" >&2
+    sleep 5
+  done
+  [[ -n ${TROUPE_GEMMA_MODEL:-} ]] || { echo "test.sh: could not fetch gemma-3-270m" >&2; exit 1; }
+fi
+export TROUPE_GEMMA_MODEL
+
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null

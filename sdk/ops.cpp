@@ -13,6 +13,8 @@ void Ops::matmul_silu_mul(const WeightTensor& gate, const WeightTensor& up, cons
   silu_mul(out, scratch, n_tokens * gate.rows(), out);
 }
 
-bool Ops::select_tokens(const float*, int64_t, int64_t, const TokenSelection*, int32_t*) { return false; }
+OpFn Ops::find_op(std::string_view) const { return nullptr; }
+
+OpFn Ops::find_op(std::string_view) const { return nullptr; }
 
 }  // namespace troupe

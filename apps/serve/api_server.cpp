@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "actors/engine.hpp"
-#include "runtime/openai/render.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/request/openai/render.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::runtime {

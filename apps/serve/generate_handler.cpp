@@ -14,8 +14,8 @@
 
 #include "actors/engine.hpp"
 #include "apps/serve/server_context.hpp"
-#include "runtime/openai/render.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/request/openai/render.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps::serve {

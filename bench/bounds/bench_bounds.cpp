@@ -30,7 +30,7 @@
 #include "kernels/cpu/bandwidth.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/thread_pool.hpp"
-#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
 #include "troupe/dtype.hpp"
 
 namespace {

@@ -22,8 +22,8 @@
 #include "kernels/cpu/bandwidth.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "runtime/engine/model_artifacts.hpp"
-#include "runtime/generation/offline_generator.hpp"
+#include "runtime/model_files/source/model_artifacts.hpp"
+#include "runtime/core/generation/offline_generator.hpp"
 #include "troupe/log.hpp"
 
 namespace {

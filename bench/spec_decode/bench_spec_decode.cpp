@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "plugin_host/plugin_host.hpp"
-#include "runtime/generation/offline_generator.hpp"
-#include "runtime/spec_decode/speculative_config.hpp"
+#include "runtime/core/generation/offline_generator.hpp"
+#include "runtime/rank/spec_decode/speculative_config.hpp"
 #include "troupe/log.hpp"
 
 namespace {

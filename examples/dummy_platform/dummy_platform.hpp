@@ -12,7 +12,6 @@ class DummyPlatform final : public troupe::Platform {
   troupe::PlatformEnum platform_enum() const override { return troupe::PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "dummy"; }
   std::string device_name(int /*device_id*/ = 0) const override { return "DummyDevice"; }
-  int device_count() const override { return 1; }
 
   /// Picks the dummy worker and a block size of 32, and marks the config.
   troupe::Status check_and_update_config(troupe::EngineConfig& config) const override;
@@ -26,7 +25,6 @@ class DummyPlatform final : public troupe::Platform {
                                                               int rank) const override;
 
   troupe::DeviceMemory memory_info(int device_id = 0) const override;
-  std::vector<std::string> supported_dtypes() const override { return {"float32"}; }
   std::vector<std::string> supported_quantizations() const override { return {"f32"}; }
 };
 

@@ -6,6 +6,7 @@
 
 #include "sim_kernels.hpp"
 #include "sim_memory.hpp"
+#include "troupe/named_ops/named_ops.hpp"
 
 namespace sim {
 
@@ -109,6 +110,16 @@ void SimOps::dense_attention(const float* q, const float* k, const float* v, flo
                            dev_f32(d_, v, n, "dense_attention"), o, seq_starts, num_seqs, n_heads, head_dim, scale,
                            causal);
   maybe_break("dense_attention", o, n);
+}
+
+troupe::OpFn SimOps::find_op(std::string_view name) const {
+  static const troupe::named_ops::Entry table[] = {
+      troupe::named_ops::entry<troupe::named_ops::SelectTokens>(
+          +[](troupe::Ops& ops, const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params, int32_t* out) {
+            return static_cast<SimOps&>(ops).select_tokens(logits, rows, vocab, params, out);
+          }),
+  };
+  return troupe::named_ops::lookup(table, name);
 }
 
 bool SimOps::select_tokens(const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params,

@@ -29,7 +29,9 @@ class SimOps final : public troupe::Ops {
                        int num_seqs, int n_heads, int head_dim, float scale, bool causal) override;
   /// Token selection on the device (only ids come back): params are host memory.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params,
-                     int32_t* out) override;
+                     int32_t* out);
+  /// Offers select_tokens (named_ops::SelectTokens).
+  troupe::OpFn find_op(std::string_view name) const override;
 
  private:
   /// The real bytes of weight `w` (all its rows), aborting on memory that is not the device's.

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "sim_device.hpp"
-#include "troupe/model_runner_worker.hpp"
+#include "troupe/model_runner/model_runner_worker.hpp"
 #include "troupe/platform.hpp"
 
 namespace sim {
@@ -16,7 +16,6 @@ class SimPlatform final : public troupe::Platform {
   troupe::PlatformEnum platform_enum() const override { return troupe::PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "sim"; }
   std::string device_name(int device_id = 0) const override;
-  int device_count() const override { return 1; }
   /// The sim worker, block size 16 unless set, eager steps; a world of more than one rank is refused.
   troupe::Status check_and_update_config(troupe::EngineConfig& config) const override;
   troupe::Result<std::unique_ptr<troupe::AttentionBackend>> make_attention_backend(
@@ -29,7 +28,6 @@ class SimPlatform final : public troupe::Platform {
   troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::EngineConfig& config,
                                                               int rank) const override;
   troupe::DeviceMemory memory_info(int device_id = 0) const override;
-  std::vector<std::string> supported_dtypes() const override { return {"float32"}; }
   /// Exactly the weight types its kernels read.
   std::vector<std::string> supported_quantizations() const override { return {"f32", "f16", "bf16"}; }
   bool supports(std::string_view capability) const override {

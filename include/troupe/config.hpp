@@ -12,7 +12,7 @@ namespace troupe {
 struct ModelConfig {
   std::string model_path;          // a GGUF file, or a Hugging Face model folder ("auto" load format)
   /// vLLM's --load-format: "auto" reads model_path; "dummy" builds random weights of the
-  /// named shape in memory (runtime/dummy), no file needed; the weights come from `seed`.
+  /// named shape in memory (runtime/model_files/dummy), no file needed; the weights come from `seed`.
   std::string load_format = "auto";
   std::string model_shape;         // dummy: a named shape ("llama-3.2-1b", ...)
   std::string weight_type;         // dummy: the type of every matrix ("q8_0", ...); empty: q8_0

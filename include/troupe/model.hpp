@@ -19,7 +19,7 @@ class Ops;
 class AttentionBackend;
 class DeviceAllocator;
 class DeviceCommunicator;
-class LoraAdapterSet;
+class LoraLookup;
 
 /// One weight tensor, memory-mapped from the model file.
 /// ne[0] is the fastest-moving dimension (GGUF order): a matrix that maps
@@ -103,7 +103,7 @@ struct ModelContext {
   int pp_rank = 0, pp_size = 1;
   /// The LoRA adapters that ForwardBatch::lora_ids name (troupe/lora.hpp); owned by the
   /// worker, alive as long as the model. nullptr: LoRA is off.
-  const LoraAdapterSet* loras = nullptr;
+  const LoraLookup* loras = nullptr;
 };
 
 /// What this rank's share of a model keeps in the KV cache.

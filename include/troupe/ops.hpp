@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "troupe/dtype.hpp"
 #include "troupe/model.hpp"
@@ -29,6 +30,10 @@ struct TokenSelection {
   int32_t top_k = 0;
   double u = 0.0;  // the step's uniform draw in [0, 1), made on the host
 };
+
+/// An optional op's implementation as Ops::find_op returns it: a function pointer of the
+/// signature troupe/named_ops/named_ops.hpp gives for that name, cast to this type.
+using OpFn = void (*)();
 
 class Ops {
  public:
@@ -76,13 +81,12 @@ class Ops {
   virtual void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,
                                int num_seqs, int n_heads, int head_dim, float scale, bool causal) = 0;
 
-  // Optional.
-  /// Token selection on the device, so only token ids leave it: out[r] (device memory,
-  /// int32) = the token of row r of logits [rows][vocab] (device memory) under params[r]
-  /// (host memory), as TokenSelection says. Returns false when the platform does not offer
-  /// it (the default): the caller then copies the logits out and samples on the host.
-  virtual bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
-                             int32_t* out);
+  // Optional ops, found by name (ggml's supports_op): troupe/named_ops/named_ops.hpp lists
+  // each name with its signature. A name's signature never changes (a changed op gets a new
+  // name), so ops are added without touching this class or the SDK fingerprint.
+  /// This platform's implementation of the op called `name`, or nullptr when it offers none
+  /// (the default): the caller then uses its fallback or refuses the model at load time.
+  virtual OpFn find_op(std::string_view name) const;
 };
 
 }  // namespace troupe

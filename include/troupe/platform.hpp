@@ -38,8 +38,6 @@ class Platform {
   virtual std::string device_type() const = 0;
   /// Human-readable name of device `device_id` ("AMD EPYC 7B13", "NVIDIA H200").
   virtual std::string device_name(int device_id = 0) const = 0;
-  /// Number of devices this platform can use in this process.
-  virtual int device_count() const = 0;
 
   /// Validate and adjust the engine config: choose worker_cls, block size, graph mode, ...
   virtual Status check_and_update_config(EngineConfig& config) const = 0;
@@ -66,8 +64,6 @@ class Platform {
 
   /// Total and free memory of device `device_id`.
   virtual DeviceMemory memory_info(int device_id = 0) const = 0;
-  /// Compute dtypes this platform supports ("float32", "float16", "bfloat16").
-  virtual std::vector<std::string> supported_dtypes() const = 0;
   /// Weight quantizations this platform can run ("q4_0", "q8_0", ...).
   virtual std::vector<std::string> supported_quantizations() const = 0;
   /// ok when `quant` (as ModelConfig::quantization names it) runs here; else a not_supported error.

@@ -12,17 +12,18 @@
 #include "troupe/config.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/io_processor.hpp"
-#include "troupe/model_runner_worker.hpp"
 #include "troupe/logits_processor.hpp"
+#include "troupe/lora.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/scheduler_policy.hpp"
 #include "troupe/sdk_fingerprint.hpp"  // generated at build time: TROUPE_SDK_FINGERPRINT
 #include "troupe/stat_logger.hpp"
 #include "troupe/status.hpp"
+#include "troupe/worker.hpp"
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
 /// (TROUPE_SDK_FINGERPRINT catches a forgotten bump; the version names the release.)
-#define TROUPE_ABI_VERSION 11u
+#define TROUPE_ABI_VERSION 12u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -75,11 +76,10 @@ constexpr uint64_t sdk_layout_fingerprint() {
            sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput), sizeof(SpecDecodingStats), sizeof(SchedulerStats),
            sizeof(Platform), sizeof(Worker), sizeof(Ops), sizeof(AttentionBackend), sizeof(DeviceCommunicator),
            sizeof(IOProcessor), sizeof(StatLogger), sizeof(ModelContext), sizeof(WeightTensor),
-           sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights), sizeof(ModelRunnerWorker),
+           sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights),
            sizeof(SchedulingRequest), sizeof(SchedulerPolicy), sizeof(TokenizerView), sizeof(LogitsProcessorContext),
            sizeof(LogitsRequest), sizeof(LogitsRow), sizeof(LogitsBatch), sizeof(LogitsProcessor),
-           sizeof(LoraConfig), sizeof(LoraTargetSpec), sizeof(LoraAdapterSpec), sizeof(LoraWeights),
-           sizeof(LoraAdapterSet)})
+           sizeof(LoraConfig), sizeof(LoraTargetSpec), sizeof(LoraAdapterSpec), sizeof(LoraWeights)})
     mix(v);
   return h;
 }

@@ -22,7 +22,7 @@ struct ExecuteModelRequest {
   /// The pooling runner: the final hidden states of every token row, instead of logits.
   bool return_hidden_states = false;
   /// Empty, or one entry per logits row: the driver may then choose those rows' tokens on
-  /// the device (Ops::select_tokens) and return sampled_token_ids instead of logits. Set
+  /// the device (the named op select_tokens) and return sampled_token_ids instead of logits. Set
   /// only for rows the host sampler would treat the same (no penalties, no logprobs).
   std::vector<TokenSelection> token_selection;
 };
@@ -64,8 +64,9 @@ class Worker {
   virtual Result<int64_t> determine_available_memory() = 0;
   /// Allocate the KV cache the engine decided on (vLLM's initialize_from_config).
   virtual Status initialize_from_config(const KvCacheConfig& config) = 0;
-  /// Allocate `num_blocks` blocks of the current spec (vLLM's initialize_cache).
-  virtual Status initialize_cache(int64_t num_blocks) = 0;
+  /// `num_blocks` blocks of get_kv_cache_spec() through initialize_from_config (vLLM's
+  /// initialize_cache); a convenience, not a slot.
+  Status initialize_cache(int64_t num_blocks);
   /// Warm up kernels / capture graphs before serving.
   virtual Status compile_or_warm_up_model() = 0;
   /// Run one step.
@@ -75,10 +76,6 @@ class Worker {
   virtual void recycle_output(ModelRunnerOutput&& used);
   /// The loaded model's shapes (valid after load_model).
   virtual const ModelInfo* model_info() const = 0;
-
-  /// Run a batch of dummy tokens (keeps data-parallel ranks in lock step). Default:
-  /// not supported by platform X.
-  virtual Status execute_dummy_batch();
 
   /// Optional features (sleep mode, LoRA, draft tokens, ...) as extension slots: the
   /// interface named `name` (troupe/extensions.hpp) if this worker implements it, else

@@ -36,16 +36,24 @@ void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim
 }
 
 void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox) {
+  rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox, nullptr, 1.0f);
+}
+
+void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                       bool neox, const float* freq_factors, float mscale) {
   const int half = head_dim / 2;
   float cs[512], sn[512];  // per pair; head_dim <= 1024
   const int pairs = std::min(half, 512);
   double freq[512];  // the same values for every token: computed once per call
-  for (int i = 0; i < pairs; ++i) freq[i] = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+  for (int i = 0; i < pairs; ++i) {
+    freq[i] = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    if (freq_factors != nullptr) freq[i] /= static_cast<double>(freq_factors[i]);
+  }
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int i = 0; i < pairs; ++i) {
       const double angle = static_cast<double>(positions[t]) * freq[i];
-      cs[i] = static_cast<float>(std::cos(angle));
-      sn[i] = static_cast<float>(std::sin(angle));
+      cs[i] = static_cast<float>(std::cos(angle)) * mscale;
+      sn[i] = static_cast<float>(std::sin(angle)) * mscale;
     }
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (t * n_heads + h) * static_cast<int64_t>(head_dim);

@@ -14,6 +14,10 @@ void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim
 /// positions[t]. Pair i (< head_dim/2) turns by positions[t] * theta^(-2i/head_dim):
 /// neox = false rotates (x[2i], x[2i+1]) (GGUF llama), true rotates (x[i], x[i + head_dim/2]).
 void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox);
+/// rope with pair i's angle divided by freq_factors[i] (null: all 1) and both outputs
+/// times mscale (named_ops::RopeFreqFactors).
+void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                       bool neox, const float* freq_factors, float mscale);
 
 /// out = silu(gate) * up, elementwise; out may alias gate or up. Each element's result
 /// depends only on its inputs (and the ISA: AVX2 uses a vector exp within 2 ulp).

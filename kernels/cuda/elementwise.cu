@@ -51,16 +51,17 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t dim
 }
 
 __global__ void rope_kernel(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
-                            float theta, bool neox) {
+                            float theta, bool neox, const float* freq_factors, float mscale) {
   const int half = head_dim / 2;
   const int64_t total = n_tokens * half;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = e / half;
     const int i = static_cast<int>(e % half);
-    const double freq = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    double freq = pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    if (freq_factors != nullptr) freq /= static_cast<double>(freq_factors[i]);
     const double angle = static_cast<double>(positions[t]) * freq;
-    const float cs = static_cast<float>(cos(angle));
-    const float sn = static_cast<float>(sin(angle));
+    const float cs = static_cast<float>(cos(angle)) * mscale;
+    const float sn = static_cast<float>(sin(angle)) * mscale;
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (t * n_heads + h) * static_cast<int64_t>(head_dim);
       float* a = neox ? v + i : v + 2 * i;
@@ -161,12 +162,17 @@ Status rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t d
 
 Status rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox,
             cudaStream_t stream) {
+  return rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox, nullptr, 1.0f, stream);
+}
+
+Status rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                         bool neox, const float* freq_factors, float mscale, cudaStream_t stream) {
   if (n_tokens < 0 || n_heads <= 0 || head_dim <= 0 || head_dim % 2 != 0 || head_dim > 1024)
     return invalid_argument("cuda rope: bad shape (head_dim must be even and at most 1024)");
   if (n_tokens == 0) return {};
   if (x == nullptr || positions == nullptr) return invalid_argument("cuda rope: null pointer");
-  rope_kernel<<<grid_for(n_tokens * (head_dim / 2), kThreads), kThreads, 0, stream>>>(x, positions, n_tokens, n_heads,
-                                                                                      head_dim, theta, neox);
+  rope_kernel<<<grid_for(n_tokens * (head_dim / 2), kThreads), kThreads, 0, stream>>>(
+      x, positions, n_tokens, n_heads, head_dim, theta, neox, freq_factors, mscale);
   return launch_status("cuda rope kernel");
 }
 

@@ -30,6 +30,10 @@ Status rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t d
 /// (x[i], x[i + head_dim/2]). head_dim even, at most 1024.
 Status rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox,
             cudaStream_t stream);
+/// rope with pair i's angle divided by freq_factors[i] (device memory; null: all 1) and both
+/// outputs times mscale (named_ops::RopeFreqFactors).
+Status rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                         bool neox, const float* freq_factors, float mscale, cudaStream_t stream);
 
 /// out = silu(gate) * up elementwise (out may alias gate or up).
 Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);

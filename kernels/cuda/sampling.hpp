@@ -4,7 +4,7 @@
 // sampling. Not covered: penalties (repetition, presence, frequency) and
 // logprobs; for a row that needs them the caller copies its logits out
 // (cudaMemcpyAsync of vocab floats) and uses the CPU sampler
-// (runtime/sampling), which is what the reference semantics are.
+// (runtime/rank/sampling), which is what the reference semantics are.
 #pragma once
 
 #include <climits>

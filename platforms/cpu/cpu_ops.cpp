@@ -11,6 +11,8 @@
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/token_select.hpp"
 #include "troupe/dtype.hpp"
+#include "troupe/named_ops/named_ops.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace troupe::cpu {
 namespace {
@@ -93,6 +95,31 @@ void CpuOps::rope(float* x, const int32_t* positions, int64_t n_tokens, int n_he
   for_items(pool_, n_tokens, row, [&](int64_t b, int64_t e) {
     kernels::cpu::rope(x + b * row, positions + b, e - b, n_heads, head_dim, theta, neox);
   });
+}
+
+void CpuOps::rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+                               float theta, bool neox, const float* freq_factors, float mscale) {
+  const int64_t row = static_cast<int64_t>(n_heads) * head_dim;
+  for_items(pool_, n_tokens, row, [&](int64_t b, int64_t e) {
+    kernels::cpu::rope_freq_factors(x + b * row, positions + b, e - b, n_heads, head_dim, theta, neox, freq_factors,
+                                    mscale);
+  });
+}
+
+OpFn CpuOps::find_op(std::string_view name) const {
+  static const named_ops::Entry table[] = {  // not constexpr: entry() reinterpret_casts
+      named_ops::entry<named_ops::RopeFreqFactors>(+[](Ops& ops, float* x, const int32_t* positions, int64_t n_tokens,
+                                                       int n_heads, int head_dim, float theta, bool neox,
+                                                       const float* freq_factors, float mscale) {
+        static_cast<CpuOps&>(ops).rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox,
+                                                    freq_factors, mscale);
+      }),
+      named_ops::entry<named_ops::SelectTokens>(
+          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
+            return static_cast<CpuOps&>(ops).select_tokens(logits, rows, vocab, params, out);
+          }),
+  };
+  return named_ops::lookup(table, name);
 }
 
 void CpuOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {

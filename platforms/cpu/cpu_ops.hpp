@@ -39,7 +39,11 @@ class CpuOps final : public Ops {
   /// needs it here (the host sampler reads the logits in place); platform-check compares
   /// device platforms with it.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
-                     int32_t* out) override;
+                     int32_t* out);
+  /// Offers select_tokens (named_ops::SelectTokens) and rope_freq_factors (named_ops::RopeFreqFactors).
+  OpFn find_op(std::string_view name) const override;
+  void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                         bool neox, const float* freq_factors, float mscale);
 
  private:
   kernels::cpu::ThreadPool* pool_;

@@ -60,7 +60,6 @@ DeviceMemory CpuPlatform::memory_info(int) const {
   return {static_cast<int64_t>(pages) * page, static_cast<int64_t>(avail) * page};
 }
 
-std::vector<std::string> CpuPlatform::supported_dtypes() const { return {"float32"}; }
 
 // Exactly the weight types the kernels compute. q8_1 and q8_k have a known layout (ggml
 // uses them for activations) but no CPU kernel reads them as weights.

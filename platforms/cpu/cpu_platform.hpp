@@ -14,7 +14,6 @@ class CpuPlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::cpu; }
   std::string device_type() const override { return "cpu"; }
   std::string device_name(int device_id = 0) const override;
-  int device_count() const override { return 1; }
   Status check_and_update_config(EngineConfig& config) const override;
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
   Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
@@ -28,7 +27,6 @@ class CpuPlatform final : public Platform {
                                                                        int rank) const override;
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
   DeviceMemory memory_info(int device_id = 0) const override;
-  std::vector<std::string> supported_dtypes() const override;
   std::vector<std::string> supported_quantizations() const override;
   bool supports(std::string_view capability) const override;
 };

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "troupe/model_runner_worker.hpp"
+#include "troupe/model_runner/model_runner_worker.hpp"
 
 namespace troupe::cpu {
 

@@ -10,6 +10,8 @@
 #include "kernels/cuda/encoder.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/sampling.hpp"
+#include "troupe/named_ops/named_ops.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace troupe::cuda {
 
@@ -97,6 +99,30 @@ void CudaOps::rope(float* x, const int32_t* positions, int64_t n_tokens, int n_h
   if (!staged.ok()) return ctx_->record(staged.status());
   ctx_->record(kc::rope(x, static_cast<const int32_t*>(*staged), n_tokens, n_heads, head_dim, theta, neox,
                         ctx_->stream()));
+}
+
+void CudaOps::rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+                                float theta, bool neox, const float* freq_factors, float mscale) {
+  auto staged = ctx_->stage(positions, n_tokens * static_cast<int64_t>(sizeof(int32_t)));
+  if (!staged.ok()) return ctx_->record(staged.status());
+  ctx_->record(kc::rope_freq_factors(x, static_cast<const int32_t*>(*staged), n_tokens, n_heads, head_dim, theta, neox,
+                                     freq_factors, mscale, ctx_->stream()));
+}
+
+OpFn CudaOps::find_op(std::string_view name) const {
+  static const named_ops::Entry table[] = {  // not constexpr: entry() reinterpret_casts
+      named_ops::entry<named_ops::RopeFreqFactors>(+[](Ops& ops, float* x, const int32_t* positions, int64_t n_tokens,
+                                                       int n_heads, int head_dim, float theta, bool neox,
+                                                       const float* freq_factors, float mscale) {
+        static_cast<CudaOps&>(ops).rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox,
+                                                     freq_factors, mscale);
+      }),
+      named_ops::entry<named_ops::SelectTokens>(
+          +[](Ops& ops, const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params, int32_t* out) {
+            return static_cast<CudaOps&>(ops).select_tokens(logits, rows, vocab, params, out);
+          }),
+  };
+  return named_ops::lookup(table, name);
 }
 
 void CudaOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {

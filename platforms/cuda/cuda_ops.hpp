@@ -49,7 +49,11 @@ class CudaOps final : public Ops {
   /// rows' parameters staged; its workspace grows with rows x vocab and is kept. False (the
   /// host samples) when selects_on_device says no: rows x vocab beyond INT_MAX.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
-                     int32_t* out) override;
+                     int32_t* out);
+  /// Offers select_tokens (named_ops::SelectTokens) and rope_freq_factors (named_ops::RopeFreqFactors).
+  OpFn find_op(std::string_view name) const override;
+  void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                         bool neox, const float* freq_factors, float mscale);
 
   CudaContext& context() const { return *ctx_; }
 

@@ -126,7 +126,6 @@ DeviceMemory CudaPlatform::memory_info(int device_id) const {
   return m;
 }
 
-std::vector<std::string> CudaPlatform::supported_dtypes() const { return {"float32", "float16", "bfloat16"}; }
 
 std::vector<std::string> CudaPlatform::supported_quantizations() const { return weight_type_names(); }
 

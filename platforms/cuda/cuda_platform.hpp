@@ -16,7 +16,6 @@ class CudaPlatform final : public Platform {
   std::string device_type() const override { return "cuda"; }
   /// cudaGetDeviceProperties(...).name, e.g. "NVIDIA H200".
   std::string device_name(int device_id = 0) const override;
-  int device_count() const override { return device_count_; }
   /// Worker class, block size 16, KV cache f16 unless asked otherwise, eager execution
   /// (no CUDA graphs yet).
   Status check_and_update_config(EngineConfig& config) const override;
@@ -34,7 +33,6 @@ class CudaPlatform final : public Platform {
   Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
   /// cudaMemGetInfo on `device_id`.
   DeviceMemory memory_info(int device_id = 0) const override;
-  std::vector<std::string> supported_dtypes() const override;
   /// Exactly the weight types the CUDA kernels compute (kernels::cuda::supports_weight_type).
   std::vector<std::string> supported_quantizations() const override;
   bool supports(std::string_view capability) const override;

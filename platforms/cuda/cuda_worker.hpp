@@ -18,7 +18,7 @@
 #include "platforms/cuda/cuda_context.hpp"
 #include "platforms/cuda/cuda_graph_runner.hpp"
 #include "platforms/cuda/device_claim.hpp"
-#include "troupe/model_runner_worker.hpp"
+#include "troupe/model_runner/model_runner_worker.hpp"
 
 namespace troupe::cuda {
 

@@ -17,7 +17,7 @@
 
 #include "actors/engine_caf.hpp"
 #include "actors/messages.hpp"
-#include "runtime/lora/lora_writer.hpp"
+#include "runtime/rank/lora/lora_writer.hpp"
 
 namespace {
 

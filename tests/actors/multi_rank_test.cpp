@@ -20,10 +20,10 @@
 #include "actors/messages.hpp"
 #include "actors/status_error.hpp"
 #include "actors/worker_actor.hpp"
-#include "runtime/engine/kv_cache_setup.hpp"
-#include "runtime/engine/worker_runner.hpp"
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/core/engine_core/kv_cache_setup.hpp"
+#include "runtime/rank/runner/worker_runner.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -72,8 +72,8 @@ class FakeWorker final : public Worker {
   Result<KvCacheSpec> get_kv_cache_spec() const override { return KvCacheSpec{16, 1, 1, 4, DType::f32}; }
   // Ranks offer different amounts: the smallest (rank 0) must decide.
   Result<int64_t> determine_available_memory() override { return (rank_ + 1) * 64 * 512; }
-  Status initialize_from_config(const KvCacheConfig& c) override { return initialize_cache(c.num_blocks); }
-  Status initialize_cache(int64_t num_blocks) override {
+  Status initialize_from_config(const KvCacheConfig& c) override { return allocate(c.num_blocks); }
+  Status allocate(int64_t num_blocks) {
     blocks_ = num_blocks;
     return {};
   }
@@ -111,7 +111,6 @@ class FakePlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "fake"; }
   std::string device_name(int id) const override { return "fake" + std::to_string(id); }
-  int device_count() const override { return 4; }
   Status check_and_update_config(EngineConfig&) const override { return {}; }
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig&) const override {
     return not_supported("fake");
@@ -124,7 +123,6 @@ class FakePlatform final : public Platform {
     return std::unique_ptr<Worker>(new FakeWorker(b_, rank));
   }
   DeviceMemory memory_info(int) const override { return {}; }
-  std::vector<std::string> supported_dtypes() const override { return {"float32"}; }
   std::vector<std::string> supported_quantizations() const override { return {}; }
 
  private:

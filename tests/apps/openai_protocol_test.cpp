@@ -1,4 +1,4 @@
-// Unit tests of runtime/openai: request parsing/validation and response
+// Unit tests of runtime/request/openai: request parsing/validation and response
 // rendering, without a server.
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/openai/errors.hpp"
-#include "runtime/openai/protocol.hpp"
-#include "runtime/openai/render.hpp"
+#include "runtime/request/openai/errors.hpp"
+#include "runtime/request/openai/protocol.hpp"
+#include "runtime/request/openai/render.hpp"
 
 namespace troupe::openai {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
 
 namespace {
 

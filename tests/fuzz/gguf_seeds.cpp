@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/runtime/gguf/gguf_writer.hpp"
+#include "tests/runtime/model_files/gguf/gguf_writer.hpp"
 
 using troupe::gguf::testing::GgufWriter;
 namespace t = troupe::gguf::testing;

@@ -17,9 +17,9 @@ cxx=${4:-}
 case "$name" in
   gguf)
     seconds=${GGUF_FUZZ_SECONDS:-20}
-    sources=("$src/tests/fuzz/gguf_fuzz.cpp" "$src/runtime/gguf/gguf_file.cpp" "$src/runtime/gguf/mapped_file.cpp")
-    headers=("$src"/runtime/gguf/*.hpp)
-    seed_headers=("$src/tests/runtime/gguf/gguf_writer.hpp")
+    sources=("$src/tests/fuzz/gguf_fuzz.cpp" "$src/runtime/model_files/gguf/gguf_file.cpp" "$src/runtime/model_files/gguf/mapped_file.cpp")
+    headers=("$src"/runtime/model_files/gguf/*.hpp)
+    seed_headers=("$src/tests/runtime/model_files/gguf/gguf_writer.hpp")
     seed_real() {  # prefixes of the real model: its header, part of its vocabulary, its metadata and first tensors
       local stories="$src/tests/data/stories260K.gguf"
       if [[ -f "$stories" ]]; then
@@ -29,10 +29,10 @@ case "$name" in
     ;;
   safetensors)
     seconds=${SAFETENSORS_FUZZ_SECONDS:-15}
-    sources=("$src/tests/fuzz/safetensors_fuzz.cpp" "$src/runtime/safetensors/safetensors_file.cpp"
-             "$src/runtime/gguf/mapped_file.cpp" "$src/runtime/json/json_io.cpp")
-    headers=("$src"/runtime/safetensors/*.hpp "$src/runtime/gguf/mapped_file.hpp" "$src/runtime/json/json_io.hpp")
-    seed_headers=("$src/tests/runtime/safetensors/safetensors_writer.hpp")
+    sources=("$src/tests/fuzz/safetensors_fuzz.cpp" "$src/runtime/model_files/safetensors/safetensors_file.cpp"
+             "$src/runtime/model_files/gguf/mapped_file.cpp" "$src/runtime/request/json/json_io.cpp")
+    headers=("$src"/runtime/model_files/safetensors/*.hpp "$src/runtime/model_files/gguf/mapped_file.hpp" "$src/runtime/request/json/json_io.hpp")
+    seed_headers=("$src/tests/runtime/model_files/safetensors/safetensors_writer.hpp")
     seed_real() {  # the real MiniLM header when TROUPE_MINILM_DIR is set (its JSON, with the data cut off)
       local real="${TROUPE_MINILM_DIR:-}/model.safetensors"
       if [[ -n "${TROUPE_MINILM_DIR:-}" && -f "$real" ]]; then

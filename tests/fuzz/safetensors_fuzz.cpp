@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/safetensors/safetensors_file.hpp"
+#include "runtime/model_files/safetensors/safetensors_file.hpp"
 
 namespace {
 

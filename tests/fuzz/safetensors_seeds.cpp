@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/runtime/safetensors/safetensors_writer.hpp"
+#include "tests/runtime/model_files/safetensors/safetensors_writer.hpp"
 
 using troupe::safetensors::testing::SafetensorsWriter;
 

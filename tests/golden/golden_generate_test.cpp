@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/generation/offline_generator.hpp"
+#include "runtime/core/generation/offline_generator.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/golden/golden_cases.hpp"
 

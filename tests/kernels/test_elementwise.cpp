@@ -57,6 +57,39 @@ TEST(Elementwise, RopeNormalAndNeox) {
   }
 }
 
+// Uniform factors F turn position p by what plain RoPE turns p / F; mscale scales both outputs;
+// a per-pair factor changes only its own pair.
+TEST(Elementwise, RopeFreqFactors) {
+  const int heads = 3, hd = 16;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(4 * heads * hd));
+  for (auto& v : x) v = u(rng);
+  for (bool neox : {false, true}) {
+    const int32_t pos[4] = {0, 4, 12, 40000}, quarter[4] = {0, 1, 3, 10000};
+    const std::vector<float> four(hd / 2, 4.0f);
+    auto scaled = x, plain = x;
+    rope_freq_factors(scaled.data(), pos, 4, heads, hd, 500000.0f, neox, four.data(), 0.5f);
+    rope(plain.data(), quarter, 4, heads, hd, 500000.0f, neox);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(scaled[i], 0.5f * plain[i], 1e-6f) << i;
+    std::vector<float> one_pair(hd / 2, 1.0f);
+    one_pair[3] = 8.0f;
+    auto a = x, b = x;
+    rope_freq_factors(a.data(), pos, 4, heads, hd, 10000.0f, neox, one_pair.data(), 1.0f);
+    rope(b.data(), pos, 4, heads, hd, 10000.0f, neox);
+    for (int64_t t = 0; t < 4 * heads; ++t)
+      for (int i = 0; i < hd / 2; ++i) {
+        const int64_t e0 = t * hd + (neox ? i : 2 * i), e1 = t * hd + (neox ? i + hd / 2 : 2 * i + 1);
+        if (i == 3 && t >= heads) {  // pair 3 of every token but position 0 turned differently
+          EXPECT_GT(std::fabs(a[e0] - b[e0]) + std::fabs(a[e1] - b[e1]), 1e-4f) << t;
+        } else {
+          EXPECT_EQ(a[e0], b[e0]) << t << " " << i;
+          EXPECT_EQ(a[e1], b[e1]) << t << " " << i;
+        }
+      }
+  }
+}
+
 TEST(Elementwise, SiluMulAddDotAxpy) {
   const int64_t n = 37;  // not a multiple of 8: exercises tails
   auto g = rand_vec(n, 4), u = rand_vec(n, 5);

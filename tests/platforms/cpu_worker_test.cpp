@@ -10,11 +10,11 @@
 
 #include "platforms/cpu/cpu_platform.hpp"  // CountingPlatform wraps it (troupe_platform_cpu_impl)
 #include "platforms/cpu/cpu_worker.hpp"    // CpuWorker over a platform of the test's own
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/loaded_worker.hpp"
-#include "tests/runtime/gguf/gguf_writer.hpp"
+#include "tests/runtime/model_files/gguf/gguf_writer.hpp"
 #include "troupe/worker.hpp"
 
 namespace troupe {
@@ -174,7 +174,7 @@ TEST(CpuPlatformTest, ModelWithWrongHyperparametersIsRefused) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::invalid_argument);
   EXPECT_NE(s.message().find("blk.0.ffn_gate.weight"), std::string::npos) << s.message();
-  EXPECT_FALSE((*w)->execute_dummy_batch().ok());
+  EXPECT_FALSE((*w)->compile_or_warm_up_model().ok());
 }
 
 TEST(CpuPlatformTest, CommunicatorOfOneRank) {
@@ -289,7 +289,7 @@ TEST(CpuPlatformTest, AWeightTheKernelsCannotComputeIsALoadErrorNotACrash) {
     EXPECT_NE(s.message().find("blk.0.attn_q.weight"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("q8_k"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("platform cpu"), std::string::npos) << s.message();
-    EXPECT_EQ((*w)->execute_dummy_batch().code(), StatusCode::unavailable);
+    EXPECT_EQ((*w)->compile_or_warm_up_model().code(), StatusCode::unavailable);
   }
 }
 
@@ -362,7 +362,6 @@ class CountingPlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "counting"; }
   std::string device_name(int id = 0) const override { return cpu_.device_name(id); }
-  int device_count() const override { return 1; }
   Status check_and_update_config(EngineConfig& config) const override { return cpu_.check_and_update_config(config); }
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override {
     ++attention_made;
@@ -393,7 +392,6 @@ class CountingPlatform final : public Platform {
     return std::unique_ptr<Worker>(new cpu::CpuWorker(config, rank, *this));
   }
   DeviceMemory memory_info(int id = 0) const override { return cpu_.memory_info(id); }
-  std::vector<std::string> supported_dtypes() const override { return cpu_.supported_dtypes(); }
   std::vector<std::string> supported_quantizations() const override { return cpu_.supported_quantizations(); }
 
   std::string refuse;  // "ops", "attention" or "communicator": that factory fails

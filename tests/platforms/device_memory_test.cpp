@@ -9,11 +9,11 @@
 #include <map>
 #include <memory>
 
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "troupe/device_memory.hpp"
-#include "troupe/model_runner_worker.hpp"
+#include "troupe/model_runner/model_runner_worker.hpp"
 
 namespace troupe {
 namespace {
@@ -108,7 +108,6 @@ class StagedPlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "staged"; }
   std::string device_name(int id = 0) const override { return cpu_.device_name(id); }
-  int device_count() const override { return 1; }
   Status check_and_update_config(EngineConfig& config) const override { return cpu_.check_and_update_config(config); }
   Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& c) const override {
     return cpu_.make_attention_backend(c);
@@ -126,7 +125,6 @@ class StagedPlatform final : public Platform {
     return std::unique_ptr<Worker>(new ModelRunnerWorker(config, rank, *this));
   }
   DeviceMemory memory_info(int id = 0) const override { return cpu_.memory_info(id); }
-  std::vector<std::string> supported_dtypes() const override { return cpu_.supported_dtypes(); }
   std::vector<std::string> supported_quantizations() const override { return cpu_.supported_quantizations(); }
 
   mutable StagingAllocator* allocator = nullptr;  // the last one made (owned by the worker)

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf_file.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"
 

@@ -15,10 +15,10 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/gguf/gguf_builder.hpp"
-#include "runtime/lora/lora_file.hpp"
-#include "runtime/lora/lora_writer.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_builder.hpp"
+#include "runtime/rank/lora/lora_file.hpp"
+#include "runtime/rank/lora/lora_writer.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/loaded_worker.hpp"
 #include "troupe/extensions.hpp"

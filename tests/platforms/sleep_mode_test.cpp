@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/loaded_worker.hpp"
 #include "troupe/extensions.hpp"
@@ -88,7 +88,7 @@ TEST_F(SleepModeTest, WakingInPartsNeedsBothPartsAndBadInputIsAnError) {
   ASSERT_TRUE(sleep_->sleep(1).ok());  // again: a no-op
   EXPECT_EQ(sleep_->wake_up({"weights", "lora"}).code(), StatusCode::invalid_argument);
   ASSERT_TRUE(sleep_->wake_up({"weights"}).ok());
-  auto half = w_.worker->execute_dummy_batch();
+  auto half = w_.worker->compile_or_warm_up_model();
   EXPECT_EQ(half.code(), StatusCode::unavailable) << "the KV cache still sleeps";
   ASSERT_TRUE(sleep_->wake_up({"kv_cache"}).ok());
   expect_same(before, generate());

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/engine/engine_core.hpp"
-#include "runtime/engine/in_process_executor.hpp"
-#include "runtime/engine/kv_cache_setup.hpp"
-#include "runtime/engine/model_artifacts.hpp"
-#include "runtime/engine/worker_runner.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/core/engine_core/engine_core.hpp"
+#include "runtime/core/engine_core/in_process_executor.hpp"
+#include "runtime/core/engine_core/kv_cache_setup.hpp"
+#include "runtime/model_files/source/model_artifacts.hpp"
+#include "runtime/rank/runner/worker_runner.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 
 namespace troupe {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/rank_processes.hpp"
 #include "troupe/platform.hpp"

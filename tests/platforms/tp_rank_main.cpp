@@ -38,9 +38,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
-#include "runtime/tokenizer/tokenizer.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "troupe/communicator.hpp"
 #include "troupe/platform.hpp"

@@ -15,7 +15,6 @@ class PlainWorker : public Worker {
   Result<KvCacheSpec> get_kv_cache_spec() const override { return KvCacheSpec{}; }
   Result<int64_t> determine_available_memory() override { return int64_t{0}; }
   Status initialize_from_config(const KvCacheConfig&) override { return {}; }
-  Status initialize_cache(int64_t) override { return {}; }
   Status compile_or_warm_up_model() override { return {}; }
   Result<ModelRunnerOutput> execute_model(const ExecuteModelRequest&) override { return ModelRunnerOutput{}; }
   const ModelInfo* model_info() const override { return nullptr; }

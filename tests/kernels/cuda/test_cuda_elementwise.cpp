@@ -121,6 +121,29 @@ TEST_F(CudaElementwise, RopeNormalAndNeoxMatchCpu) {
   }
 }
 
+TEST_F(CudaElementwise, RopeFreqFactorsMatchesCpu) {
+  const int64_t n = 37;
+  const int heads = 4, head_dim = 64;
+  const auto x = rand_vec(n * heads * head_dim, 11);
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t * 311);  // past 8192
+  std::vector<float> factors(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i) factors[static_cast<size_t>(i)] = 1.0f + 31.0f * i / (head_dim / 2 - 1);
+  for (bool neox : {false, true}) {
+    DeviceBuffer<float> d_x(x), d_f(factors);
+    DeviceBuffer<int32_t> d_pos(pos);
+    ASSERT_TRUE(d_x.ok() && d_f.ok() && d_pos.ok());
+    ASSERT_OK(rope_freq_factors(d_x.get(), d_pos.get(), n, heads, head_dim, 500000.0f, neox, d_f.get(), 0.75f,
+                                stream_));
+    sync();
+    auto ref = x;
+    cpu::rope_freq_factors(ref.data(), pos.data(), n, heads, head_dim, 500000.0f, neox, factors.data(), 0.75f);
+    const auto out = d_x.to_host();
+    ASSERT_EQ(out.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], 2e-6f * (1.0f + std::fabs(ref[i]))) << i;
+  }
+}
+
 TEST_F(CudaElementwise, SiluMulMatchesCpu) {
   const int64_t n = 100003;
   const auto g = rand_vec(n, 5, -12.0f, 12.0f), u = rand_vec(n, 6);

@@ -1,4 +1,4 @@
-// kernels/cuda sampling against the CPU sampler (runtime/sampling): argmax
+// kernels/cuda sampling against the CPU sampler (runtime/rank/sampling): argmax
 // with ties, and temperature / min_p / top_k / top_p sampling. Each row is
 // checked against a host model of sample_rows' documented semantics, and that
 // model against the real CPU sampler wherever their orders agree (greedy, and
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/cuda/sampling.hpp"
-#include "runtime/sampling/sampler.hpp"
+#include "runtime/rank/sampling/sampler.hpp"
 #include "tests/kernels/cuda/cuda_test_util.hpp"
 
 namespace troupe::kernels::cuda {
@@ -24,7 +24,7 @@ namespace {
 using testing::CudaTest;
 using testing::DeviceBuffer;
 
-// The CPU sampler's draw for a step seed (runtime/sampling/sampler.cpp: splitmix64, top 53 bits).
+// The CPU sampler's draw for a step seed (runtime/rank/sampling/sampler.cpp: splitmix64, top 53 bits).
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;

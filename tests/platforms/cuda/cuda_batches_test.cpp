@@ -22,10 +22,10 @@
 #include "platforms/cuda/cuda_graph_inputs.hpp"
 #include "platforms/cuda/cuda_graph_runner.hpp"
 #include "platforms/cuda/cuda_ops.hpp"
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
-#include "troupe/model_runner_worker.hpp"
+#include "troupe/model_runner/model_runner_worker.hpp"
 
 namespace troupe::cuda {
 namespace {

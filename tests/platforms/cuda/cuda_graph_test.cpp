@@ -18,8 +18,8 @@
 #include "kernels/cpu/token_select.hpp"
 #include "platforms/cuda/cuda_platform.hpp"
 #include "platforms/cuda/cuda_worker.hpp"
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/cuda/cuda_test_device.hpp"
 

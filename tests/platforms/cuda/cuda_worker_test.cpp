@@ -18,9 +18,9 @@
 
 #include "platforms/cuda/cuda_batches.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "runtime/generation/offline_generator.hpp"
-#include "runtime/gguf/gguf_file.hpp"
-#include "runtime/models/builtin_models.hpp"
+#include "runtime/core/generation/offline_generator.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
 #include "tests/golden/golden_cases.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/cuda/cuda_test_device.hpp"

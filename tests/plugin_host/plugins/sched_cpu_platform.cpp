@@ -12,7 +12,6 @@ class SchedCpuPlatform final : public troupe::Platform {
   troupe::PlatformEnum platform_enum() const override { return troupe::PlatformEnum::out_of_tree; }
   std::string device_type() const override { return cpu_.device_type(); }
   std::string device_name(int id) const override { return cpu_.device_name(id); }
-  int device_count() const override { return cpu_.device_count(); }
   troupe::Status check_and_update_config(troupe::EngineConfig& config) const override {
     TROUPE_RETURN_IF_ERROR(cpu_.check_and_update_config(config));
     config.scheduler.scheduler_cls = "priority";
@@ -37,7 +36,6 @@ class SchedCpuPlatform final : public troupe::Platform {
     return cpu_.make_worker(config, rank);
   }
   troupe::DeviceMemory memory_info(int id) const override { return cpu_.memory_info(id); }
-  std::vector<std::string> supported_dtypes() const override { return cpu_.supported_dtypes(); }
   std::vector<std::string> supported_quantizations() const override { return cpu_.supported_quantizations(); }
   troupe::Status verify_quantization(std::string_view quant) const override { return cpu_.verify_quantization(quant); }
   bool supports(std::string_view capability) const override { return cpu_.supports(capability); }

@@ -12,7 +12,6 @@ class TestPlatform final : public troupe::Platform {
   troupe::PlatformEnum platform_enum() const override { return enum_; }
   std::string device_type() const override { return device_type_; }
   std::string device_name(int = 0) const override { return "TestDevice(" + device_type_ + ")"; }
-  int device_count() const override { return 1; }
   troupe::Status check_and_update_config(troupe::EngineConfig& config) const override {
     config.extra["test_platform"] = device_type_;
     return {};
@@ -32,7 +31,6 @@ class TestPlatform final : public troupe::Platform {
     return troupe::not_supported("test platform");
   }
   troupe::DeviceMemory memory_info(int = 0) const override { return {1 << 20, 1 << 20}; }
-  std::vector<std::string> supported_dtypes() const override { return {"float32"}; }
   std::vector<std::string> supported_quantizations() const override { return {}; }
 
  private:

@@ -1,0 +1,190 @@
+#include "runtime/model_files/dummy/dummy_model.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "runtime/model_files/dummy/random_weights.hpp"
+#include "runtime/model_files/dummy/synthetic_vocab.hpp"
+#include "runtime/rank/models/rope_scaling.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::dummy {
+namespace {
+
+// llama.cpp's general.file_type (LLAMA_FTYPE_*) of a file whose matrices are all `type`.
+uint32_t file_type(DType type) {
+  switch (type) {
+    case DType::f32: return 0;
+    case DType::f16: return 1;
+    case DType::q4_0: return 2;
+    case DType::q4_1: return 3;
+    case DType::q8_0: return 7;
+    case DType::q5_0: return 8;
+    case DType::q5_1: return 9;
+    case DType::q2_k: return 10;
+    case DType::q3_k: return 11;  // Q3_K_S
+    case DType::q4_k: return 14;  // Q4_K_S
+    case DType::q5_k: return 16;  // Q5_K_S
+    case DType::q6_k: return 18;
+    case DType::iq4_nl: return 25;
+    case DType::iq4_xs: return 30;
+    case DType::bf16: return 32;
+    default: return 0;
+  }
+}
+
+std::string cache_key(const DummyModelSpec& s) {
+  return s.shape.name + "/" + std::to_string(s.shape.n_layer) + "/" + std::string(to_string(s.weight_type)) + "/" +
+         std::to_string(s.seed);
+}
+
+}  // namespace
+
+Result<DummyModelSpec> make_dummy_spec(std::string_view shape, std::string_view weight_type, uint64_t seed,
+                                       int layers) {
+  DummyModelSpec spec;
+  auto s = find_model_shape(shape);
+  if (!s) return s.status();
+  spec.shape = *s;
+  if (layers < 0 || layers > s->n_layer)
+    return invalid_argument("shape " + s->name + " has " + std::to_string(s->n_layer) + " layers; --layers " +
+                            std::to_string(layers) + " must be 1.." + std::to_string(s->n_layer));
+  if (layers > 0) spec.shape.n_layer = layers;
+  auto t = parse_weight_type(weight_type.empty() ? std::string_view(kDefaultWeightType) : weight_type);
+  if (!t) return t.status();
+  spec.weight_type = *t;
+  spec.seed = seed;
+  TROUPE_RETURN_IF_ERROR(check_shape_fits(spec.shape, spec.weight_type));
+  return spec;
+}
+
+Result<DummyModelSpec> dummy_spec(const ModelConfig& config) {
+  return make_dummy_spec(config.model_shape, config.weight_type, config.seed);
+}
+
+std::string dummy_model_name(const DummyModelSpec& spec) {
+  return spec.shape.name + "-" + std::string(to_string(spec.weight_type)) + "-dummy";
+}
+
+Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
+  const ModelShape& s = spec.shape;
+  gguf::GgufBuilder b;
+  const std::string a = s.arch + ".";  // llama.cpp's per-architecture key prefix
+  b.set_string("general.architecture", s.arch);
+  b.set_string("general.name", "troupe dummy " + s.name + " " + std::string(to_string(spec.weight_type)) +
+                                   " seed " + std::to_string(spec.seed));
+  b.set_u32("general.file_type", file_type(spec.weight_type));
+  if (traits(spec.weight_type).quantized) b.set_u32("general.quantization_version", 2);
+  if (s.arch == "llama") b.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));  // only llama's converter
+  b.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  b.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  b.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  b.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  b.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  b.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  b.set_f32(a + "rope.freq_base", s.rope_theta);
+  b.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
+  if (s.key_length > 0) {
+    b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.key_length));
+    b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.key_length));
+  }
+  if (s.sliding_window > 0) b.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  if (s.rope_original_context > 0)
+    b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
+  b.set_string("troupe.dummy.shape", s.name);
+  b.set_string("troupe.dummy.weight_type", std::string(to_string(spec.weight_type)));
+  b.set_u64("troupe.dummy.seed", spec.seed);
+  auto vocab = make_synthetic_vocab(s.n_vocab);
+  if (!vocab) return vocab.status();
+  add_tokenizer_metadata(*vocab, b);
+
+  const DType wt = spec.weight_type;
+  const uint64_t seed = spec.seed;
+  auto matrix = [&](const std::string& name, int64_t ne0, int64_t rows) {
+    const uint64_t ts = tensor_seed(seed, name);
+    return b.add_tensor(name, wt, ne0, rows, [wt, ts, ne0](uint8_t* dst, int64_t begin, int64_t end) {
+      fill_random_rows(wt, ts, ne0, begin, end, dst);
+    });
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    return b.add_tensor(name, DType::f32, n, 0, [n](uint8_t* dst, int64_t, int64_t) { fill_constant_f32(1.0f, n, dst); });
+  };
+  // Biases are f32 vectors as converters write them, random like the matrices (zeros would
+  // not test that they are added).
+  auto bias = [&](const std::string& name, int64_t n) {
+    const uint64_t ts = tensor_seed(seed, name);
+    return b.add_tensor(name, DType::f32, n, 0, [ts, n](uint8_t* dst, int64_t, int64_t) {
+      fill_random_rows(DType::f32, ts, n, 0, 1, dst);
+    });
+  };
+  const int64_t q_dim = s.head_dim() * s.n_head, kv_dim = s.head_dim() * s.n_head_kv;
+  TROUPE_RETURN_IF_ERROR(matrix("token_embd.weight", s.n_embd, s.n_vocab));
+  if (s.llama3_rope.factor > 0) {
+    models::Llama3RopeParams p{s.llama3_rope.factor, s.llama3_rope.low_freq_factor, s.llama3_rope.high_freq_factor,
+                               static_cast<float>(s.llama3_rope.original_context_length)};
+    const std::vector<float> f = models::llama3_rope_factors(p, s.rope_theta, static_cast<int>(s.head_dim()));
+    TROUPE_RETURN_IF_ERROR(b.add_tensor("rope_freqs.weight", DType::f32, static_cast<int64_t>(f.size()), 0,
+                                        [f](uint8_t* dst, int64_t, int64_t) {
+                                          std::memcpy(dst, f.data(), f.size() * sizeof(float));
+                                        }));
+  }
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    TROUPE_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
+    if (s.fused_qkv) {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim));
+    } else {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q_dim));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv_dim));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv_dim));
+    }
+    if (s.qkv_bias) {
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_q.bias", q_dim));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
+    }
+    if (s.qk_norm) {
+      TROUPE_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim()));
+      TROUPE_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim()));
+    }
+    TROUPE_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
+    TROUPE_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
+    if (s.fused_gate_up) {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff));
+    } else {
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
+    }
+    TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+  }
+  TROUPE_RETURN_IF_ERROR(norm("output_norm.weight", s.n_embd));
+  if (!s.tied_embeddings) TROUPE_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));
+  return b;
+}
+
+Result<std::shared_ptr<const gguf::GgufFile>> open_dummy_model(const DummyModelSpec& spec) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<const gguf::GgufFile>> cache;
+  // Held while building, so two ranks of one process build the model once.
+  std::lock_guard lock(mu);
+  const std::string key = cache_key(spec);
+  if (auto it = cache.find(key); it != cache.end())
+    if (auto file = it->second.lock()) return file;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto builder = dummy_gguf(spec);
+  if (!builder) return builder.status();
+  auto image = builder->build_in_memory();
+  if (!image) return Status(image.status().code(), "dummy model " + dummy_model_name(spec) + ": " +
+                                                       image.status().message());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TROUPE_LOG_INFO("Dummy weights: shape {}, {} weights, seed {}: {:.1f} MiB built in memory in {:.2f} s",
+                  spec.shape.name, to_string(spec.weight_type), spec.seed,
+                  static_cast<double>(image->size) / (1 << 20), s);
+  cache[key] = image->file;
+  return image->file;
+}
+
+}  // namespace troupe::dummy

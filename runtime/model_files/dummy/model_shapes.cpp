@@ -1,0 +1,116 @@
+#include "runtime/model_files/dummy/model_shapes.hpp"
+
+namespace troupe::dummy {
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<ModelShape>& model_shapes() {
+  auto llama = [](std::string name, std::string source, int64_t n_embd, int n_layer, int n_head, int n_head_kv,
+                  int64_t n_ff, int64_t n_vocab, int64_t n_ctx, float theta, float eps, bool tied) {
+    ModelShape s;
+    s.name = std::move(name);
+    s.source = std::move(source);
+    s.n_embd = n_embd;
+    s.n_layer = n_layer;
+    s.n_head = n_head;
+    s.n_head_kv = n_head_kv;
+    s.n_ff = n_ff;
+    s.n_vocab = n_vocab;
+    s.n_ctx = n_ctx;
+    s.rope_theta = theta;
+    s.rms_eps = eps;
+    s.tied_embeddings = tied;
+    return s;
+  };
+  static const std::vector<ModelShape> kShapes = [&] {
+    std::vector<ModelShape> v;
+    // name, source, n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx, rope_theta, rms_eps, tied
+    v.push_back(llama("llama-3.2-1b", "Llama-3.2-1B's config.json (llama3 rope scaling: rope_freqs)", 2048, 16, 32, 8,
+                      8192, 128256, 131072, 500000.0f, 1e-5f, true));
+    v.back().llama3_rope = {32.0f, 1.0f, 4.0f, 8192};
+    v.push_back(llama("llama-3.2-3b", "Llama-3.2-3B's config.json (llama3 rope scaling: rope_freqs)", 3072, 28, 24, 8,
+                      8192, 128256, 131072, 500000.0f, 1e-5f, true));
+    v.back().llama3_rope = {32.0f, 1.0f, 4.0f, 8192};
+    v.push_back(llama("llama-3.1-8b", "Llama-3.1-8B's config.json (llama3 rope scaling: rope_freqs)", 4096, 32, 32, 8,
+                      14336, 128256, 131072, 500000.0f, 1e-5f, false));
+    v.back().llama3_rope = {8.0f, 1.0f, 4.0f, 8192};
+    v.push_back(llama("smollm2-135m", "the metadata of SmolLM2-135M-Instruct.Q4_1.gguf", 576, 30, 9, 3, 1536, 49152,
+                      8192, 100000.0f, 1e-5f, true));
+    v.push_back(llama("stories260k", "the metadata of tests/data/stories260K.gguf", 64, 5, 8, 4, 172, 512, 2048,
+                      10000.0f, 1e-5f, false));
+    v.push_back(llama("tiny", "troupe's own test shape: every row a whole number of 256-element blocks", 256, 2, 4, 2,
+                      512, 512, 2048, 10000.0f, 1e-5f, true));
+    v.push_back(llama("qwen2.5-0.5b", "Qwen2.5-0.5B-Instruct's config.json (q/k/v biases)", 896, 24, 14, 2, 4864,
+                      151936, 32768, 1000000.0f, 1e-6f, true));
+    v.back().arch = "qwen2";
+    v.back().qkv_bias = true;
+    v.push_back(llama("qwen3-0.6b", "Qwen3-0.6B's config.json (head_dim 128, q/k norms)", 1024, 28, 16, 8, 3072, 151936,
+                      40960, 1000000.0f, 1e-6f, true));
+    v.back().arch = "qwen3";
+    v.back().key_length = 128;
+    v.back().qk_norm = true;
+    v.push_back(llama("phi3-mini", "Phi-3-mini-4k-instruct's config.json (fused qkv and gate/up)", 3072, 32, 32, 32,
+                      8192, 32064, 4096, 10000.0f, 1e-5f, false));
+    v.back().arch = "phi3";
+    v.back().fused_qkv = true;
+    v.back().fused_gate_up = true;
+    v.back().sliding_window = 2047;
+    v.back().rope_original_context = 4096;
+    return v;
+  }();
+  return kShapes;
+}
+
+Result<ModelShape> find_model_shape(std::string_view name) {
+  std::vector<std::string> names;
+  for (const ModelShape& s : model_shapes()) {
+    if (s.name == name) return s;
+    names.push_back(s.name);
+  }
+  if (name.empty()) return invalid_argument("the dummy load format needs a model shape (one of: " + joined(names) + ")");
+  return invalid_argument("unknown model shape '" + std::string(name) + "' (valid: " + joined(names) + ")");
+}
+
+const std::vector<DType>& dummy_weight_types() {
+  static const std::vector<DType> kTypes = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
+                                            DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_k, DType::q3_k,
+                                            DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_nl, DType::iq4_xs};
+  return kTypes;
+}
+
+Result<DType> parse_weight_type(std::string_view name) {
+  std::vector<std::string> names;
+  for (DType t : dummy_weight_types()) {
+    if (to_string(t) == name) return t;
+    names.emplace_back(to_string(t));
+  }
+  return invalid_argument("unknown weight type '" + std::string(name) + "' (valid: " + joined(names) + ")");
+}
+
+Status check_shape_fits(const ModelShape& shape, DType type) {
+  const int64_t block = traits(type).block_elems;
+  const std::pair<int64_t, const char*> rows[] = {{shape.n_embd, "hidden size"},
+                                                  {shape.n_ff, "feed-forward size"},
+                                                  {shape.head_dim() * shape.n_head, "attention size"}};
+  std::vector<std::string> bad;
+  for (const auto& [n, what] : rows)
+    if (n % block != 0) bad.push_back(std::to_string(n) + " (" + what + ")");
+  if (bad.empty()) return {};
+  std::vector<std::string> fit;
+  for (DType t : dummy_weight_types())
+    if (shape.n_embd % traits(t).block_elems == 0 && shape.n_ff % traits(t).block_elems == 0 &&
+        shape.head_dim() * shape.n_head % traits(t).block_elems == 0)
+      fit.emplace_back(to_string(t));
+  return invalid_argument("weight type " + std::string(to_string(type)) + " stores rows in blocks of " +
+                          std::to_string(block) + " elements; shape " + shape.name + " has rows of " + joined(bad) +
+                          "; types that fit it: " + joined(fit));
+}
+
+}  // namespace troupe::dummy

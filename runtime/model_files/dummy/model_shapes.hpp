@@ -1,0 +1,66 @@
+// Named model shapes for the dummy load format (random weights, vLLM's
+// --load-format dummy): the architecture and hyperparameters of a known model,
+// with the optional tensors and keys its real GGUF has, and the weight types a
+// dummy model can be built in. A family whose block differs more (Gemma's
+// post-norms, sliding-window patterns) adds fields here and their tensors in
+// dummy_model.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/dtype.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::dummy {
+
+/// Llama 3.x's "llama3" rope_scaling (config.json), written as the rope_freqs tensor.
+struct Llama3RopeScaling {
+  float factor = 0;  // 0: none
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int64_t original_context_length = 8192;
+};
+
+struct ModelShape {
+  std::string name;         // "llama-3.2-1b"
+  std::string source;       // where the numbers come from
+  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3
+  int64_t n_embd = 0;       // hidden size
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int64_t n_ff = 0;         // feed-forward size
+  int64_t n_vocab = 0;
+  int64_t n_ctx = 0;        // context_length
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = true;  // no output.weight: the head reuses token_embd
+  int64_t key_length = 0;       // head dim when it is not n_embd / n_head (qwen3): attention.key_length
+  bool qkv_bias = false;        // blk.N.attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;         // blk.N.attn_{q,k}_norm.weight (qwen3)
+  bool fused_qkv = false;       // blk.N.attn_qkv.weight instead of attn_q/k/v (phi3)
+  bool fused_gate_up = false;   // blk.N.ffn_up.weight holds gate and up, no ffn_gate (phi3)
+  int64_t sliding_window = 0;   // attention.sliding_window key (phi3 writes it; llama.cpp ignores it for phi3)
+  int64_t rope_original_context = 0;  // rope.scaling.original_context_length key (phi3)
+  Llama3RopeScaling llama3_rope;      // rope_freqs.weight (Llama 3.x)
+  int64_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
+};
+
+/// Every named shape, in a fixed order.
+const std::vector<ModelShape>& model_shapes();
+/// The shape called `name`; invalid_argument listing the valid names otherwise.
+Result<ModelShape> find_model_shape(std::string_view name);
+
+/// The weight types a dummy model can hold (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k
+/// q4_k q5_k q6_k iq4_nl iq4_xs).
+const std::vector<DType>& dummy_weight_types();
+/// `name` as one of those types; invalid_argument listing them otherwise.
+Result<DType> parse_weight_type(std::string_view name);
+/// ok when every matrix row of `shape` is a whole number of `type`'s blocks; else
+/// invalid_argument naming the rows that are not and the types that fit.
+Status check_shape_fits(const ModelShape& shape, DType type);
+
+}  // namespace troupe::dummy

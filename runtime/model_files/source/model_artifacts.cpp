@@ -1,0 +1,177 @@
+#include "runtime/model_files/source/model_artifacts.hpp"
+
+#include <map>
+
+#include "runtime/model_files/dummy/dummy_model.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/model_files/hf/hf_model_folder.hpp"
+
+namespace troupe::engine {
+namespace {
+
+std::string base_name(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+/// The model file, or the dummy model's shape, for messages.
+std::string model_label(const EngineConfig& config) {
+  return config.model.load_format == "dummy" ? "dummy model " + config.model.model_shape : config.model.model_path;
+}
+
+/// The model's weight types, most bytes first in `most`.
+void weight_types(const std::vector<const WeightTensor*>& tensors, ModelArtifacts& a, std::string* most) {
+  std::map<std::string, uint64_t> bytes;
+  for (const WeightTensor* t : tensors)
+    if (t->n_dims >= 2) bytes[std::string(to_string(t->type))] += t->nbytes;
+  uint64_t most_bytes = 0;
+  for (const auto& [name, b] : bytes) {
+    a.weight_types.push_back(name);
+    if (b > most_bytes) most_bytes = b, *most = name;
+  }
+}
+
+Status load_gguf(EngineConfig& config, ModelArtifacts& a, std::string* most) {
+  const auto& file = *std::static_pointer_cast<const gguf::GgufFile>(a.model.owner);
+  std::vector<const WeightTensor*> tensors;
+  for (const auto& t : file.tensors()) tensors.push_back(&t);
+  weight_types(tensors, a, most);
+  config.model.architecture = file.architecture();
+  auto tok = tokenizer::Tokenizer::from_gguf(file);
+  if (!tok) return Status(tok.status().code(), model_label(config) + ": " + tok.status().message());
+  a.tokenizer = std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
+  auto forced = config.extra.find("chat_template");
+  auto jinja = file.get_string("tokenizer.chat_template");
+  auto tmpl = forced != config.extra.end() && !forced->second.empty() ? chat::by_name(forced->second)
+              : jinja ? chat::detect(*jinja)
+                      : Result<chat::ChatTemplate>(
+                            not_found("the model file has no chat template; pass --chat-template NAME"));
+  if (tmpl) a.chat_template = *tmpl;
+  else a.chat_template_error = tmpl.status().message();
+  return {};
+}
+
+Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
+  const auto& folder = *std::static_pointer_cast<const hf::HfModelFolder>(a.model.owner);
+  std::vector<const WeightTensor*> tensors;
+  for (const auto& t : folder.weights().tensors()) tensors.push_back(&t);
+  weight_types(tensors, a, most);
+  config.model.architecture = folder.architecture();
+  a.tokenizer = folder.tokenizer_ptr();
+  a.chat_template_error = "model " + base_name(config.model.model_path) + " has no chat template (an encoder)";
+  a.encoder = folder.config().model_type == "bert" || config.model.architecture == "BertModel";
+  if (!a.encoder)
+    return not_supported(config.model.model_path + ": Hugging Face folders of architecture '" +
+                         config.model.architecture + "' are not supported yet (BertModel only; use a GGUF file)");
+  const auto& st = folder.sentence_transformers();
+  if (st && !st->other_module_types.empty())
+    return not_supported(config.model.model_path + ": sentence-transformers module " + st->other_module_types.front() +
+                         " is not supported (Transformer, Pooling and Normalize only)");
+  config.model.pooling_type = "cls";
+  config.model.pooling_normalize = false;
+  if (st && st->pooling) {
+    const auto& modes = st->pooling->modes;
+    if (modes.size() != 1)
+      return not_supported(config.model.model_path + ": the Pooling module combines " + std::to_string(modes.size()) +
+                           " modes; one of mean, cls and last token is supported");
+    switch (modes.front()) {
+      case hf::PoolingMode::mean: config.model.pooling_type = "mean"; break;
+      case hf::PoolingMode::cls: config.model.pooling_type = "cls"; break;
+      case hf::PoolingMode::last_token: config.model.pooling_type = "last"; break;
+      default:
+        return not_supported(config.model.model_path + ": pooling mode " + std::string(hf::to_string(modes.front())) +
+                             " is not supported (mean, cls or last token)");
+    }
+  }
+  if (st) config.model.pooling_normalize = st->normalize;
+  // Matryoshka models say so in config.json (sentence-transformers' "matryoshka_dimensions").
+  const auto& cj = folder.config_json();
+  // The folder may name its IO processor plugin (as vLLM reads "io_processor_plugin" from the model config).
+  if (auto io = cj.find("io_processor_plugin"); io != cj.end() && io->is_string() && !config.extra.count("io_processor_plugin"))
+    config.extra["io_processor_plugin"] = io->get<std::string>();
+  const auto flag = cj.find("is_matryoshka");
+  config.model.pooling_matryoshka =
+      cj.contains("matryoshka_dimensions") || (flag != cj.end() && flag->is_boolean() && flag->get<bool>());
+  const int64_t limit = folder.max_seq_length();
+  if (limit > 0 && (config.model.max_model_len <= 0 || config.model.max_model_len > limit))
+    config.model.max_model_len = limit;
+  return {};
+}
+
+}  // namespace
+
+Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
+  const std::string& path = config.model.model_path;
+  const bool dummy = config.model.load_format == "dummy";
+  if (path.empty() && !dummy) return invalid_argument("no model file given");
+  if (!path.empty() && dummy)
+    return invalid_argument("the dummy load format builds the model from its shape (" + config.model.model_shape +
+                            "); it takes no model path, got " + path);
+  ModelArtifacts a;
+  auto opened = open_model(config.model);
+  if (!opened) return opened.status();
+  a.model = std::move(opened).value();
+  std::string most;
+  TROUPE_RETURN_IF_ERROR(a.model.folder ? load_folder(config, a, &most) : load_gguf(config, a, &most));
+  if (config.model.quantization.empty()) config.model.quantization = most;
+  if (config.model.served_model_name.empty()) {
+    if (dummy) {
+      auto spec = dummy::dummy_spec(config.model);  // already valid: open_model built it
+      if (spec) config.model.served_model_name = dummy::dummy_model_name(*spec);
+    } else {
+      config.model.served_model_name = base_name(path);
+    }
+  }
+
+  std::string& runner = config.model.runner;
+  if (runner.empty() || runner == "auto") runner = a.encoder ? "pooling" : "generate";
+  if (runner != "generate" && runner != "pooling")
+    return invalid_argument("unknown runner '" + runner + "' (generate, pooling or auto)");
+  if (a.encoder && runner == "generate")
+    return invalid_argument("model " + config.model.architecture +
+                            " is an encoder: it runs with --runner pooling (embeddings), not generate");
+  if (!a.encoder && runner == "pooling") {
+    // A decoder's embedding: the last token's final hidden state, normalized (vLLM's default).
+    config.model.pooling_type = "last";
+    config.model.pooling_normalize = true;
+  }
+  return a;
+}
+
+Result<std::shared_ptr<const tokenizer::Tokenizer>> load_tokenizer(const OpenedModel& model) {
+  if (!model.owner) return invalid_argument("load_tokenizer: no model is open");
+  if (model.folder) return std::static_pointer_cast<const hf::HfModelFolder>(model.owner)->tokenizer_ptr();
+  auto tok = tokenizer::Tokenizer::from_gguf(*std::static_pointer_cast<const gguf::GgufFile>(model.owner));
+  if (!tok) return tok.status();
+  return std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
+}
+
+Status verify_parallel_config(const EngineConfig& config, const ModelArtifacts& artifacts) {
+  const int tp = config.parallel.tensor_parallel_size;
+  const int pp = config.parallel.pipeline_parallel_size;
+  if (tp < 1) return invalid_argument("tensor parallel size must be at least 1, got " + std::to_string(tp));
+  if (pp < 1) return invalid_argument("pipeline parallel size must be at least 1, got " + std::to_string(pp));
+  const ModelSource& src = *artifacts.model.source;
+  const std::string arch = src.get_string("general.architecture").value_or(src.architecture());
+  const auto heads = src.get_int(arch + ".attention.head_count");
+  const auto kv_heads = src.get_int(arch + ".attention.head_count_kv");
+  const auto layers = src.get_int(arch + ".block_count");
+  if (heads && *heads % tp != 0)
+    return invalid_argument("Total number of attention heads (" + std::to_string(*heads) +
+                            ") must be divisible by tensor parallel size (" + std::to_string(tp) + ").");
+  if (kv_heads && *kv_heads % tp != 0)
+    return invalid_argument("Total number of key-value heads (" + std::to_string(*kv_heads) +
+                            ") must be divisible by tensor parallel size (" + std::to_string(tp) + ").");
+  if (layers && *layers < pp)
+    return invalid_argument("Number of layers (" + std::to_string(*layers) +
+                            ") must be at least the pipeline parallel size (" + std::to_string(pp) + ").");
+  return {};
+}
+
+Status verify_weight_types(const Platform& platform, const ModelArtifacts& artifacts) {
+  for (const auto& type : artifacts.weight_types) TROUPE_RETURN_IF_ERROR(platform.verify_quantization(type));
+  return {};
+}
+
+}  // namespace troupe::engine

@@ -1,0 +1,52 @@
+// The first part of starting an engine: what the engine's own process reads
+// from the model (tokenizer, chat template, limits, runner), before any worker
+// loads weights. The model is a GGUF file or a Hugging Face folder.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/request/chat/chat_template.hpp"
+#include "runtime/model_files/source/model_source.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "troupe/config.hpp"
+#include "troupe/platform.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::engine {
+
+struct ModelArtifacts {
+  OpenedModel model;                                // metadata and tensors (the workers open their own)
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::optional<chat::ChatTemplate> chat_template;  // detected, or forced by config.extra["chat_template"]
+  std::string chat_template_error;                  // why there is none
+  std::vector<std::string> weight_types;            // distinct types of the matrices (2-D and up), sorted
+  bool encoder = false;                             // an encoder (BERT): pooling only
+};
+
+/// Opens config.model.model_path and reads the tokenizer and chat template.
+/// Fills config.model.architecture, .served_model_name (the file or folder
+/// name when empty), .quantization (the type holding most weight bytes, when
+/// empty), .runner ("auto" becomes "pooling" for encoders, else "generate";
+/// an explicit runner the model cannot run is invalid_argument) and, for the
+/// pooling runner, .pooling_type / .pooling_normalize from the model's pooling
+/// config (sentence-transformers), else last-token and normalized as vLLM
+/// does for decoders; a folder's max_seq_length caps .max_model_len.
+/// Errors name the file and the problem (data_loss for a malformed file).
+Result<ModelArtifacts> load_model_artifacts(EngineConfig& config);
+
+/// The tokenizer of an opened model (GGUF metadata, or the folder's tokenizer.json).
+Result<std::shared_ptr<const tokenizer::Tokenizer>> load_tokenizer(const OpenedModel& model);
+
+/// vLLM's checks of tensor and pipeline parallel sizes against the model's
+/// heads and layers, before any rank starts: e.g. "Total number of attention
+/// heads (9) must be divisible by tensor parallel size (2)." (invalid_argument).
+Status verify_parallel_config(const EngineConfig& config, const ModelArtifacts& artifacts);
+
+/// ok when `platform` can compute every weight type of the model; else the
+/// platform's not_supported error for the first type it cannot.
+Status verify_weight_types(const Platform& platform, const ModelArtifacts& artifacts);
+
+}  // namespace troupe::engine

@@ -1,0 +1,33 @@
+// The GGUF architectures the Llama-style decoder (llama_model.hpp) runs, and what
+// differs between them, as llama.cpp (b11434) reads them: the RoPE pairing, which
+// optional tensors each may or must have, fused projections. A new family with the same
+// block (pre-norm attention + gated MLP) is one more row; one whose block differs
+// (Gemma's post-norms and embedding scale, sliding windows) adds a trait here and the
+// code that reads it, or gets a model of its own.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "troupe/model.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::models {
+
+struct DecoderArch {
+  std::string_view name;      // general.architecture
+  bool rope_neox = false;     // pairs (i, i+d/2) (llama.cpp's LLAMA_ROPE_TYPE_NEOX) instead of (2i, 2i+1)
+  bool qk_norm = false;       // blk.N.attn_q_norm / attn_k_norm ({head_dim} RMS norms per head) are required
+  bool fused_gate_up = false; // blk.N.ffn_up holds gate then up ({n_embd, 2*n_ff}); no ffn_gate
+  bool rope_freqs = false;    // reads rope_freqs.weight (llama.cpp's qwen graphs pass no factors)
+};
+
+/// The row of `arch`, or nullptr.
+const DecoderArch* find_decoder_arch(std::string_view arch);
+/// "llama, qwen2, qwen3, phi3": the decoder architectures this build runs.
+std::string decoder_arch_names();
+/// not_supported for a mixture-of-experts file (an expert count, or expert tensors in the
+/// first block), naming what was found and the supported architectures.
+Status refuse_mixture_of_experts(const ModelSource& source, std::string_view arch);
+
+}  // namespace troupe::models

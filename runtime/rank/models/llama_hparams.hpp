@@ -1,0 +1,75 @@
+// Hyperparameters of the Llama-style decoders (llama, qwen2, qwen3, phi3:
+// decoder_arch.hpp) read from GGUF metadata, and the validation of every weight
+// tensor against them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/models/rope_scaling.hpp"
+#include "troupe/model.hpp"
+#include "troupe/ops.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::models {
+
+struct LlamaHParams {
+  std::string arch;          // metadata key prefix ("llama", "qwen2"...)
+  int64_t n_embd = 0;        // hidden size
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  int64_t n_ff = 0;          // feed-forward size (from ffn_gate's shape)
+  int64_t n_vocab = 0;       // rows of token_embd
+  int64_t n_ctx_train = 0;   // context_length
+  int rope_dim = 0;          // rotary dims (must equal head_dim here)
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool rope_neox = false;    // pairs (i, i+d/2) instead of (2i, 2i+1)
+  bool qk_norm = false;      // per-head RMS norms of q and k before RoPE (qwen3)
+  bool fused_gate_up = false;// ffn_up holds gate then up (phi3)
+  RopeScaling rope_scaling;  // frequency factors (Llama 3's rope_freqs, linear scaling)
+};
+
+/// The tensors of one transformer block (pointers into the ModelSource).
+struct LlamaLayerWeights {
+  const WeightTensor* attn_norm = nullptr;  // {n_embd} f32
+  const WeightTensor* wq = nullptr;         // {n_embd, n_head*head_dim}
+  const WeightTensor* wk = nullptr;         // {n_embd, n_head_kv*head_dim}
+  const WeightTensor* wv = nullptr;         // {n_embd, n_head_kv*head_dim}
+  const WeightTensor* wo = nullptr;         // {n_head*head_dim, n_embd}
+  const WeightTensor* ffn_norm = nullptr;   // {n_embd} f32
+  const WeightTensor* ffn_gate = nullptr;   // {n_embd, n_ff}
+  const WeightTensor* ffn_up = nullptr;     // {n_embd, n_ff}
+  const WeightTensor* ffn_down = nullptr;   // {n_ff, n_embd}
+  const WeightTensor* bq = nullptr;         // {n_head*head_dim} f32, optional (qwen2)
+  const WeightTensor* bk = nullptr;         // {n_head_kv*head_dim} f32, optional
+  const WeightTensor* bv = nullptr;         // {n_head_kv*head_dim} f32, optional
+  const WeightTensor* q_norm = nullptr;     // {head_dim} f32 (qwen3)
+  const WeightTensor* k_norm = nullptr;     // {head_dim} f32 (qwen3)
+};
+
+struct LlamaWeights {
+  const WeightTensor* token_embd = nullptr;   // {n_embd, n_vocab}
+  const WeightTensor* output_norm = nullptr;  // {n_embd} f32
+  const WeightTensor* output = nullptr;       // {n_embd, n_vocab}; token_embd when tied
+  bool tied_output = false;
+  std::vector<LlamaLayerWeights> layers;
+  // Views of fused tensors (phi3's attn_qkv and ffn_up, as llama.cpp splits them): rows of
+  // the file's tensor, owned here so that the layers' pointers stay valid.
+  std::vector<std::unique_ptr<WeightTensor>> views;
+  uint64_t bytes_per_token = 0;  // weight bytes one forward reads (embedding: one row)
+};
+
+/// Read the hyperparameters of `source` (keys "<arch>.embedding_length", ...).
+Result<LlamaHParams> read_llama_hparams(const ModelSource& source);
+/// Find and check every tensor: presence (not_found), type and shape (invalid_argument/data_loss).
+Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHParams& hp);
+/// Ask the platform's ops whether they compute every matrix of `w` (embedding, output, the
+/// blocks' projections); the first that they cannot is a not_supported naming the tensor.
+Status check_llama_weight_types(const LlamaWeights& w, const Ops& ops);
+
+}  // namespace troupe::models

@@ -1,0 +1,155 @@
+#include "runtime/request/tokenizer/pretokenize.hpp"
+
+#include <cstdint>
+#include <utility>
+
+#include "runtime/request/tokenizer/unicode.hpp"
+
+namespace troupe::tokenizer {
+
+namespace {
+
+enum class Cls : uint8_t { none, letter, number, space, other };
+
+// Text as code points plus their classes; scanners return chunk lengths in code points.
+// As llama.cpp's unicode_regex_split, an invalid UTF-8 byte is U+FFFD from here on.
+struct Scan {
+  std::vector<uint32_t> cps;
+  std::vector<Cls> cls;
+
+  // marks_are_letters: Qwen3.5's [\p{L}\p{M}]+, where a combining mark counts as a letter.
+  Scan(std::string_view text, bool marks_are_letters) : cps(utf8_to_codepoints_replacing(text)) {
+    const uint8_t letter = marks_are_letters ? kLetter | kMark : kLetter;
+    cls.reserve(cps.size());
+    for (uint32_t cp : cps) {
+      const uint8_t f = codepoint_flags(cp);
+      cls.push_back(f & kWhitespace ? Cls::space : f & letter ? Cls::letter : f & kNumber ? Cls::number : Cls::other);
+    }
+  }
+};
+
+using Span = std::pair<size_t, size_t>;  // [first, last) code point indices
+
+size_t run_of(const Scan& s, size_t j, size_t end, Cls c) {
+  while (j < end && s.cls[j] == c) ++j;
+  return j;
+}
+
+bool is_nl(uint32_t c) { return c == '\r' || c == '\n'; }
+
+uint32_t ascii_lower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+
+// Length (2 or 3) of a contraction 's 't 're 've 'm 'll 'd at i, or 0.
+size_t contraction(const Scan& s, size_t i, size_t end, bool any_case) {
+  if (s.cps[i] != '\'' || i + 1 >= end) return 0;
+  auto at = [&](size_t k) { return any_case ? ascii_lower(s.cps[k]) : s.cps[k]; };
+  const uint32_t c1 = at(i + 1);
+  if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+  if (i + 2 < end) {
+    const uint32_t c2 = at(i + 2);
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+  }
+  return 0;
+}
+
+// Trailing whitespace rule shared by all: \s+(?!\S)|\s+ over the run [i, j).
+size_t whitespace_tail(size_t i, size_t j, size_t end) {
+  if (j == end) return j - i;
+  return j - i > 1 ? j - i - 1 : 1;
+}
+
+// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+void split_gpt2(const Scan& s, size_t begin, size_t end, std::vector<Span>* out) {
+  for (size_t i = begin; i < end;) {
+    size_t n = contraction(s, i, end, /*any_case=*/false);
+    if (n == 0) {
+      const size_t off = (s.cps[i] == ' ' && i + 1 < end && s.cls[i + 1] != Cls::space) ? 1 : 0;
+      const Cls c = s.cls[i + off];
+      if (c != Cls::space) {
+        n = run_of(s, i + off, end, c) - i;
+      } else {
+        n = whitespace_tail(i, run_of(s, i, end, Cls::space), end);
+      }
+    }
+    out->emplace_back(i, i + n);
+    i += n;
+  }
+}
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// with D = 3 (Llama-3) or 1 (Qwen2; Qwen3.5 too, with \p{M} beside \p{L} throughout).
+void split_llama3(const Scan& s, size_t begin, size_t end, size_t max_digits, std::vector<Span>* out) {
+  for (size_t i = begin; i < end;) {
+    const uint32_t c = s.cps[i];
+    const Cls cl = s.cls[i];
+    size_t n = contraction(s, i, end, /*any_case=*/true);
+    if (n == 0) {
+      if (cl == Cls::letter) {
+        n = run_of(s, i, end, Cls::letter) - i;
+      } else if (cl != Cls::number && !is_nl(c) && i + 1 < end && s.cls[i + 1] == Cls::letter) {
+        n = run_of(s, i + 1, end, Cls::letter) - i;
+      } else if (cl == Cls::number) {
+        size_t j = i;
+        while (j < end && j - i < max_digits && s.cls[j] == Cls::number) ++j;
+        n = j - i;
+      } else {
+        const size_t off = (c == ' ' && i + 1 < end && s.cls[i + 1] == Cls::other) ? 1 : 0;
+        if (s.cls[i + off] == Cls::other) {
+          size_t j = run_of(s, i + off, end, Cls::other);
+          while (j < end && is_nl(s.cps[j])) ++j;
+          n = j - i;
+        } else {  // whitespace
+          const size_t j = run_of(s, i, end, Cls::space);
+          size_t last_nl = end;
+          for (size_t k = i; k < j; ++k) {
+            if (is_nl(s.cps[k])) last_nl = k;
+          }
+          n = last_nl != end ? last_nl + 1 - i : whitespace_tail(i, j, end);
+        }
+      }
+    }
+    out->emplace_back(i, i + n);
+    i += n;
+  }
+}
+
+// SmolLM: \p{N} first (every digit its own chunk), then the GPT-2 rules inside what is left.
+void split_smollm(const Scan& s, std::vector<Span>* out) {
+  const size_t n = s.cps.size();
+  for (size_t i = 0; i < n;) {
+    if (s.cls[i] == Cls::number) {
+      out->emplace_back(i, i + 1);
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && s.cls[j] != Cls::number) ++j;
+    split_gpt2(s, i, j, out);
+    i = j;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text) {
+  const Scan s(text, pre == PreTokenizer::qwen35);
+  std::vector<Span> spans;
+  switch (pre) {
+    case PreTokenizer::gpt2: split_gpt2(s, 0, s.cps.size(), &spans); break;
+    case PreTokenizer::smollm: split_smollm(s, &spans); break;
+    case PreTokenizer::llama3: split_llama3(s, 0, s.cps.size(), 3, &spans); break;
+    case PreTokenizer::qwen2:
+    case PreTokenizer::qwen35: split_llama3(s, 0, s.cps.size(), 1, &spans); break;
+  }
+  // Chunks are the code points encoded again (llama.cpp's words), so invalid
+  // bytes come out as U+FFFD and overlong forms in their shortest encoding.
+  std::vector<std::string> chunks;
+  chunks.reserve(spans.size());
+  for (const auto& [a, b] : spans) {
+    std::string& chunk = chunks.emplace_back();
+    for (size_t k = a; k < b; ++k) append_utf8(s.cps[k] <= 0x10FFFF ? s.cps[k] : 0xFFFD, &chunk);
+  }
+  return chunks;
+}
+
+}  // namespace troupe::tokenizer

@@ -1,0 +1,343 @@
+// tokenizer.json, read without exceptions: every field's JSON type is checked
+// before use. Supported (the BERT family): model WordPiece, normalizer
+// BertNormalizer or null, pre_tokenizer BertPreTokenizer, post_processor
+// TemplateProcessing / BertProcessing or null, decoder WordPiece or null.
+#include "runtime/request/tokenizer/tokenizer_json.hpp"
+
+#include <map>
+#include <optional>
+
+#include "runtime/request/json/json_io.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
+
+namespace troupe::tokenizer {
+
+namespace {
+
+using json = nlohmann::json;
+
+// tokenizer.json files of large vocabularies reach tens of MB; this bounds a mistake.
+constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t{512} << 20;
+
+std::string quote(std::string_view s) {
+  std::string out = "'";  // built in steps: g++ 12 warns (-Wrestrict) on "'" + std::string
+  out += json_io::printable(s);
+  out += '\'';
+  return out;
+}
+
+/// Field readers: absent -> the default; present with another JSON type -> data_loss.
+class Reader {
+ public:
+  explicit Reader(const std::string& name) : name_(name) {}
+
+  Status bad(const std::string& what) const { return data_loss(name_ + ": " + what); }
+  Status unsupported(const std::string& what) const { return not_supported(name_ + ": " + what); }
+
+  Status object(const json& parent, const char* key, const std::string& where, const json** out,
+                bool required) const {
+    *out = nullptr;
+    auto it = parent.find(key);
+    if (it == parent.end() || it->is_null()) {
+      return required ? bad(where + key + " is missing") : Status{};
+    }
+    if (!it->is_object()) return bad(where + key + " is a JSON " + it->type_name() + ", expected an object");
+    *out = &*it;
+    return {};
+  }
+
+  Status string(const json& parent, const char* key, const std::string& where, std::string* out) const {
+    auto it = parent.find(key);
+    if (it == parent.end()) return {};
+    if (!it->is_string()) return bad(where + key + " is a JSON " + it->type_name() + ", expected a string");
+    *out = it->get<std::string>();
+    return {};
+  }
+
+  Status boolean(const json& parent, const char* key, const std::string& where, bool* out) const {
+    auto it = parent.find(key);
+    if (it == parent.end()) return {};
+    if (!it->is_boolean()) return bad(where + key + " is a JSON " + it->type_name() + ", expected true or false");
+    *out = it->get<bool>();
+    return {};
+  }
+
+  /// A non-negative integer up to `max`.
+  Status count(const json& parent, const char* key, const std::string& where, int64_t max, int64_t* out) const {
+    auto it = parent.find(key);
+    if (it == parent.end()) return {};
+    const std::optional<uint64_t> v = json_io::non_negative_integer(*it);
+    if (!v || *v > static_cast<uint64_t>(max)) {
+      return bad(where + key + " is " + it->dump().substr(0, 40) + ", expected an integer in 0.." +
+                 std::to_string(max));
+    }
+    *out = static_cast<int64_t>(*v);
+    return {};
+  }
+
+ private:
+  const std::string& name_;
+};
+
+struct TemplateIds {
+  std::optional<int32_t> prefix;  // the special token before $A ([CLS])
+  std::optional<int32_t> suffix;  // the special token after $A ([SEP])
+};
+
+Status read_normalizer(const Reader& r, const json& doc, WordPieceConfig* c) {
+  const json* n = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(doc, "normalizer", "", &n, false));
+  if (n == nullptr) {  // none: text goes to the pre-tokenizer as it is
+    c->clean_text = c->handle_chinese_chars = c->strip_accents = c->lowercase = false;
+    return {};
+  }
+  std::string type;
+  TROUPE_RETURN_IF_ERROR(r.string(*n, "type", "normalizer.", &type));
+  if (type != "BertNormalizer") {
+    return r.unsupported("normalizer type " + quote(type) + " is not supported (supported: BertNormalizer, null)");
+  }
+  c->clean_text = c->handle_chinese_chars = c->lowercase = true;
+  TROUPE_RETURN_IF_ERROR(r.boolean(*n, "clean_text", "normalizer.", &c->clean_text));
+  TROUPE_RETURN_IF_ERROR(r.boolean(*n, "handle_chinese_chars", "normalizer.", &c->handle_chinese_chars));
+  TROUPE_RETURN_IF_ERROR(r.boolean(*n, "lowercase", "normalizer.", &c->lowercase));
+  c->strip_accents = c->lowercase;  // null or absent: follow lowercase, as BertNormalizer does
+  auto sa = n->find("strip_accents");
+  if (sa != n->end() && !sa->is_null()) TROUPE_RETURN_IF_ERROR(r.boolean(*n, "strip_accents", "normalizer.", &c->strip_accents));
+  return {};
+}
+
+Status read_pre_tokenizer(const Reader& r, const json& doc) {
+  const json* p = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(doc, "pre_tokenizer", "", &p, true));
+  std::string type;
+  TROUPE_RETURN_IF_ERROR(r.string(*p, "type", "pre_tokenizer.", &type));
+  if (type != "BertPreTokenizer") {
+    return r.unsupported("pre_tokenizer type " + quote(type) + " is not supported (supported: BertPreTokenizer)");
+  }
+  return {};
+}
+
+/// The one id of special token `token` in TemplateProcessing's special_tokens map.
+Status template_special_id(const Reader& r, const json& specials, const std::string& token, int32_t* id) {
+  const std::string where = "post_processor.special_tokens[" + quote(token) + "]";
+  auto it = specials.find(token);
+  if (it == specials.end() || !it->is_object()) return r.bad(where + " is missing or not an object");
+  auto ids = it->find("ids");
+  if (ids == it->end() || !ids->is_array()) return r.bad(where + ".ids is missing or not an array");
+  if (ids->size() != 1) {
+    return r.unsupported(where + " maps to " + std::to_string(ids->size()) + " ids (supported: exactly one)");
+  }
+  const std::optional<uint64_t> v = json_io::non_negative_integer((*ids)[0]);
+  if (!v || *v > static_cast<uint64_t>(INT32_MAX)) return r.bad(where + ".ids[0] is not a token id");
+  *id = static_cast<int32_t>(*v);
+  return {};
+}
+
+Status read_template(const Reader& r, const json& p, TemplateIds* out) {
+  auto single = p.find("single");
+  if (single == p.end() || !single->is_array()) return r.bad("post_processor.single is missing or not an array");
+  const json* specials = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(p, "special_tokens", "post_processor.", &specials, false));
+  static const json kEmpty = json::object();
+  if (specials == nullptr) specials = &kEmpty;
+  bool seen_a = false;
+  std::string shape;
+  for (const json& item : *single) {
+    if (!item.is_object() || item.size() != 1) return r.bad("post_processor.single has an item that is not {\"Kind\": {...}}");
+    const std::string kind = item.begin().key();
+    const json& body = item.begin().value();
+    if (!body.is_object()) return r.bad("post_processor.single item " + quote(kind) + " is not an object");
+    std::string id;
+    TROUPE_RETURN_IF_ERROR(r.string(body, "id", "post_processor.single." + kind + ".", &id));
+    shape += shape.empty() ? "" : " ";
+    if (kind == "Sequence") {
+      if (seen_a || id != "A") return r.unsupported("post_processor template with sequence " + quote(id) + " is not supported");
+      seen_a = true;
+      shape += "$A";
+      continue;
+    }
+    if (kind != "SpecialToken") return r.bad("post_processor.single has an item of unknown kind " + quote(kind));
+    shape += id;
+    std::optional<int32_t>& slot = seen_a ? out->suffix : out->prefix;
+    if (slot) {
+      return r.unsupported("post_processor template with two special tokens on one side of $A is not supported");
+    }
+    int32_t tid = -1;
+    TROUPE_RETURN_IF_ERROR(template_special_id(r, *specials, id, &tid));
+    slot = tid;
+  }
+  if (!seen_a) return r.unsupported("post_processor template '" + shape + "' has no $A");
+  return {};
+}
+
+Status read_post_processor(const Reader& r, const json& doc, TemplateIds* out) {
+  const json* p = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(doc, "post_processor", "", &p, false));
+  if (p == nullptr) return {};
+  std::string type;
+  TROUPE_RETURN_IF_ERROR(r.string(*p, "type", "post_processor.", &type));
+  if (type == "TemplateProcessing") return read_template(r, *p, out);
+  if (type == "BertProcessing") {
+    // {"sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}
+    for (const char* key : {"cls", "sep"}) {
+      auto it = p->find(key);
+      std::optional<uint64_t> id;
+      if (it != p->end() && it->is_array() && it->size() == 2) id = json_io::non_negative_integer((*it)[1]);
+      if (!id || *id > static_cast<uint64_t>(INT32_MAX)) {
+        return r.bad(std::string("post_processor.") + key + " is not a [token, id] pair");
+      }
+      (std::string_view(key) == "cls" ? out->prefix : out->suffix) = static_cast<int32_t>(*id);
+    }
+    return {};
+  }
+  return r.unsupported("post_processor type " + quote(type) +
+                       " is not supported (supported: TemplateProcessing, BertProcessing, null)");
+}
+
+Status read_decoder(const Reader& r, const json& doc, WordPieceConfig* c) {
+  const json* d = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(doc, "decoder", "", &d, false));
+  c->decode_cleanup = false;
+  if (d == nullptr) return {};
+  std::string type;
+  TROUPE_RETURN_IF_ERROR(r.string(*d, "type", "decoder.", &type));
+  if (type != "WordPiece") {
+    return r.unsupported("decoder type " + quote(type) + " is not supported (supported: WordPiece, null)");
+  }
+  c->decode_cleanup = true;
+  return r.boolean(*d, "cleanup", "decoder.", &c->decode_cleanup);
+}
+
+}  // namespace
+
+Result<Vocab> vocab_from_tokenizer_json(const json& doc, const std::string& name) {
+  const Reader r(name);
+  if (!doc.is_object()) return r.bad(std::string("the top level is a JSON ") + doc.type_name() + ", expected an object");
+  const json* model = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(doc, "model", "", &model, true));
+  std::string type;
+  TROUPE_RETURN_IF_ERROR(r.string(*model, "type", "model.", &type));
+  if (type != "WordPiece") {
+    return r.unsupported("model.type " + quote(type.empty() ? std::string("(none)") : type) +
+                         " is not supported by the tokenizer.json reader (supported: WordPiece; BPE and "
+                         "SentencePiece vocabularies load from GGUF)");
+  }
+
+  Vocab v;
+  v.kind = VocabKind::wpm;
+  WordPieceConfig& c = v.wpm;
+  c.normalizer = WordPieceConfig::Normalizer::bert;
+  std::string unk = "[UNK]";
+  TROUPE_RETURN_IF_ERROR(r.string(*model, "unk_token", "model.", &unk));
+  TROUPE_RETURN_IF_ERROR(r.string(*model, "continuing_subword_prefix", "model.", &c.continuing_prefix));
+  c.word_prefix.clear();
+  int64_t max_chars = c.max_input_chars_per_word;
+  TROUPE_RETURN_IF_ERROR(r.count(*model, "max_input_chars_per_word", "model.", INT32_MAX, &max_chars));
+  c.max_input_chars_per_word = static_cast<int>(max_chars);
+
+  // Tokens by id: the model's vocab, then the added tokens (same id and text, or new ids).
+  const json* vocab = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(*model, "vocab", "model.", &vocab, true));
+  std::map<int64_t, std::pair<std::string, TokenType>> by_id;
+  auto add = [&](const std::string& text, int64_t id, TokenType t, const std::string& where) -> Status {
+    auto [it, inserted] = by_id.emplace(id, std::make_pair(text, t));
+    if (!inserted) {
+      if (it->second.first != text) {
+        return r.bad(where + ": id " + std::to_string(id) + " is both " + quote(it->second.first) + " and " +
+                     quote(text));
+      }
+      it->second.second = t;
+    }
+    return {};
+  };
+  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+    const std::optional<uint64_t> id = json_io::non_negative_integer(it.value());
+    if (!id || *id > static_cast<uint64_t>(INT32_MAX)) {
+      return r.bad("model.vocab[" + quote(it.key()) + "] is " + it.value().dump().substr(0, 40) +
+                   ", expected a token id");
+    }
+    TROUPE_RETURN_IF_ERROR(add(it.key(), static_cast<int64_t>(*id), TokenType::normal, "model.vocab"));
+  }
+  auto added = doc.find("added_tokens");
+  if (added != doc.end() && !added->is_null()) {
+    if (!added->is_array()) return r.bad(std::string("added_tokens is a JSON ") + added->type_name() + ", expected an array");
+    for (size_t i = 0; i < added->size(); ++i) {
+      const json& a = (*added)[i];
+      const std::string where = "added_tokens[" + std::to_string(i) + "]";
+      if (!a.is_object()) return r.bad(where + " is not an object");
+      std::string content;
+      int64_t id = -1;
+      bool special = false;
+      TROUPE_RETURN_IF_ERROR(r.string(a, "content", where + ".", &content));
+      TROUPE_RETURN_IF_ERROR(r.count(a, "id", where + ".", INT32_MAX, &id));
+      TROUPE_RETURN_IF_ERROR(r.boolean(a, "special", where + ".", &special));
+      if (id < 0 || content.empty()) return r.bad(where + " needs an id and a non-empty content");
+      TROUPE_RETURN_IF_ERROR(add(content, id, special ? TokenType::control : TokenType::user_defined, where));
+    }
+  }
+  if (by_id.empty()) return r.bad("model.vocab is empty");
+  // Ids must be 0..n-1: a map is sorted, so a hole shows as an id past its rank.
+  int64_t expect = 0;
+  for (const auto& [id, entry] : by_id) {
+    if (id != expect) {
+      return r.bad("token ids are not contiguous: no token has id " + std::to_string(expect) + " (" +
+                   std::to_string(by_id.size()) + " tokens, largest id " + std::to_string(by_id.rbegin()->first) + ")");
+    }
+    v.tokens.push_back(entry.first);
+    v.types.push_back(entry.second);
+    ++expect;
+  }
+  auto find_id = [&](const std::string& text) -> int32_t {
+    for (size_t i = 0; i < v.tokens.size(); ++i)
+      if (v.tokens[i] == text) return static_cast<int32_t>(i);
+    return -1;
+  };
+  v.unk_id = find_id(unk);
+  if (v.unk_id < 0) return r.bad("model.unk_token " + quote(unk) + " is not in the vocabulary");
+  if (v.types[v.unk_id] == TokenType::normal) v.types[v.unk_id] = TokenType::unknown;
+  v.mask_id = find_id("[MASK]");
+  v.pad_id = find_id("[PAD]");
+  const json* padding = nullptr;
+  TROUPE_RETURN_IF_ERROR(r.object(doc, "padding", "", &padding, false));
+  if (padding != nullptr) {
+    int64_t pad = v.pad_id;
+    TROUPE_RETURN_IF_ERROR(r.count(*padding, "pad_id", "padding.", INT32_MAX, &pad));
+    v.pad_id = static_cast<int32_t>(pad);
+  }
+
+  TROUPE_RETURN_IF_ERROR(read_normalizer(r, doc, &c));
+  TROUPE_RETURN_IF_ERROR(read_pre_tokenizer(r, doc));
+  TemplateIds tpl;
+  TROUPE_RETURN_IF_ERROR(read_post_processor(r, doc, &tpl));
+  TROUPE_RETURN_IF_ERROR(read_decoder(r, doc, &c));
+  const int64_t n = static_cast<int64_t>(v.tokens.size());
+  for (const auto& [side, id] : {std::make_pair("before", tpl.prefix), std::make_pair("after", tpl.suffix)}) {
+    if (id && *id >= n) {
+      return r.bad(std::string("post_processor: the special token ") + side + " $A has id " + std::to_string(*id) +
+                   ", past the " + std::to_string(n) + " tokens");
+    }
+  }
+  if (tpl.prefix) {
+    v.cls_id = v.bos_id = *tpl.prefix;
+    v.add_bos = true;
+  }
+  if (tpl.suffix) {
+    v.sep_id = *tpl.suffix;
+    v.add_sep = true;
+  }
+  if (v.cls_id < 0) v.cls_id = find_id("[CLS]");
+  if (v.sep_id < 0) v.sep_id = find_id("[SEP]");
+  return v;
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_tokenizer_json(const std::string& path) {
+  auto doc = json_io::read_file(path, kMaxTokenizerJsonBytes);
+  if (!doc.ok()) return doc.status();
+  auto vocab = vocab_from_tokenizer_json(*doc, path);
+  if (!vocab.ok()) return vocab.status();
+  auto tok = from_vocab(std::move(*vocab));
+  if (!tok.ok()) return Status(tok.status().code(), path + ": " + tok.status().message());
+  return tok;
+}
+
+}  // namespace troupe::tokenizer

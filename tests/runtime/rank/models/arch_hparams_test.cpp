@@ -1,0 +1,275 @@
+// The decoder families beside llama (qwen2, qwen3, phi3), Llama 3's RoPE scaling and the
+// refusals, on files built by the dummy format's GGUF builder (small variants of the
+// named shapes: fewer layers, a small vocabulary), read as the model reads any file.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "runtime/model_files/dummy/dummy_model.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/models/builtin_models.hpp"
+#include "runtime/rank/models/llama_hparams.hpp"
+#include "runtime/rank/models/rope_scaling.hpp"
+#include "troupe/model_registry.hpp"
+
+namespace troupe::models {
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A named shape cut to `layers` blocks and a 1024-token vocabulary, dims optionally shrunk.
+dummy::DummyModelSpec small(const std::string& name, int layers = 1) {
+  auto spec = dummy::make_dummy_spec(name, "q8_0", 3, layers);
+  EXPECT_TRUE(spec.ok()) << spec.status().to_string();
+  spec->shape.n_vocab = 1024;
+  return *spec;
+}
+
+// Phi-3-mini's blocks are 113M parameters: keep its structure at hidden 256.
+void shrink(dummy::DummyModelSpec& spec) {
+  spec.shape.n_embd = 256, spec.shape.n_head = 4, spec.shape.n_head_kv = 4, spec.shape.n_ff = 256;
+}
+
+using Edit = void (*)(gguf::GgufBuilder&);
+std::unique_ptr<gguf::GgufModelSource> open(const dummy::DummyModelSpec& spec, Edit edit = nullptr) {
+  auto b = dummy::dummy_gguf(spec);
+  EXPECT_TRUE(b.ok()) << b.status().to_string();
+  if (edit) edit(*b);
+  auto image = b->build_in_memory(2);
+  EXPECT_TRUE(image.ok()) << image.status().to_string();
+  return std::make_unique<gguf::GgufModelSource>(image->file);
+}
+
+TEST(DecoderArchs, Qwen2HasNeoxRopeAndBoundBiases) {
+  auto src = open(small("qwen2.5-0.5b"));
+  auto hp = read_llama_hparams(*src);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  EXPECT_EQ(hp->arch, "qwen2");
+  EXPECT_TRUE(hp->rope_neox);
+  EXPECT_FLOAT_EQ(hp->rope_theta, 1000000.0f);
+  EXPECT_FALSE(hp->rope_scaling.active());
+  auto w = bind_llama_weights(*src, *hp);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NE(w->layers[0].bq, nullptr);
+  EXPECT_EQ(w->layers[0].bq->ne[0], 896);
+  EXPECT_EQ(w->layers[0].bk->ne[0], 128);  // 2 kv heads of 64
+  EXPECT_EQ(w->layers[0].bv->ne[0], 128);
+  EXPECT_TRUE(w->tied_output);
+}
+
+TEST(DecoderArchs, Qwen3HasHeadDim128AndQkNorms) {
+  auto src = open(small("qwen3-0.6b"));
+  auto hp = read_llama_hparams(*src);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  EXPECT_EQ(hp->head_dim, 128);  // attention.key_length, not 1024 / 16
+  EXPECT_TRUE(hp->qk_norm);
+  auto w = bind_llama_weights(*src, *hp);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_NE(w->layers[0].q_norm, nullptr);
+  EXPECT_EQ(w->layers[0].q_norm->ne[0], 128);
+  EXPECT_EQ(w->layers[0].wq->ne[1], 16 * 128);
+  EXPECT_EQ(w->layers[0].bq, nullptr);
+}
+
+TEST(DecoderArchs, Phi3SplitsFusedQkvAndGateUpAsLlamaCpp) {
+  auto spec = small("phi3-mini");
+  spec.shape.n_embd = 256, spec.shape.n_head = 4, spec.shape.n_head_kv = 2, spec.shape.n_ff = 512;
+  auto src = open(spec);
+  auto hp = read_llama_hparams(*src);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  EXPECT_TRUE(hp->fused_gate_up);
+  EXPECT_EQ(hp->n_ff, 512);
+  auto w = bind_llama_weights(*src, *hp);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  const WeightTensor* qkv = src->tensor("blk.0.attn_qkv.weight");
+  const WeightTensor* up = src->tensor("blk.0.ffn_up.weight");
+  ASSERT_NE(qkv, nullptr);
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(src->tensor("blk.0.ffn_gate.weight"), nullptr);
+  const auto* base = static_cast<const uint8_t*>(qkv->data);
+  const int64_t rb = 256 / 32 * 34;  // one q8_0 row of 256
+  const auto& L = w->layers[0];
+  EXPECT_EQ(L.wq->data, base);
+  EXPECT_EQ(L.wk->data, base + 256 * rb);        // after the 4*64 q rows
+  EXPECT_EQ(L.wv->data, base + (256 + 128) * rb);
+  EXPECT_EQ(L.wv->ne[1], 128);
+  // ggml_swiglu: the first half of ffn_up's rows is the gate (silu), the second the up.
+  EXPECT_EQ(L.ffn_gate->data, up->data);
+  EXPECT_EQ(L.ffn_up->data, static_cast<const uint8_t*>(up->data) + 512 * rb);
+  EXPECT_EQ(L.ffn_up->ne[1], 512);
+}
+
+TEST(DecoderArchs, AMissingTensorIsNamed) {
+  auto spec = small("qwen3-0.6b");
+  spec.shape.qk_norm = false;  // a qwen3 file without its q/k norms
+  auto src = open(spec);
+  auto hp = read_llama_hparams(*src);
+  ASSERT_TRUE(hp.ok());
+  auto w = bind_llama_weights(*src, *hp);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::not_found);
+  EXPECT_TRUE(contains(w.status().message(), "'blk.0.attn_q_norm.weight' is missing (architecture 'qwen3')"))
+      << w.status().message();
+}
+
+TEST(DecoderArchs, AnUnsupportedArchitectureListsTheSupportedOnes) {
+  auto spec = small("tiny");
+  spec.shape.arch = "gemma2";
+  auto src = open(spec);
+  auto hp = read_llama_hparams(*src);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_EQ(hp.status().code(), StatusCode::not_supported);
+  EXPECT_TRUE(contains(hp.status().message(), "'gemma2'")) << hp.status().message();
+  EXPECT_TRUE(contains(hp.status().message(), "llama, qwen2, qwen3, phi3")) << hp.status().message();
+  // Through the registry, an unregistered one (a MoE family) lists what is registered.
+  runtime::register_builtin_models();
+  ModelContext ctx;
+  auto m = model_registry::create("qwen2moe", *src, ctx);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(contains(m.status().message(), "'qwen2moe' is not supported")) << m.status().message();
+  for (const char* a : {"llama", "qwen2", "qwen3", "phi3"}) EXPECT_TRUE(contains(m.status().message(), a)) << a;
+}
+
+TEST(DecoderArchs, MixtureOfExpertsIsRefusedByName) {
+  auto src = open(small("tiny"), [](gguf::GgufBuilder& b) { b.set_u32("llama.expert_count", 8); });
+  auto hp = read_llama_hparams(*src);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_EQ(hp.status().code(), StatusCode::not_supported);
+  EXPECT_TRUE(contains(hp.status().message(), "mixture-of-experts")) << hp.status().message();
+  EXPECT_TRUE(contains(hp.status().message(), "'llama.expert_count' = 8")) << hp.status().message();
+  auto exps = open(small("tiny"), [](gguf::GgufBuilder& b) {
+    (void)b.add_tensor("blk.0.ffn_gate_inp.weight", DType::f32, 256, 8, [](uint8_t*, int64_t, int64_t) {});
+  });
+  auto hp2 = read_llama_hparams(*exps);
+  ASSERT_FALSE(hp2.ok());
+  EXPECT_TRUE(contains(hp2.status().message(), "'blk.0.ffn_gate_inp.weight'")) << hp2.status().message();
+}
+
+TEST(RopeScaling, Llama3FactorsAsTheConverterComputesThem) {
+  // Llama 3.2: theta 500000, head dim 64, factor 32, low 1, high 4, original 8192.
+  const auto f = llama3_rope_factors({32.0f, 1.0f, 4.0f, 8192.0f}, 500000.0f, 64);
+  ASSERT_EQ(f.size(), 32u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[10], 1.0f);   // wavelength 2*pi*500000^(20/64) = 379 < 8192/4
+  EXPECT_NEAR(f[16], 3.2923, 1e-3);  // wavelength 4443: smooth 0.28128, 1/((1-s)/32+s)
+  EXPECT_FLOAT_EQ(f[31], 32.0f);  // wavelength above 8192
+}
+
+TEST(RopeScaling, TheTensorOrTheLlama3KeysGiveTheSameFactors) {
+  auto tensor = open(small("llama-3.2-1b"));
+  auto spec = small("llama-3.2-1b");
+  spec.shape.llama3_rope.factor = 0;  // no rope_freqs tensor: the keys instead
+  auto keys = open(spec, [](gguf::GgufBuilder& b) {
+    b.set_string("llama.rope.scaling.type", "llama3");
+    b.set_f32("llama.rope.scaling.factor", 32.0f);
+    b.set_f32("llama.rope.scaling.low_freq_factor", 1.0f);
+    b.set_f32("llama.rope.scaling.high_freq_factor", 4.0f);
+    b.set_u32("llama.rope.scaling.original_context_length", 8192);
+  });
+  ASSERT_NE(tensor->tensor("rope_freqs.weight"), nullptr);
+  auto a = read_llama_hparams(*tensor);
+  auto b = read_llama_hparams(*keys);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(a->rope_scaling.description, "rope_freqs.weight");
+  EXPECT_EQ(b->rope_scaling.description, "llama3 (keys)");
+  ASSERT_EQ(a->rope_scaling.freq_factors.size(), 32u);
+  EXPECT_EQ(a->rope_scaling.freq_factors, b->rope_scaling.freq_factors);
+  // With both, the tensor wins (llama.cpp reads only the tensor).
+  auto both = open(small("llama-3.2-1b"), [](gguf::GgufBuilder& b) {
+    b.set_string("llama.rope.scaling.type", "llama3");
+    b.set_f32("llama.rope.scaling.factor", 8.0f);
+  });
+  auto c = read_llama_hparams(*both);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->rope_scaling.freq_factors, a->rope_scaling.freq_factors);
+}
+
+TEST(RopeScaling, LinearDividesEveryFrequencyAndAttnFactorScales) {
+  auto src = open(small("tiny"), [](gguf::GgufBuilder& b) {
+    b.set_string("llama.rope.scaling.type", "linear");
+    b.set_f32("llama.rope.scaling.factor", 4.0f);
+    b.set_f32("llama.rope.scaling.attn_factor", 0.5f);
+  });
+  auto hp = read_llama_hparams(*src);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  ASSERT_EQ(hp->rope_scaling.freq_factors.size(), 32u);  // head dim 64
+  for (float f : hp->rope_scaling.freq_factors) EXPECT_FLOAT_EQ(f, 4.0f);
+  EXPECT_FLOAT_EQ(hp->rope_scaling.mscale, 0.5f);
+}
+
+TEST(RopeScaling, YarnLongropeAndPhi3LongFactorsAreRefusedByName) {
+  for (const char* type : {"yarn", "longrope"}) {
+    SCOPED_TRACE(type);
+    auto src = open(small("tiny"), type[0] == 'y' ? Edit([](gguf::GgufBuilder& b) {
+      b.set_string("llama.rope.scaling.type", "yarn");
+    })
+                                                  : Edit([](gguf::GgufBuilder& b) {
+                                                      b.set_string("llama.rope.scaling.type", "longrope");
+                                                    }));
+    auto hp = read_llama_hparams(*src);
+    ASSERT_FALSE(hp.ok());
+    EXPECT_EQ(hp.status().code(), StatusCode::not_supported);
+    EXPECT_TRUE(contains(hp.status().message(), std::string("'") + type + "'")) << hp.status().message();
+  }
+  auto spec = small("phi3-mini");
+  shrink(spec);
+  auto src = open(spec, [](gguf::GgufBuilder& b) {
+    for (const char* n : {"rope_factors_long.weight", "rope_factors_short.weight"})
+      (void)b.add_tensor(n, DType::f32, 32, 0, [](uint8_t*, int64_t, int64_t) {});
+  });
+  auto hp = read_llama_hparams(*src);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_TRUE(contains(hp.status().message(), "'rope_factors_long.weight'")) << hp.status().message();
+  EXPECT_TRUE(contains(hp.status().message(), "phi3")) << hp.status().message();
+  auto bad = open(small("tiny"), [](gguf::GgufBuilder& b) {
+    (void)b.add_tensor("rope_freqs.weight", DType::f32, 16, 0, [](uint8_t*, int64_t, int64_t) {});
+  });
+  auto hp3 = read_llama_hparams(*bad);
+  ASSERT_FALSE(hp3.ok());
+  EXPECT_TRUE(contains(hp3.status().message(), "'rope_freqs.weight'")) << hp3.status().message();
+}
+
+TEST(DummyShapes, EachFamilyWritesTheTensorsAndKeysOfItsRealFiles) {
+  struct Want {
+    const char* shape;
+    const char* arch;
+    std::vector<const char*> present, absent;
+  };
+  const Want wants[] = {
+      {"qwen2.5-0.5b", "qwen2", {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias", "blk.0.ffn_gate.weight"},
+       {"output.weight", "rope_freqs.weight", "blk.0.attn_q_norm.weight"}},
+      {"qwen3-0.6b", "qwen3", {"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight", "blk.0.attn_q.weight"},
+       {"blk.0.attn_q.bias", "output.weight"}},
+      {"phi3-mini", "phi3", {"blk.0.attn_qkv.weight", "blk.0.ffn_up.weight", "output.weight"},
+       {"blk.0.attn_q.weight", "blk.0.ffn_gate.weight"}},
+      {"llama-3.2-1b", "llama", {"rope_freqs.weight", "blk.0.ffn_gate.weight"}, {"output.weight", "blk.0.attn_q.bias"}},
+  };
+  for (const Want& want : wants) {
+    SCOPED_TRACE(want.shape);
+    auto spec = small(want.shape);
+    if (std::string(want.arch) == "phi3") shrink(spec);
+    auto src = open(spec);
+    EXPECT_EQ(src->architecture(), want.arch);
+    for (const char* t : want.present) EXPECT_NE(src->tensor(t), nullptr) << t;
+    for (const char* t : want.absent) EXPECT_EQ(src->tensor(t), nullptr) << t;
+    const std::string p = std::string(want.arch) + ".";
+    EXPECT_EQ(src->get_int(p + "block_count"), 1);
+    EXPECT_TRUE(src->get_int(p + "embedding_length").has_value());
+    EXPECT_TRUE(src->get_float(p + "rope.freq_base").has_value());
+  }
+  auto phi_spec = small("phi3-mini");
+  shrink(phi_spec);
+  auto phi = open(phi_spec);
+  EXPECT_EQ(phi->get_int("phi3.attention.sliding_window"), 2047);
+  EXPECT_EQ(phi->get_int("phi3.rope.scaling.original_context_length"), 4096);
+  auto q3 = open(small("qwen3-0.6b"));
+  EXPECT_EQ(q3->get_int("qwen3.attention.key_length"), 128);
+  auto too_many = dummy::make_dummy_spec("qwen3-0.6b", "q8_0", 0, 29);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_TRUE(contains(too_many.status().message(), "1..28")) << too_many.status().message();
+}
+
+}  // namespace
+}  // namespace troupe::models
