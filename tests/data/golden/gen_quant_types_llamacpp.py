@@ -36,7 +36,8 @@ F32_SEED = 21
 MADE_SEED = 5
 LLAMA_FTYPES = ["Q2_K", "Q3_K_M", "Q5_K_M", "IQ4_NL", "IQ4_XS"]
 TROUPE_TYPES = ["q2_k", "q3_k", "q5_k", "iq4_nl", "iq4_xs"]
-PROMPTS = [[1, 72, 101, 108, 108, 111], [1, 300, 17, 400, 5], [1, 258, 259, 260, 261, 262, 263, 264]]
+PROMPTS = [[1, 72, 101, 108, 108, 111], [1, 300, 17, 400, 5], [1, 258, 259, 260, 261, 262, 263, 264],
+           [1, 84, 104, 101, 32, 99, 97, 116], [1, 508, 340, 108, 365]]
 N_PREDICT = 12
 TOP_N = 8
 
@@ -77,7 +78,10 @@ def llama_cases(server, model):
         for ids in PROMPTS:
             res = post(port, {"prompt": ids, "n_predict": N_PREDICT, "temperature": 0, "n_probs": TOP_N,
                               "ignore_eos": True, "cache_prompt": False})
-            steps = res["completion_probabilities"]
+            steps = res.get("completion_probabilities", [])
+            if len(steps) != N_PREDICT:  # llama-server holds back probabilities of incomplete UTF-8
+                print(f"{model}: prompt {ids}: no per-step probabilities, left out", file=sys.stderr)
+                continue
             out_ids = [s["id"] for s in steps]
             margins = []
             for s in steps:
@@ -86,6 +90,8 @@ def llama_cases(server, model):
             first = [[t["id"], t["logprob"]] for t in steps[0]["top_logprobs"]]
             cases.append({"prompt": "ids " + " ".join(map(str, ids)), "prompt_ids": ids, "output_ids": out_ids, "top1_top2_logit_margin": margins,
                           "first_step_top_logprobs": first})
+        if len(cases) < 2:
+            raise RuntimeError(f"{model}: fewer than 2 prompts with probabilities")
         return cases
     finally:
         proc.terminate()
