@@ -48,6 +48,11 @@ bool layout_of(DType t, Layout* l) {
     case DType::q8_0: *l = {32, 34, {0}}; return true;
     case DType::q4_k: *l = {256, 144, {0, 2}}; return true;
     case DType::q6_k: *l = {256, 210, {208}}; return true;
+    case DType::q2_k: *l = {256, 84, {80, 82}}; return true;
+    case DType::q3_k: *l = {256, 110, {108}}; return true;
+    case DType::q5_k: *l = {256, 176, {0, 2}}; return true;
+    case DType::iq4_nl: *l = {32, 18, {0}}; return true;
+    case DType::iq4_xs: *l = {256, 136, {0}}; return true;
     default: return false;
   }
 }

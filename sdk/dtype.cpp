@@ -15,9 +15,14 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
     case DType::q5_1: return DTypeTraits{"q5_1", 32, 24, true};
     case DType::q8_0: return DTypeTraits{"q8_0", 32, 34, true};
     case DType::q8_1: return DTypeTraits{"q8_1", 32, 36, true};
+    case DType::q2_k: return DTypeTraits{"q2_k", 256, 84, true};
+    case DType::q3_k: return DTypeTraits{"q3_k", 256, 110, true};
     case DType::q4_k: return DTypeTraits{"q4_k", 256, 144, true};
+    case DType::q5_k: return DTypeTraits{"q5_k", 256, 176, true};
     case DType::q6_k: return DTypeTraits{"q6_k", 256, 210, true};
     case DType::q8_k: return DTypeTraits{"q8_k", 256, 292, true};
+    case DType::iq4_nl: return DTypeTraits{"iq4_nl", 32, 18, true};
+    case DType::iq4_xs: return DTypeTraits{"iq4_xs", 256, 136, true};
   }
   return std::nullopt;
 }

@@ -112,7 +112,9 @@ void register_all() {
   };
   const TypeSet types[] = {{DType::q4_1, true},  {DType::q8_0, true},  {DType::q4_0, false},
                            {DType::q5_1, false}, {DType::q4_k, false}, {DType::q6_k, false},
-                           {DType::f16, false},  {DType::f32, false}};
+                           {DType::q2_k, false}, {DType::q3_k, false}, {DType::q5_k, false},
+                           {DType::iq4_nl, false}, {DType::iq4_xs, false}, {DType::f16, false},
+                           {DType::f32, false}};
   for (const auto& t : types) {
     for (const auto& s : shapes) {
       if (s.in % traits(t.type).block_elems != 0) continue;

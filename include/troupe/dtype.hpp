@@ -18,9 +18,14 @@ enum class DType : uint32_t {
   q5_1 = 7,
   q8_0 = 8,
   q8_1 = 9,
+  q2_k = 10,
+  q3_k = 11,
   q4_k = 12,
+  q5_k = 13,
   q6_k = 14,
   q8_k = 15,
+  iq4_nl = 20,
+  iq4_xs = 23,
   bf16 = 30,
 };
 

@@ -2,6 +2,7 @@
 // definition of each layout that tests compare the fast kernels against.
 #include <cstring>
 
+#include "kernels/cpu/block_levels.hpp"
 #include "kernels/cpu/fp16.hpp"
 #include "kernels/cpu/quant_blocks.hpp"
 #include "kernels/cpu/quantize.hpp"
@@ -75,6 +76,53 @@ void dq_q6_k(const BlockQ6_K& b, float* y) {
   }
 }
 
+// The new K-quants follow ggml's float steps: the group's scale (and min) as floats
+// first, then scale * level (- min).
+void dq_q2_k(const BlockQ2_K& b, float* y) {
+  const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+  int8_t q[kQKK];
+  q2k_levels(b, q);
+  for (int g = 0; g < 16; ++g) {
+    const float dl = d * static_cast<float>(b.scales[g] & 0x0f), ml = dmin * static_cast<float>(b.scales[g] >> 4);
+    for (int l = 0; l < 16; ++l) y[16 * g + l] = dl * static_cast<float>(q[16 * g + l]) - ml;
+  }
+}
+void dq_q3_k(const BlockQ3_K& b, float* y) {
+  const float d = fp16_to_fp32(b.d);
+  int8_t q[kQKK];
+  q3k_levels(b, q);
+  for (int g = 0; g < 16; ++g) {
+    const float dl = d * static_cast<float>(q3k_scale(g, b.scales) - 32);
+    for (int l = 0; l < 16; ++l) y[16 * g + l] = dl * static_cast<float>(q[16 * g + l]);
+  }
+}
+void dq_q5_k(const BlockQ5_K& b, float* y) {
+  const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
+  int8_t q[kQKK];
+  q5k_levels(b, q);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    q4k_scale_min(j, b.scales, &sc, &m);
+    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) y[32 * j + l] = dl * static_cast<float>(q[32 * j + l]) - ml;
+  }
+}
+void dq_iq4_nl(const BlockIQ4_NL& b, float* y) {
+  const float d = fp16_to_fp32(b.d);
+  int8_t q[kQK];
+  iq4_levels32(b.qs, q);
+  for (int j = 0; j < kQK; ++j) y[j] = d * static_cast<float>(q[j]);
+}
+void dq_iq4_xs(const BlockIQ4_XS& b, float* y) {
+  const float d = fp16_to_fp32(b.d);
+  int8_t q[kQKK];
+  iq4xs_levels(b, q);
+  for (int j = 0; j < 8; ++j) {
+    const float dl = d * static_cast<float>(iq4xs_scale(j, b) - 32);
+    for (int l = 0; l < 32; ++l) y[32 * j + l] = dl * static_cast<float>(q[32 * j + l]);
+  }
+}
+
 template <class Block>
 void dq_blocks(const void* src, float* dst, int64_t n, int64_t block, void (*fn)(const Block&, float*)) {
   const Block* b = static_cast<const Block*>(src);
@@ -105,6 +153,11 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::q8_0: return dq_blocks<BlockQ8_0>(src, dst, n, kQK, dq_q8_0);
     case DType::q4_k: return dq_blocks<BlockQ4_K>(src, dst, n, kQKK, dq_q4_k);
     case DType::q6_k: return dq_blocks<BlockQ6_K>(src, dst, n, kQKK, dq_q6_k);
+    case DType::q2_k: return dq_blocks<BlockQ2_K>(src, dst, n, kQKK, dq_q2_k);
+    case DType::q3_k: return dq_blocks<BlockQ3_K>(src, dst, n, kQKK, dq_q3_k);
+    case DType::q5_k: return dq_blocks<BlockQ5_K>(src, dst, n, kQKK, dq_q5_k);
+    case DType::iq4_nl: return dq_blocks<BlockIQ4_NL>(src, dst, n, kQK, dq_iq4_nl);
+    case DType::iq4_xs: return dq_blocks<BlockIQ4_XS>(src, dst, n, kQKK, dq_iq4_xs);
     default: return;
   }
 }

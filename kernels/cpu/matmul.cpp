@@ -75,9 +75,9 @@ void for_tokens(ThreadPool* pool, int64_t n_tokens, int64_t in, const std::funct
 
 ActFormat act_format(DType type) {
   switch (type) {
-    case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
+    case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
       return ActFormat::q8;
-    case DType::q4_k: case DType::q6_k:
+    case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k: case DType::iq4_xs:
       return ActFormat::q8k;
     default:
       return ActFormat::f32;

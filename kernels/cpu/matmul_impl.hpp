@@ -46,12 +46,20 @@ inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 
 /// Computes rows [o_begin, o_end) of y for all tokens.
 ///
-/// Every kernel of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on
+/// Every kernel of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) on
 /// every ISA computes y[t][o] with the same operations, so a result never depends
 /// on the batch (or ISA) it was computed in: per block b, the exact integer dot
 /// product S of the weight levels and the 16-bit activations, then
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(m_w[b], s_x[b], acc) (type-1 only)
 /// in block order from acc = 0, and y = acc.
+///
+/// The group-scaled K-quants (Q2_K, Q3_K, Q5_K, IQ4_XS) are bit-identical across
+/// ISAs too: per super-block b, the exact integer sums S = sum over groups of
+/// scale[g] * (levels . activations of g) and (types with mins) M = sum over groups
+/// of min[g] * bsums of g, then
+///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(-float(M), dmin_w[b] * d_x[b], acc)
+/// in super-block order from acc = 0. (Q4_K and Q6_K keep per-lane float sums:
+/// AVX2 and scalar differ there in summation order only.)
 using MatmulRangeFn = void (*)(const MatmulArgs& args, int64_t o_begin, int64_t o_end);
 
 /// Which activation format a weight type's dot product wants.
@@ -61,6 +69,7 @@ ActFormat act_format(DType type);
 /// Kernels per ISA; nullptr for a type the ISA does not handle.
 MatmulRangeFn matmul_kernel_scalar(DType type);
 MatmulRangeFn matmul_kernel_avx2(DType type);       // only when built for x86-64
+MatmulRangeFn matmul_kernel_kx_avx2(DType type);    // Q2_K Q3_K Q5_K IQ4_XS (matmul_kx_avx2.cpp)
 MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
 

@@ -1,5 +1,5 @@
 // The matmul kernels of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0) for AVX2, included by the translation units that build them: plain
+// Q8_0, IQ4_NL) for AVX2, included by the translation units that build them: plain
 // AVX2/FMA/F16C (matmul_avx2.cpp) and the same with AVX-VNNI
 // (matmul_avx2_vnni.cpp), whose only difference is dot_pairs_acc; the AVX-512
 // VNNI unit (matmul_avx512_vnni.cpp) takes the single-token kernels from here
@@ -98,6 +98,17 @@ struct Q5_1W {
   static __m128 dm(const Block& b) { return half_pair(&b.d); }
   static float d(const Block& b) { return h2f(b.d); }
   static float m(const Block& b) { return h2f(b.m); }
+};
+// IQ4_NL: each nibble looks up its signed level in the 16-entry grid (one pshufb).
+struct IQ4_NLW {
+  using Block = BlockIQ4_NL;
+  static constexpr bool kSigned = true, kMin = false;
+  static __m256i q(const Block& b) {
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+    return _mm256_shuffle_epi8(grid, nibbles32(b.qs));
+  }
+  static float d(const Block& b) { return h2f(b.d); }
+  static float m(const Block&) { return 0.0f; }
 };
 struct Q8_0W {
   using Block = BlockQ8_0;
@@ -307,6 +318,7 @@ inline MatmulRangeFn q8_kernel(DType type) {
     case DType::q5_0: return range_q8<Q5_0W>;
     case DType::q5_1: return range_q8<Q5_1W>;
     case DType::q8_0: return range_q8<Q8_0W>;
+    case DType::iq4_nl: return range_q8<IQ4_NLW>;
     default: return nullptr;
   }
 }

@@ -1,12 +1,14 @@
 // Portable matmul kernels. Same arithmetic as the AVX2 ones (integer block dot
 // products on the shared quantized activations, then float scaling): for the
-// 32-element block types the results are bit-identical (matmul_impl.hpp); the
-// K-quants and float weights differ only in float summation order.
+// 32-element block types and the group-scaled K-quants (Q2_K, Q3_K, Q5_K, IQ4_XS)
+// the results are bit-identical (matmul_impl.hpp); Q4_K, Q6_K and float weights
+// differ only in float summation order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/block_levels.hpp"
 #include "kernels/cpu/fp16.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
 
@@ -61,6 +63,12 @@ void unpack_row(DType type, const uint8_t* w, int64_t in, Row* r) {
         r->d[b] = fp16_to_fp32(blk.d);
         r->m[b] = fp16_to_fp32(blk.m);
         for (int j = 0; j < kQK; ++j) q[j] = static_cast<int8_t>(nib(blk.qs, j) | bit5(blk.qh, j));
+        break;
+      }
+      case DType::iq4_nl: {
+        const auto& blk = reinterpret_cast<const BlockIQ4_NL*>(w)[b];
+        r->d[b] = fp16_to_fp32(blk.d);
+        iq4_levels32(blk.qs, q);
         break;
       }
       case DType::q8_0: {
@@ -164,6 +172,100 @@ void range_quant(const MatmulArgs& a, int64_t o0, int64_t o1) {
   }
 }
 
+// Q2_K, Q3_K, Q5_K and IQ4_XS (matmul_impl.hpp's "group-scaled K-quants"): one row
+// as signed levels, integer group scales and mins, then exact integer sums per
+// super-block and the two fma steps every ISA shares.
+struct KRow {
+  std::vector<int8_t> q;  // level per element
+  std::vector<int> sc;    // per group: signed integer scale
+  std::vector<int> mn;    // per group: integer min (Q2_K, Q5_K)
+  std::vector<float> d, dmin;
+  int group = 16;         // elements per group
+  bool has_min = false;
+};
+
+void unpack_krow(DType type, const uint8_t* w, int64_t in, KRow* r) {
+  const int64_t nb = in / kQKK;
+  r->group = type == DType::q5_k || type == DType::iq4_xs ? 32 : 16;
+  r->has_min = type == DType::q2_k || type == DType::q5_k;
+  const int groups = kQKK / r->group;
+  r->q.resize(static_cast<size_t>(in));
+  r->sc.resize(static_cast<size_t>(nb * groups));
+  r->mn.assign(static_cast<size_t>(nb * groups), 0);
+  r->d.resize(static_cast<size_t>(nb));
+  r->dmin.assign(static_cast<size_t>(nb), 0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    int8_t* q = r->q.data() + b * kQKK;
+    int* sc = r->sc.data() + b * groups;
+    int* mn = r->mn.data() + b * groups;
+    switch (type) {
+      case DType::q2_k: {
+        const auto& blk = reinterpret_cast<const BlockQ2_K*>(w)[b];
+        q2k_levels(blk, q);
+        for (int g = 0; g < 16; ++g) sc[g] = blk.scales[g] & 0x0f, mn[g] = blk.scales[g] >> 4;
+        r->d[b] = fp16_to_fp32(blk.d);
+        r->dmin[b] = fp16_to_fp32(blk.dmin);
+        break;
+      }
+      case DType::q3_k: {
+        const auto& blk = reinterpret_cast<const BlockQ3_K*>(w)[b];
+        q3k_levels(blk, q);
+        for (int g = 0; g < 16; ++g) sc[g] = q3k_scale(g, blk.scales) - 32;
+        r->d[b] = fp16_to_fp32(blk.d);
+        break;
+      }
+      case DType::q5_k: {
+        const auto& blk = reinterpret_cast<const BlockQ5_K*>(w)[b];
+        q5k_levels(blk, q);
+        for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk.scales, &sc[j], &mn[j]);
+        r->d[b] = fp16_to_fp32(blk.d);
+        r->dmin[b] = fp16_to_fp32(blk.dmin);
+        break;
+      }
+      default: {  // iq4_xs
+        const auto& blk = reinterpret_cast<const BlockIQ4_XS*>(w)[b];
+        iq4xs_levels(blk, q);
+        for (int j = 0; j < 8; ++j) sc[j] = iq4xs_scale(j, blk) - 32;
+        r->d[b] = fp16_to_fp32(blk.d);
+        break;
+      }
+    }
+  }
+}
+
+float dot_krow(const KRow& r, const ActQ8K* x, int64_t nb) {
+  const int groups = kQKK / r.group, halves = r.group / 16;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* q = r.q.data() + b * kQKK;
+    int isum = 0, msum = 0;
+    for (int g = 0; g < groups; ++g) {
+      int s = 0;
+      for (int l = 0; l < r.group; ++l) s += q[r.group * g + l] * x[b].qs[r.group * g + l];
+      isum += r.sc[b * groups + g] * s;
+      int bs = 0;
+      for (int h = 0; h < halves; ++h) bs += x[b].bsums[halves * g + h];
+      msum += r.mn[b * groups + g] * bs;
+    }
+    acc = std::fma(static_cast<float>(isum), r.d[b] * x[b].d, acc);
+    if (r.has_min) acc = std::fma(-static_cast<float>(msum), r.dmin[b] * x[b].d, acc);
+  }
+  return acc;
+}
+
+void range_kx(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  KRow row;
+  const int64_t nb = a.in / kQKK;
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenChunk) {
+    const int64_t t1 = std::min(a.n_tokens, t0 + kTokenChunk);
+    for (int64_t o = o0; o < o1; ++o) {
+      unpack_krow(a.type, a.w + o * a.w_row_stride, a.in, &row);
+      for (int64_t t = t0; t < t1; ++t)
+        a.y[t * a.out + o] = dot_krow(row, reinterpret_cast<const ActQ8K*>(a.xq + t * a.xq_row_bytes), nb);
+    }
+  }
+}
+
 template <DType kType>
 float load_w(const uint8_t* w, int64_t i) {
   if constexpr (kType == DType::f32) {
@@ -198,8 +300,10 @@ MatmulRangeFn matmul_kernel_scalar(DType type) {
     case DType::f16: return range_float<DType::f16>;
     case DType::bf16: return range_float<DType::bf16>;
     case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
-    case DType::q4_k: case DType::q6_k:
+    case DType::iq4_nl: case DType::q4_k: case DType::q6_k:
       return range_quant;
+    case DType::q2_k: case DType::q3_k: case DType::q5_k: case DType::iq4_xs:
+      return range_kx;
     default:
       return nullptr;
   }

@@ -27,6 +27,27 @@ struct BlockQ4_K { uint16_t d; uint16_t dmin; uint8_t scales[12]; uint8_t qs[kQK
 // 2 high bits from qh, interleaved per 128-element half (see dequantize.cpp).
 struct BlockQ6_K { uint8_t ql[kQKK / 2]; uint8_t qh[kQKK / 4]; int8_t scales[kQKK / 16]; uint16_t d; };
 
+// Q2_K: 16 groups of 16, x = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4), q in 0..3.
+// Element 128h + 32j + 16k + l is bits 2j..2j+1 of qs[32h + 16k + l] (group 8h + 2j + k).
+struct BlockQ2_K { uint8_t scales[kQKK / 16]; uint8_t qs[kQKK / 4]; uint16_t d; uint16_t dmin; };
+// Q3_K: 16 groups of 16, x = d * (s[g] - 32) * q, q in -4..3: the 2 low bits as Q2_K's
+// qs, minus 4 unless bit (4h + j) of hmask[16k + l] is set; s[g] 6-bit packed (q3k_scale).
+struct BlockQ3_K { uint8_t hmask[kQKK / 8]; uint8_t qs[kQKK / 4]; uint8_t scales[12]; uint16_t d; };
+// Q5_K: Q4_K's scales and nibbles plus a fifth bit: element 64c + l has bit 2c of qh[l],
+// element 64c + 32 + l bit 2c + 1; x = d * sc[j] * q - dmin * m[j], q in 0..31.
+struct BlockQ5_K { uint16_t d; uint16_t dmin; uint8_t scales[12]; uint8_t qh[kQKK / 8]; uint8_t qs[kQKK / 2]; };
+// IQ4_NL: x = d * kIq4Values[nibble]; nibbles as Q4_0.
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[kQK / 2]; };
+// IQ4_XS: 8 sub-blocks of 32 as IQ4_NL blocks sharing d, x = d * (ls[j] - 32) * kIq4Values[nibble];
+// ls[j] = 4 bits of scales_l (iq4xs_scale) and 2 of scales_h.
+struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[kQKK / 64]; uint8_t qs[kQKK / 2]; };
+
+// The 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl): a non-uniform 4-bit grid.
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ5_K) == 176 &&
+              sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "block layouts must match GGUF");
+
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ6_K) == 210, "block layouts must match GGUF");
@@ -55,6 +76,19 @@ inline void q4k_scale_min(int j, const uint8_t* s, int* sc, int* m) {
     *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
     *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
+}
+
+// The 6-bit scale (0..63, used as s - 32) of group g (0..15) of a Q3_K block: its low
+// 4 bits are a nibble of bytes 0..7, its high 2 bits a pair of bytes 8..11.
+inline int q3k_scale(int g, const uint8_t* s) {
+  const int low = g < 8 ? (s[g] & 0x0f) : (s[g - 8] >> 4);
+  const int high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+  return low | (high << 4);
+}
+
+// The 6-bit scale (0..63, used as ls - 32) of sub-block j (0..7) of an IQ4_XS block.
+inline int iq4xs_scale(int j, const BlockIQ4_XS& b) {
+  return ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((b.scales_h >> (2 * j)) & 3) << 4);
 }
 
 }  // namespace troupe::kernels::cpu

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/block_levels.hpp"
 #include "kernels/cpu/fp16.hpp"
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/quant_blocks.hpp"
@@ -148,6 +149,177 @@ void quantize_q6_k(const float* x, BlockQ6_K* b) {
   }
 }
 
+// x[0..n) ~= scale * q - minv, q in 0..levels, minv >= 0: the range first, then two
+// least-squares refits of (scale, minv) to the levels that range gives.
+void fit_scale_min(const float* x, int n, int levels, float* scale, float* minv) {
+  float lo = 0.0f, hi = x[0];
+  for (int l = 0; l < n; ++l) lo = std::min(lo, x[l]), hi = std::max(hi, x[l]);
+  float sc = (hi - lo) / static_cast<float>(levels), off = lo;
+  for (int iter = 0; iter < 2 && sc > 0.0f; ++iter) {
+    double sq = 0, sqq = 0, sx = 0, sxq = 0;
+    for (int l = 0; l < n; ++l) {
+      const int q = clampi(roundi((x[l] - off) / sc), 0, levels);
+      sq += q, sqq += static_cast<double>(q) * q, sx += x[l], sxq += static_cast<double>(x[l]) * q;
+    }
+    const double det = n * sqq - sq * sq;
+    if (det <= 0) break;
+    const double new_sc = (n * sxq - sq * sx) / det;
+    const double new_off = (sx - new_sc * sq) / n;
+    if (!(new_sc > 0) || new_off > 0) break;  // keep the min at or below zero
+    sc = static_cast<float>(new_sc), off = static_cast<float>(new_off);
+  }
+  *scale = sc;
+  *minv = -off;
+}
+
+// x[0..n) ~= scale * q, q in -half..half-1 (the largest magnitude maps to -half),
+// then two least-squares refits of the scale to the levels it gives.
+float fit_scale_signed(const float* x, int n, int half) {
+  float sc = signed_absmax(x, n) / -static_cast<float>(half);
+  for (int iter = 0; iter < 2 && sc != 0.0f; ++iter) {
+    double sxq = 0, sqq = 0;
+    for (int l = 0; l < n; ++l) {
+      const int q = clampi(roundi(x[l] / sc), -half, half - 1);
+      sxq += static_cast<double>(x[l]) * q, sqq += static_cast<double>(q) * q;
+    }
+    if (sqq <= 0) break;
+    sc = static_cast<float>(sxq / sqq);
+  }
+  return sc;
+}
+
+void quantize_q2_k(const float* x, BlockQ2_K* b) {
+  float scale[16], minv[16];
+  for (int g = 0; g < 16; ++g) fit_scale_min(x + 16 * g, 16, 3, &scale[g], &minv[g]);
+  b->d = fp32_to_fp16(*std::max_element(scale, scale + 16) / 15.0f);
+  b->dmin = fp32_to_fp16(*std::max_element(minv, minv + 16) / 15.0f);
+  const float d = fp16_to_fp32(b->d), dmin = fp16_to_fp32(b->dmin);
+  int q[kQKK];
+  for (int g = 0; g < 16; ++g) {
+    const int sc = clampi(roundi(scale[g] * safe_inv(d)), 0, 15), m = clampi(roundi(minv[g] * safe_inv(dmin)), 0, 15);
+    b->scales[g] = static_cast<uint8_t>(sc | (m << 4));
+    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
+    for (int l = 0; l < 16; ++l) q[16 * g + l] = clampi(roundi((x[16 * g + l] + ml) * safe_inv(dl)), 0, 3);
+  }
+  std::memset(b->qs, 0, sizeof(b->qs));
+  for (int e = 0; e < kQKK; ++e) {  // e = 128h + 32j + 16k + l -> bits 2j of qs[32h + 16k + l]
+    const int h = e / 128, j = (e / 32) % 4, kl = e % 32;
+    b->qs[32 * h + kl] = static_cast<uint8_t>(b->qs[32 * h + kl] | (q[e] << (2 * j)));
+  }
+}
+
+void quantize_q3_k(const float* x, BlockQ3_K* b) {
+  float scale[16];
+  float max_scale = 0.0f;
+  for (int g = 0; g < 16; ++g) {
+    scale[g] = fit_scale_signed(x + 16 * g, 16, 4);
+    if (std::fabs(scale[g]) > std::fabs(max_scale)) max_scale = scale[g];
+  }
+  b->d = fp32_to_fp16(max_scale / -32.0f);  // the largest group scale maps to -32
+  const float d = fp16_to_fp32(b->d);
+  int s[16], q[kQKK];
+  for (int g = 0; g < 16; ++g) {
+    s[g] = clampi(roundi(scale[g] * safe_inv(d)), -32, 31) + 32;
+    const float dl = d * static_cast<float>(s[g] - 32);
+    for (int l = 0; l < 16; ++l) q[16 * g + l] = clampi(roundi(x[16 * g + l] * safe_inv(dl)), -4, 3);
+  }
+  std::memset(b->scales, 0, sizeof(b->scales));
+  for (int g = 0; g < 16; ++g) {
+    b->scales[g % 8] = static_cast<uint8_t>(b->scales[g % 8] | ((s[g] & 0x0f) << (g < 8 ? 0 : 4)));
+    b->scales[8 + g % 4] = static_cast<uint8_t>(b->scales[8 + g % 4] | ((s[g] >> 4) << (2 * (g / 4))));
+  }
+  std::memset(b->qs, 0, sizeof(b->qs));
+  std::memset(b->hmask, 0, sizeof(b->hmask));
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, j = (e / 32) % 4, kl = e % 32, u = q[e] + 4;  // u in 0..7
+    b->qs[32 * h + kl] = static_cast<uint8_t>(b->qs[32 * h + kl] | ((u & 3) << (2 * j)));
+    if (u & 4) b->hmask[kl] = static_cast<uint8_t>(b->hmask[kl] | (1 << (4 * h + j)));
+  }
+}
+
+void quantize_q5_k(const float* x, BlockQ5_K* b) {
+  float scale[8], minv[8];
+  for (int j = 0; j < 8; ++j) fit_scale_min(x + 32 * j, 32, 31, &scale[j], &minv[j]);
+  b->d = fp32_to_fp16(*std::max_element(scale, scale + 8) / 63.0f);
+  b->dmin = fp32_to_fp16(*std::max_element(minv, minv + 8) / 63.0f);
+  const float d = fp16_to_fp32(b->d), dmin = fp16_to_fp32(b->dmin);
+  int sc[8], m[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = clampi(roundi(scale[j] * safe_inv(d)), 0, 63);
+    m[j] = clampi(roundi(minv[j] * safe_inv(dmin)), 0, 63);
+  }
+  for (int j = 0; j < 4; ++j) {  // Q4_K's packing
+    b->scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    b->scales[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    b->scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0f) | ((m[j + 4] & 0x0f) << 4));
+  }
+  std::memset(b->qs, 0, sizeof(b->qs));
+  std::memset(b->qh, 0, sizeof(b->qh));
+  for (int j = 0; j < 8; ++j) {
+    const float dl = d * static_cast<float>(sc[j]), ml = dmin * static_cast<float>(m[j]);
+    const int c = j / 2, hi = j % 2;
+    for (int l = 0; l < 32; ++l) {
+      const int q = clampi(roundi((x[32 * j + l] + ml) * safe_inv(dl)), 0, 31);
+      b->qs[32 * c + l] = static_cast<uint8_t>(b->qs[32 * c + l] | ((q & 0x0f) << (4 * hi)));
+      b->qh[l] = static_cast<uint8_t>(b->qh[l] | ((q >> 4) << j));
+    }
+  }
+}
+
+// Index of the IQ4 grid value nearest v.
+int nearest_iq4(float v) {
+  int best = 0;
+  for (int i = 1; i < 16; ++i)
+    if (std::fabs(v - kIq4Values[i]) < std::fabs(v - kIq4Values[best])) best = i;
+  return best;
+}
+
+// A 32-run of IQ4 nibbles for x ~= dl * grid[idx] (dl = 0: all at the grid's value nearest 0).
+void pack_iq4(const float* x, float dl, uint8_t* qs) {
+  int idx[kQK];
+  for (int l = 0; l < kQK; ++l) idx[l] = nearest_iq4(x[l] * safe_inv(dl));
+  pack_nibbles(idx, qs);
+}
+
+// The IQ4 scale of a 32-run: the largest magnitude maps to -127 (the grid's widest
+// level), then two least-squares refits to the grid values that scale gives.
+float fit_scale_iq4(const float* x) {
+  float sc = signed_absmax(x, kQK) / -127.0f;
+  for (int iter = 0; iter < 2 && sc != 0.0f; ++iter) {
+    double sxq = 0, sqq = 0;
+    for (int l = 0; l < kQK; ++l) {
+      const double v = kIq4Values[nearest_iq4(x[l] / sc)];
+      sxq += x[l] * v, sqq += v * v;
+    }
+    sc = static_cast<float>(sxq / sqq);
+  }
+  return sc;
+}
+
+void quantize_iq4_nl(const float* x, BlockIQ4_NL* b) {
+  b->d = fp32_to_fp16(fit_scale_iq4(x));
+  pack_iq4(x, fp16_to_fp32(b->d), b->qs);
+}
+
+void quantize_iq4_xs(const float* x, BlockIQ4_XS* b) {
+  float scale[8];
+  float max_scale = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    scale[j] = fit_scale_iq4(x + 32 * j);
+    if (std::fabs(scale[j]) > std::fabs(max_scale)) max_scale = scale[j];
+  }
+  b->d = fp32_to_fp16(max_scale / -32.0f);  // the largest sub-block scale maps to -32
+  const float d = fp16_to_fp32(b->d);
+  b->scales_h = 0;
+  std::memset(b->scales_l, 0, sizeof(b->scales_l));
+  for (int j = 0; j < 8; ++j) {
+    const int ls = clampi(roundi(scale[j] * safe_inv(d)), -32, 31) + 32;
+    b->scales_l[j / 2] = static_cast<uint8_t>(b->scales_l[j / 2] | ((ls & 0x0f) << (4 * (j % 2))));
+    b->scales_h = static_cast<uint16_t>(b->scales_h | ((ls >> 4) << (2 * j)));
+    pack_iq4(x + 32 * j, d * static_cast<float>(ls - 32), b->qs + 16 * j);
+  }
+}
+
 template <class Block, class Fn>
 void for_blocks(const float* src, void* dst, int64_t n, int64_t block, Fn fn) {
   Block* out = static_cast<Block*>(dst);
@@ -160,6 +332,7 @@ bool supports_type(DType type) {
   switch (type) {
     case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0: case DType::q4_0:
     case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q4_k: case DType::q6_k:
+    case DType::q2_k: case DType::q3_k: case DType::q5_k: case DType::iq4_nl: case DType::iq4_xs:
       return true;
     default:
       return false;
@@ -188,6 +361,11 @@ void quantize_row_reference(DType type, const float* src, void* dst, int64_t n) 
     case DType::q8_0: return for_blocks<BlockQ8_0>(src, dst, n, kQK, quantize_q8_0);
     case DType::q4_k: return for_blocks<BlockQ4_K>(src, dst, n, kQKK, quantize_q4_k);
     case DType::q6_k: return for_blocks<BlockQ6_K>(src, dst, n, kQKK, quantize_q6_k);
+    case DType::q2_k: return for_blocks<BlockQ2_K>(src, dst, n, kQKK, quantize_q2_k);
+    case DType::q3_k: return for_blocks<BlockQ3_K>(src, dst, n, kQKK, quantize_q3_k);
+    case DType::q5_k: return for_blocks<BlockQ5_K>(src, dst, n, kQKK, quantize_q5_k);
+    case DType::iq4_nl: return for_blocks<BlockIQ4_NL>(src, dst, n, kQK, quantize_iq4_nl);
+    case DType::iq4_xs: return for_blocks<BlockIQ4_XS>(src, dst, n, kQKK, quantize_iq4_xs);
     default: return;
   }
 }

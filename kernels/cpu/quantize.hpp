@@ -8,7 +8,7 @@
 namespace troupe::kernels::cpu {
 
 /// True when dequantize_row / matmul / quantize_row_reference handle `type`:
-/// F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q6_K.
+/// F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS.
 bool supports_type(DType type);
 
 /// dst[0..n) = the values of n elements of `type` at src. n must be a whole

@@ -55,6 +55,19 @@ TROUPE_HD int fifth_bit(const uint8_t* qh, int j) {
   return ((qh[j >> 3] >> (j & 7)) & 1) << 4;  // bit j of the little-endian 32-bit word
 }
 
+// The IQ4_NL / IQ4_XS grid (kernels/cpu/quant_blocks.hpp, kIq4Values), as a local
+// table so device code needs no global memory symbol.
+TROUPE_HD int iq4_value(int n) {
+  constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  return kValues[n];
+}
+
+// The 6-bit scale of group g (0..15) of a Q3_K block (kernels/cpu/quant_blocks.hpp, q3k_scale).
+TROUPE_HD int q3k_scale(int g, const uint8_t* s) {
+  const int low = g < 8 ? (s[g] & 0x0f) : (s[g - 8] >> 4);
+  return low | (((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4);
+}
+
 /// Element i of a row of type T starting at `row` (the row's first block).
 template <DType T>
 TROUPE_HD float dq(const uint8_t* row, int64_t i) {
@@ -106,6 +119,48 @@ TROUPE_HD float dq(const uint8_t* row, int64_t i) {
     const int q = (low4 | (high2 << 4)) - 32;
     const int sc = static_cast<int8_t>(b[192 + 8 * h + l / 16 + 2 * k]);
     return load_half(b + 208) * static_cast<float>(sc * q);
+  } else if constexpr (T == DType::q2_k) {
+    // {scales[16], qs[64], d, dmin}: element 128h + 32j + kl is bits 2j of qs[32h + kl], group e / 16.
+    const uint8_t* b = row + (i / blocks::kQKK) * sizeof(blocks::BlockQ2_K);
+    const int e = static_cast<int>(i % blocks::kQKK);
+    const int h = e / 128, j = (e % 128) / 32, kl = e % 32;
+    const int q = (b[16 + 32 * h + kl] >> (2 * j)) & 3;
+    const int sc = b[e / 16];
+    const float dl = load_half(b + 80) * static_cast<float>(sc & 0x0f);
+    const float ml = load_half(b + 82) * static_cast<float>(sc >> 4);
+    return dl * static_cast<float>(q) - ml;
+  } else if constexpr (T == DType::q3_k) {
+    // {hmask[32], qs[64], scales[12], d}: Q2_K's bit pairs, minus 4 unless bit 4h + j of hmask[kl] is set.
+    const uint8_t* b = row + (i / blocks::kQKK) * sizeof(blocks::BlockQ3_K);
+    const int e = static_cast<int>(i % blocks::kQKK);
+    const int h = e / 128, j = (e % 128) / 32, kl = e % 32;
+    const int low = (b[32 + 32 * h + kl] >> (2 * j)) & 3;
+    const int q = low - (((b[kl] >> (4 * h + j)) & 1) ? 0 : 4);
+    const float dl = load_half(b + 108) * static_cast<float>(q3k_scale(e / 16, b + 96) - 32);
+    return dl * static_cast<float>(q);
+  } else if constexpr (T == DType::q5_k) {
+    // {d, dmin, scales[12], qh[32], qs[128]}: Q4_K's nibbles plus bit 2c (+1 for the high nibble) of qh[l].
+    const uint8_t* b = row + (i / blocks::kQKK) * sizeof(blocks::BlockQ5_K);
+    const int e = static_cast<int>(i % blocks::kQKK);
+    const int c = e / 64, l = e % 32, hi = (e % 64) / 32;
+    const uint8_t byte = b[48 + 32 * c + l];
+    const int q = (hi ? (byte >> 4) : (byte & 0x0f)) | (((b[16 + l] >> (2 * c + hi)) & 1) << 4);
+    int sc, m;
+    q4k_scale_min(2 * c + hi, b + 4, &sc, &m);
+    const float dl = load_half(b) * static_cast<float>(sc), ml = load_half(b + 2) * static_cast<float>(m);
+    return dl * static_cast<float>(q) - ml;
+  } else if constexpr (T == DType::iq4_nl) {
+    const uint8_t* b = row + (i / blocks::kQK) * sizeof(blocks::BlockIQ4_NL);
+    const int j = static_cast<int>(i % blocks::kQK);
+    return load_half(b) * static_cast<float>(iq4_value(nibble(b + 2, j)));
+  } else if constexpr (T == DType::iq4_xs) {
+    // {d, scales_h, scales_l[4], qs[128]}: sub-block ib of 32 is an IQ4_NL nibble run scaled by ls - 32.
+    const uint8_t* b = row + (i / blocks::kQKK) * sizeof(blocks::BlockIQ4_XS);
+    const int e = static_cast<int>(i % blocks::kQKK);
+    const int ib = e / 32;
+    const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((load_u16(b + 2) >> (2 * ib)) & 3) << 4);
+    const float dl = load_half(b) * static_cast<float>(ls - 32);
+    return dl * static_cast<float>(iq4_value(nibble(b + 8 + 16 * ib, e % 32)));
   } else {
     static_assert(T == DType::f32, "dq: no device reader for this type");
     return 0.0f;

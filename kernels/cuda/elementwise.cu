@@ -108,7 +108,8 @@ bool supports_weight_type(DType type) {
   switch (type) {
     case DType::f32: case DType::f16: case DType::bf16:
     case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
-    case DType::q4_k: case DType::q6_k:
+    case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k:
+    case DType::iq4_nl: case DType::iq4_xs:
       return true;
     default:
       return false;
@@ -140,6 +141,11 @@ Status embedding(DType type, const void* table, int64_t row_stride, int64_t dim,
     case DType::q8_0: launch_embedding<DType::q8_0>(table, row_stride, dim, vocab, ids, n, out, stream); break;
     case DType::q4_k: launch_embedding<DType::q4_k>(table, row_stride, dim, vocab, ids, n, out, stream); break;
     case DType::q6_k: launch_embedding<DType::q6_k>(table, row_stride, dim, vocab, ids, n, out, stream); break;
+    case DType::q2_k: launch_embedding<DType::q2_k>(table, row_stride, dim, vocab, ids, n, out, stream); break;
+    case DType::q3_k: launch_embedding<DType::q3_k>(table, row_stride, dim, vocab, ids, n, out, stream); break;
+    case DType::q5_k: launch_embedding<DType::q5_k>(table, row_stride, dim, vocab, ids, n, out, stream); break;
+    case DType::iq4_nl: launch_embedding<DType::iq4_nl>(table, row_stride, dim, vocab, ids, n, out, stream); break;
+    case DType::iq4_xs: launch_embedding<DType::iq4_xs>(table, row_stride, dim, vocab, ids, n, out, stream); break;
     default: return internal_error("cuda embedding: type passed the support check but has no kernel");
   }
   return launch_status("cuda embedding kernel");

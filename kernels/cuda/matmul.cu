@@ -145,6 +145,11 @@ Status dispatch(MatmulPath path, DType type, const Problem& p, cudaStream_t stre
     case DType::q8_0: return launch<DType::q8_0, XT>(path, p, stream);
     case DType::q4_k: return launch<DType::q4_k, XT>(path, p, stream);
     case DType::q6_k: return launch<DType::q6_k, XT>(path, p, stream);
+    case DType::q2_k: return launch<DType::q2_k, XT>(path, p, stream);
+    case DType::q3_k: return launch<DType::q3_k, XT>(path, p, stream);
+    case DType::q5_k: return launch<DType::q5_k, XT>(path, p, stream);
+    case DType::iq4_nl: return launch<DType::iq4_nl, XT>(path, p, stream);
+    case DType::iq4_xs: return launch<DType::iq4_xs, XT>(path, p, stream);
     default: return internal_error("cuda matmul: type passed the support check but has no kernel");
   }
 }

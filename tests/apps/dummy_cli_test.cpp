@@ -59,9 +59,9 @@ TEST(DummyCli, BadNamesAndCombinationsAreClearErrors) {
   EXPECT_TRUE(contains(shape.err, "unknown model shape 'llama-7'")) << shape.err;
   EXPECT_TRUE(contains(shape.err, "llama-3.2-1b") && contains(shape.err, "smollm2-135m")) << shape.err;
 
-  auto type = run_troupe("generate --load-format dummy --model-shape tiny --weight-type q2_k -p hi");
+  auto type = run_troupe("generate --load-format dummy --model-shape tiny --weight-type iq2_xxs -p hi");
   EXPECT_EQ(type.exit_code, 1);
-  EXPECT_TRUE(contains(type.err, "unknown weight type 'q2_k'") && contains(type.err, "q4_1")) << type.err;
+  EXPECT_TRUE(contains(type.err, "unknown weight type 'iq2_xxs'") && contains(type.err, "q4_1")) << type.err;
 
   auto fit = run_troupe("make-gguf --model-shape smollm2-135m --weight-type q6_k -o " + temp_path("never"));
   EXPECT_EQ(fit.exit_code, 1);

@@ -67,7 +67,8 @@ TEST(PlatformCheck, CpuPassesAgainstItself) {
   std::set<std::string> types;
   for (const auto& c : j["cases"])
     if (c["op"] == "matmul") types.insert(c["dtype"].get<std::string>());
-  for (const char* t : {"f32", "f16", "bf16", "q4_0", "q8_0", "q4_k", "q6_k"}) EXPECT_TRUE(types.count(t)) << t;
+  for (const char* t : {"f32", "f16", "bf16", "q4_0", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"})
+    EXPECT_TRUE(types.count(t)) << t;
 }
 
 TEST(PlatformCheck, SimAcceleratorPasses) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,7 +48,7 @@ Problem make_problem(DType type, const Shape& s, uint32_t seed) {
 }
 
 bool quantized_acts(DType t) { return t != DType::f32 && t != DType::f16 && t != DType::bf16; }
-int64_t act_block(DType t) { return t == DType::q4_k || t == DType::q6_k ? 256 : 32; }
+int64_t act_block(DType t) { return traits(t).block_elems == 256 ? 256 : 32; }
 
 struct Case {
   DType type;
@@ -122,10 +123,11 @@ std::vector<Case> cases() {
   const std::vector<Shape> shapes = {{256, 1, 1},  {256, 7, 1},   {512, 33, 3},  {768, 17, 17},
                                      {256, 9, 70}, {512, 130, 5}, {1536, 6, 4},  {256, 64, 33}};
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
-                  DType::q5_1, DType::q4_k, DType::q6_k})
+                  DType::q5_1, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
+                  DType::iq4_xs})
     for (const auto& s : shapes) out.push_back({t, s});
   // 32-block types also at widths that are not multiples of 256; float types with tails.
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1})
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl})
     out.push_back({t, {96, 5, 2}});
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     out.push_back({t, {43, 5, 3}});
@@ -159,7 +161,8 @@ TEST(Matmul, PoolSizesGiveTheSameResult) {
 // stride. Same blocks, same kernel: bit-identical to the slice copied out contiguously.
 TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                     DType::q8_0, DType::q4_k, DType::q6_k}) {
+                     DType::q8_0, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
+                     DType::iq4_xs}) {
     const DTypeTraits tr = traits(type);
     const int64_t block = quantized_acts(type) ? act_block(type) : 32;
     const Shape full{4 * block, 37, 5};
@@ -192,7 +195,7 @@ TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
 // chunks) equals that token computed alone, bit for bit, on every ISA and pool size.
 TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
   for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1, DType::q4_k, DType::q6_k,
-                     DType::f16, DType::f32}) {
+                     DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl, DType::iq4_xs, DType::f16, DType::f32}) {
     const Shape s{512, 27, 70};
     const Problem p = make_problem(type, s, 11);
     for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
@@ -220,7 +223,7 @@ TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
 // The 32-element block types compute the same operations on every ISA (matmul_impl.hpp).
 TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
   if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1}) {
+  for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1, DType::iq4_nl}) {
     // Row counts past one 16-row tile, and 2..12 tokens alone or after a group (rows in lanes).
     for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}, Shape{576, 21, 32},
                            Shape{1536, 13, 52}, Shape{576, 67, 12}, Shape{160, 48, 7}, Shape{576, 35, 28},
@@ -232,6 +235,41 @@ TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
         if (!isa_available(isa)) continue;
         matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, b.data(), nullptr);
         EXPECT_EQ(a, b) << to_string(type) << " " << s.n_tokens << " tokens, isa " << to_string(isa);
+      }
+    }
+  }
+}
+
+// The group-scaled K-quants reduce each super-block to exact integers before the same
+// fma steps on every ISA (matmul_impl.hpp): scalar, AVX2, AVX-VNNI and AVX-512 VNNI agree
+// bit for bit, on random weights and on weights at the extremes of their levels and scales.
+TEST(Matmul, GroupScaledKQuantsAreBitIdenticalAcrossIsas) {
+  if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (DType type : {DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_xs}) {
+    for (const Shape& s : {Shape{256, 9, 1}, Shape{768, 13, 5}, Shape{1536, 6, 4}, Shape{512, 5, 70}}) {
+      Problem p = make_problem(type, s, 17);
+      for (int extreme = 0; extreme < 2; ++extreme) {
+        if (extreme == 1) {  // a quarter of the code and scale bytes all ones (the f16 fields kept)
+          const DTypeTraits tr = traits(type);
+          const int64_t f16_at = type == DType::q2_k ? 80 : type == DType::q3_k ? 108 : 0;
+          const int64_t f16_len = type == DType::q2_k || type == DType::q5_k ? 4 : 2;
+          std::mt19937 rng(3);
+          for (size_t i = 0; i < p.w.size(); ++i) {
+            const int64_t in_block = static_cast<int64_t>(i) % tr.block_bytes;
+            if ((in_block < f16_at || in_block >= f16_at + f16_len) && rng() % 4 == 0) p.w[i] = 0xff;
+          }
+          for (auto& v : p.x) v = (v > 0 ? 1.0f : -1.0f);  // |activation levels| all 127
+        }
+        std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
+        matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, a.data(), nullptr);
+        for (Isa isa : {Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
+          if (!isa_available(isa)) continue;
+          matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, b.data(), nullptr);
+          for (size_t i = 0; i < a.size(); ++i)
+            ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0)
+                << to_string(type) << " " << s.n_tokens << " tokens, isa " << to_string(isa) << " extreme "
+                << extreme << " at " << i << ": " << a[i] << " vs " << b[i];
+        }
       }
     }
   }

@@ -178,12 +178,16 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, RoundTrip,
                                            RoundTripCase{DType::bf16, 5e-3}, RoundTripCase{DType::q8_0, 0.01},
                                            RoundTripCase{DType::q4_0, 0.15}, RoundTripCase{DType::q4_1, 0.12},
                                            RoundTripCase{DType::q5_0, 0.07}, RoundTripCase{DType::q5_1, 0.06},
-                                           RoundTripCase{DType::q4_k, 0.15}, RoundTripCase{DType::q6_k, 0.04}),
+                                           RoundTripCase{DType::q4_k, 0.15}, RoundTripCase{DType::q6_k, 0.04},
+                                           RoundTripCase{DType::q2_k, 0.35}, RoundTripCase{DType::q3_k, 0.2},
+                                           RoundTripCase{DType::q5_k, 0.05}, RoundTripCase{DType::iq4_nl, 0.1},
+                                           RoundTripCase{DType::iq4_xs, 0.1}),
                          [](const auto& info) { return std::string(to_string(info.param.type)); });
 
 TEST(Quantize, SupportsExactlyTheListedTypes) {
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
-                  DType::q5_1, DType::q4_k, DType::q6_k})
+                  DType::q5_1, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
+                  DType::iq4_xs})
     EXPECT_TRUE(supports_type(t)) << to_string(t);
   EXPECT_FALSE(supports_type(DType::q8_1));
   EXPECT_FALSE(supports_type(DType::q8_k));

@@ -23,8 +23,13 @@ uint32_t file_type(DType type) {
     case DType::q8_0: return 7;
     case DType::q5_0: return 8;
     case DType::q5_1: return 9;
+    case DType::q2_k: return 10;
+    case DType::q3_k: return 11;  // Q3_K_S
     case DType::q4_k: return 14;  // Q4_K_S
+    case DType::q5_k: return 16;  // Q5_K_S
     case DType::q6_k: return 18;
+    case DType::iq4_nl: return 25;
+    case DType::iq4_xs: return 30;
     case DType::bf16: return 32;
     default: return 0;
   }

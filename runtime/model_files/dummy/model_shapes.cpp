@@ -80,7 +80,8 @@ Result<ModelShape> find_model_shape(std::string_view name) {
 
 const std::vector<DType>& dummy_weight_types() {
   static const std::vector<DType> kTypes = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
-                                            DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_k, DType::q6_k};
+                                            DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_k, DType::q3_k,
+                                            DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_nl, DType::iq4_xs};
   return kTypes;
 }
 

@@ -54,7 +54,8 @@ const std::vector<ModelShape>& model_shapes();
 /// The shape called `name`; invalid_argument listing the valid names otherwise.
 Result<ModelShape> find_model_shape(std::string_view name);
 
-/// The weight types a dummy model can hold (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q6_k).
+/// The weight types a dummy model can hold (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k
+/// q4_k q5_k q6_k iq4_nl iq4_xs).
 const std::vector<DType>& dummy_weight_types();
 /// `name` as one of those types; invalid_argument listing them otherwise.
 Result<DType> parse_weight_type(std::string_view name);

@@ -72,38 +72,57 @@ uint16_t to_bf16(float f) {
 
 void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
-// One block of a quantized type: fixed scale fields (`head`, at offset `head_at`),
-// random code bytes everywhere else.
+// One block of a quantized type: fixed scale fields (up to two runs of bytes,
+// `head[i]` at offset `at[i]`), random code bytes everywhere else.
 struct BlockRecipe {
   int64_t block_bytes = 0;
-  int head_at = 0;
-  int head_len = 0;
-  uint8_t head[32] = {};
+  int parts = 0;
+  int at[2] = {};
+  int len[2] = {};
+  uint8_t head[2][32] = {};
 };
 
 BlockRecipe recipe(DType type) {
   BlockRecipe r;
   r.block_bytes = traits(type).block_bytes;
+  auto start = [&](int offset) { r.at[r.parts++] = offset; };
   auto half = [&](float v) {
-    put16(r.head + r.head_len, to_f16(v));
-    r.head_len += 2;
+    put16(r.head[r.parts - 1] + r.len[r.parts - 1], to_f16(v));
+    r.len[r.parts - 1] += 2;
   };
   auto bytes = [&](uint8_t v, int n) {
-    std::memset(r.head + r.head_len, v, static_cast<size_t>(n));
-    r.head_len += n;
+    std::memset(r.head[r.parts - 1] + r.len[r.parts - 1], v, static_cast<size_t>(n));
+    r.len[r.parts - 1] += n;
   };
+  start(0);
   switch (type) {
     case DType::q8_0: half(kRange / 128); break;                   // x = d * int8
     case DType::q4_0: half(kRange / 8); break;                     // x = d * (q - 8), q in 0..15
     case DType::q5_0: half(kRange / 16); break;                    // x = d * (q - 16), q in 0..31
     case DType::q4_1: half(2 * kRange / 15), half(-kRange); break; // x = d * q + m, q in 0..15
     case DType::q5_1: half(2 * kRange / 31), half(-kRange); break; // x = d * q + m, q in 0..31
+    case DType::iq4_nl: half(kRange / 127); break;                 // x = d * grid[q], grid in -127..113
     case DType::q4_k:  // {d, dmin, scales[12], qs[128]}: x = d*63*q - dmin*63, every 6-bit scale and min 63
       half(2 * kRange / (15 * 63)), half(kRange / 63), bytes(0xff, 12);
       break;
+    case DType::q5_k:  // {d, dmin, scales[12], qh[32], qs[128]}: x = d*63*q - dmin*63, q in 0..31
+      half(2 * kRange / (31 * 63)), half(kRange / 63), bytes(0xff, 12);
+      break;
     case DType::q6_k:  // {ql[128], qh[64], scales[16], d}: x = d * 8 * (q - 32), q in 0..63
-      r.head_at = 192;
+      r.at[0] = 192;
       bytes(8, 16), half(kRange / (32 * 8));
+      break;
+    case DType::q2_k:  // {scales[16], qs[64], d, dmin}: x = d*15*q - dmin*15, every scale and min 15
+      bytes(0xff, 16);
+      start(80);
+      half(2 * kRange / (3 * 15)), half(kRange / 15);
+      break;
+    case DType::q3_k:  // {hmask[32], qs[64], scales[12], d}: x = d * (0 - 32) * q, q in -4..3
+      r.at[0] = 96;
+      bytes(0, 12), half(kRange / 128);
+      break;
+    case DType::iq4_xs:  // {d, scales_h, scales_l[4], qs[128]}: x = d * (63 - 32) * grid[q]
+      half(kRange / (31 * 127)), bytes(0xff, 6);
       break;
     default: TROUPE_CHECK(false, "no random block recipe for this type");
   }
@@ -140,7 +159,8 @@ void fill_random_rows(DType type, uint64_t seed, int64_t ne0, int64_t begin, int
       default: break;
     }
     rng.bytes(dst, static_cast<size_t>(rb));
-    for (uint8_t* b = dst; b < dst + rb; b += rec.block_bytes) std::memcpy(b + rec.head_at, rec.head, rec.head_len);
+    for (uint8_t* b = dst; b < dst + rb; b += rec.block_bytes)
+      for (int p = 0; p < rec.parts; ++p) std::memcpy(b + rec.at[p], rec.head[p], static_cast<size_t>(rec.len[p]));
   }
 }
 

@@ -7,7 +7,7 @@
 // 24-bit uniform values, f16 and bf16 round them; a quantized block gets fixed
 // scales chosen so that its uniformly random codes span that range (Q8_0:
 // d = 1/32/128 with random int8 codes; Q4_1: d = 1/240, m = -1/32; Q4_K: all
-// sub-block scales and mins 63; Q6_K: scales 8, ...). Nothing is quantized
+// sub-block scales and mins 63; Q6_K: scales 8; IQ4_NL: d = 1/32/127, ...). Nothing is quantized
 // from floats, so no quantizer is needed and generation is fast.
 #pragma once
 

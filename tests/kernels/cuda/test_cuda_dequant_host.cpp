@@ -40,6 +40,11 @@ TEST(CudaDequantHost, EveryWeightTypeReadsLikeTheCpuDefinition) {
   check_type<DType::q8_0>(8);
   check_type<DType::q4_k>(9);
   check_type<DType::q6_k>(10);
+  check_type<DType::q2_k>(11);
+  check_type<DType::q3_k>(12);
+  check_type<DType::q5_k>(13);
+  check_type<DType::iq4_nl>(14);
+  check_type<DType::iq4_xs>(15);
 }
 
 }  // namespace

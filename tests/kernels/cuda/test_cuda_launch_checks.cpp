@@ -27,7 +27,8 @@ TEST(CudaLaunchChecks, ProbeNamesTheRuntimeReasonOrFindsADevice) {
 
 TEST(CudaLaunchChecks, WeightTypes) {
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                  DType::q8_0, DType::q4_k, DType::q6_k})
+                  DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_nl,
+                  DType::iq4_xs})
     EXPECT_TRUE(supports_weight_type(t)) << to_string(t);
   EXPECT_FALSE(supports_weight_type(DType::q8_1));
   EXPECT_FALSE(supports_weight_type(DType::q8_k));

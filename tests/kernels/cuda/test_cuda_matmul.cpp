@@ -89,7 +89,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (DType w : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                  DType::q8_0, DType::q4_k, DType::q6_k}) {
+                  DType::q8_0, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
+                  DType::iq4_xs}) {
     for (int64_t n : {1, 3, 8, 20}) cases.push_back({w, DType::f32, MatmulPath::gemv, n});  // 20: chunks of 8
     for (int64_t n : {1, 9, 67}) cases.push_back({w, DType::f32, MatmulPath::tiled, n});
     cases.push_back({w, DType::f16, MatmulPath::gemv, 5});

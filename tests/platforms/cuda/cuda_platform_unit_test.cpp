@@ -88,7 +88,8 @@ TEST(CudaDeviceClaim, OneProcessPerDevice) {
 
 TEST(CudaPlatformConfig, QuantizationsAreWhatTheKernelsCompute) {
   CudaPlatform platform(1);
-  for (const char* q : {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q6_k"})
+  for (const char* q : {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k",
+                        "q6_k", "iq4_nl", "iq4_xs"})
     EXPECT_TRUE(platform.verify_quantization(q).ok()) << q;
   const Status no = platform.verify_quantization("q8_k");
   EXPECT_EQ(no.code(), StatusCode::not_supported);

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "kernels/cpu/quantize.hpp"
 #include "runtime/request/chat/chat_template.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/dummy/synthetic_vocab.hpp"
@@ -96,7 +97,8 @@ TEST(ModelShapes, BadNamesListTheValidOnes) {
   auto type = make_dummy_spec("tiny", "q3_x", 0);
   ASSERT_FALSE(type.ok());
   EXPECT_EQ(type.status().code(), StatusCode::invalid_argument);
-  for (const char* t : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q6_k"})
+  for (const char* t : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
+                        "q6_k", "iq4_nl", "iq4_xs"})
     EXPECT_TRUE(contains(type.status().message(), t)) << t;
 
   auto empty = make_dummy_spec("", "", 0);
@@ -209,6 +211,34 @@ TEST(DummyWeights, FloatWeightsAreSmallAndSpread) {
   EXPECT_NEAR(mean, 0.0, 1e-3);
   EXPECT_NEAR(sd, 1.0 / 32 / std::sqrt(3.0), 1e-3);  // uniform on [-1/32, 1/32]
   EXPECT_LE(max_abs, 1.0 / 32);
+}
+
+// Every quantized type's fixed scales spread its random codes over about [-1/32, 1/32]
+// (random_weights.hpp), read back with the kernels' dequantize_row.
+TEST(DummyWeights, QuantizedWeightsAreSmallAndSpread) {
+  for (DType type : dummy_weight_types()) {
+    if (!traits(type).quantized) continue;
+    SCOPED_TRACE(std::string(to_string(type)));
+    auto f = build("tiny", std::string(to_string(type)), 3);
+    ASSERT_TRUE(f);
+    const auto* t = f->tensor("blk.1.ffn_down.weight");
+    ASSERT_NE(t, nullptr);
+    const int64_t n = t->ne[0] * t->ne[1];
+    std::vector<float> v(static_cast<size_t>(n));
+    kernels::cpu::dequantize_row(type, t->data, v.data(), n);
+    double sum = 0, sq = 0, max_abs = 0;
+    for (float x : v) {
+      ASSERT_TRUE(std::isfinite(x));
+      sum += x, sq += double(x) * x, max_abs = std::max(max_abs, std::fabs(double(x)));
+    }
+    const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+    std::printf("%-6s mean %+.5f sd %.5f max %.5f (x 32: %+.3f %.3f %.3f)\n", std::string(to_string(type)).c_str(), mean,
+                sd, max_abs, 32 * mean, 32 * sd, 32 * max_abs);
+    EXPECT_LT(std::fabs(mean), 0.15 / 32);  // Q3_K's levels -4..3 lean a little positive
+    EXPECT_GT(sd, 0.5 / 32);  // uniform: 0.577; 4 levels (Q2_K): 0.745; the IQ4 grid: 0.53
+    EXPECT_LT(sd, 0.8 / 32);
+    EXPECT_LE(max_abs, 1.0 / 32 * 1.01);  // f16 rounding of the scales
+  }
 }
 
 TEST(DummyWeights, MetadataDescribesTheShape) {

@@ -257,7 +257,7 @@ TEST(GgufCorruption, UnknownAndUnsupportedTypes) {
   expect_data_loss(unknown.build(), {"'u' has unknown ggml type id 1000"});
   // Real ggml types whose storage layout troupe does not know: not_supported, naming
   // where, the type id and the tensor.
-  for (uint32_t id : {10u, 11u, 13u, 16u, 28u, 39u}) {
+  for (uint32_t id : {16u, 17u, 19u, 21u, 28u, 39u}) {
     GgufWriter w = small_writer();
     w.tensor("x", id, {256}, std::nullopt, 1024);
     Status st = parse(w.build());
@@ -268,10 +268,10 @@ TEST(GgufCorruption, UnknownAndUnsupportedTypes) {
     EXPECT_NE(st.message().find("id " + std::to_string(id)), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("storage layout"), std::string::npos) << st.message();
   }
-  GgufWriter q2k = small_writer();
-  q2k.tensor("x", 10, {256}, std::nullopt, 1024);
-  const std::string msg = parse(q2k.build()).message();
-  EXPECT_NE(msg.find("q2_k"), std::string::npos) << msg;
+  GgufWriter iq2 = small_writer();
+  iq2.tensor("x", 16, {256}, std::nullopt, 1024);
+  const std::string msg = parse(iq2.build()).message();
+  EXPECT_NE(msg.find("iq2_xxs"), std::string::npos) << msg;
   // The list of known layouts is read from dtype_traits, q8_k included.
   EXPECT_NE(msg.find("q8_k"), std::string::npos) << msg;
 }

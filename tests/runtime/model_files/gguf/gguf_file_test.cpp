@@ -255,7 +255,9 @@ TEST(GgufFile, EveryTensorType) {
   struct Case { DType type; uint64_t ne0; };
   const Case cases[] = {{DType::f32, 8},   {DType::f16, 8},    {DType::bf16, 8},   {DType::q8_0, 64},
                         {DType::q4_0, 32}, {DType::q4_1, 96},  {DType::q5_0, 32},  {DType::q5_1, 64},
-                        {DType::q4_k, 256}, {DType::q6_k, 512}, {DType::q8_1, 64},  {DType::q8_k, 256}};
+                        {DType::q4_k, 256}, {DType::q6_k, 512}, {DType::q8_1, 64},  {DType::q8_k, 256},
+                        {DType::q2_k, 256}, {DType::q3_k, 512}, {DType::q5_k, 256}, {DType::iq4_nl, 96},
+                        {DType::iq4_xs, 256}};
   GgufWriter w;
   w.kv_str("general.architecture", "llama");
   for (const Case& c : cases) {

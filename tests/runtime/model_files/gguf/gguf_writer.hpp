@@ -66,7 +66,12 @@ inline uint64_t test_type_bytes(uint32_t type, uint64_t n) {
     case 7: return n / 32 * 24;       // q5_1
     case 8: return n / 32 * 34;       // q8_0
     case 9: return n / 32 * 36;       // q8_1
+    case 10: return n / 256 * 84;     // q2_k
+    case 11: return n / 256 * 110;    // q3_k
     case 12: return n / 256 * 144;    // q4_k
+    case 13: return n / 256 * 176;    // q5_k
+    case 20: return n / 32 * 18;      // iq4_nl
+    case 23: return n / 256 * 136;    // iq4_xs
     case 14: return n / 256 * 210;    // q6_k
     case 15: return n / 256 * 292;    // q8_k
     default: return 0;
