@@ -47,8 +47,9 @@ def main():
     out.write('#include "runtime/request/tokenizer/unicode.hpp"\n\n')
     out.write("namespace troupe::tokenizer::unicode_detail {\n\n")
     out.write("const CodepointRange kRanges[] = {\n")
-    for a, b, f in ranges:
-        out.write("    {0x%X, 0x%X, %d},\n" % (a, b, f))
+    # Four ranges a line keeps the generated file short (one concern, a few hundred lines).
+    for i in range(0, len(ranges), 4):
+        out.write("    " + " ".join("{0x%X, 0x%X, %d}," % r for r in ranges[i:i + 4]) + "\n")
     out.write("};\n")
     out.write("const size_t kRangeCount = sizeof(kRanges) / sizeof(kRanges[0]);\n\n")
     out.write("}  // namespace troupe::tokenizer::unicode_detail\n")
