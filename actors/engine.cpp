@@ -39,15 +39,15 @@ namespace {
 constexpr auto kStartTimeout = std::chrono::seconds(600);
 
 /// Lets the stat logger actor own a logger that Engine also reads (Prometheus).
-class SharedStatLogger final : public StatLogger {
+class SharedStatLogger final : public stats::EngineStatLogger {
  public:
-  explicit SharedStatLogger(std::shared_ptr<StatLogger> inner) : inner_(std::move(inner)) {}
+  explicit SharedStatLogger(std::shared_ptr<stats::EngineStatLogger> inner) : inner_(std::move(inner)) {}
   void record(const SchedulerStats* s, const IterationStats* i, int e) override { inner_->record(s, i, e); }
   void log() override { inner_->log(); }
   void log_engine_initialized() override { inner_->log_engine_initialized(); }
 
  private:
-  std::shared_ptr<StatLogger> inner_;
+  std::shared_ptr<stats::EngineStatLogger> inner_;
 };
 
 /// Ask `dest` and wait (bounded); a failure keeps its Status code, with `what` in front.
@@ -273,7 +273,7 @@ void Engine::Impl::spawn_actors() {
   setup.stat_loggers.loggers.push_back(std::make_unique<SharedStatLogger>(prometheus));
   if (options.load_stat_logger_plugins)
     for (auto& l : plugin_host::PluginHost::instance().make_stat_loggers(config, 0))
-      setup.stat_loggers.loggers.push_back(std::move(l));
+      setup.stat_loggers.loggers.push_back(std::make_unique<stats::PluginStatLogger>(std::move(l)));
   actors = actors::spawn_engine_actors(*system, std::move(setup));
   if (node_addresses.empty()) return;
   actors::NodeSupervisorSetup sup;

@@ -18,9 +18,9 @@
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/request/chat/chat_template.hpp"
 #include "runtime/core/engine_core/request_types.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
-#include "troupe/stats.hpp"
+#include "runtime/core/stats/engine_stats.hpp"
 #include "troupe/status.hpp"
 
 namespace caf {

@@ -17,7 +17,7 @@
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 
 namespace troupe::actors {
 

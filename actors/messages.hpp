@@ -23,9 +23,9 @@
 #include "runtime/core/engine_core/request_types.hpp"
 #include "runtime/rank/runner/worker_protocol.hpp"
 #include "troupe/attention.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
-#include "troupe/stats.hpp"
+#include "runtime/core/stats/engine_stats.hpp"
 
 CAF_ADD_ATOM(troupe_actors, troupe::actors, load_atom, "load")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, worker_atom, "worker")

@@ -17,7 +17,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/ranks.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 
 namespace troupe::actors {
 

@@ -13,7 +13,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/rank_group.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::actors {

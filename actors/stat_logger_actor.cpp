@@ -10,7 +10,7 @@ namespace troupe::actors {
 namespace {
 
 struct StatLoggerState {
-  std::vector<std::shared_ptr<StatLogger>> loggers;
+  std::vector<std::shared_ptr<stats::EngineStatLogger>> loggers;
   double interval_s = 5.0;
   int engine_index = 0;
   std::map<caf::actor_addr, stats_subscriber_actor> subscribers;

@@ -12,12 +12,12 @@
 
 #include "actors/messages.hpp"
 
-#include "troupe/stat_logger.hpp"
+#include "runtime/core/stats/engine_stat_logger.hpp"
 
 namespace troupe::actors {
 
 struct StatLoggerSetup {
-  std::vector<std::unique_ptr<StatLogger>> loggers;  // called in order on every step and interval
+  std::vector<std::unique_ptr<stats::EngineStatLogger>> loggers;  // called in order on every step and interval
   double log_interval_s = 5.0;                       // <= 0: log() never called periodically
   int engine_index = 0;
 };

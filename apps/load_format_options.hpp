@@ -8,7 +8,7 @@
 #include <string>
 
 #include "runtime/model_files/dummy/dummy_model.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::apps {

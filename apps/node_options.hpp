@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "actors/gate_actor.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::apps {

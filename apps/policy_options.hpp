@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/scheduler_policy.hpp"
 #include "troupe/status.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "runtime/rank/spec_decode/speculative_config.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::apps {

@@ -3,8 +3,8 @@
 namespace troupe::conformance {
 
 Result<std::unique_ptr<Session>> Session::open(const Platform& platform, int num_threads) {
-  EngineConfig config;
-  config.parallel.num_threads = num_threads;
+  ConfigValues config;  // the engine's defaults but for the thread count
+  TROUPE_RETURN_IF_ERROR(config.set_int("parallel.num_threads", num_threads));
   TROUPE_RETURN_IF_ERROR(platform.check_and_update_config(config));
   std::unique_ptr<Session> s(new Session(platform, std::move(config)));
   auto memory = platform.make_allocator(s->config_);
@@ -25,9 +25,9 @@ Result<std::unique_ptr<AttentionBackend>> Session::attention() const {
 }
 
 Result<std::unique_ptr<DeviceCommunicator>> Session::communicator() const {
-  ParallelConfig one;
-  one.tensor_parallel_size = 1;
-  one.pipeline_parallel_size = 1;
+  ConfigValues one = config_;
+  TROUPE_RETURN_IF_ERROR(one.set_int("parallel.tensor_parallel_size", 1));
+  TROUPE_RETURN_IF_ERROR(one.set_int("parallel.pipeline_parallel_size", 1));
   auto c = platform_.make_device_communicator(one, 0);
   if (c.ok() && !*c) return internal_error("platform " + platform_.device_type() + " returned no communicator");
   return c;

@@ -21,7 +21,7 @@ class Session {
   static Result<std::unique_ptr<Session>> open(const Platform& platform, int num_threads);
 
   const Platform& platform() const { return platform_; }
-  const EngineConfig& config() const { return config_; }
+  const ConfigView& config() const { return config_; }
   DeviceAllocator& memory() { return *memory_; }
   Ops& ops() { return *ops_; }
   /// A fresh attention backend of the platform (for one scenario).
@@ -41,9 +41,9 @@ class Session {
   void clear() { buffers_.clear(); }
 
  private:
-  Session(const Platform& platform, EngineConfig config) : platform_(platform), config_(std::move(config)) {}
+  Session(const Platform& platform, ConfigValues config) : platform_(platform), config_(std::move(config)) {}
   const Platform& platform_;
-  EngineConfig config_;
+  ConfigValues config_;
   std::unique_ptr<DeviceAllocator> memory_;
   std::unique_ptr<Ops> ops_;
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;

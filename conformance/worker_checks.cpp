@@ -244,10 +244,11 @@ void check_worker(const Platform& target, const ModelSource& model, const std::v
     c.step("golden tokens", invalid_argument("no golden cases were given"));
     return;
   }
-  EngineConfig config;
-  config.parallel.num_threads = options.num_threads;
-  config.scheduler.max_num_batched_tokens = 512;
-  config.lora.enable_lora = true;  // the worker offers its LoRA extension to the feature checks
+  constexpr int64_t kMaxBatchedTokens = 512;
+  ConfigValues config;  // ConfigValues takes any name: these sets cannot fail
+  (void)config.set_int("parallel.num_threads", options.num_threads);
+  (void)config.set_int("scheduler.max_num_batched_tokens", kMaxBatchedTokens);
+  (void)config.set_bool("lora.enable_lora", true);  // the worker offers its LoRA extension to the feature checks
   if (!c.step("check_and_update_config", target.check_and_update_config(config))) return;
   auto made = target.make_worker(config, 0);
   if (!c.step("make_worker", made.ok() ? Status{} : made.status())) return;
@@ -286,7 +287,7 @@ void check_worker(const Platform& target, const ModelSource& model, const std::v
   if (!c.step("compile_or_warm_up_model", w.compile_or_warm_up_model())) return;
   std::vector<int32_t> first_tokens;
   if (contract) {
-    auto got = greedy(w, goldens, spec->block_size, config.scheduler.max_num_batched_tokens);
+    auto got = greedy(w, goldens, spec->block_size, kMaxBatchedTokens);
     if (!got.ok()) {
       c.step("execute_model", got.status());
       return;
@@ -305,10 +306,10 @@ void check_worker(const Platform& target, const ModelSource& model, const std::v
   }
   if (features && !c.broken()) {
     if (first_tokens.empty()) {
-      auto got = greedy(w, {goldens.front()}, spec->block_size, config.scheduler.max_num_batched_tokens);
+      auto got = greedy(w, {goldens.front()}, spec->block_size, kMaxBatchedTokens);
       if (got.ok()) first_tokens = got->front();
     }
-    check_features(w, goldens, spec->block_size, config.scheduler.max_num_batched_tokens, first_tokens, c);
+    check_features(w, goldens, spec->block_size, kMaxBatchedTokens, first_tokens, c);
   }
 }
 

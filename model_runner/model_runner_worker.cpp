@@ -9,8 +9,12 @@
 
 namespace troupe {
 
-ModelRunnerWorker::ModelRunnerWorker(const EngineConfig& config, int rank, const Platform& platform)
-    : Worker(platform.device_type()), config_(config), rank_(rank), platform_(platform) {}
+ModelRunnerWorker::ModelRunnerWorker(const ConfigView& config, int rank, const Platform& platform)
+    : Worker(platform.device_type()),
+      config_(config),
+      settings_(RunnerSettings::from(config)),
+      rank_(rank),
+      platform_(platform) {}
 ModelRunnerWorker::~ModelRunnerWorker() = default;
 
 Status ModelRunnerWorker::init_device() {
@@ -22,13 +26,13 @@ Status ModelRunnerWorker::init_device() {
   tp_comm_.reset();  // a communicator id serves one world: leave the old one before meeting again
   comm_.reset();
   const std::string& dev = platform_.device_type();
-  const ParallelConfig& parallel = config_.parallel;
+  const ParallelSettings& parallel = settings_.parallel;
   const int tp = parallel.tensor_parallel_size, pp = parallel.pipeline_parallel_size;
   if (tp < 1 || pp < 1 || rank_ < 0 || rank_ >= parallel.world_size())
     return invalid_argument("rank " + std::to_string(rank_) + " is outside the world of " +
                             std::to_string(std::max(0, parallel.world_size())) + " ranks (tensor_parallel_size " +
                             std::to_string(tp) + " x pipeline_parallel_size " + std::to_string(pp) + ")");
-  auto made = platform_.make_device_communicator(parallel, rank_);
+  auto made = platform_.make_device_communicator(config_, rank_);
   if (!made.ok()) return made.status();
   if (!*made) return internal_error("platform " + dev + " returned an empty communicator");
   // Metered, so every step reports its communication (groups made from it share the meter).
@@ -77,14 +81,14 @@ Status ModelRunnerWorker::load_model(const ModelSource& source) {
   ctx.ops = ops_.get();
   ctx.attention = attention_.get();
   ctx.allocator = allocator_.get();
-  ctx.max_num_batched_tokens = std::max<int64_t>(1, config_.scheduler.max_num_batched_tokens);
+  ctx.max_num_batched_tokens = std::max<int64_t>(1, settings_.max_num_batched_tokens);
   ctx.communicator = comm_.get();
   ctx.tp_communicator = tp_comm_ ? tp_comm_.get() : comm_.get();
   ctx.tp_rank = tp_rank_;
-  ctx.tp_size = config_.parallel.tensor_parallel_size;
+  ctx.tp_size = settings_.parallel.tensor_parallel_size;
   ctx.pp_rank = pp_rank_;
-  ctx.pp_size = config_.parallel.pipeline_parallel_size;
-  if (config_.lora.enable_lora) ctx.loras = &loras_;
+  ctx.pp_size = settings_.parallel.pipeline_parallel_size;
+  if (settings_.enable_lora) ctx.loras = &loras_;
   auto model = model_registry::create(source.architecture(), source, ctx);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
@@ -104,21 +108,21 @@ Result<DType> ModelRunnerWorker::kv_cache_dtype(const std::string& cache_dtype) 
 Result<KvCacheSpec> ModelRunnerWorker::get_kv_cache_spec() const {
   if (!model_) return unavailable("get_kv_cache_spec before load_model");
   KvCacheSpec spec;
-  spec.block_size = config_.cache.block_size > 0 ? config_.cache.block_size : 16;
+  spec.block_size = settings_.cache.block_size > 0 ? settings_.cache.block_size : 16;
   // This rank's share: its pipeline stage's layers, its tensor-parallel slice of the kv heads.
   const KvCacheShape shape = model_->kv_cache_shape();
   spec.num_layers = shape.num_layers;
   spec.num_kv_heads = shape.num_kv_heads;
   spec.head_dim = shape.head_dim;
-  auto dtype = kv_cache_dtype(config_.cache.cache_dtype);
+  auto dtype = kv_cache_dtype(settings_.cache.cache_dtype);
   if (!dtype.ok()) return dtype.status();
   spec.dtype = *dtype;
   return spec;
 }
 
 Result<int64_t> ModelRunnerWorker::determine_available_memory() {
-  if (config_.cache.kv_cache_memory_bytes > 0) return config_.cache.kv_cache_memory_bytes;
-  const double share = config_.cache.memory_utilization;
+  if (settings_.cache.kv_cache_memory_bytes > 0) return settings_.cache.kv_cache_memory_bytes;
+  const double share = settings_.cache.memory_utilization;
   if (!(share > 0 && share <= 1))
     return invalid_argument("memory utilization " + std::to_string(share) + " must be in (0, 1]");
   const DeviceMemory mem = platform_.memory_info(0);
@@ -140,7 +144,7 @@ Status ModelRunnerWorker::initialize_from_config(const KvCacheConfig& config) {
   // Pipeline stages hold different numbers of layers, while the engine sizes one cache for
   // every rank (the block count is shared: block ids are the scheduler's): a stage keeps its
   // own layer count and takes the block size and dtype of the plan.
-  const bool layers_ok = s.num_layers == want->num_layers || config_.parallel.pipeline_parallel_size > 1;
+  const bool layers_ok = s.num_layers == want->num_layers || settings_.parallel.pipeline_parallel_size > 1;
   if (!layers_ok || s.num_kv_heads != want->num_kv_heads || s.head_dim != want->head_dim)
     return invalid_argument("KV cache config does not match the loaded model (layers, kv heads or head dim differ)");
   if (want->num_layers == 0) return {};  // an encoder keeps no KV cache: the blocks are bookkeeping only
@@ -153,18 +157,18 @@ Status ModelRunnerWorker::initialize_from_config(const KvCacheConfig& config) {
 
 void* ModelRunnerWorker::get_extension(std::string_view name) {
   if (name == SleepModeExtension::kName) return static_cast<SleepModeExtension*>(this);
-  if (name == LoraExtension::kName && config_.lora.enable_lora) return static_cast<LoraExtension*>(this);
+  if (name == LoraExtension::kName && settings_.enable_lora) return static_cast<LoraExtension*>(this);
   return nullptr;
 }
 
 Status ModelRunnerWorker::add_lora(int64_t lora_id, const LoraAdapterSpec& adapter) {
-  if (!config_.lora.enable_lora) return not_supported("LoRA is off: start the engine with --enable-lora");
-  if (config_.parallel.world_size() > 1)
+  if (!settings_.enable_lora) return not_supported("LoRA is off: start the engine with --enable-lora");
+  if (settings_.parallel.world_size() > 1)
     return not_supported("LoRA with tensor or pipeline parallelism (world size " +
-                         std::to_string(config_.parallel.world_size()) + ") is not implemented yet");
+                         std::to_string(settings_.parallel.world_size()) + ") is not implemented yet");
   TROUPE_RETURN_IF_ERROR(check_awake());
   if (!model_ || source_ == nullptr) return unavailable("add_lora before load_model");
-  TROUPE_RETURN_IF_ERROR(loras_.add(lora_id, adapter, *source_, *model_, *allocator_, config_.lora.max_lora_rank));
+  TROUPE_RETURN_IF_ERROR(loras_.add(lora_id, adapter, *source_, *model_, *allocator_, settings_.max_lora_rank));
   TROUPE_LOG_INFO("rank {}: LoRA adapter {} ({}) loaded, {} tensors, {:.2f} MiB on {}", rank_, lora_id, adapter.path,
                   adapter.targets.size() * 2, static_cast<double>(loras_.device_bytes()) / (1 << 20),
                   allocator_->name());
@@ -221,8 +225,8 @@ Status ModelRunnerWorker::execute_dummy_batch() {
   TROUPE_RETURN_IF_ERROR(check_awake());
   if (!model_) return unavailable("execute_dummy_batch before load_model");
   ExecuteModelRequest req;
-  req.batch = dummy_batch(attention_->spec().block_size, config_.scheduler.max_num_batched_tokens);
-  req.return_hidden_states = config_.model.runner == "pooling";  // what this engine's steps will ask for
+  req.batch = dummy_batch(attention_->spec().block_size, settings_.max_num_batched_tokens);
+  req.return_hidden_states = settings_.runner == "pooling";  // what this engine's steps will ask for
   auto out = execute_model(req);
   return out.status();
 }

@@ -446,7 +446,7 @@ std::optional<std::string> PluginHost::activated_platform_name() const {
   return impl_->active_name;
 }
 
-std::vector<std::unique_ptr<StatLogger>> PluginHost::make_stat_loggers(const EngineConfig& config, int engine_index) {
+std::vector<std::unique_ptr<StatLogger>> PluginHost::make_stat_loggers(const ConfigView& config, int engine_index) {
   load_all();
   std::vector<std::unique_ptr<StatLogger>> out;
   std::lock_guard lock(impl_->mu);
@@ -467,7 +467,7 @@ std::vector<std::unique_ptr<StatLogger>> PluginHost::make_stat_loggers(const Eng
   return out;
 }
 
-Result<std::unique_ptr<IOProcessor>> PluginHost::make_io_processor(const std::string& name, const EngineConfig& config) {
+Result<std::unique_ptr<IOProcessor>> PluginHost::make_io_processor(const std::string& name, const ConfigView& config) {
   load_all();
   std::lock_guard lock(impl_->mu);
   std::vector<std::string> available;

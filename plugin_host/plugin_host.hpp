@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "troupe/config.hpp"
+#include "troupe/config_view.hpp"
 #include "troupe/io_processor.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/stat_logger.hpp"
@@ -118,9 +118,9 @@ class PluginHost {
   const HostOptions& options() const;
 
   /// One logger per loaded stat-logger plugin.
-  std::vector<std::unique_ptr<StatLogger>> make_stat_loggers(const EngineConfig& config, int engine_index);
+  std::vector<std::unique_ptr<StatLogger>> make_stat_loggers(const ConfigView& config, int engine_index);
   /// The IO processor plugin named `name`.
-  Result<std::unique_ptr<IOProcessor>> make_io_processor(const std::string& name, const EngineConfig& config);
+  Result<std::unique_ptr<IOProcessor>> make_io_processor(const std::string& name, const ConfigView& config);
 
  private:
   struct Impl;

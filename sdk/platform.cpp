@@ -28,16 +28,17 @@ Status Platform::verify_quantization(std::string_view quant) const {
                        " (supported: " + list + ")");
 }
 
-Result<std::unique_ptr<DeviceAllocator>> Platform::make_allocator(const EngineConfig& /*config*/) const {
+Result<std::unique_ptr<DeviceAllocator>> Platform::make_allocator(const ConfigView& /*config*/) const {
   return make_host_allocator();
 }
 
-Result<std::string> Platform::make_communicator_id(const ParallelConfig& parallel) const {
-  const int world = parallel.world_size();
-  if (parallel.tensor_parallel_size >= 1 && parallel.pipeline_parallel_size >= 1 && world == 1) return std::string();
-  return not_supported("platform " + device_type() + " has no communicator for " + std::to_string(world) +
-                       " ranks (tensor_parallel_size " + std::to_string(parallel.tensor_parallel_size) +
-                       ", pipeline_parallel_size " + std::to_string(parallel.pipeline_parallel_size) + ")");
+Result<std::string> Platform::make_communicator_id(const ConfigView& parallel) const {
+  const int64_t tp = parallel.get_int("parallel.tensor_parallel_size", 1);
+  const int64_t pp = parallel.get_int("parallel.pipeline_parallel_size", 1);
+  if (tp == 1 && pp == 1) return std::string();
+  return not_supported("platform " + device_type() + " has no communicator for " + std::to_string(tp * pp) +
+                       " ranks (tensor_parallel_size " + std::to_string(tp) + ", pipeline_parallel_size " +
+                       std::to_string(pp) + ")");
 }
 
 }  // namespace troupe

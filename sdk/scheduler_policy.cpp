@@ -14,7 +14,7 @@ class FcfsPolicy final : public SchedulerPolicy {
   }
 };
 
-Result<std::unique_ptr<SchedulerPolicy>> make_fcfs(const EngineConfig&) {
+Result<std::unique_ptr<SchedulerPolicy>> make_fcfs(const ConfigView&) {
   return std::unique_ptr<SchedulerPolicy>(std::make_unique<FcfsPolicy>());
 }
 
@@ -31,7 +31,7 @@ std::vector<std::string> registered_policies() { return registry().names(); }
 
 bool is_registered(std::string_view name) { return registry().find(name) != nullptr; }
 
-Result<std::unique_ptr<SchedulerPolicy>> create(std::string_view name, const EngineConfig& config) {
+Result<std::unique_ptr<SchedulerPolicy>> create(std::string_view name, const ConfigView& config) {
   SchedulerPolicyFactory factory = registry().find(name);
   if (!factory) {
     const std::string list = registry().joined_names();

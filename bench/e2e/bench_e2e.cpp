@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/engine_config.hpp"
 #include "kernels/cpu/bandwidth.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "plugin_host/plugin_host.hpp"

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "troupe/communicator.hpp"
 #include "troupe/log.hpp"

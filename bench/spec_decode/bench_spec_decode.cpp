@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "runtime/core/generation/offline_generator.hpp"
 #include "runtime/rank/spec_decode/speculative_config.hpp"

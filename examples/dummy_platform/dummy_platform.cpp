@@ -5,29 +5,28 @@
 
 namespace dummy {
 
-troupe::Status DummyPlatform::check_and_update_config(troupe::EngineConfig& config) const {
-  config.parallel.worker_cls = "dummy.DummyWorker";
-  config.cache.block_size = 32;
-  config.compilation.graph_mode = "none";
-  config.extra["dummy_platform"] = "configured";
-  return {};
+troupe::Status DummyPlatform::check_and_update_config(troupe::ConfigEditor& config) const {
+  TROUPE_RETURN_IF_ERROR(config.set("parallel.worker_cls", "dummy.DummyWorker"));
+  TROUPE_RETURN_IF_ERROR(config.set_int("cache.block_size", 32));
+  TROUPE_RETURN_IF_ERROR(config.set("compilation.graph_mode", "none"));
+  return config.set("extra.dummy_platform", "configured");
 }
 
 // The dummy device cannot compute: every factory says so instead of pretending.
 troupe::Result<std::unique_ptr<troupe::AttentionBackend>> DummyPlatform::make_attention_backend(
-    const troupe::EngineConfig& /*config*/) const {
+    const troupe::ConfigView& /*config*/) const {
   return troupe::not_supported("attention is not implemented by the example platform dummy");
 }
-troupe::Result<std::unique_ptr<troupe::Ops>> DummyPlatform::make_ops(const troupe::EngineConfig& /*config*/) const {
+troupe::Result<std::unique_ptr<troupe::Ops>> DummyPlatform::make_ops(const troupe::ConfigView& /*config*/) const {
   return troupe::not_supported("compute ops are not implemented by the example platform dummy");
 }
 troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> DummyPlatform::make_device_communicator(
-    const troupe::ParallelConfig& /*parallel*/, int /*rank*/) const {
+    const troupe::ConfigView& /*parallel*/, int /*rank*/) const {
   return troupe::not_supported("a device communicator is not implemented by the example platform dummy");
 }
-troupe::Result<std::unique_ptr<troupe::Worker>> DummyPlatform::make_worker(const troupe::EngineConfig& config,
+troupe::Result<std::unique_ptr<troupe::Worker>> DummyPlatform::make_worker(const troupe::ConfigView& config,
                                                                            int /*rank*/) const {
-  return troupe::not_supported("worker " + config.parallel.worker_cls +
+  return troupe::not_supported("worker " + config.get_string("parallel.worker_cls") +
                                " is not implemented by the example platform dummy");
 }
 

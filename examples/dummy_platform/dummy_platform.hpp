@@ -14,14 +14,14 @@ class DummyPlatform final : public troupe::Platform {
   std::string device_name(int /*device_id*/ = 0) const override { return "DummyDevice"; }
 
   /// Picks the dummy worker and a block size of 32, and marks the config.
-  troupe::Status check_and_update_config(troupe::EngineConfig& config) const override;
+  troupe::Status check_and_update_config(troupe::ConfigEditor& config) const override;
 
   troupe::Result<std::unique_ptr<troupe::AttentionBackend>> make_attention_backend(
-      const troupe::EngineConfig& config) const override;
-  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::EngineConfig& config) const override;
+      const troupe::ConfigView& config) const override;
+  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::ConfigView& config) const override;
   troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(
-      const troupe::ParallelConfig& parallel, int rank) const override;
-  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::EngineConfig& config,
+      const troupe::ConfigView& parallel, int rank) const override;
+  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::ConfigView& config,
                                                               int rank) const override;
 
   troupe::DeviceMemory memory_info(int device_id = 0) const override;

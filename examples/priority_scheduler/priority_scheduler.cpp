@@ -20,7 +20,7 @@ class PriorityPolicy final : public troupe::SchedulerPolicy {
   bool uses_priority() const override { return true; }
 };
 
-troupe::Result<std::unique_ptr<troupe::SchedulerPolicy>> make_priority(const troupe::EngineConfig& /*config*/) {
+troupe::Result<std::unique_ptr<troupe::SchedulerPolicy>> make_priority(const troupe::ConfigView& /*config*/) {
   return std::unique_ptr<troupe::SchedulerPolicy>(std::make_unique<PriorityPolicy>());
 }
 

@@ -222,7 +222,7 @@ class SemanticSearch final : public troupe::IOProcessor {
   }
 };
 
-troupe::IOProcessor* make_semantic_search(const troupe::EngineConfig&) { return new SemanticSearch(); }
+troupe::IOProcessor* make_semantic_search(const troupe::ConfigView&) { return new SemanticSearch(); }
 
 }  // namespace
 

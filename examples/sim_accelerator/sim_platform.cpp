@@ -13,48 +13,52 @@ std::string SimPlatform::device_name(int /*device_id*/) const {
   return "troupe simulated accelerator (" + std::to_string(d_.capacity() >> 20) + " MiB)";
 }
 
-troupe::Status SimPlatform::check_and_update_config(troupe::EngineConfig& config) const {
-  const troupe::ParallelConfig& p = config.parallel;
-  if (p.tensor_parallel_size != 1 || p.pipeline_parallel_size != 1)
-    return troupe::invalid_argument("platform sim runs one rank only (tensor_parallel_size " +
-                                    std::to_string(p.tensor_parallel_size) + ", pipeline_parallel_size " +
-                                    std::to_string(p.pipeline_parallel_size) + " were asked): it has no multi-rank "
-                                    "communicator");
-  if (config.parallel.worker_cls.empty()) config.parallel.worker_cls = "sim.SimWorker";
-  if (config.parallel.num_threads <= 0) config.parallel.num_threads = 1;  // its kernels are single-threaded
-  if (config.cache.block_size <= 0) config.cache.block_size = 16;
-  config.compilation.enforce_eager = true;
-  config.compilation.graph_mode = "none";
-  return {};
+troupe::Status SimPlatform::check_and_update_config(troupe::ConfigEditor& config) const {
+  const int64_t tp = config.get_int("parallel.tensor_parallel_size", 1);
+  const int64_t pp = config.get_int("parallel.pipeline_parallel_size", 1);
+  if (tp != 1 || pp != 1)
+    return troupe::invalid_argument("platform sim runs one rank only (tensor_parallel_size " + std::to_string(tp) +
+                                    ", pipeline_parallel_size " + std::to_string(pp) +
+                                    " were asked): it has no multi-rank communicator");
+  if (config.get_string("parallel.worker_cls").empty())
+    TROUPE_RETURN_IF_ERROR(config.set("parallel.worker_cls", "sim.SimWorker"));
+  if (config.get_int("parallel.num_threads") <= 0)  // its kernels are single-threaded
+    TROUPE_RETURN_IF_ERROR(config.set_int("parallel.num_threads", 1));
+  if (config.get_int("cache.block_size", 16) <= 0) TROUPE_RETURN_IF_ERROR(config.set_int("cache.block_size", 16));
+  TROUPE_RETURN_IF_ERROR(config.set_bool("compilation.enforce_eager", true));
+  return config.set("compilation.graph_mode", "none");
 }
 
 troupe::Result<std::unique_ptr<troupe::AttentionBackend>> SimPlatform::make_attention_backend(
-    const troupe::EngineConfig& /*config*/) const {
+    const troupe::ConfigView& /*config*/) const {
   return std::unique_ptr<troupe::AttentionBackend>(new SimAttentionBackend(d_));
 }
 
-troupe::Result<std::unique_ptr<troupe::Ops>> SimPlatform::make_ops(const troupe::EngineConfig& /*config*/) const {
+troupe::Result<std::unique_ptr<troupe::Ops>> SimPlatform::make_ops(const troupe::ConfigView& /*config*/) const {
   broken_op();  // logs the deliberately broken op, if any, once
   return std::unique_ptr<troupe::Ops>(new SimOps(d_));
 }
 
 troupe::Result<std::unique_ptr<troupe::DeviceAllocator>> SimPlatform::make_allocator(
-    const troupe::EngineConfig& /*config*/) const {
+    const troupe::ConfigView& /*config*/) const {
   return std::unique_ptr<troupe::DeviceAllocator>(new SimAllocator(d_));
 }
 
 troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> SimPlatform::make_device_communicator(
-    const troupe::ParallelConfig& parallel, int rank) const {
-  if (parallel.world_size() != 1 || rank != 0)
+    const troupe::ConfigView& parallel, int rank) const {
+  const int64_t world =
+      parallel.get_int("parallel.tensor_parallel_size", 1) * parallel.get_int("parallel.pipeline_parallel_size", 1);
+  if (world != 1 || rank != 0)
     return troupe::not_supported("platform sim has no communicator for rank " + std::to_string(rank) + " of " +
-                                 std::to_string(parallel.world_size()) + ": it runs a world of one rank only");
+                                 std::to_string(world) + ": it runs a world of one rank only");
   return std::unique_ptr<troupe::DeviceCommunicator>(new SimCommunicator(d_));
 }
 
-troupe::Result<std::unique_ptr<troupe::Worker>> SimPlatform::make_worker(const troupe::EngineConfig& config,
+troupe::Result<std::unique_ptr<troupe::Worker>> SimPlatform::make_worker(const troupe::ConfigView& config,
                                                                          int rank) const {
-  if (!config.parallel.worker_cls.empty() && config.parallel.worker_cls != "sim.SimWorker")
-    return troupe::not_found("platform sim has no worker class '" + config.parallel.worker_cls + "'");
+  const std::string worker_cls = config.get_string("parallel.worker_cls");
+  if (!worker_cls.empty() && worker_cls != "sim.SimWorker")
+    return troupe::not_found("platform sim has no worker class '" + worker_cls + "'");
   return std::unique_ptr<troupe::Worker>(new SimWorker(config, rank, *this));
 }
 

@@ -17,15 +17,15 @@ class SimPlatform final : public troupe::Platform {
   std::string device_type() const override { return "sim"; }
   std::string device_name(int device_id = 0) const override;
   /// The sim worker, block size 16 unless set, eager steps; a world of more than one rank is refused.
-  troupe::Status check_and_update_config(troupe::EngineConfig& config) const override;
+  troupe::Status check_and_update_config(troupe::ConfigEditor& config) const override;
   troupe::Result<std::unique_ptr<troupe::AttentionBackend>> make_attention_backend(
-      const troupe::EngineConfig& config) const override;
-  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::EngineConfig& config) const override;
+      const troupe::ConfigView& config) const override;
+  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::ConfigView& config) const override;
   troupe::Result<std::unique_ptr<troupe::DeviceAllocator>> make_allocator(
-      const troupe::EngineConfig& config) const override;
+      const troupe::ConfigView& config) const override;
   troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(
-      const troupe::ParallelConfig& parallel, int rank) const override;
-  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::EngineConfig& config,
+      const troupe::ConfigView& parallel, int rank) const override;
+  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::ConfigView& config,
                                                               int rank) const override;
   troupe::DeviceMemory memory_info(int device_id = 0) const override;
   /// Exactly the weight types its kernels read.
@@ -41,7 +41,7 @@ class SimPlatform final : public troupe::Platform {
 /// The SDK's worker over the sim's parts; it only describes the device differently.
 class SimWorker final : public troupe::ModelRunnerWorker {
  public:
-  SimWorker(const troupe::EngineConfig& config, int rank, const SimPlatform& platform)
+  SimWorker(const troupe::ConfigView& config, int rank, const SimPlatform& platform)
       : ModelRunnerWorker(config, rank, platform) {}
 
  protected:

@@ -14,23 +14,22 @@ class JsonlStatLogger final : public troupe::StatLogger {
  public:
   JsonlStatLogger(std::string path, int engine_index) : path_(std::move(path)), engine_index_(engine_index) {}
 
-  void record(const troupe::SchedulerStats* s, const troupe::IterationStats* it, int /*engine_index*/) override {
+  // Reads the step by name (troupe/stat_logger.hpp): an engine that reports more numbers
+  // needs no rebuild of this plugin.
+  void record(const troupe::StepStatsView& step, int /*engine_index*/) override {
+    auto count = [&](std::string_view name) { return static_cast<int64_t>(step.number(name).value_or(0)); };
     std::lock_guard lock(mu_);
-    if (s) {
-      ++steps_;
-      running_ = s->num_running_reqs;
-      waiting_ = s->num_waiting_reqs;
-      kv_cache_usage_ = s->kv_cache_usage;
-      sleep_level_ = s->sleep_level;
-      prefix_queries_ += s->prefix_cache_queries;
-      prefix_hits_ += s->prefix_cache_hits;
-      preempted_ += s->num_preempted_reqs;
-    }
-    if (it) {
-      prompt_tokens_ += it->num_prompt_tokens;
-      generation_tokens_ += it->num_generation_tokens;
-      finished_ += static_cast<int64_t>(it->finished_requests.size());
-    }
+    if (step.number("step")) ++steps_;
+    running_ = count("num_running_reqs");
+    waiting_ = count("num_waiting_reqs");
+    kv_cache_usage_ = step.number("kv_cache_usage").value_or(kv_cache_usage_);
+    sleep_level_ = count("sleep_level");
+    prefix_queries_ += count("prefix_cache_queries");
+    prefix_hits_ += count("prefix_cache_hits");
+    preempted_ += count("num_preempted_reqs");
+    prompt_tokens_ += count("num_prompt_tokens");
+    generation_tokens_ += count("num_generation_tokens");
+    finished_ += step.num_finished_requests();
   }
 
   void log() override {
@@ -66,12 +65,12 @@ class JsonlStatLogger final : public troupe::StatLogger {
   int64_t interval_ = 0;
   int64_t steps_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0, finished_ = 0, preempted_ = 0;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
-  int running_ = 0, waiting_ = 0;
+  int64_t running_ = 0, waiting_ = 0;
   double kv_cache_usage_ = 0.0;
-  int sleep_level_ = 0;
+  int64_t sleep_level_ = 0;
 };
 
-troupe::StatLogger* make_jsonl_logger(const troupe::EngineConfig& /*config*/, int engine_index) {
+troupe::StatLogger* make_jsonl_logger(const troupe::ConfigView& /*config*/, int engine_index) {
   const char* path = std::getenv("TROUPE_STAT_LOG_FILE");
   return new JsonlStatLogger(path ? path : "", engine_index);
 }

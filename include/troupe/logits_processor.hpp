@@ -1,6 +1,6 @@
 // LogitsProcessor: a batch-level hook on every step's logits before sampling
 // (vLLM v1's logits processors). A general plugin registers a factory by name;
-// the engine enables processors by name (EngineConfig::model.logits_processors,
+// the engine enables processors by name (the setting "model.logits_processors",
 // `--logits-processors a,b`) and runs them, in that order, on the rank that
 // samples. Per-request arguments come from the request (the OpenAI body's
 // `vllm_xargs` object, SamplingParams::extra_args) as JSON text; a processor
@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "troupe/config.hpp"
+#include "troupe/config_view.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe {
@@ -43,7 +43,7 @@ class TokenizerView {
 };
 
 struct LogitsProcessorContext {
-  const EngineConfig* config = nullptr;
+  const ConfigView* config = nullptr;
   int64_t vocab_size = 0;                    // width of a logits row (the model's vocabulary)
   const TokenizerView* tokenizer = nullptr;  // outlives the processor
 };

@@ -10,7 +10,7 @@
 
 #include "troupe/attention.hpp"
 #include "troupe/communicator.hpp"
-#include "troupe/config.hpp"
+#include "troupe/config_view.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/status.hpp"
@@ -39,28 +39,30 @@ class Platform {
   /// Human-readable name of device `device_id` ("AMD EPYC 7B13", "NVIDIA H200").
   virtual std::string device_name(int device_id = 0) const = 0;
 
-  /// Validate and adjust the engine config: choose worker_cls, block size, graph mode, ...
-  virtual Status check_and_update_config(EngineConfig& config) const = 0;
+  /// Validate and adjust the engine's settings (troupe/config_view.hpp): choose
+  /// "parallel.worker_cls", "cache.block_size", "compilation.graph_mode", ...
+  virtual Status check_and_update_config(ConfigEditor& config) const = 0;
 
   /// The attention backend this platform uses for `config` (vLLM's get_attn_backend_cls).
-  virtual Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const = 0;
+  virtual Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const ConfigView& config) const = 0;
   /// Compute kernels for model definitions.
-  virtual Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const = 0;
+  virtual Result<std::unique_ptr<Ops>> make_ops(const ConfigView& config) const = 0;
   /// The memory a worker's model keeps its weights and activations in, and the copies to
   /// and from it. The default is host memory (make_host_allocator()), right for platforms
   /// whose kernels run on the host; a device platform returns its own.
-  virtual Result<std::unique_ptr<DeviceAllocator>> make_allocator(const EngineConfig& config) const;
-  /// A fresh rendezvous id for the communicator of the ranks of `parallel` (world size
-  /// tensor_parallel_size * pipeline_parallel_size). The head calls it once, in its own
-  /// process, and sends the id to every rank in config.parallel.communicator_id. The SDK
-  /// default answers "" for a world of 1 and not_supported otherwise.
-  virtual Result<std::string> make_communicator_id(const ParallelConfig& parallel) const;
+  virtual Result<std::unique_ptr<DeviceAllocator>> make_allocator(const ConfigView& config) const;
+  /// A fresh rendezvous id for the communicator of the ranks of `parallel` (its
+  /// "parallel.*" settings: world size tensor_parallel_size * pipeline_parallel_size). The
+  /// head calls it once, in its own process, and sends the id to every rank in
+  /// "parallel.communicator_id". The SDK default answers "" for a world of 1 and
+  /// not_supported otherwise.
+  virtual Result<std::string> make_communicator_id(const ConfigView& parallel) const;
   /// Collectives for global rank `rank` of the world of `parallel`, meeting the other ranks
-  /// at parallel.communicator_id. Every rank of the world calls it (in its own process).
-  virtual Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
+  /// at "parallel.communicator_id". Every rank of the world calls it (in its own process).
+  virtual Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ConfigView& parallel,
                                                                                int rank) const = 0;
-  /// The worker named by config.parallel.worker_cls for `rank`.
-  virtual Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const = 0;
+  /// The worker named by "parallel.worker_cls" for `rank`.
+  virtual Result<std::unique_ptr<Worker>> make_worker(const ConfigView& config, int rank) const = 0;
 
   /// Total and free memory of device `device_id`.
   virtual DeviceMemory memory_info(int device_id = 0) const = 0;

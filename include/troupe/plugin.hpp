@@ -9,7 +9,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "troupe/config.hpp"
+#include "troupe/config_view.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/io_processor.hpp"
 #include "troupe/logits_processor.hpp"
@@ -23,7 +23,7 @@
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
 /// (TROUPE_SDK_FINGERPRINT catches a forgotten bump; the version names the release.)
-#define TROUPE_ABI_VERSION 13u
+#define TROUPE_ABI_VERSION 14u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -52,9 +52,9 @@ using RegisterFn = Status (*)();
 /// plugins` shows. The host owns the returned object and never unloads the library.
 using PlatformProbeFn = Platform* (*)(std::string* why_not);
 /// IO processor plugins: a new processor for this engine config (host owns it).
-using IOProcessorFactoryFn = IOProcessor* (*)(const EngineConfig& config);
+using IOProcessorFactoryFn = IOProcessor* (*)(const ConfigView& config);
 /// Stat logger plugins: a new logger for engine `engine_index` (host owns it).
-using StatLoggerFactoryFn = StatLogger* (*)(const EngineConfig& config, int engine_index);
+using StatLoggerFactoryFn = StatLogger* (*)(const ConfigView& config, int engine_index);
 
 /// A fingerprint of the layouts of the SDK's types that cross the plugin boundary
 /// (sizes and alignments, FNV-1a). It catches what TROUPE_ABI_VERSION alone misses: a
@@ -70,16 +70,15 @@ constexpr uint64_t sdk_layout_fingerprint() {
   };
   for (uint64_t v : std::initializer_list<uint64_t>{
            sizeof(std::string), alignof(std::string), sizeof(std::vector<float>), sizeof(Status),
-           alignof(Status), sizeof(ModelConfig), sizeof(CacheConfig), sizeof(SchedulerConfig),
-           sizeof(ParallelConfig), sizeof(CompilationConfig), sizeof(SpeculativeConfig), sizeof(EngineConfig), alignof(EngineConfig),
+           alignof(Status), sizeof(ConfigValues), sizeof(std::optional<std::string>),
            sizeof(DeviceMemory), sizeof(KvCacheSpec), sizeof(KvCacheConfig), sizeof(ForwardBatch),
-           sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput), sizeof(SpecDecodingStats), sizeof(SchedulerStats),
+           sizeof(ModelInfo), sizeof(ExecuteModelRequest), sizeof(ModelRunnerOutput),
            sizeof(Platform), sizeof(Worker), sizeof(Ops), sizeof(AttentionBackend), sizeof(DeviceCommunicator),
            sizeof(IOProcessor), sizeof(StatLogger), sizeof(ModelContext), sizeof(WeightTensor),
            sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights),
            sizeof(SchedulingRequest), sizeof(SchedulerPolicy), sizeof(TokenizerView), sizeof(LogitsProcessorContext),
            sizeof(LogitsRequest), sizeof(LogitsRow), sizeof(LogitsBatch), sizeof(LogitsProcessor),
-           sizeof(LoraConfig), sizeof(LoraTargetSpec), sizeof(LoraAdapterSpec), sizeof(LoraWeights)})
+           sizeof(LoraTargetSpec), sizeof(LoraAdapterSpec), sizeof(LoraWeights)})
     mix(v);
   return h;
 }

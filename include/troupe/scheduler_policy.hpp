@@ -6,7 +6,7 @@
 //   - when KV blocks run out, the running request that is last in policy
 //     order is preempted first (ties: the most recently admitted one).
 // A policy is registered by name (built in: "fcfs"; general plugins add
-// more) and chosen with EngineConfig::scheduler.scheduler_cls
+// more) and chosen with the setting "scheduler.scheduler_cls"
 // (`--scheduler-cls NAME`, or a platform's check_and_update_config).
 #pragma once
 
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "troupe/config.hpp"
+#include "troupe/config_view.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe {
@@ -44,7 +44,7 @@ class SchedulerPolicy {
 };
 
 /// Makes a policy for an engine. An error stops the engine's start with its message.
-using SchedulerPolicyFactory = Result<std::unique_ptr<SchedulerPolicy>> (*)(const EngineConfig& config);
+using SchedulerPolicyFactory = Result<std::unique_ptr<SchedulerPolicy>> (*)(const ConfigView& config);
 
 /// The built-in policy's name: first come, first served (by arrival order).
 inline constexpr const char* kFcfsSchedulerPolicy = "fcfs";
@@ -58,7 +58,7 @@ void register_policy(std::string_view name, SchedulerPolicyFactory factory);
 std::vector<std::string> registered_policies();
 bool is_registered(std::string_view name);
 /// A new policy named `name`; not_found lists the registered ones.
-Result<std::unique_ptr<SchedulerPolicy>> create(std::string_view name, const EngineConfig& config);
+Result<std::unique_ptr<SchedulerPolicy>> create(std::string_view name, const ConfigView& config);
 }  // namespace scheduler_policy_registry
 
 }  // namespace troupe

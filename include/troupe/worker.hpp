@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "troupe/attention.hpp"
-#include "troupe/config.hpp"
+#include "troupe/config_view.hpp"
 #include "troupe/model.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/status.hpp"

@@ -17,17 +17,19 @@
 #include "platforms/cpu/cpu_worker.hpp"
 #include "platforms/cpu/shm_communicator.hpp"
 #include "platforms/cpu/tcp_communicator.hpp"
+#include "troupe/model_runner/settings.hpp"
 
 namespace troupe::cpu {
 
-Result<std::unique_ptr<AttentionBackend>> CpuPlatform::make_attention_backend(const EngineConfig& config) const {
-  auto dtype = cpu_kv_cache_dtype(config.cache.cache_dtype);
+Result<std::unique_ptr<AttentionBackend>> CpuPlatform::make_attention_backend(const ConfigView& config) const {
+  auto dtype = cpu_kv_cache_dtype(config.get_string("cache.cache_dtype", "auto"));
   if (!dtype.ok()) return dtype.status();
-  return std::unique_ptr<AttentionBackend>(new CpuAttentionBackend(process_pool(config.parallel.num_threads)));
+  return std::unique_ptr<AttentionBackend>(
+      new CpuAttentionBackend(process_pool(static_cast<int>(config.get_int("parallel.num_threads")))));
 }
 
-Result<std::unique_ptr<Ops>> CpuPlatform::make_ops(const EngineConfig& config) const {
-  return std::unique_ptr<Ops>(new CpuOps(process_pool(config.parallel.num_threads)));
+Result<std::unique_ptr<Ops>> CpuPlatform::make_ops(const ConfigView& config) const {
+  return std::unique_ptr<Ops>(new CpuOps(process_pool(static_cast<int>(config.get_int("parallel.num_threads")))));
 }
 
 namespace {
@@ -42,7 +44,8 @@ std::string this_host() {
 
 }  // namespace
 
-Result<std::string> CpuPlatform::make_communicator_id(const ParallelConfig& parallel) const {
+Result<std::string> CpuPlatform::make_communicator_id(const ConfigView& config) const {
+  const ParallelSettings parallel = ParallelSettings::from(config);
   if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1)
     return invalid_argument("a communicator needs tensor_parallel_size and pipeline_parallel_size of at least 1");
   if (parallel.world_size() == 1) return std::string();
@@ -64,8 +67,9 @@ Result<std::string> CpuPlatform::make_communicator_id(const ParallelConfig& para
   return std::string(kIdPrefix) + this_host() + ":" + token;
 }
 
-Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(const ParallelConfig& parallel,
+Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicator(const ConfigView& config,
                                                                                   int rank) const {
+  const ParallelSettings parallel = ParallelSettings::from(config);
   const int world = parallel.world_size();
   if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1 || rank < 0 || rank >= world)
     return invalid_argument("platform cpu: rank " + std::to_string(rank) + " is outside the world of " +
@@ -77,7 +81,7 @@ Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicato
   if (id.empty())
     return invalid_argument("platform cpu needs a communicator id for a world of " + std::to_string(world) +
                             " ranks: the head makes one with Platform::make_communicator_id and sends it to every "
-                            "rank in config.parallel.communicator_id");
+                            "rank in the setting parallel.communicator_id");
   if (id.rfind(kTcpIdPrefix, 0) == 0) {
     auto where = parse_tcp_id(id);
     if (!where.ok()) return Status(where.status().code(), "platform cpu: " + where.status().message());
@@ -119,9 +123,10 @@ Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicato
   return std::unique_ptr<DeviceCommunicator>(std::move(*comm));
 }
 
-Result<std::unique_ptr<Worker>> CpuPlatform::make_worker(const EngineConfig& config, int rank) const {
-  if (!config.parallel.worker_cls.empty() && config.parallel.worker_cls != "troupe.cpu.CpuWorker")
-    return not_found("platform cpu has no worker class '" + config.parallel.worker_cls + "'");
+Result<std::unique_ptr<Worker>> CpuPlatform::make_worker(const ConfigView& config, int rank) const {
+  const std::string worker_cls = config.get_string("parallel.worker_cls");
+  if (!worker_cls.empty() && worker_cls != "troupe.cpu.CpuWorker")
+    return not_found("platform cpu has no worker class '" + worker_cls + "'");
   return std::unique_ptr<Worker>(new CpuWorker(config, rank, *this));
 }
 

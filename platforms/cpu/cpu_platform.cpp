@@ -9,6 +9,7 @@
 #include "platforms/cpu/cpu_attention.hpp"
 #include "platforms/cpu/cpu_ops.hpp"
 #include "troupe/log.hpp"
+#include "troupe/model_runner/settings.hpp"
 
 namespace troupe::cpu {
 
@@ -24,8 +25,8 @@ std::string CpuPlatform::device_name(int) const {
   return "cpu";
 }
 
-Status CpuPlatform::check_and_update_config(EngineConfig& config) const {
-  ParallelConfig& parallel = config.parallel;
+Status CpuPlatform::check_and_update_config(ConfigEditor& config) const {
+  const ParallelSettings parallel = ParallelSettings::from(config);
   if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1)
     return invalid_argument("tensor_parallel_size (" + std::to_string(parallel.tensor_parallel_size) +
                             ") and pipeline_parallel_size (" + std::to_string(parallel.pipeline_parallel_size) +
@@ -36,21 +37,20 @@ Status CpuPlatform::check_and_update_config(EngineConfig& config) const {
                             std::to_string(world) + " (tensor_parallel_size x pipeline_parallel_size)");
   // Whether the model's heads and layers divide is checked where the model is loaded (its
   // head counts are not in the config): LlamaModel::create answers with vLLM's wording.
-  if (parallel.worker_cls.empty()) parallel.worker_cls = "troupe.cpu.CpuWorker";
+  if (parallel.worker_cls.empty()) TROUPE_RETURN_IF_ERROR(config.set("parallel.worker_cls", "troupe.cpu.CpuWorker"));
   if (parallel.num_threads <= 0) {
     // One rank per process, all on this host: the ranks share its cores.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    parallel.num_threads = std::max(1, cores / world);
+    TROUPE_RETURN_IF_ERROR(config.set_int("parallel.num_threads", std::max(1, cores / world)));
   }
-  if (config.cache.block_size <= 0) config.cache.block_size = 16;
+  if (config.get_int("cache.block_size", 16) <= 0) TROUPE_RETURN_IF_ERROR(config.set_int("cache.block_size", 16));
   // The KV cache is f16 unless asked otherwise: half the memory and bandwidth of f32 (llama.cpp's default too).
-  auto kv_dtype = cpu_kv_cache_dtype(config.cache.cache_dtype);
+  auto kv_dtype = cpu_kv_cache_dtype(config.get_string("cache.cache_dtype", "auto"));
   if (!kv_dtype.ok()) return kv_dtype.status();
-  config.cache.cache_dtype = *kv_dtype == DType::f16 ? "float16" : "float32";
+  TROUPE_RETURN_IF_ERROR(config.set("cache.cache_dtype", *kv_dtype == DType::f16 ? "float16" : "float32"));
   // No graph capture on CPUs: every step runs eagerly.
-  config.compilation.enforce_eager = true;
-  config.compilation.graph_mode = "none";
-  return {};
+  TROUPE_RETURN_IF_ERROR(config.set_bool("compilation.enforce_eager", true));
+  return config.set("compilation.graph_mode", "none");
 }
 
 DeviceMemory CpuPlatform::memory_info(int) const {

@@ -14,18 +14,18 @@ class CpuPlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::cpu; }
   std::string device_type() const override { return "cpu"; }
   std::string device_name(int device_id = 0) const override;
-  Status check_and_update_config(EngineConfig& config) const override;
-  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override;
-  Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override;
+  Status check_and_update_config(ConfigEditor& config) const override;
+  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const ConfigView& config) const override;
+  Result<std::unique_ptr<Ops>> make_ops(const ConfigView& config) const override;
   /// parallel.communicator_host empty: "cpu-shm:<host>:troupe-<pid>-<random>", a shared
   /// memory segment on this host. Else "cpu-tcp:<communicator_host>:<port>:<token>": opens a
   /// listener there, in this process, for rank 0 (which must then run in this process).
-  Result<std::string> make_communicator_id(const ParallelConfig& parallel) const override;
+  Result<std::string> make_communicator_id(const ConfigView& parallel) const override;
   /// World of 1: a local communicator. A cpu-shm id: a ShmCommunicator (the id must name this
   /// host); a cpu-tcp id: a TcpCommunicator.
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ConfigView& parallel,
                                                                        int rank) const override;
-  Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override;
+  Result<std::unique_ptr<Worker>> make_worker(const ConfigView& config, int rank) const override;
   DeviceMemory memory_info(int device_id = 0) const override;
   std::vector<std::string> supported_quantizations() const override;
   bool supports(std::string_view capability) const override;

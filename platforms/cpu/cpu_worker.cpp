@@ -16,7 +16,7 @@ Result<DType> CpuWorker::kv_cache_dtype(const std::string& cache_dtype) const {
 }
 
 std::string CpuWorker::describe_device() const {
-  return std::to_string(process_pool(config().parallel.num_threads)->size()) + " threads, kernels " +
+  return std::to_string(process_pool(settings().parallel.num_threads)->size()) + " threads, kernels " +
          kernels::cpu::isa_name();
 }
 
@@ -31,7 +31,7 @@ Result<int64_t> CpuWorker::determine_available_memory() {
                               "'");
     return static_cast<int64_t>(gib * static_cast<double>(kGiB));
   }
-  if (config().cache.kv_cache_memory_bytes > 0) return config().cache.kv_cache_memory_bytes;
+  if (settings().cache.kv_cache_memory_bytes > 0) return settings().cache.kv_cache_memory_bytes;
   const int64_t free_bytes = platform().memory_info().free_bytes;
   const int64_t cap = free_bytes > 0 ? static_cast<int64_t>(static_cast<double>(free_bytes) * 0.5) : kGiB;
   return std::min(kGiB, cap);

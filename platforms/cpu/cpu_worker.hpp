@@ -10,11 +10,11 @@ namespace troupe::cpu {
 
 class CpuWorker final : public ModelRunnerWorker {
  public:
-  CpuWorker(const EngineConfig& config, int rank, const Platform& platform)
+  CpuWorker(const ConfigView& config, int rank, const Platform& platform)
       : ModelRunnerWorker(config, rank, platform) {}
 
   /// TROUPE_CPU_KVCACHE_SPACE (GiB, like vLLM's VLLM_CPU_KVCACHE_SPACE) when set, else
-  /// kv_cache_memory_bytes, else half the free memory up to 1 GiB.
+  /// "cache.kv_cache_memory_bytes", else half the free memory up to 1 GiB.
   Result<int64_t> determine_available_memory() override;
 
  protected:

@@ -95,14 +95,14 @@ ReplayDifference compare_logits(const std::vector<float>& want, const std::vecto
   return d;
 }
 
-DecodeGraphShape decode_graph_shape(const EngineConfig& config, int64_t context_length, const BatchGeometry& g) {
+DecodeGraphShape decode_graph_shape(const RunnerSettings& config, int64_t context_length, const BatchGeometry& g) {
   DecodeGraphShape shape;
   if (g.num_blocks <= 0 || g.block_size <= 0) return shape;
-  const int64_t context = config.model.max_model_len > 0 ? config.model.max_model_len : context_length;
+  const int64_t context = config.max_model_len > 0 ? config.max_model_len : context_length;
   shape.width = static_cast<size_t>(
       context > 0 ? std::min<int64_t>((context + g.block_size - 1) / g.block_size, g.num_blocks) : g.num_blocks);
   const int64_t max_batch = std::min<int64_t>(
-      {int64_t{config.scheduler.max_num_seqs}, config.scheduler.max_num_batched_tokens, int64_t{512}});
+      {int64_t{config.max_num_seqs}, config.max_num_batched_tokens, int64_t{512}});
   shape.sizes = CudaGraphRunner::capture_sizes(static_cast<int>(std::max<int64_t>(0, max_batch)));
   return shape;
 }
@@ -116,11 +116,11 @@ int64_t staging_bytes_per_step(int64_t tokens, int64_t seqs, size_t width) {
          aligned((seqs + 1) * static_cast<int64_t>(sizeof(int32_t)));
 }
 
-LaterAllocations later_allocations(const EngineConfig& config, const ModelInfo& info, bool graphs) {
+LaterAllocations later_allocations(const RunnerSettings& config, const ModelInfo& info, bool graphs) {
   LaterAllocations a;
   const int64_t vocab = std::max<int64_t>(0, info.vocab_size);
-  const int64_t tokens = std::max<int64_t>(1, config.scheduler.max_num_batched_tokens);
-  const int64_t seqs = std::max<int64_t>(1, config.scheduler.max_num_seqs);
+  const int64_t tokens = std::max<int64_t>(1, config.max_num_batched_tokens);
+  const int64_t seqs = std::max<int64_t>(1, config.max_num_seqs);
   const int block_size = config.cache.block_size > 0 ? config.cache.block_size : 16;
   int64_t rows = seqs;
   if (graphs) {

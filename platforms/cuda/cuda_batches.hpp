@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "troupe/config.hpp"
+#include "troupe/model_runner/settings.hpp"
 #include "troupe/model.hpp"
 
 namespace troupe::cuda {
@@ -58,7 +58,7 @@ struct DecodeGraphShape {
   std::vector<int> sizes;  // ascending; empty: no decode batch size to capture
   size_t width = 0;
 };
-DecodeGraphShape decode_graph_shape(const EngineConfig& config, int64_t context_length, const BatchGeometry& g);
+DecodeGraphShape decode_graph_shape(const RunnerSettings& config, int64_t context_length, const BatchGeometry& g);
 
 /// Bytes one step stages (CudaContext::stage) at most: ids and positions of `tokens`
 /// tokens, the attention arrays of `seqs` sequences with tables `width` wide, the
@@ -77,6 +77,6 @@ struct LaterAllocations {
   int64_t logits = 0, sampling = 0, cublas = 0, graphs = 0;
   int64_t total() const { return logits + sampling + cublas + graphs; }
 };
-LaterAllocations later_allocations(const EngineConfig& config, const ModelInfo& info, bool graphs);
+LaterAllocations later_allocations(const RunnerSettings& config, const ModelInfo& info, bool graphs);
 
 }  // namespace troupe::cuda

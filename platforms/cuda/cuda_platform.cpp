@@ -23,8 +23,8 @@ std::string CudaPlatform::device_name(int device_id) const {
   return prop.name;
 }
 
-Status CudaPlatform::check_and_update_config(EngineConfig& config) const {
-  ParallelConfig& parallel = config.parallel;
+Status CudaPlatform::check_and_update_config(ConfigEditor& config) const {
+  const ParallelSettings parallel = ParallelSettings::from(config);
   if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1)
     return invalid_argument("tensor_parallel_size (" + std::to_string(parallel.tensor_parallel_size) +
                             ") and pipeline_parallel_size (" + std::to_string(parallel.pipeline_parallel_size) +
@@ -37,37 +37,38 @@ Status CudaPlatform::check_and_update_config(EngineConfig& config) const {
     return not_supported("platform cuda was built without NCCL: it runs a world of 1 rank, not " +
                          std::to_string(parallel.world_size()));
 #endif
-  if (parallel.worker_cls.empty()) parallel.worker_cls = "troupe.cuda.CudaWorker";
-  if (config.cache.block_size <= 0) config.cache.block_size = 16;
-  auto kv = cuda_kv_cache_dtype(config.cache.cache_dtype);
+  if (parallel.worker_cls.empty()) TROUPE_RETURN_IF_ERROR(config.set("parallel.worker_cls", "troupe.cuda.CudaWorker"));
+  if (config.get_int("cache.block_size", 16) <= 0) TROUPE_RETURN_IF_ERROR(config.set_int("cache.block_size", 16));
+  auto kv = cuda_kv_cache_dtype(config.get_string("cache.cache_dtype", "auto"));
   if (!kv.ok()) return kv.status();
-  config.cache.cache_dtype = *kv == DType::f16 ? "float16" : *kv == DType::bf16 ? "bfloat16" : "float32";
+  TROUPE_RETURN_IF_ERROR(
+      config.set("cache.cache_dtype", *kv == DType::f16 ? "float16" : *kv == DType::bf16 ? "bfloat16" : "float32"));
   // Decode steps replay CUDA graphs unless --enforce-eager (the worker says when it cannot).
-  config.compilation.graph_mode = config.compilation.enforce_eager ? "none" : "cuda_graph";
-  return {};
+  return config.set("compilation.graph_mode", config.get_bool("compilation.enforce_eager") ? "none" : "cuda_graph");
 }
 
-Result<std::unique_ptr<AttentionBackend>> CudaPlatform::make_attention_backend(const EngineConfig& config) const {
-  auto dtype = cuda_kv_cache_dtype(config.cache.cache_dtype);
+Result<std::unique_ptr<AttentionBackend>> CudaPlatform::make_attention_backend(const ConfigView& config) const {
+  auto dtype = cuda_kv_cache_dtype(config.get_string("cache.cache_dtype", "auto"));
   if (!dtype.ok()) return dtype.status();
   auto ctx = CudaContext::current();
   if (!ctx.ok()) return ctx.status();
   return std::unique_ptr<AttentionBackend>(new CudaAttentionBackend(*ctx));
 }
 
-Result<std::unique_ptr<Ops>> CudaPlatform::make_ops(const EngineConfig&) const {
+Result<std::unique_ptr<Ops>> CudaPlatform::make_ops(const ConfigView&) const {
   auto ctx = CudaContext::current();
   if (!ctx.ok()) return ctx.status();
   return std::unique_ptr<Ops>(new CudaOps(*ctx));
 }
 
-Result<std::unique_ptr<DeviceAllocator>> CudaPlatform::make_allocator(const EngineConfig&) const {
+Result<std::unique_ptr<DeviceAllocator>> CudaPlatform::make_allocator(const ConfigView&) const {
   auto ctx = CudaContext::current();
   if (!ctx.ok()) return ctx.status();
   return std::unique_ptr<DeviceAllocator>(new CudaAllocator(*ctx));
 }
 
-Result<std::string> CudaPlatform::make_communicator_id(const ParallelConfig& parallel) const {
+Result<std::string> CudaPlatform::make_communicator_id(const ConfigView& config) const {
+  const ParallelSettings parallel = ParallelSettings::from(config);
   if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1)
     return invalid_argument("a communicator needs tensor_parallel_size and pipeline_parallel_size of at least 1");
   if (parallel.world_size() == 1) return std::string();
@@ -79,8 +80,9 @@ Result<std::string> CudaPlatform::make_communicator_id(const ParallelConfig& par
 #endif
 }
 
-Result<std::unique_ptr<DeviceCommunicator>> CudaPlatform::make_device_communicator(const ParallelConfig& parallel,
+Result<std::unique_ptr<DeviceCommunicator>> CudaPlatform::make_device_communicator(const ConfigView& config,
                                                                                    int rank) const {
+  const ParallelSettings parallel = ParallelSettings::from(config);
   const int world = parallel.world_size();
   if (parallel.tensor_parallel_size < 1 || parallel.pipeline_parallel_size < 1 || rank < 0 || rank >= world)
     return invalid_argument("platform cuda: rank " + std::to_string(rank) + " is outside the world of " +
@@ -92,7 +94,7 @@ Result<std::unique_ptr<DeviceCommunicator>> CudaPlatform::make_device_communicat
   if (parallel.communicator_id.empty())
     return invalid_argument("platform cuda needs a communicator id for a world of " + std::to_string(world) +
                             " ranks: the head makes one with Platform::make_communicator_id and sends it to every "
-                            "rank in config.parallel.communicator_id");
+                            "rank in the setting parallel.communicator_id");
   auto timeout = nccl_timeout_from_env();
   if (!timeout.ok()) return timeout.status();
   auto comm = NcclCommunicator::create(parallel.communicator_id, world, rank, *ctx, *timeout);
@@ -104,9 +106,10 @@ Result<std::unique_ptr<DeviceCommunicator>> CudaPlatform::make_device_communicat
 #endif
 }
 
-Result<std::unique_ptr<Worker>> CudaPlatform::make_worker(const EngineConfig& config, int rank) const {
-  if (!config.parallel.worker_cls.empty() && config.parallel.worker_cls != "troupe.cuda.CudaWorker")
-    return not_found("platform cuda has no worker class '" + config.parallel.worker_cls + "'");
+Result<std::unique_ptr<Worker>> CudaPlatform::make_worker(const ConfigView& config, int rank) const {
+  const std::string worker_cls = config.get_string("parallel.worker_cls");
+  if (!worker_cls.empty() && worker_cls != "troupe.cuda.CudaWorker")
+    return not_found("platform cuda has no worker class '" + worker_cls + "'");
   return std::unique_ptr<Worker>(new CudaWorker(config, rank, *this, device_count_));
 }
 

@@ -14,7 +14,7 @@
 
 namespace troupe::cuda {
 
-CudaWorker::CudaWorker(const EngineConfig& config, int rank, const Platform& platform, int device_count)
+CudaWorker::CudaWorker(const ConfigView& config, int rank, const Platform& platform, int device_count)
     : ModelRunnerWorker(config, rank, platform), device_(device_count > 0 ? rank % device_count : 0) {}
 
 Status CudaWorker::init_device() {
@@ -45,8 +45,8 @@ Status CudaWorker::load_model(const ModelSource& source) {
 }
 
 Result<int64_t> CudaWorker::determine_available_memory() {
-  if (config().cache.kv_cache_memory_bytes > 0) return config().cache.kv_cache_memory_bytes;
-  const double share = config().cache.memory_utilization;
+  if (settings().cache.kv_cache_memory_bytes > 0) return settings().cache.kv_cache_memory_bytes;
+  const double share = settings().cache.memory_utilization;
   if (!(share > 0 && share <= 1))
     return invalid_argument("gpu memory utilization " + std::to_string(share) + " must be in (0, 1]");
   if (!ctx_) return unavailable("determine_available_memory before init_device");
@@ -55,7 +55,7 @@ Result<int64_t> CudaWorker::determine_available_memory() {
   const DeviceMemory mem = platform().memory_info(device_);
   if (mem.total_bytes <= 0) return unavailable("cudaMemGetInfo failed on " + ctx_->name());
   const int64_t in_use = mem.total_bytes - std::max<int64_t>(0, mem.free_bytes);
-  const LaterAllocations later = later_allocations(config(), *model_info(), graphs_planned());
+  const LaterAllocations later = later_allocations(settings(), *model_info(), graphs_planned());
   const auto budget = static_cast<int64_t>(static_cast<double>(mem.total_bytes) * share) - in_use - later.total();
   const auto gib = [](int64_t b) { return static_cast<double>(b) / (1 << 30); };
   TROUPE_LOG_INFO("{}: {:.2f} GiB total, {:.2f} GiB in use (weights, activations, other processes), {:.2f} GiB "
@@ -73,8 +73,8 @@ Result<int64_t> CudaWorker::determine_available_memory() {
 }
 
 bool CudaWorker::graphs_planned() const {
-  return !config().compilation.enforce_eager && config().parallel.world_size() == 1 && !config().lora.enable_lora &&
-         config().model.runner != "pooling";
+  return !settings().enforce_eager && settings().parallel.world_size() == 1 && !settings().enable_lora &&
+         settings().runner != "pooling";
 }
 
 Status CudaWorker::sleep(int level) {
@@ -112,12 +112,12 @@ Status CudaWorker::run_warm_up(const ForwardBatch& batch, const char* what) {
 Status CudaWorker::compile_or_warm_up_model() {
   if (!ctx_) return unavailable("compile_or_warm_up_model before init_device");
   TROUPE_RETURN_IF_ERROR(ctx_->make_current());
-  const bool decodes = attention() != nullptr && attention()->num_blocks() > 0 && config().model.runner != "pooling";
+  const bool decodes = attention() != nullptr && attention()->num_blocks() > 0 && settings().runner != "pooling";
   if (attention() != nullptr && attention()->num_blocks() > 0) {
     // The largest step's arrays, tables as wide as the longest sequence's (max_model_len).
-    const int64_t tokens = std::max<int64_t>(1, config().scheduler.max_num_batched_tokens);
-    const int64_t seqs = std::max<int64_t>(1, std::min<int64_t>(config().scheduler.max_num_seqs, tokens));
-    const size_t width = decode_graph_shape(config(), model_info()->context_length, geometry()).width;
+    const int64_t tokens = std::max<int64_t>(1, settings().max_num_batched_tokens);
+    const int64_t seqs = std::max<int64_t>(1, std::min<int64_t>(settings().max_num_seqs, tokens));
+    const size_t width = decode_graph_shape(settings(), model_info()->context_length, geometry()).width;
     TROUPE_RETURN_IF_ERROR(ctx_->reserve_staging(staging_bytes_per_step(tokens, seqs, width)));
   }
   if (decodes) {
@@ -125,7 +125,7 @@ Status CudaWorker::compile_or_warm_up_model() {
     // scratch and the activations reach their final size before any graph records an address
     // (growing them later would free captured memory and drop every graph)...
     TROUPE_RETURN_IF_ERROR(run_warm_up(
-        warm_up_prefill_batch(config().scheduler.max_num_batched_tokens, geometry(), config().scheduler.max_num_seqs),
+        warm_up_prefill_batch(settings().max_num_batched_tokens, geometry(), settings().max_num_seqs),
         "prefill"));
     // ... and a one-token decode (the GEMV path).
     TROUPE_RETURN_IF_ERROR(run_warm_up(warm_up_decode_batch(1, geometry()), "decode"));
@@ -134,13 +134,13 @@ Status CudaWorker::compile_or_warm_up_model() {
   }
   TROUPE_RETURN_IF_ERROR(ctx_->synchronize());
   std::string why_eager;
-  if (config().compilation.enforce_eager) {
+  if (settings().enforce_eager) {
     why_eager = "--enforce-eager";
   } else if (!decodes) {
     why_eager = "a pooling model has no decode steps";
-  } else if (config().parallel.world_size() > 1) {
+  } else if (settings().parallel.world_size() > 1) {
     why_eager = "CUDA graphs over several ranks (NCCL inside a graph) are not implemented yet";
-  } else if (config().lora.enable_lora) {
+  } else if (settings().enable_lora) {
     why_eager = "CUDA graphs with LoRA adapters are not implemented yet";
   } else if (Status s = set_up_graphs(); !s.ok()) {
     graphs_.reset();
@@ -157,7 +157,7 @@ Status CudaWorker::set_up_graphs() {
   auto* attention_backend = dynamic_cast<CudaAttentionBackend*>(attention());
   if (attention_backend == nullptr) return not_supported("the attention backend is not cuda_paged");
   const auto start = std::chrono::steady_clock::now();
-  const DecodeGraphShape shape = decode_graph_shape(config(), model_info()->context_length, geometry());
+  const DecodeGraphShape shape = decode_graph_shape(settings(), model_info()->context_length, geometry());
   if (shape.sizes.empty()) return invalid_argument("max_num_seqs leaves no decode batch size to capture");
   auto runner = CudaGraphRunner::create(ctx_, attention_backend, *allocator(), shape.sizes, shape.width,
                                         model_info()->vocab_size);

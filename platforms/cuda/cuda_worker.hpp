@@ -24,7 +24,7 @@ namespace troupe::cuda {
 
 class CudaWorker final : public ModelRunnerWorker {
  public:
-  CudaWorker(const EngineConfig& config, int rank, const Platform& platform, int device_count);
+  CudaWorker(const ConfigView& config, int rank, const Platform& platform, int device_count);
 
   /// Claims this rank's device (refused when another rank of this host holds it), makes it
   /// current, then the SDK worker's set-up (its factories use it).
@@ -36,7 +36,7 @@ class CudaWorker final : public ModelRunnerWorker {
   Result<int64_t> determine_available_memory() override;
   /// Eager warm-up: a prefill of max_num_batched_tokens, a one-token decode and a decode of
   /// the largest graph size (kernels loaded, cuBLAS scratch and activations at their largest).
-  /// Then the decode graphs, unless config.compilation.enforce_eager or a feature they do not
+  /// Then the decode graphs, unless "compilation.enforce_eager" or a feature they do not
   /// cover (ranks > 1, LoRA, pooling): captured, and a replay compared with an eager step of
   /// the same batch; a graph that cannot be captured or differs leaves the worker eager, with
   /// a log line.

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/config/engine_config.hpp"
 #include "actors/engine_caf.hpp"
 #include "actors/engine_actors.hpp"
 #include "actors/rank_group.hpp"
@@ -111,15 +112,15 @@ class FakePlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "fake"; }
   std::string device_name(int id) const override { return "fake" + std::to_string(id); }
-  Status check_and_update_config(EngineConfig&) const override { return {}; }
-  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig&) const override {
+  Status check_and_update_config(ConfigEditor&) const override { return {}; }
+  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const ConfigView&) const override {
     return not_supported("fake");
   }
-  Result<std::unique_ptr<Ops>> make_ops(const EngineConfig&) const override { return not_supported("fake"); }
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig&, int) const override {
+  Result<std::unique_ptr<Ops>> make_ops(const ConfigView&) const override { return not_supported("fake"); }
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ConfigView&, int) const override {
     return not_supported("fake");
   }
-  Result<std::unique_ptr<Worker>> make_worker(const EngineConfig&, int rank) const override {
+  Result<std::unique_ptr<Worker>> make_worker(const ConfigView&, int rank) const override {
     return std::unique_ptr<Worker>(new FakeWorker(b_, rank));
   }
   DeviceMemory memory_info(int) const override { return {}; }

@@ -7,6 +7,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
+#include "runtime/config/engine_config.hpp"
 #include "actors/engine_caf.hpp"
 #include "actors/messages.hpp"
 #include "actors/status_error.hpp"

@@ -30,7 +30,7 @@ TEST(SimMemory, CopiesRoundTripAndAreChecked) {
   ASSERT_NE(sim, nullptr);
   EXPECT_EQ(sim->device_type(), "sim");
   EXPECT_TRUE(sim->is_out_of_tree());
-  auto mem = sim->make_allocator(EngineConfig{});
+  auto mem = sim->make_allocator(ConfigValues{});
   ASSERT_TRUE(mem.ok());
   EXPECT_FALSE((*mem)->host_addressable());
   auto buf = (*mem)->allocate(1000);
@@ -55,7 +55,7 @@ TEST(SimMemoryDeathTest, TheCoreCannotDereferenceADeviceAddress) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const Platform* sim = sim_platform();
   ASSERT_NE(sim, nullptr);
-  auto mem = sim->make_allocator(EngineConfig{});
+  auto mem = sim->make_allocator(ConfigValues{});
   ASSERT_TRUE(mem.ok());
   auto buf = (*mem)->allocate(64);
   ASSERT_TRUE(buf.ok());
@@ -67,8 +67,8 @@ TEST(SimMemoryDeathTest, TheCoreCannotDereferenceADeviceAddress) {
 TEST(SimMemory, MoreThanOneRankIsRefusedWithAReason) {
   const Platform* sim = sim_platform();
   ASSERT_NE(sim, nullptr);
-  EngineConfig config;
-  config.parallel.tensor_parallel_size = 2;
+  ConfigValues config;
+  ASSERT_TRUE(config.set_int("parallel.tensor_parallel_size", 2).ok());
   Status st = sim->check_and_update_config(config);
   EXPECT_EQ(st.code(), StatusCode::invalid_argument);
   EXPECT_NE(st.message().find("platform sim runs one rank only"), std::string::npos) << st.message();

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/core/generation/offline_generator.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"

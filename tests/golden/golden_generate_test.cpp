@@ -4,6 +4,7 @@
 // below 0.03 (llama.cpp keeps an F16 KV cache). Also `troupe generate` itself.
 #include <gtest/gtest.h>
 
+#include "runtime/config/engine_config.hpp"
 #include "tests/run_troupe.hpp"
 #include <unistd.h>
 

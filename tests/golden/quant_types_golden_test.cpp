@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/core/generation/offline_generator.hpp"
 #include "tests/golden/golden_cases.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/loaded_worker.hpp"

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "runtime/config/engine_config.hpp"
 #include "platforms/cpu/cpu_platform.hpp"  // CountingPlatform wraps it (troupe_platform_cpu_impl)
 #include "platforms/cpu/cpu_worker.hpp"    // CpuWorker over a platform of the test's own
 #include "runtime/model_files/gguf/gguf_file.hpp"
@@ -362,8 +363,8 @@ class CountingPlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "counting"; }
   std::string device_name(int id = 0) const override { return cpu_.device_name(id); }
-  Status check_and_update_config(EngineConfig& config) const override { return cpu_.check_and_update_config(config); }
-  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& config) const override {
+  Status check_and_update_config(ConfigEditor& config) const override { return cpu_.check_and_update_config(config); }
+  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const ConfigView& config) const override {
     ++attention_made;
     if (refuse == "attention") return not_supported("counting refuses the attention backend");
     auto inner = cpu_.make_attention_backend(config);
@@ -372,7 +373,7 @@ class CountingPlatform final : public Platform {
     attention = a.get();
     return std::unique_ptr<AttentionBackend>(std::move(a));
   }
-  Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& config) const override {
+  Result<std::unique_ptr<Ops>> make_ops(const ConfigView& config) const override {
     ++ops_made;
     if (refuse == "ops") return not_supported("counting refuses ops");
     auto inner = cpu_.make_ops(config);
@@ -381,14 +382,14 @@ class CountingPlatform final : public Platform {
     ops = o.get();
     return std::unique_ptr<Ops>(std::move(o));
   }
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& parallel,
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ConfigView& parallel,
                                                                        int rank) const override {
     ++communicators_made;
-    last_world_size = parallel.world_size();
+    last_world_size = ParallelSettings::from(parallel).world_size();
     if (refuse == "communicator") return not_supported("counting refuses the communicator");
     return cpu_.make_device_communicator(parallel, rank);
   }
-  Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override {
+  Result<std::unique_ptr<Worker>> make_worker(const ConfigView& config, int rank) const override {
     return std::unique_ptr<Worker>(new cpu::CpuWorker(config, rank, *this));
   }
   DeviceMemory memory_info(int id = 0) const override { return cpu_.memory_info(id); }

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
@@ -108,20 +109,20 @@ class StagedPlatform final : public Platform {
   PlatformEnum platform_enum() const override { return PlatformEnum::out_of_tree; }
   std::string device_type() const override { return "staged"; }
   std::string device_name(int id = 0) const override { return cpu_.device_name(id); }
-  Status check_and_update_config(EngineConfig& config) const override { return cpu_.check_and_update_config(config); }
-  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const EngineConfig& c) const override {
+  Status check_and_update_config(ConfigEditor& config) const override { return cpu_.check_and_update_config(config); }
+  Result<std::unique_ptr<AttentionBackend>> make_attention_backend(const ConfigView& c) const override {
     return cpu_.make_attention_backend(c);
   }
-  Result<std::unique_ptr<Ops>> make_ops(const EngineConfig& c) const override { return cpu_.make_ops(c); }
-  Result<std::unique_ptr<DeviceAllocator>> make_allocator(const EngineConfig&) const override {
+  Result<std::unique_ptr<Ops>> make_ops(const ConfigView& c) const override { return cpu_.make_ops(c); }
+  Result<std::unique_ptr<DeviceAllocator>> make_allocator(const ConfigView&) const override {
     auto a = std::make_unique<StagingAllocator>();
     allocator = a.get();
     return std::unique_ptr<DeviceAllocator>(std::move(a));
   }
-  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ParallelConfig& p, int r) const override {
+  Result<std::unique_ptr<DeviceCommunicator>> make_device_communicator(const ConfigView& p, int r) const override {
     return cpu_.make_device_communicator(p, r);
   }
-  Result<std::unique_ptr<Worker>> make_worker(const EngineConfig& config, int rank) const override {
+  Result<std::unique_ptr<Worker>> make_worker(const ConfigView& config, int rank) const override {
     return std::unique_ptr<Worker>(new ModelRunnerWorker(config, rank, *this));
   }
   DeviceMemory memory_info(int id = 0) const override { return cpu_.memory_info(id); }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"

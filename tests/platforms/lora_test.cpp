@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/model_files/gguf/gguf_builder.hpp"
 #include "runtime/rank/lora/lora_file.hpp"
 #include "runtime/rank/lora/lora_writer.hpp"

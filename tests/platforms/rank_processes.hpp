@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 
 extern char** environ;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/loaded_worker.hpp"

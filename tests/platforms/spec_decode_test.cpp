@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/in_process_executor.hpp"
 #include "runtime/core/engine_core/kv_cache_setup.hpp"

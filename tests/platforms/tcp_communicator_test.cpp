@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/rank_processes.hpp"
 #include "troupe/communicator.hpp"

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/engine_config.hpp"
+#include "runtime/core/stats/engine_stat_logger.hpp"
 #include "plugin_host/loader.hpp"
 #include "plugin_host/manifest.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -542,6 +544,8 @@ TEST(Examples, JsonlStatLoggerAppendsOneLinePerInterval) {
   ph::PluginHost host(o);
   auto loggers = host.make_stat_loggers(troupe::EngineConfig{}, 0);
   ASSERT_EQ(loggers.size(), 1u);
+  // As the engine calls it: its step structs, seen by the plugin as a StepStatsView.
+  troupe::stats::PluginStatLogger logger(std::move(loggers[0]));
   troupe::SchedulerStats s;
   s.num_running_reqs = 2;
   s.kv_cache_usage = 0.25;
@@ -549,11 +553,11 @@ TEST(Examples, JsonlStatLoggerAppendsOneLinePerInterval) {
   it.num_prompt_tokens = 10;
   it.num_generation_tokens = 3;
   it.finished_requests.resize(1);
-  loggers[0]->record(&s, &it, 0);
-  loggers[0]->record(&s, &it, 0);
-  loggers[0]->log();
-  loggers[0]->record(&s, nullptr, 0);
-  loggers[0]->log();
+  logger.record(&s, &it, 0);
+  logger.record(&s, &it, 0);
+  logger.log();
+  logger.record(&s, nullptr, 0);
+  logger.log();
   unsetenv("TROUPE_STAT_LOG_FILE");
 
   std::ifstream in(file);

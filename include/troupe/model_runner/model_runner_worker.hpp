@@ -35,6 +35,7 @@
 #include "troupe/extensions.hpp"
 #include "troupe/lora.hpp"
 #include "troupe/model_runner/lora_adapter_set.hpp"
+#include "troupe/model_runner/settings.hpp"
 #include "troupe/metered_communicator.hpp"
 #include "troupe/ops.hpp"
 #include "troupe/platform.hpp"
@@ -45,14 +46,14 @@ namespace troupe {
 class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraExtension {
  public:
   /// `platform` makes this worker's parts; it must outlive the worker (the host keeps
-  /// platforms for the life of the process).
-  ModelRunnerWorker(const EngineConfig& config, int rank, const Platform& platform);
+  /// platforms for the life of the process). The worker keeps a copy of `config`.
+  ModelRunnerWorker(const ConfigView& config, int rank, const Platform& platform);
   ~ModelRunnerWorker() override;
 
   Status init_device() override;
   Status load_model(const ModelSource& source) override;
   Result<KvCacheSpec> get_kv_cache_spec() const override;
-  /// config.cache.kv_cache_memory_bytes when set; otherwise the share memory_utilization of
+  /// "cache.kv_cache_memory_bytes" when set; otherwise the share memory_utilization of
   /// the device's total memory less what is in use now (vLLM's rule), from memory_info().
   Result<int64_t> determine_available_memory() override;
   Status initialize_from_config(const KvCacheConfig& config) override;
@@ -68,7 +69,7 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   /// max_num_batched_tokens) tokens (token 0) in block 0. Public so that a platform's tests
   /// can check it against a cache geometry without a device.
   static ForwardBatch dummy_batch(int block_size, int64_t max_num_batched_tokens);
-  /// SleepModeExtension and (with config.lora.enable_lora) LoraExtension.
+  /// SleepModeExtension and (with "lora.enable_lora") LoraExtension.
   void* get_extension(std::string_view name) override;
 
   /// Level 1: frees the model's device memory (weights, activations) and the KV cache; the
@@ -82,7 +83,7 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   /// 0 when awake, else the level of the last sleep() not yet fully woken from.
   int sleep_level() const { return sleep_level_; }
 
-  /// LoRA: checks `adapter` against the loaded model (config.lora.max_lora_rank included) and
+  /// LoRA: checks `adapter` against the loaded model ("lora.max_lora_rank" included) and
   /// copies it into device memory. The adapters survive sleep and wake_up.
   Status add_lora(int64_t lora_id, const LoraAdapterSpec& adapter) override;
   Status remove_lora(int64_t lora_id) override;
@@ -90,7 +91,7 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   Status pin_lora(int64_t lora_id) override;
 
  protected:
-  /// The KV cache element type for config.cache.cache_dtype ("auto", "fp16", "fp32"...).
+  /// The KV cache element type for "cache.cache_dtype" ("auto", "fp16", "fp32"...).
   /// The default: f16 for "auto", "fp16", "float16", "f16" and "half"; f32 for "fp32",
   /// "float32", "f32" and "float".
   virtual Result<DType> kv_cache_dtype(const std::string& cache_dtype) const;
@@ -102,7 +103,10 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   /// way (a captured CUDA graph) as long as `out` gets exactly what the model writes.
   virtual Status run_forward(const ForwardBatch& batch, float* out);
 
-  const EngineConfig& config() const { return config_; }
+  /// The engine's settings (a copy of the view the platform was given), and those this
+  /// worker reads, typed.
+  const ConfigView& config() const { return config_; }
+  const RunnerSettings& settings() const { return settings_; }
   const Platform& platform() const { return platform_; }
   Model* model() const { return model_.get(); }
   Ops* ops() const { return ops_.get(); }
@@ -118,7 +122,8 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   /// tokens chosen on the device (out.sampled_token_ids) or the logits copied out.
   Status forward_on_device(const ExecuteModelRequest& request, ModelRunnerOutput& out);
 
-  EngineConfig config_;
+  ConfigValues config_;
+  RunnerSettings settings_;
   int rank_;
   const Platform& platform_;
   std::unique_ptr<DeviceAllocator> allocator_;  // from platform_.make_allocator
@@ -137,7 +142,7 @@ class ModelRunnerWorker : public Worker, public SleepModeExtension, public LoraE
   const ModelSource* source_ = nullptr;         // owned by the caller of load_model, which outlives this
   std::optional<KvCacheConfig> kv_config_;
   int sleep_level_ = 0;
-  LoraAdapterSet loras_;                        // ModelContext::loras when config.lora.enable_lora
+  LoraAdapterSet loras_;                        // ModelContext::loras when "lora.enable_lora"
   bool weights_asleep_ = false, kv_asleep_ = false;
 };
 

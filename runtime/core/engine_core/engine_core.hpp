@@ -24,7 +24,7 @@
 #include "runtime/rank/runner/worker_protocol.hpp"
 #include "runtime/core/sched/scheduler.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
-#include "troupe/stats.hpp"
+#include "runtime/core/stats/engine_stats.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::engine {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "runtime/rank/runner/worker_protocol.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::engine {

@@ -8,7 +8,7 @@
 
 #include "runtime/core/engine_core/executor.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::engine {

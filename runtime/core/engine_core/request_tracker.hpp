@@ -12,7 +12,7 @@
 #include "runtime/core/engine_core/request_types.hpp"
 #include "runtime/core/engine_core/stop_checker.hpp"
 #include "runtime/request/tokenizer/incremental_decoder.hpp"
-#include "troupe/stats.hpp"
+#include "runtime/core/stats/engine_stats.hpp"
 
 namespace troupe::engine {
 

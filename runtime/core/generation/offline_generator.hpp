@@ -16,7 +16,7 @@
 #include "runtime/model_files/source/model_artifacts.hpp"
 #include "runtime/rank/runner/worker_runner.hpp"
 #include "runtime/rank/sampling/sampling_params.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"
 

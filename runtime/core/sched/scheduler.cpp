@@ -12,7 +12,7 @@ namespace troupe::sched {
 
 namespace {
 std::shared_ptr<const SchedulerPolicy> fcfs_policy() {
-  auto policy = scheduler_policy_registry::create(kFcfsSchedulerPolicy, EngineConfig{});
+  auto policy = scheduler_policy_registry::create(kFcfsSchedulerPolicy, ConfigValues{});
   TROUPE_CHECK(policy.ok(), "the built-in FCFS scheduler policy is missing");
   return std::shared_ptr<const SchedulerPolicy>(std::move(policy).value());
 }

@@ -20,10 +20,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/core/sched/kv_cache_manager.hpp"
 #include "runtime/core/sched/request.hpp"
 #include "troupe/scheduler_policy.hpp"
-#include "troupe/stats.hpp"
+#include "runtime/core/stats/engine_stats.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::sched {

@@ -7,11 +7,11 @@
 #include <functional>
 #include <string>
 
-#include "troupe/stat_logger.hpp"
+#include "runtime/core/stats/engine_stat_logger.hpp"
 
 namespace troupe::stats {
 
-class LoggingStatLogger final : public StatLogger {
+class LoggingStatLogger final : public EngineStatLogger {
  public:
   using Clock = std::chrono::steady_clock;
   /// `sink` receives each line (default: the log facade at INFO); `now` is injectable for tests.

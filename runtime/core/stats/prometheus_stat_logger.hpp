@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "troupe/stat_logger.hpp"
+#include "runtime/core/stats/engine_stat_logger.hpp"
 
 namespace troupe::stats {
 
-class PrometheusStatLogger final : public StatLogger {
+class PrometheusStatLogger final : public EngineStatLogger {
  public:
   explicit PrometheusStatLogger(std::string model_name, int engine_index = 0);
   void record(const SchedulerStats* scheduler_stats, const IterationStats* iteration_stats,

@@ -21,7 +21,7 @@
 #include "runtime/model_files/dummy/model_shapes.hpp"
 #include "runtime/model_files/gguf/gguf_builder.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::dummy {

@@ -11,7 +11,7 @@
 #include "runtime/request/chat/chat_template.hpp"
 #include "runtime/model_files/source/model_source.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/status.hpp"
 

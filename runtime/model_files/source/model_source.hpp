@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
 #include "troupe/status.hpp"
 

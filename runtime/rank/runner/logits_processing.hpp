@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/request/tokenizer/tokenizer.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/logits_processor.hpp"
 #include "troupe/status.hpp"
 

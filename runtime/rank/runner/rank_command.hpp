@@ -19,7 +19,7 @@
 
 #include "runtime/rank/runner/worker_protocol.hpp"
 #include "troupe/attention.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::engine {

@@ -15,7 +15,7 @@
 #include "runtime/rank/runner/worker_protocol.hpp"
 #include "runtime/model_files/source/model_source.hpp"
 #include "runtime/rank/spec_decode/ngram_proposer.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/status.hpp"
 #include "troupe/worker.hpp"

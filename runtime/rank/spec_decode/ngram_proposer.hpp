@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/extensions.hpp"
 
 namespace troupe::spec_decode {

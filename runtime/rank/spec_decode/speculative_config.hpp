@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::spec_decode {

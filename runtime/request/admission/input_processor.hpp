@@ -21,7 +21,7 @@
 #include "runtime/core/engine_core/lora_registry.hpp"
 #include "runtime/core/engine_core/request_types.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
-#include "troupe/config.hpp"
+#include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
 #include "troupe/scheduler_policy.hpp"
 #include "troupe/status.hpp"

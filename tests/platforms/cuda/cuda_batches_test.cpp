@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "kernels/cuda/sampling.hpp"
 #include "platforms/cuda/cuda_attention.hpp"
 #include "platforms/cuda/cuda_batches.hpp"
@@ -69,7 +70,7 @@ std::vector<Named> self_made_batches(const EngineConfig& config, int64_t context
   all.push_back({"warm-up prefill", warm_up_prefill_batch(config.scheduler.max_num_batched_tokens, g,
                                                           config.scheduler.max_num_seqs)});
   all.push_back({"warm-up decode of 1", warm_up_decode_batch(1, g)});
-  const DecodeGraphShape shape = decode_graph_shape(config, context, g);
+  const DecodeGraphShape shape = decode_graph_shape(RunnerSettings::from(config), context, g);
   for (int size : shape.sizes) all.push_back({"graph capture of " + std::to_string(size), warm_up_decode_batch(size, g, false)});
   if (!shape.sizes.empty()) {
     const int max = shape.sizes.back();
@@ -91,7 +92,7 @@ TEST(CudaSelfMadeBatches, PassTheSdkCheckForEveryGeometry) {
           config.scheduler.max_num_batched_tokens = tokens;
           const BatchGeometry g{512, blocks, block_size};
           const GeometryOnly cache(blocks, block_size);
-          const DecodeGraphShape shape = decode_graph_shape(config, context, g);
+          const DecodeGraphShape shape = decode_graph_shape(RunnerSettings::from(config), context, g);
           ASSERT_FALSE(shape.sizes.empty());
           EXPECT_LE(shape.sizes.back(), std::min<int64_t>(seqs, tokens));
           EXPECT_GE(shape.width, 1u);
@@ -260,8 +261,8 @@ TEST(CudaMemoryBudget, LaterAllocationsAreKeptFromTheKvCache) {
   info.vocab_size = 128256;
   info.hidden_size = 2048;
   info.context_length = 131072;
-  const LaterAllocations eager = later_allocations(config, info, false);
-  const LaterAllocations graphs = later_allocations(config, info, true);
+  const LaterAllocations eager = later_allocations(RunnerSettings::from(config), info, false);
+  const LaterAllocations graphs = later_allocations(RunnerSettings::from(config), info, true);
   EXPECT_EQ(eager.graphs, 0);
   EXPECT_EQ(eager.logits, int64_t{256} * info.vocab_size * 4);
   EXPECT_GE(eager.sampling, 2 * int64_t{256} * info.vocab_size * 8);  // the sort keys, twice
@@ -271,7 +272,7 @@ TEST(CudaMemoryBudget, LaterAllocationsAreKeptFromTheKvCache) {
   EXPECT_GT(graphs.total(), int64_t{1} << 30);  // the ~1 GiB the KV cache must not take
   // A step too large for the device sampler keeps no workspace: it samples on the host.
   config.scheduler.max_num_seqs = 20000;
-  EXPECT_EQ(later_allocations(config, info, false).sampling, 0);
+  EXPECT_EQ(later_allocations(RunnerSettings::from(config), info, false).sampling, 0);
 }
 
 TEST(CudaTokenSelection, OversizeStepsAndTinyTemperatures) {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "kernels/cpu/token_select.hpp"
 #include "platforms/cuda/cuda_platform.hpp"
 #include "platforms/cuda/cuda_worker.hpp"

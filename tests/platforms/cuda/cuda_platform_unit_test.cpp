@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "platforms/cuda/cuda_attention.hpp"
 #include "platforms/cuda/cuda_ops.hpp"
 #include "platforms/cuda/cuda_platform.hpp"

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/engine_config.hpp"
 #include "platforms/cuda/cuda_batches.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "runtime/core/generation/offline_generator.hpp"
@@ -182,7 +183,7 @@ TEST_F(CudaWorkerTest, MemoryBudgetIsTheUtilizationShareLessWhatIsInUse) {
   EngineConfig checked = config;
   checked.scheduler.max_num_batched_tokens = 128;  // as start() set it
   ASSERT_TRUE(platform_->check_and_update_config(checked).ok());
-  const int64_t kept = cuda::later_allocations(checked, *worker->model_info(), true).total();
+  const int64_t kept = cuda::later_allocations(RunnerSettings::from(checked), *worker->model_info(), true).total();
   EXPECT_GT(kept, 32 << 20);
   const double want = 0.5 * static_cast<double>(mem.total_bytes) -
                       static_cast<double>(mem.total_bytes - mem.free_bytes) - static_cast<double>(kept);

@@ -23,7 +23,7 @@ class EchoIO final : public troupe::IOProcessor {
   troupe::Result<std::string> output_to_response(const std::string& output) override { return output; }
 };
 
-troupe::IOProcessor* make_echo(const troupe::EngineConfig&) { return new EchoIO(); }
+troupe::IOProcessor* make_echo(const troupe::ConfigView&) { return new EchoIO(); }
 
 }  // namespace
 

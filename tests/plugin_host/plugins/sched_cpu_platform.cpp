@@ -12,26 +12,25 @@ class SchedCpuPlatform final : public troupe::Platform {
   troupe::PlatformEnum platform_enum() const override { return troupe::PlatformEnum::out_of_tree; }
   std::string device_type() const override { return cpu_.device_type(); }
   std::string device_name(int id) const override { return cpu_.device_name(id); }
-  troupe::Status check_and_update_config(troupe::EngineConfig& config) const override {
+  troupe::Status check_and_update_config(troupe::ConfigEditor& config) const override {
     TROUPE_RETURN_IF_ERROR(cpu_.check_and_update_config(config));
-    config.scheduler.scheduler_cls = "priority";
-    return {};
+    return config.set("scheduler.scheduler_cls", "priority");
   }
   troupe::Result<std::unique_ptr<troupe::AttentionBackend>> make_attention_backend(
-      const troupe::EngineConfig& config) const override {
+      const troupe::ConfigView& config) const override {
     return cpu_.make_attention_backend(config);
   }
-  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::EngineConfig& config) const override {
+  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::ConfigView& config) const override {
     return cpu_.make_ops(config);
   }
-  troupe::Result<std::string> make_communicator_id(const troupe::ParallelConfig& parallel) const override {
+  troupe::Result<std::string> make_communicator_id(const troupe::ConfigView& parallel) const override {
     return cpu_.make_communicator_id(parallel);
   }
   troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(
-      const troupe::ParallelConfig& parallel, int rank) const override {
+      const troupe::ConfigView& parallel, int rank) const override {
     return cpu_.make_device_communicator(parallel, rank);
   }
-  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::EngineConfig& config,
+  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::ConfigView& config,
                                                               int rank) const override {
     return cpu_.make_worker(config, rank);
   }

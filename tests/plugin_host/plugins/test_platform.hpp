@@ -12,22 +12,21 @@ class TestPlatform final : public troupe::Platform {
   troupe::PlatformEnum platform_enum() const override { return enum_; }
   std::string device_type() const override { return device_type_; }
   std::string device_name(int = 0) const override { return "TestDevice(" + device_type_ + ")"; }
-  troupe::Status check_and_update_config(troupe::EngineConfig& config) const override {
-    config.extra["test_platform"] = device_type_;
-    return {};
+  troupe::Status check_and_update_config(troupe::ConfigEditor& config) const override {
+    return config.set("extra.test_platform", device_type_);
   }
   troupe::Result<std::unique_ptr<troupe::AttentionBackend>> make_attention_backend(
-      const troupe::EngineConfig&) const override {
+      const troupe::ConfigView&) const override {
     return troupe::not_supported("test platform");
   }
-  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::EngineConfig&) const override {
+  troupe::Result<std::unique_ptr<troupe::Ops>> make_ops(const troupe::ConfigView&) const override {
     return troupe::not_supported("test platform");
   }
   troupe::Result<std::unique_ptr<troupe::DeviceCommunicator>> make_device_communicator(
-      const troupe::ParallelConfig&, int) const override {
+      const troupe::ConfigView&, int) const override {
     return troupe::not_supported("test platform");
   }
-  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::EngineConfig&, int) const override {
+  troupe::Result<std::unique_ptr<troupe::Worker>> make_worker(const troupe::ConfigView&, int) const override {
     return troupe::not_supported("test platform");
   }
   troupe::DeviceMemory memory_info(int = 0) const override { return {1 << 20, 1 << 20}; }

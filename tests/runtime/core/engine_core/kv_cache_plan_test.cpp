@@ -1,4 +1,5 @@
 // plan_kv_cache: blocks every rank can hold, overrides, and the model length.
+#include "runtime/config/engine_config.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
 
 #include <gtest/gtest.h>

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/core/sched/block_hash.hpp"
 #include "runtime/core/sched/forward_batch_builder.hpp"
 #include "runtime/core/sched/scheduler.hpp"

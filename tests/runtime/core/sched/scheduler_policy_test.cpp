@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/core/sched/scheduler.hpp"
 #include "tests/runtime/core/sched/fake_model.hpp"
 #include "troupe/scheduler_policy.hpp"
@@ -93,7 +94,7 @@ TEST(SchedulerPolicyRegistry, FcfsIsBuiltInAndUnknownNamesListTheRegistered) {
 }
 
 TEST(SchedulerPolicyRegistry, RegisteringTheSameFactoryTwiceIsANoOp) {
-  auto factory = +[](const EngineConfig&) -> Result<std::unique_ptr<SchedulerPolicy>> {
+  auto factory = +[](const ConfigView&) -> Result<std::unique_ptr<SchedulerPolicy>> {
     return std::unique_ptr<SchedulerPolicy>(std::make_unique<PriorityPolicy>());
   };
   scheduler_policy_registry::register_policy("test-priority", factory);

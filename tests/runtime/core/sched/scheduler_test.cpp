@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/core/sched/forward_batch_builder.hpp"
 #include "runtime/core/sched/scheduler.hpp"
 #include "tests/runtime/core/sched/fake_model.hpp"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/core/generation/offline_generator.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"

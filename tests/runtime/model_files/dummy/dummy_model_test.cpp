@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "runtime/config/engine_config.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "runtime/request/chat/chat_template.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/core/generation/offline_generator.hpp"

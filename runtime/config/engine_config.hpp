@@ -1,11 +1,19 @@
-// Engine settings. Platform::check_and_update_config may change any of them
-// (worker implementation, block size, graph mode, ...), as in vLLM.
+// Engine settings: the engine's own structs, outside the SDK and its fingerprint.
+// Plugins see them only by name, through troupe/config_view.hpp: EngineConfig is a
+// ConfigEditor, so Platform::check_and_update_config may change any setting
+// (worker implementation, block size, graph mode, ...), as in vLLM, and
+// ParallelConfig is a ConfigView of its own "parallel.*" settings, what the
+// platform's communicator factories read. The names are engine_config.cpp's table.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "troupe/config_view.hpp"
 
 namespace troupe {
 
@@ -53,7 +61,7 @@ struct SchedulerConfig {
   std::string scheduler_cls = "fcfs";
 };
 
-struct ParallelConfig {
+struct ParallelConfig final : ConfigView {
   int tensor_parallel_size = 1;
   int pipeline_parallel_size = 1;        // world size = tensor_parallel_size * pipeline_parallel_size
   /// Rendezvous id of the ranks' communicator, made once by the head with
@@ -67,6 +75,10 @@ struct ParallelConfig {
   int num_threads = 0;                   // CPU compute threads; 0 = all cores
   std::string worker_cls;                // set by the platform
   int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
+
+  /// The "parallel.*" settings by name.
+  std::optional<std::string> get(std::string_view key) const override;
+  std::vector<std::string> keys() const override;
 };
 
 struct CompilationConfig {
@@ -93,7 +105,7 @@ struct SpeculativeConfig {
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
 };
 
-struct EngineConfig {
+struct EngineConfig final : ConfigEditor {
   /// The platform to run on (vLLM's --device): a platform plugin's name or device type
   /// ("cpu", "cuda"); "auto" lets the plugin host choose. After start-up it names the
   /// activated platform plugin, so every node activates the same one.
@@ -105,8 +117,15 @@ struct EngineConfig {
   CompilationConfig compilation;
   LoraConfig lora;
   SpeculativeConfig speculative;
-  /// Free-form settings a platform or plugin may add or read.
+  /// Free-form settings a platform or plugin may add or read, by name "extra.NAME".
   std::map<std::string, std::string> extra;
+
+  /// Every setting by name ("device", "cache.block_size", "extra.NAME", ...).
+  std::optional<std::string> get(std::string_view key) const override;
+  std::vector<std::string> keys() const override;
+  /// Any named setting; "extra.NAME" adds NAME. A world_size or another derived name is
+  /// not a setting.
+  Status set(std::string_view key, std::string_view value) override;
 };
 
 }  // namespace troupe
