@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "actors/drop_unexpected.hpp"
+#include "actors/link_guard.hpp"
 #include "actors/status_error.hpp"
 #include "runtime/core/crypto/crypto.hpp"
 #include "troupe/log.hpp"
@@ -79,8 +80,13 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   // once with connection_timeout. That race, not the peer, is retried.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int attempt = 1;; ++attempt) {
+    // Every connection passes the link guard's handshake first (link_guard.hpp); CAF
+    // connects to the loopback end of the authenticated link.
+    auto link = dial_link(host, port, secret, what, timeout);
+    if (!link.ok()) return link.status();
     caf::error failed;
-    self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+    self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, std::string("127.0.0.1"),
+                  *link)
         .receive(
             [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) { remote = std::move(ptr); },
             [&](caf::error& err) { failed = std::move(err); });
@@ -103,7 +109,29 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   return out;
 }
 
+template <class Handle>
+Result<std::unique_ptr<LinkGuard>> publish_guarded_impl(caf::actor_system& system, const Handle& gate,
+                                                        const std::string& host, uint16_t port,
+                                                        const std::string& secret, const std::string& what) {
+  auto limits = link_limits_from_env();
+  if (!limits.ok()) return limits.status();
+  auto inner = system.middleman().publish(gate, 0, "127.0.0.1", /*reuse_addr=*/false);
+  if (!inner)
+    return unavailable("cannot publish the " + what + " on 127.0.0.1: " + system.render(inner.error()));
+  return LinkGuard::listen(host, port, *inner, secret, what, *limits);
+}
+
 }  // namespace
+
+Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
+                                                   const std::string& host, uint16_t port, const std::string& secret) {
+  return publish_guarded_impl(system, gate, host, port, secret, "node");
+}
+
+Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const stats_gate_actor& gate,
+                                                   const std::string& host, uint16_t port, const std::string& secret) {
+  return publish_guarded_impl(system, gate, host, port, secret, "stat logger");
+}
 
 std::string gate_proof(const std::string& secret, const std::string& nonce) {
   return crypto::to_hex(crypto::hmac_sha256(secret, nonce));

@@ -6,6 +6,8 @@
 // Runs until SIGINT/SIGTERM.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -44,6 +46,12 @@ int run_node(const Options& o) {
     if (!s) return fail(s.status().message());
     secret = *s;
   }
+  // The platform's own links between nodes (the CPU platform's TCP communicator) prove
+  // the same secret; the platform reads it from this file (platforms see no CLI).
+  if (!o.secret_file.empty())
+    ::setenv("TROUPE_CLUSTER_SECRET_FILE", std::filesystem::absolute(o.secret_file).c_str(), 1);
+  else
+    ::unsetenv("TROUPE_CLUSTER_SECRET_FILE");
   if (secret.empty() && !actors::is_loopback_host(o.host))
     return fail("a node listening on " + o.host +
                 " (not loopback) needs --secret-file: without it any peer could run models here");
@@ -69,14 +77,16 @@ int run_node(const Options& o) {
     if (!status.ok()) return fail(status.to_string());
   }
   auto gate = actors::spawn_node_gate(*system, host, secret);
-  auto port = system->middleman().publish(gate, static_cast<uint16_t>(o.port), o.host.c_str(), /*reuse_addr=*/true);
-  if (!port) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + system->render(port.error()));
-  TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{})", o.host, *port, platform,
+  // CAF listens on loopback only; the network reaches it through the link guard.
+  auto guard = actors::publish_guarded(*system, gate, o.host, static_cast<uint16_t>(o.port), secret);
+  if (!guard.ok()) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + guard.status().message());
+  const uint16_t port = (*guard)->port();
+  TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{})", o.host, port, platform,
                   secret.empty() ? ", no secret: loopback only" : ", peers must prove the secret");
   if (!o.port_file.empty()) {
     // Written whole, then renamed, so a reader never sees half a number.
     const std::string tmp = o.port_file + ".tmp";
-    { std::ofstream(tmp) << *port << "\n"; }
+    { std::ofstream(tmp) << port << "\n"; }
     if (std::rename(tmp.c_str(), o.port_file.c_str()) != 0) return fail("cannot write the port file " + o.port_file);
   }
 
@@ -92,6 +102,7 @@ int run_node(const Options& o) {
   caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
   gate = nullptr;
   host = nullptr;
+  guard->reset();
   system.reset();
   return 0;
 }

@@ -72,6 +72,7 @@ class NodeProcess {
   }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return host_ + ":" + std::to_string(port_); }
   std::string log() const {
     std::ifstream f(log_path_);
