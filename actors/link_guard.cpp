@@ -395,6 +395,12 @@ struct LinkGuard::Relay {
       close_fd(p.inner);
       return false;
     };
+    // A side that hung up or failed while the other side's writes are pending would wake
+    // poll() at once forever: end the pair (nothing more can reach a side that is gone).
+    const bool in_busy = p.to_inner_done < p.to_inner.size(), out_busy = p.to_outer_done < p.to_outer.size();
+    if ((outer_ev & POLLERR) || (inner_ev & POLLERR) || (in_busy && (outer_ev & POLLHUP)) ||
+        (out_busy && (inner_ev & POLLHUP)))
+      return end("a side hung up", false);
     // Remote -> CAF, checked.
     if (p.to_inner_done == p.to_inner.size() && (outer_ev & (POLLIN | POLLHUP | POLLERR))) {
       p.to_inner.resize(kRelayChunk);

@@ -3,7 +3,8 @@
 // actor, activates its platform, and publishes the plugin host behind a gate
 // (actors/gate_actor.hpp) through CAF's middleman; a head (`troupe serve
 // --nodes`, or one that starts local nodes itself) asks it for worker actors.
-// Runs until SIGINT/SIGTERM.
+// Runs until SIGINT/SIGTERM, then ends its workers (the head hears of it at
+// once), closes its links and exits 0 within a few seconds.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -92,18 +93,31 @@ int run_node(const Options& o) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  TROUPE_LOG_INFO("Node stopping ({})", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  // A worker busy in a long step must not keep a stopping node alive forever.
+  const char* why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  TROUPE_LOG_INFO("Node stopping ({}): ending its workers and its links", why);
+  // Whatever waits below (a worker stuck in a step, CAF's shutdown waiting for it), the
+  // node is gone within a few seconds, with status 0: it was asked to stop.
   std::thread([] {
-    std::this_thread::sleep_for(std::chrono::seconds(10));
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    std::fflush(nullptr);
     std::_Exit(0);
   }).detach();
-  caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  {
+    // The plugin host ends its workers (its exit handler): the head's monitors of both get
+    // their down messages through the links still open.
+    caf::scoped_actor self{*system};
+    self->monitor(host);
+    caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+    self->receive([](caf::down_msg&) {}, caf::after(std::chrono::seconds(1)) >> [] {});
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // BASP carries them
+  // Then every link closes: a head that has not heard yet sees the node gone now.
+  guard->reset();
   gate = nullptr;
   host = nullptr;
-  guard->reset();
   system.reset();
+  TROUPE_LOG_INFO("Node stopped ({})", why);
   return 0;
 }
 
