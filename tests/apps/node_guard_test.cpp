@@ -5,6 +5,7 @@
 // a peer that knows the secret but sends an oversized frame. Each is dropped
 // with a log line, the node's RSS (/proc) stays within a few MB, the head's
 // /health stays 200 throughout, and the head still gets the same completion.
+// The head's stats port stands behind the same guard.
 //
 // The link handshake and the BASP header are written here from their
 // descriptions (actors/link_guard.hpp, actors/basp_frames.hpp), not with the
@@ -123,8 +124,10 @@ class NodeGuard : public ::testing::Test {
     std::ofstream(secret_path_) << secret_ << "\n";
     node_ = std::make_unique<NodeProcess>(secret_path_, 0, std::vector<std::string>{"TROUPE_LINK_HANDSHAKE_TIMEOUT_S=2"});
     ASSERT_TRUE(node_->wait_listening()) << node_->log();
+    stats_port_ = free_port();
     serve_ = std::make_unique<ServeProcess>(std::vector<std::string>{
-        "--nodes", node_->address(), "--secret-file", secret_path_, "--disable-log-stats"});
+        "--nodes", node_->address(), "--secret-file", secret_path_, "--disable-log-stats", "--stats-port",
+        std::to_string(stats_port_)});
     ASSERT_TRUE(serve_->wait_healthy()) << serve_->log();
     greedy_ = complete();
     ASSERT_FALSE(greedy_.empty());
@@ -182,6 +185,7 @@ class NodeGuard : public ::testing::Test {
   std::unique_ptr<ServeProcess> serve_;
   std::string greedy_;
   long rss_before_ = 0;
+  int stats_port_ = 0;
 };
 
 TEST_F(NodeGuard, ACraftedBaspHeaderWithAHugeLengthCostsTheNodeNothing) {
@@ -247,6 +251,17 @@ TEST_F(NodeGuard, APeerWithTheSecretStillCannotSendAFrameAboveTheCap) {
   expect_rss_bounded("oversized frame after the handshake");
   EXPECT_TRUE(log_shows(*node_, "dropped: the remote side sent a BASP message of 4294967040 bytes (at most 67108864)"))
       << node_->log();
+  EXPECT_EQ(complete(), greedy_);
+}
+
+TEST_F(NodeGuard, TheHeadsStatsPortDropsACraftedHeaderToo) {
+  const int fd = connect_raw(stats_port_);
+  ASSERT_GE(fd, 0) << serve_->log();
+  send_some(fd, basp_header(1, 0xFFFFFF00u, 0) + std::string(1 << 20, '\0'));
+  EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10))) << "the head kept the connection";
+  ::close(fd);
+  expect_healthy_for(std::chrono::seconds(2));
+  EXPECT_TRUE(log_shows(*serve_, "stat logger refused a peer (127.0.0.1:")) << serve_->log();
   EXPECT_EQ(complete(), greedy_);
 }
 
