@@ -91,6 +91,7 @@ struct Engine::Impl {
   actors::RankLayout layout;
   actors::node_supervisor_actor supervisor;
   actors::stats_gate_actor stats_gate;
+  std::unique_ptr<actors::LinkGuard> stats_guard;  // the stats port, in front of stats_gate
   mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
   std::vector<actors::worker_actor> workers;
   std::shared_ptr<LoraRegistry> loras = std::make_shared<LoraRegistry>();
@@ -111,6 +112,7 @@ struct Engine::Impl {
     // Drop our handles: a detached actor's thread ends only when its last
     // reference is gone, and the system's destructor waits for those threads.
     stop(supervisor);
+    stats_guard.reset();
     stop(stats_gate);
     stop(actors.engine);
     stop(actors.scheduler);
@@ -469,11 +471,13 @@ Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& h
                             " needs a secret (--secret-file): anyone could subscribe otherwise");
   if (im.stats_gate) caf::anon_send_exit(im.stats_gate, caf::exit_reason::user_shutdown);
   im.stats_gate = actors::spawn_stats_gate(sys, im.actors.stat_logger, secret);
-  auto published = sys.middleman().publish(im.stats_gate, port, host.empty() ? nullptr : host.c_str(),
-                                           /*reuse_addr=*/true);
-  if (!published) return unavailable("cannot publish the stat logger on " + host + ":" + std::to_string(port) + ": " +
-                                     sys.render(published.error()));
-  return *published;
+  im.stats_guard.reset();
+  auto guard = actors::publish_guarded(sys, im.stats_gate, host, port, secret);
+  if (!guard.ok())
+    return unavailable("cannot publish the stat logger on " + host + ":" + std::to_string(port) + ": " +
+                       guard.status().message());
+  im.stats_guard = std::move(*guard);
+  return im.stats_guard->port();
 }
 
 struct EngineInternals {

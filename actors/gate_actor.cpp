@@ -7,11 +7,11 @@
 #include <chrono>
 #include <deque>
 #include <fstream>
-#include <random>
 
 #include "actors/drop_unexpected.hpp"
+#include "actors/link_guard.hpp"
 #include "actors/status_error.hpp"
-#include "runtime/core/sched/sha256.hpp"
+#include "runtime/core/crypto/crypto.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {
@@ -23,27 +23,8 @@ struct GateState {
   std::string secret;
   std::string what;                  // "node", "stat logger": for log lines
   std::deque<std::string> nonces;    // issued and not yet used, oldest first
-  std::mt19937_64 rng{std::random_device{}()};
   static inline const char* name = "troupe.gate";
 };
-
-std::string random_nonce(std::mt19937_64& rng) {
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 4; ++i) {
-    uint64_t v = rng();
-    for (int b = 0; b < 16; ++b, v >>= 4) s += hex[v & 15];
-  }
-  return s;
-}
-
-/// Compares without an early exit, so the time taken says nothing about the proof.
-bool same(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 template <class Handle>
 typename gate_actor<Handle>::behavior_type gate_behavior(
@@ -53,9 +34,15 @@ typename gate_actor<Handle>::behavior_type gate_behavior(
   self->state.secret = std::move(secret);
   self->state.what = std::move(what);
   return {
-      [=](challenge_atom) -> std::string {
+      [=](challenge_atom) -> caf::result<std::string> {
         auto& st = self->state;
-        st.nonces.push_back(random_nonce(st.rng));
+        // 256 bits from the OS's CSPRNG: a nonce nobody can predict or replay.
+        auto nonce = crypto::random_hex(32);
+        if (!nonce.ok()) {
+          TROUPE_LOG_ERROR("{}: no challenge: {}", st.what, nonce.status().message());
+          return to_error(nonce.status());
+        }
+        st.nonces.push_back(std::move(*nonce));
         if (st.nonces.size() > kMaxOutstandingNonces) st.nonces.pop_front();
         return st.nonces.back();
       },
@@ -69,7 +56,7 @@ typename gate_actor<Handle>::behavior_type gate_behavior(
           return to_error(invalid_argument("the " + st.what + " refused the connection: unknown or used challenge"));
         }
         st.nonces.erase(it);
-        if (!st.secret.empty() && !same(proof, gate_proof(st.secret, nonce))) {
+        if (!st.secret.empty() && !crypto::equal_constant_time(proof, gate_proof(st.secret, nonce))) {
           TROUPE_LOG_WARNING("{} refused a peer ({}): wrong secret", st.what, peer);
           return to_error(invalid_argument("the " + st.what + " refused the connection: wrong secret"));
         }
@@ -93,8 +80,13 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   // once with connection_timeout. That race, not the peer, is retried.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int attempt = 1;; ++attempt) {
+    // Every connection passes the link guard's handshake first (link_guard.hpp); CAF
+    // connects to the loopback end of the authenticated link.
+    auto link = dial_link(host, port, secret, what, timeout);
+    if (!link.ok()) return link.status();
     caf::error failed;
-    self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+    self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, std::string("127.0.0.1"),
+                  *link)
         .receive(
             [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) { remote = std::move(ptr); },
             [&](caf::error& err) { failed = std::move(err); });
@@ -117,10 +109,32 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   return out;
 }
 
+template <class Handle>
+Result<std::unique_ptr<LinkGuard>> publish_guarded_impl(caf::actor_system& system, const Handle& gate,
+                                                        const std::string& host, uint16_t port,
+                                                        const std::string& secret, const std::string& what) {
+  auto limits = link_limits_from_env();
+  if (!limits.ok()) return limits.status();
+  auto inner = system.middleman().publish(gate, 0, "127.0.0.1", /*reuse_addr=*/false);
+  if (!inner)
+    return unavailable("cannot publish the " + what + " on 127.0.0.1: " + system.render(inner.error()));
+  return LinkGuard::listen(host, port, *inner, secret, what, *limits);
+}
+
 }  // namespace
 
+Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
+                                                   const std::string& host, uint16_t port, const std::string& secret) {
+  return publish_guarded_impl(system, gate, host, port, secret, "node");
+}
+
+Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const stats_gate_actor& gate,
+                                                   const std::string& host, uint16_t port, const std::string& secret) {
+  return publish_guarded_impl(system, gate, host, port, secret, "stat logger");
+}
+
 std::string gate_proof(const std::string& secret, const std::string& nonce) {
-  return sched::to_hex(sched::hmac_sha256(secret, nonce));
+  return crypto::to_hex(crypto::hmac_sha256(secret, nonce));
 }
 
 node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor guarded, std::string secret) {

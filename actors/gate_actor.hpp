@@ -1,17 +1,23 @@
 // Gates: what a process publishes on the network instead of its real actors.
 // A peer asks for a challenge (a one-time nonce) and answers it with
-// HMAC-SHA256(secret, nonce); only then does the gate hand out the guarded
+// HMAC-SHA256(secret, nonce) (runtime/core/crypto: OpenSSL; nonces from the OS's
+// CSPRNG, compared in constant time); only then does the gate hand out the guarded
 // actor (a node's plugin host, an engine's stat logger). The secret never
 // crosses the wire. A refusal is logged on both sides. With an empty secret
 // (loopback only; the CLI enforces that) any answer is accepted.
+// Gates are published only behind a link guard (publish_guarded), and
+// connect_node/connect_stats dial through one: CAF's middleman never reads a
+// byte from a peer that has not proven the secret (link_guard.hpp).
 #pragma once
 
 #include <caf/fwd.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "actors/link_guard.hpp"
 #include "actors/messages.hpp"
 #include "troupe/status.hpp"
 
@@ -19,6 +25,14 @@ namespace troupe::actors {
 
 node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor guarded, std::string secret);
 stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor guarded, std::string secret);
+
+/// Publishes `gate` through CAF's middleman on 127.0.0.1 (any free port) behind a link
+/// guard listening on host:port (link_guard.hpp: a handshake on `secret`, a frame cap, a
+/// deadline; limits from link_limits_from_env). The guard's port() is the one to announce.
+Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
+                                                   const std::string& host, uint16_t port, const std::string& secret);
+Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const stats_gate_actor& gate,
+                                                   const std::string& host, uint16_t port, const std::string& secret);
 
 /// The proof for `nonce`: lower-case hex of HMAC-SHA256(secret, nonce).
 std::string gate_proof(const std::string& secret, const std::string& nonce);

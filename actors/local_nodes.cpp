@@ -9,23 +9,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <thread>
 
+#include "runtime/core/crypto/crypto.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string random_secret() {
-  std::random_device rd;
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 64; ++i) s += hex[rd() & 15];
-  return s;
-}
 
 /// The port a node wrote, or 0 while it has not.
 int read_port(const std::string& path) {
@@ -57,7 +49,9 @@ Result<std::unique_ptr<LocalNodes>> LocalNodes::start(const std::string& executa
   char tmpl[] = "/tmp/troupe-nodes-XXXXXX";
   if (!mkdtemp(tmpl)) return unavailable("cannot create a folder for local nodes in /tmp");
   nodes->dir_ = tmpl;
-  nodes->secret_ = random_secret();
+  auto secret = crypto::random_hex(32);  // 256 bits from the OS's CSPRNG
+  if (!secret.ok()) return secret.status();
+  nodes->secret_ = std::move(*secret);
   const std::string secret_file = nodes->dir_ + "/secret";
   {
     std::ofstream(secret_file) << nodes->secret_ << "\n";

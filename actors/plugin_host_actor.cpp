@@ -38,6 +38,13 @@ Status activate(Self self, const std::string& device) {
 plugin_host_actor::behavior_type plugin_host_behavior(Self self, std::string node_host) {
   self->state.node_host = std::move(node_host);
   drop_unexpected_messages(self);
+  // A stopping node ends its workers with it, so their monitors (the head's scheduler) hear
+  // of it at once; a worker busy in a step goes when the step returns.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    for (auto& [rank, worker] : self->state.workers) self->send_exit(worker, msg.reason);
+    self->state.workers.clear();
+    self->quit(msg.reason);
+  });
   return {
       [=](load_atom) -> caf::result<std::string> {
         auto& host = plugin_host::PluginHost::instance();

@@ -3,9 +3,12 @@
 // actor, activates its platform, and publishes the plugin host behind a gate
 // (actors/gate_actor.hpp) through CAF's middleman; a head (`troupe serve
 // --nodes`, or one that starts local nodes itself) asks it for worker actors.
-// Runs until SIGINT/SIGTERM.
+// Runs until SIGINT/SIGTERM, then ends its workers (the head hears of it at
+// once), closes its links and exits 0 within a few seconds.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -44,6 +47,12 @@ int run_node(const Options& o) {
     if (!s) return fail(s.status().message());
     secret = *s;
   }
+  // The platform's own links between nodes (the CPU platform's TCP communicator) prove
+  // the same secret; the platform reads it from this file (platforms see no CLI).
+  if (!o.secret_file.empty())
+    ::setenv("TROUPE_CLUSTER_SECRET_FILE", std::filesystem::absolute(o.secret_file).c_str(), 1);
+  else
+    ::unsetenv("TROUPE_CLUSTER_SECRET_FILE");
   if (secret.empty() && !actors::is_loopback_host(o.host))
     return fail("a node listening on " + o.host +
                 " (not loopback) needs --secret-file: without it any peer could run models here");
@@ -69,30 +78,46 @@ int run_node(const Options& o) {
     if (!status.ok()) return fail(status.to_string());
   }
   auto gate = actors::spawn_node_gate(*system, host, secret);
-  auto port = system->middleman().publish(gate, static_cast<uint16_t>(o.port), o.host.c_str(), /*reuse_addr=*/true);
-  if (!port) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + system->render(port.error()));
-  TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{})", o.host, *port, platform,
+  // CAF listens on loopback only; the network reaches it through the link guard.
+  auto guard = actors::publish_guarded(*system, gate, o.host, static_cast<uint16_t>(o.port), secret);
+  if (!guard.ok()) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + guard.status().message());
+  const uint16_t port = (*guard)->port();
+  TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{})", o.host, port, platform,
                   secret.empty() ? ", no secret: loopback only" : ", peers must prove the secret");
   if (!o.port_file.empty()) {
     // Written whole, then renamed, so a reader never sees half a number.
     const std::string tmp = o.port_file + ".tmp";
-    { std::ofstream(tmp) << *port << "\n"; }
+    { std::ofstream(tmp) << port << "\n"; }
     if (std::rename(tmp.c_str(), o.port_file.c_str()) != 0) return fail("cannot write the port file " + o.port_file);
   }
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  TROUPE_LOG_INFO("Node stopping ({})", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  // A worker busy in a long step must not keep a stopping node alive forever.
+  const char* why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  TROUPE_LOG_INFO("Node stopping ({}): ending its workers and its links", why);
+  // Whatever waits below (a worker stuck in a step, CAF's shutdown waiting for it), the
+  // node is gone within a few seconds, with status 0: it was asked to stop.
   std::thread([] {
-    std::this_thread::sleep_for(std::chrono::seconds(10));
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    std::fflush(nullptr);
     std::_Exit(0);
   }).detach();
-  caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  {
+    // The plugin host ends its workers (its exit handler): the head's monitors of both get
+    // their down messages through the links still open.
+    caf::scoped_actor self{*system};
+    self->monitor(host);
+    caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+    self->receive([](caf::down_msg&) {}, caf::after(std::chrono::seconds(1)) >> [] {});
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // BASP carries them
+  // Then every link closes: a head that has not heard yet sees the node gone now.
+  guard->reset();
   gate = nullptr;
   host = nullptr;
   system.reset();
+  TROUPE_LOG_INFO("Node stopped ({})", why);
   return 0;
 }
 

@@ -38,6 +38,7 @@ struct Options {
   bool enable_prefix_caching = true;
   std::string api_key;
   bool disable_log_stats = false;
+  double shutdown_timeout = 0;  // s: how long SIGTERM waits for requests in flight (0: abort them)
   int64_t max_num_queued_requests = 0;
   std::string chat_template;
   uint64_t max_body_bytes = 1u << 20;
@@ -191,7 +192,20 @@ int run_serve(Options o) {
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return shutdown; });
   }
-  TROUPE_LOG_INFO("Shutting down: closing the HTTP server, then the engine");
+  // Stop taking requests; let those in flight finish for up to --shutdown-timeout, then
+  // abort the rest (closing their connections cancels them in the engine).
+  server.drain();
+  size_t left = server.in_flight();
+  TROUPE_LOG_INFO("Shutting down: new requests are refused; {} in flight{}", left,
+                  left && o.shutdown_timeout > 0 ? fmt::format(", waiting up to {} s for them", o.shutdown_timeout)
+                                                 : std::string());
+  const auto drain_end = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000));
+  while (left > 0 && std::chrono::steady_clock::now() < drain_end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = server.in_flight();
+  }
+  if (left > 0) TROUPE_LOG_WARNING("aborting {} request(s) still in flight", left);
   server.stop();
   TROUPE_LOG_INFO("HTTP server closed; stopping the engine");
   // A stuck actor must not keep a stopped server alive forever: give the
@@ -246,6 +260,10 @@ const CommandRegistration kRegistration(
       sub.add_option("--max-lora-rank", o->max_lora_rank, "Largest LoRA rank accepted (default 16)");
       sub.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (also $TROUPE_API_KEY)");
       sub.add_flag("--disable-log-stats", o->disable_log_stats, "No periodic throughput/KV log line");
+      sub.add_option("--shutdown-timeout", o->shutdown_timeout,
+                     "Seconds SIGTERM/SIGINT waits for requests in flight before aborting them (0: abort at once); "
+                     "new requests are refused meanwhile")
+          ->check(CLI::NonNegativeNumber);
       sub.add_option("--max-num-queued-requests", o->max_num_queued_requests,
                      "Waiting requests beyond which new ones get 503 (default 0: unbounded)");
       sub.add_option("--chat-template", o->chat_template, "Named chat template to use instead of the model's");

@@ -158,6 +158,8 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   if (req->body().size() > ctx.options.max_body_bytes)
     return respond_error(req, openai::payload_too_large(ctx.options.max_body_bytes));
 
+  if (ctx.draining && path != "/metrics" && path != "/version")
+    return respond_error(req, openai::from_status(unavailable("the server is shutting down")));
   if (path == "/health" || path == "/ping") {  // vLLM's /ping (SageMaker) answers as /health does
     engine::Engine* e = ctx.engine.load();
     if (!e) return respond(req, 503, "application/json", R"({"status":"loading"})");
@@ -337,6 +339,18 @@ void ApiServer::set_engine(engine::Engine* engine) { impl_->ctx.engine.store(eng
 void ApiServer::set_io_processor(std::string name, std::shared_ptr<IOProcessor> processor) {
   impl_->ctx.io_processor_name = std::move(name);
   impl_->ctx.io_processor = std::move(processor);
+}
+
+void ApiServer::drain() { impl_->ctx.draining = true; }
+
+size_t ApiServer::in_flight() {
+  auto& im = *impl_;
+  if (im.stopped || !im.thread.joinable()) return 0;
+  auto count = std::make_shared<std::promise<size_t>>();
+  auto got = count->get_future();
+  asio::post(im.io, [count, ctx = &im.ctx] { count->set_value(ctx->disconnects.watched()); });
+  if (got.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return 1;  // the HTTP thread is busy: not idle
+  return got.get();
 }
 
 void ApiServer::stop() {

@@ -28,6 +28,10 @@ class ApiServer {
   void set_engine(engine::Engine* engine);
   /// /pooling goes through this IO processor plugin (set before the engine).
   void set_io_processor(std::string name, std::shared_ptr<IOProcessor> processor);
+  /// Refuse new requests (503, /health too) while those in flight go on (a graceful shutdown).
+  void drain();
+  /// Generations in flight now (asked on the HTTP thread).
+  size_t in_flight();
   /// Stop listening, end open streams, join the HTTP thread. Idempotent.
   void stop();
 

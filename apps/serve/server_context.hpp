@@ -45,6 +45,12 @@ class DisconnectWatch {
   void forget(uint64_t connection_id, uint64_t token);
   /// Runs and forgets every callback of the connection.
   void closed(uint64_t connection_id);
+  /// Generations watched now (those in flight), over every connection.
+  size_t watched() const {
+    size_t n = 0;
+    for (const auto& [id, callbacks] : by_connection_) n += callbacks.size();
+    return n;
+  }
 
  private:
   uint64_t next_token_ = 0;
@@ -56,6 +62,7 @@ struct ServerContext {
   asio::io_context* io = nullptr;
   std::atomic<engine::Engine*> engine{nullptr};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> draining{false};  // shutting down: new requests are refused, those in flight go on
   std::atomic<uint64_t> next_request{0};
   std::string io_processor_name;              // --io-processor-plugin
   std::shared_ptr<IOProcessor> io_processor;  // /pooling goes through it when set

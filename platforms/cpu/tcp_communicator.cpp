@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "troupe/log.hpp"
+
 namespace troupe::cpu {
 
 using tcp::Clock;
@@ -180,17 +182,25 @@ Status TcpCommunicator::progress_recv(Part& p, const char* op) {
       if (!p.checked && p.in_done >= kHeaderBytes) {
         p.checked = true;
         const uint64_t tag = get_u64(p.in_head), bytes = get_u64(p.in_head + 8);
+        // A header other than the one this round expects: a peer out of step, or one
+        // sending garbage. Nothing more is read from it (what was read went into the
+        // receiver's own buffer, never past its size), and the link is closed.
+        auto violation = [&](std::string message) {
+          TROUPE_LOG_ERROR("cpu communicator {}: closed the link to {}: {}", name(), who(p.peer), message);
+          links_[static_cast<size_t>(p.peer)].reset();
+          return internal_error(std::move(message));
+        };
         if (tag != p.in_tag) {
           const bool p2p = (tag >> 56) == kSend && (p.in_tag >> 56) == kSend;
           if (p2p)
-            return internal_error("cpu communicator: rank " + std::to_string(p.peer) + " sent a message of " +
+            return violation("cpu communicator: rank " + std::to_string(p.peer) + " sent a message of " +
                                   std::to_string(bytes) + " bytes, rank " + std::to_string(rank_) + " expected " +
                                   std::to_string(p.in_bytes));
-          return internal_error("cpu communicator: rank " + std::to_string(p.peer) + " runs " + tag_text(tag) +
+          return violation("cpu communicator: rank " + std::to_string(p.peer) + " runs " + tag_text(tag) +
                                 " while rank " + std::to_string(rank_) + " runs " + tag_text(p.in_tag));
         }
         if (bytes != p.in_bytes)
-          return internal_error("cpu communicator: rank " + std::to_string(p.peer) + " sent " + std::to_string(bytes) +
+          return violation("cpu communicator: rank " + std::to_string(p.peer) + " sent " + std::to_string(bytes) +
                                 " bytes of " + tag_text(tag) + ", rank " + std::to_string(rank_) + " expected " +
                                 std::to_string(p.in_bytes));
       }

@@ -1,11 +1,24 @@
 #include "platforms/cpu/tcp_rendezvous.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <random>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
 
-#include "platforms/cpu/host_communicator.hpp"  // seconds_text
+#include <openssl/rand.h>
+
+#include "platforms/cpu/host_communicator.hpp"  // seconds_text, comm_timeout_from_env
+#include "platforms/cpu/tcp_auth.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::cpu {
@@ -44,16 +57,22 @@ Result<std::string> make_tcp_communicator_id(const std::string& host, millisecon
   uint16_t port = 0;
   auto fd = tcp::listen_on(host, 0, &port);
   if (!fd.ok()) return Status(fd.status().code(), "cpu communicator: " + fd.status().message());
-  std::random_device rd;
-  char token[40];
-  std::snprintf(token, sizeof token, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  // The token names the world (a stale id is told apart); it is no credential: every
+  // connection proves the cluster secret (tcp_auth.hpp).
+  unsigned char raw[16];
+  if (RAND_bytes(raw, sizeof raw) != 1) return unavailable("cpu communicator: no random bytes for an id");
+  char token[40] = {};
+  for (size_t i = 0; i < sizeof raw; ++i) std::snprintf(token + 2 * i, 3, "%02x", raw[i]);
+  const std::string id = std::string(kTcpIdPrefix) + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                         ":" + std::to_string(port) + ":" + token;
+  auto ep = tcp::open_endpoint(std::move(*fd), token, id);
+  if (!ep.ok()) return ep.status();
   tcp::PendingListener l;
-  l.fd = std::move(*fd);
+  l.endpoint = std::move(*ep);
   l.host = host;
   l.port = port;
   tcp::register_listener(token, std::move(l), unused_lifetime);
-  return std::string(kTcpIdPrefix) + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port) + ":" + token;
+  return id;
 }
 
 namespace tcp {
@@ -68,6 +87,11 @@ constexpr uint32_t kPair = 2;  // a rank to a lower one: this connection is our 
 // A peer has this long to send its hello after connecting (a stranger that never speaks
 // must not hold up the ranks behind it for the whole timeout).
 constexpr auto kHelloWait = std::chrono::seconds(10);
+// Bounds on what a peer may make a listener hold: a hello (a few strings), connections in
+// their handshake, and authenticated links not yet taken.
+constexpr uint32_t kMaxHelloBytes = 64 << 10;
+constexpr size_t kMaxPending = 64;
+constexpr size_t kMaxArrived = 1024;
 
 struct Hello {
   uint32_t kind = 0;
@@ -170,58 +194,268 @@ std::string rank_text(int r, const Address& a) {
   return "rank " + std::to_string(r) + " (" + host_port(a.host, a.port) + ")";
 }
 
-// -- Endpoint: a rank's listener and the hellos that came early ------------------------------
+// -- Endpoint: a rank's listener, served by a thread of its own ----------------------------
 
+// Every connection is accepted at once and must pass the handshake (tcp_auth.hpp) and send
+// its hello within the auth wait, or it is closed and logged: nothing sits unread on a
+// listener, whether or not a rank is waiting for links right now.
 struct Endpoint {
-  Fd listener;
   std::string token;
   std::string id;
-  int refused = 0;  // connections refused for a wrong token or a malformed hello
-  struct Waiting {
+  std::string secret;
+  milliseconds auth_wait{10'000};
+
+  std::mutex mu;
+  std::condition_variable arrived_cv;
+  struct Arrived {
     Fd fd;
     Hello hello;
   };
-  std::vector<Waiting> early;  // pair hellos of groups this rank has not made yet
+  std::deque<Arrived> arrived;  // authenticated hellos not yet taken, oldest first
+  int refused = 0;              // connections refused (no proof, a malformed hello, a wrong token)
+  Status broken;                // the listener failed
 
-  /// The next hello of `channel` on the listener (or one that came early); an invalid Fd when
-  /// `deadline` passes first. Strangers (wrong token, not a hello) are refused and logged.
-  Result<std::pair<Fd, Hello>> next(const std::string& channel, Clock::time_point deadline) {
-    for (auto it = early.begin(); it != early.end(); ++it) {
-      if (it->hello.channel != channel) continue;
-      std::pair<Fd, Hello> out{std::move(it->fd), std::move(it->hello)};
-      early.erase(it);
-      return out;
+  Fd listener;
+  int wake[2] = {-1, -1};
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  /// A connection in its handshake.
+  struct Pending {
+    Fd fd;
+    std::string peer;
+    Clock::time_point deadline;
+    std::string nonce_s;
+    std::string out;
+    size_t out_done = 0;
+    std::string in;
+    bool authenticated = false;  // the verdict went out: the hello follows
+    uint32_t hello_bytes = 0;    // its length, once its 4-byte prefix arrived
+  };
+  std::list<Pending> pending;
+
+  ~Endpoint() {
+    stop = true;
+    if (wake[1] >= 0) (void)::write(wake[1], "x", 1);
+    if (thread.joinable()) thread.join();
+    if (wake[0] >= 0) ::close(wake[0]);
+    if (wake[1] >= 0) ::close(wake[1]);
+  }
+
+  void refuse_logged(Pending& p, const std::string& why) {
+    TROUPE_LOG_WARNING("cpu communicator {}: refused a connection from {}: {}", id, p.peer, why);
+    {
+      std::lock_guard lock(mu);
+      ++refused;
     }
+    p.fd.reset();
+  }
+
+  static bool flush(Pending& p) {
+    while (p.out_done < p.out.size()) {
+      const ssize_t w = ::send(p.fd.get(), p.out.data() + p.out_done, p.out.size() - p.out_done, MSG_NOSIGNAL);
+      if (w > 0) {
+        p.out_done += static_cast<size_t>(w);
+        continue;
+      }
+      return w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+    }
+    return true;
+  }
+
+  /// Progress of one connection; false once it is closed or handed over.
+  bool step(Pending& p, short revents) {
+    if ((revents & POLLOUT) && !flush(p)) {
+      refuse_logged(p, "it reset the connection during the handshake");
+      return false;
+    }
+    if (Clock::now() >= p.deadline) {
+      refuse_logged(p, std::string(p.authenticated ? "it sent no hello" : "it did not pass the handshake") +
+                           " within " + seconds_text(auth_wait) + " s");
+      return false;
+    }
+    if (!(revents & (POLLIN | POLLHUP | POLLERR))) return true;
+    // What is wanted next: the answer (fixed size), the hello's length, then the hello.
+    size_t want = 0;
+    if (!p.authenticated) want = kAuthAnswerBytes - p.in.size();
+    else if (p.in.size() < 4) want = 4 - p.in.size();
+    else want = 4 + p.hello_bytes - p.in.size();
+    std::string buf(std::min<size_t>(want, 64 << 10), '\0');
+    const ssize_t r = ::recv(p.fd.get(), buf.data(), buf.size(), 0);
+    if (r == 0) {
+      refuse_logged(p, "it closed the connection during the handshake");
+      return false;
+    }
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+      refuse_logged(p, std::string("it reset the connection during the handshake (") + std::strerror(errno) + ")");
+      return false;
+    }
+    p.in.append(buf.data(), static_cast<size_t>(r));
+    if (!p.authenticated) {
+      if (p.in.size() < kAuthAnswerBytes) return true;
+      bool ok = false;
+      std::string why;
+      p.out = judge_answer(secret, p.nonce_s, p.in, &ok, &why);
+      p.out_done = 0;
+      p.in.clear();
+      const bool sent = flush(p);
+      if (!ok || !sent) {
+        refuse_logged(p, ok ? "it reset the connection during the handshake" : why);
+        return false;
+      }
+      p.authenticated = true;
+      return true;
+    }
+    if (p.in.size() == 4) {
+      p.hello_bytes = Reader(p.in).u32();
+      if (p.hello_bytes > kMaxHelloBytes) {
+        refuse_logged(p, "a hello of " + std::to_string(p.hello_bytes) + " bytes (at most " +
+                             std::to_string(kMaxHelloBytes) + ")");
+        return false;
+      }
+    }
+    if (p.in.size() < 4 + size_t{p.hello_bytes}) return true;
+    Hello h;
+    if (!decode(p.in.substr(4), &h)) {
+      refuse(p.fd.get(), StatusCode::invalid_argument, "not a troupe cpu communicator hello (or another version)");
+      refuse_logged(p, "it is not a troupe cpu communicator hello (or another troupe version)");
+      return false;
+    }
+    if (h.token != token) {
+      refuse(p.fd.get(), StatusCode::invalid_argument,
+             "the communicator token does not match (a stale or foreign communicator id)");
+      TROUPE_LOG_WARNING("cpu communicator {}: refused rank {}: its communicator token does not match (a stale "
+                         "or foreign communicator id; from {})", id, h.rank, p.peer);
+      {
+        std::lock_guard lock(mu);
+        ++refused;
+      }
+      p.fd.reset();
+      return false;
+    }
+    {
+      std::lock_guard lock(mu);
+      if (arrived.size() >= kMaxArrived) {
+        ++refused;
+        TROUPE_LOG_WARNING("cpu communicator {}: refused rank {} ({}): {} links wait already", id, h.rank, p.peer,
+                           arrived.size());
+        p.fd.reset();
+        return false;
+      }
+      arrived.push_back({std::move(p.fd), std::move(h)});
+    }
+    arrived_cv.notify_all();
+    return false;
+  }
+
+  void accept_all() {
     for (;;) {
-      auto fd = accept_until(listener.get(), deadline);
-      if (!fd.ok()) return fd.status();
-      if (!fd->valid()) return std::pair<Fd, Hello>{};
-      auto body = receive_message(fd->get(), std::min(deadline, Clock::now() + kHelloWait), "a peer");
-      Hello h;
-      if (!body.ok() || !decode(std::move(*body), &h)) {
-        ++refused;
-        const std::string why = body.ok() ? "it is not a troupe cpu communicator hello (or another troupe version)"
-                                          : body.status().message();
-        TROUPE_LOG_WARNING("cpu communicator {}: refused a connection: {}", id, why);
-        if (body.ok()) refuse(fd->get(), StatusCode::invalid_argument, why);
+      auto fd = accept_until(listener.get(), Clock::now());
+      if (!fd.ok()) {
+        std::lock_guard lock(mu);
+        broken = fd.status();
+        arrived_cv.notify_all();
+        return;
+      }
+      if (!fd->valid()) return;
+      Pending p;
+      p.fd = std::move(*fd);
+      p.peer = peer_address(p.fd.get());
+      if (pending.size() >= kMaxPending) {
+        refuse_logged(p, std::to_string(pending.size()) + " connections are in their handshake already");
         continue;
       }
-      if (h.token != token) {
-        ++refused;
-        TROUPE_LOG_WARNING("cpu communicator {}: refused rank {}: its communicator token does not match (a stale "
-                           "or foreign communicator id)", id, h.rank);
-        refuse(fd->get(), StatusCode::invalid_argument,
-               "the communicator token does not match (a stale or foreign communicator id)");
+      auto challenge = make_challenge(&p.nonce_s);
+      if (!challenge.ok()) {
+        refuse_logged(p, challenge.status().message());
         continue;
       }
-      if (h.kind == kPair && h.channel != channel) {
-        early.push_back({std::move(*fd), std::move(h)});
+      p.out = std::move(*challenge);
+      p.deadline = Clock::now() + auth_wait;
+      if (!flush(p)) {
+        refuse_logged(p, "it reset the connection");
         continue;
       }
-      return std::pair<Fd, Hello>{std::move(*fd), std::move(h)};
+      pending.push_back(std::move(p));
     }
   }
+
+  void run() {
+    std::vector<pollfd> fds;
+    while (!stop) {
+      fds.clear();
+      fds.push_back({wake[0], POLLIN, 0});
+      fds.push_back({listener.get(), POLLIN, 0});
+      auto next = Clock::now() + milliseconds(1000);
+      for (auto& p : pending) {
+        fds.push_back({p.fd.get(), static_cast<short>(POLLIN | (p.out_done < p.out.size() ? POLLOUT : 0)), 0});
+        next = std::min(next, p.deadline);
+      }
+      const auto left = std::chrono::duration_cast<milliseconds>(next - Clock::now()).count();
+      ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(left + 1, 0, 1000)));
+      if (stop) return;
+      size_t i = 2;
+      for (auto it = pending.begin(); it != pending.end(); ++i) {
+        if (!step(*it, i < fds.size() ? fds[i].revents : short(0))) it = pending.erase(it);
+        else ++it;
+      }
+      if (fds[1].revents) accept_all();
+      if (fds[0].revents) {
+        char b[64];
+        while (::read(wake[0], b, sizeof b) > 0) {
+        }
+      }
+    }
+  }
+
+  /// The next hello of `channel` (or a join); an invalid Fd when `deadline` passes first.
+  Result<std::pair<Fd, Hello>> next(const std::string& channel, Clock::time_point deadline) {
+    std::unique_lock lock(mu);
+    for (;;) {
+      for (auto it = arrived.begin(); it != arrived.end(); ++it) {
+        if (it->hello.kind == kPair && it->hello.channel != channel) continue;
+        std::pair<Fd, Hello> out{std::move(it->fd), std::move(it->hello)};
+        arrived.erase(it);
+        return out;
+      }
+      if (!broken.ok()) return broken;
+      if (arrived_cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+        // One more look: a hello may have come with the timeout.
+        for (auto it = arrived.begin(); it != arrived.end(); ++it) {
+          if (it->hello.kind == kPair && it->hello.channel != channel) continue;
+          std::pair<Fd, Hello> out{std::move(it->fd), std::move(it->hello)};
+          arrived.erase(it);
+          return out;
+        }
+        return std::pair<Fd, Hello>{};
+      }
+    }
+  }
+
+  int refused_count() {
+    std::lock_guard lock(mu);
+    return refused;
+  }
 };
+
+Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id) {
+  auto secret = cluster_secret();
+  if (!secret.ok()) return secret.status();
+  auto timeout = comm_timeout_from_env();
+  if (!timeout.ok()) return timeout.status();
+  auto ep = std::make_shared<Endpoint>();
+  ep->token = token;
+  ep->id = id;
+  ep->secret = std::move(*secret);
+  ep->auth_wait = std::min<milliseconds>(kHelloWait, *timeout);
+  ep->listener = std::move(listener);
+  if (::pipe2(ep->wake, O_NONBLOCK | O_CLOEXEC) != 0)
+    return unavailable(std::string("cpu communicator: cannot create a pipe: ") + std::strerror(errno));
+  Endpoint* raw = ep.get();
+  ep->thread = std::thread([raw] { raw->run(); });
+  return ep;
+}
 
 // -- Meshes -------------------------------------------------------------------------------
 
@@ -252,7 +486,7 @@ Status accept_higher(Endpoint& ep, const std::string& channel, int self, int wor
         if (!links[static_cast<size_t>(r)].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       return unavailable("rank(s) " + missing + " did not connect to rank " + std::to_string(self) +
                          " of cpu communicator " + name + " within " + seconds_text(timeout) + " s" +
-                         (ep.refused ? " (" + std::to_string(ep.refused) + " other connection(s) refused)" : ""));
+                         (ep.refused_count() ? " (" + std::to_string(ep.refused_count()) + " other connection(s) refused)" : ""));
     }
     auto& [fd, h] = *in;
     const int r = static_cast<int>(h.rank);
@@ -275,7 +509,7 @@ Status accept_higher(Endpoint& ep, const std::string& channel, int self, int wor
 }
 
 /// Connects rank `self` to the ranks `lower` (their listeners in `table`) on `channel`.
-Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& table,
+Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& table, const std::string& secret,
                      const std::string& token, const std::string& channel, int self, int world,
                      std::vector<Fd>& links, Clock::time_point deadline) {
   for (int r : lower) {
@@ -284,6 +518,7 @@ Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& 
     auto fd = connect_to(a.host, a.port, deadline);
     if (!fd.ok())
       return unavailable("rank " + std::to_string(self) + " cannot reach " + who + ": " + fd.status().message());
+    TROUPE_RETURN_IF_ERROR(authenticate_to(fd->get(), secret, deadline, who));
     Hello h;
     h.kind = kPair;
     h.world = static_cast<uint32_t>(world);
@@ -302,9 +537,7 @@ Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& 
 Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   const std::string t = seconds_text(timeout);
-  auto ep = std::make_shared<Endpoint>();
-  ep->token = where.token;
-  ep->id = id;
+  std::shared_ptr<Endpoint> ep;
   std::vector<Address> table(static_cast<size_t>(W));
   std::vector<Fd> links(static_cast<size_t>(W));
   table[0] = {where.host, where.port};
@@ -315,7 +548,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     if (!l.ok())
       return invalid_argument("cpu communicator " + id + ": rank 0 must run in the process that made the id "
                               "(Platform::make_communicator_id with a communicator_host): " + l.status().message());
-    ep->listener = std::move(l->fd);
+    ep = std::move(l->endpoint);
     Status failed;
     while (failed.ok() && !missing_ranks(links, 0).empty()) {
       auto in = ep->next("", deadline);
@@ -326,7 +559,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
       if (!in->first.valid()) {
         failed = unavailable("rank(s) " + missing_ranks(links, 0) + " did not join cpu communicator " + id +
                              " within " + t + " s" +
-                             (ep->refused ? " (" + std::to_string(ep->refused) + " other connection(s) refused)" : ""));
+                             (ep->refused_count() ? " (" + std::to_string(ep->refused_count()) + " other connection(s) refused)" : ""));
         break;
       }
       auto& [fd, h] = *in;
@@ -358,17 +591,27 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
       TROUPE_RETURN_IF_ERROR(send_message(links[static_cast<size_t>(r)].get(), reply_ok(&table), deadline,
                                                rank_text(r, table[static_cast<size_t>(r)])));
   } else {
+    auto secret = cluster_secret();
+    if (!secret.ok()) return secret.status();
     auto fd0 = connect_to(where.host, where.port, deadline);
     if (!fd0.ok())
       return unavailable("rank 0 of cpu communicator " + id + " is not reachable within " + t + " s: " +
                          fd0.status().message());
+    const std::string self = "rank " + std::to_string(me);
+    if (Status a = authenticate_to(fd0->get(), *secret, deadline, rank0); !a.ok()) {
+      if (a.code() == StatusCode::unavailable && a.message().find("did not answer in time") != std::string::npos)
+        return unavailable(rank0 + " of cpu communicator " + id + " did not answer " + self + " within " + t + " s");
+      return Status(a.code(), "cpu communicator " + id + ": " + a.message());
+    }
     // This rank's listener, on the address through which it reached rank 0.
     auto local = local_host(fd0->get());
     if (!local.ok()) return local.status();
     uint16_t port = 0;
     auto l = listen_on(*local, 0, &port);
     if (!l.ok()) return l.status();
-    ep->listener = std::move(*l);
+    auto opened = open_endpoint(std::move(*l), where.token, id);
+    if (!opened.ok()) return opened.status();
+    ep = std::move(*opened);
     Hello h;
     h.kind = kJoin;
     h.world = static_cast<uint32_t>(W);
@@ -376,7 +619,6 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     h.token = where.token;
     h.host = *local;
     h.port = port;
-    const std::string self = "rank " + std::to_string(me);
     Status s = send_message(fd0->get(), encode(h), deadline, rank0);
     if (s.ok()) s = read_reply(fd0->get(), deadline, rank0, self, &table);
     if (!s.ok()) {
@@ -391,7 +633,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     links[0] = std::move(*fd0);
     std::vector<int> lower;
     for (int r = 1; r < me; ++r) lower.push_back(r);
-    s = connect_lower(lower, table, where.token, "", me, W, links, deadline);
+    s = connect_lower(lower, table, ep->secret, where.token, "", me, W, links, deadline);
     if (!s.ok()) return Status(s.code(), "cpu communicator " + id + ": " + s.message());
   }
   TROUPE_RETURN_IF_ERROR(accept_higher(*ep, "", me, W, links, deadline, timeout, id));
@@ -406,7 +648,7 @@ Result<std::vector<Fd>> join_group(Endpoint& ep, const std::vector<Address>& tab
   const auto deadline = Clock::now() + timeout;
   std::vector<int> lower;
   for (int i = 0; i < index; ++i) lower.push_back(i);
-  TROUPE_RETURN_IF_ERROR(connect_lower(lower, table, ep.token, channel, index, n, links, deadline));
+  TROUPE_RETURN_IF_ERROR(connect_lower(lower, table, ep.secret, ep.token, channel, index, n, links, deadline));
   TROUPE_RETURN_IF_ERROR(accept_higher(ep, channel, index, n, links, deadline, timeout, name));
   return links;
 }

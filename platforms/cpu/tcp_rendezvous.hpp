@@ -3,7 +3,9 @@
 // world's full mesh through rank 0's listener, or a group's through the
 // members' own listeners.
 //
-// A hello is a length-prefixed little-endian message (magic, version, kind,
+// Every connection first passes a challenge-response on the cluster secret
+// (tcp_auth.hpp), served by a thread per listener (open_endpoint), so nothing
+// sits unread on a listener. Then a hello: a length-prefixed little-endian message (magic, version, kind,
 // world size, rank, token, channel, listener address); the answer is ok (for a
 // join: with the table of every rank's listener) or a refusal carrying a
 // status code and its reason, which the refused side returns as its error.
@@ -47,6 +49,12 @@ std::string rank_text(int rank, const Address& listener);
 /// This rank's listener and the group hellos that came before this rank made that group;
 /// shared by a communicator and the groups made from it.
 struct Endpoint;
+
+/// Serves `listener` from a thread of its own: every connection must pass the handshake on
+/// the cluster secret (tcp_auth.hpp) and send its hello within min(10 s,
+/// TROUPE_CPU_COMM_TIMEOUT_S), else it is closed and logged; hellos with another token
+/// are refused. `token` and `id` name the world (for checks and log lines).
+Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id);
 
 /// A connected mesh: a link to every other rank (none to itself), every rank's listener.
 struct Mesh {

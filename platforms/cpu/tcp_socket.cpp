@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -105,6 +106,17 @@ Result<std::string> local_host(int fd) {
   // An IPv4 peer reached through an IPv6 socket: keep the plain IPv4 form.
   if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos) h = h.substr(7);
   return h;
+}
+
+std::string peer_address(int fd) {
+  sockaddr_storage sa{};
+  socklen_t len = sizeof sa;
+  char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
+      getnameinfo(reinterpret_cast<sockaddr*>(&sa), len, host, sizeof host, serv, sizeof serv,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "an unknown peer";
+  return host_port(host, static_cast<uint16_t>(std::atoi(serv)));
 }
 
 Result<Fd> connect_to(const std::string& host, uint16_t port, Clock::time_point deadline) {

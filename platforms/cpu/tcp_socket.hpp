@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,10 +107,15 @@ Status send_message(int fd, const std::string& body, Clock::time_point deadline,
 /// Receives one length-prefixed message (at most kMaxMessageBytes).
 Result<std::string> receive_message(int fd, Clock::time_point deadline, const std::string& who);
 
-/// A listener that make_communicator_id opened for rank 0 of a world, until rank 0's
-/// make_device_communicator takes it.
+struct Endpoint;  // tcp_rendezvous.hpp
+
+/// The numeric remote address of a connected socket ("10.0.0.5:41234"), for log lines.
+std::string peer_address(int fd);
+
+/// A listener that make_communicator_id opened (and serves: open_endpoint) for rank 0 of a
+/// world, until rank 0's make_device_communicator takes it.
 struct PendingListener {
-  Fd fd;
+  std::shared_ptr<Endpoint> endpoint;
   std::string host;  // as written in the id
   uint16_t port = 0;
 };

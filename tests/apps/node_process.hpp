@@ -65,6 +65,19 @@ class NodeProcess {
       pid_ = -1;
     }
   }
+  /// Waits (bounded) for the process to exit; its exit status, or -1 (still running after
+  /// `timeout`, or killed by a signal).
+  int wait_exit(std::chrono::seconds timeout) {
+    for (auto deadline = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < deadline;) {
+      int status = 0;
+      if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
   /// A new process at the same port (after kill_now(SIGKILL)).
   void restart() {
     kill_now(SIGKILL);
@@ -72,6 +85,7 @@ class NodeProcess {
   }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return host_ + ":" + std::to_string(port_); }
   std::string log() const {
     std::ifstream f(log_path_);

@@ -3,7 +3,8 @@
 // reports its own plugins; a node killed (SIGKILL) or stopped (SIGSTOP)
 // during a streaming request of `troupe serve` ends that request with an
 // error within 10 s, /health names the lost node, the head stays up, and once
-// the node is back at the same address the head serves again.
+// the node is back at the same address the head serves again; a node given
+// SIGTERM does the same, and exits 0.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -232,6 +233,19 @@ TEST_F(NodeFailure, AKilledNodeEndsTheStreamThenTheHeadReconnects) {
   EXPECT_NE(last.find("\"error\""), std::string::npos) << "the stream did not end with an error: " << last;
   EXPECT_NE(last.find("node " + node_->address()), std::string::npos) << last;
   EXPECT_LT(seconds, 10.0);
+  expect_unhealthy_naming_the_node();
+  node_->restart();
+  ASSERT_TRUE(node_->wait_listening()) << node_->log();
+  expect_serving_again();
+}
+
+TEST_F(NodeFailure, ANodeGivenSigtermLeavesAtOnceExitsZeroAndIsTakenBack) {
+  auto [last, seconds] = stream_and([&] { node_->kill_now(SIGTERM); });
+  EXPECT_NE(last.find("\"error\""), std::string::npos) << "the stream did not end with an error: " << last;
+  EXPECT_NE(last.find("node " + node_->address()), std::string::npos) << last;
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_EQ(node_->wait_exit(std::chrono::seconds(10)), 0) << node_->log();
+  EXPECT_NE(node_->log().find("Node stopping (SIGTERM)"), std::string::npos) << node_->log();
   expect_unhealthy_naming_the_node();
   node_->restart();
   ASSERT_TRUE(node_->wait_listening()) << node_->log();

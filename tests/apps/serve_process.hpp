@@ -78,6 +78,11 @@ class ServeProcess {
     return false;
   }
 
+  /// Sends `sig` without waiting.
+  void send_signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+
   /// SIGTERM and wait (SIGKILL after 20 s); returns the exit status (-1 when killed).
   int stop() {
     if (pid_ <= 0) return exit_code_;

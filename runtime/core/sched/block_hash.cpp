@@ -7,7 +7,7 @@ namespace troupe::sched {
 BlockHash hash_block_tokens(const std::optional<BlockHash>& parent,
                             std::span<const int32_t> block_tokens,
                             std::optional<std::string_view> extra_key, int64_t lora_id) {
-  Sha256 h;
+  crypto::Sha256 h;
   // Every field is length- or tag-prefixed so no two inputs serialize alike.
   const uint8_t has_parent = parent ? 1 : 0;
   h.update(&has_parent, 1);

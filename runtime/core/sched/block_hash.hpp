@@ -15,12 +15,12 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/core/sched/sha256.hpp"
+#include "runtime/core/crypto/crypto.hpp"
 
 namespace troupe::sched {
 
 struct BlockHash {
-  Sha256Digest bytes{};
+  crypto::Sha256Digest bytes{};
   bool operator==(const BlockHash&) const = default;
 };
 

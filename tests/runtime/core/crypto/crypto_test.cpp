@@ -3,11 +3,14 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/crypto/crypto.hpp"
 #include "runtime/core/sched/block_hash.hpp"
-#include "runtime/core/sched/sha256.hpp"
 
 namespace troupe::sched {
 namespace {
+
+using crypto::Sha256;
+using crypto::to_hex;
 
 // FIPS 180-4 example vectors (NIST CSRC "SHA256.pdf" and the short/long messages).
 TEST(Sha256, Abc) {
@@ -93,11 +96,35 @@ TEST(BlockHash, ExtendCoversFullBlocksOnly) {
 
 // RFC 4231 test cases 1, 2 and 6 (a key longer than a block is hashed first).
 TEST(HmacSha256, Rfc4231Vectors) {
-  EXPECT_EQ(troupe::sched::to_hex(troupe::sched::hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+  using troupe::crypto::hmac_sha256;
+  using troupe::crypto::to_hex;
+  EXPECT_EQ(to_hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
             "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
-  EXPECT_EQ(troupe::sched::to_hex(troupe::sched::hmac_sha256("Jefe", "what do ya want for nothing?")),
+  EXPECT_EQ(to_hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-  EXPECT_EQ(troupe::sched::to_hex(troupe::sched::hmac_sha256(
-                std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+  EXPECT_EQ(to_hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  // An empty key is a key like any other (HMAC of "" under "": a known value).
+  EXPECT_EQ(to_hex(hmac_sha256("", "")), "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+}
+
+TEST(RandomBytes, LengthAndFreshness) {
+  auto a = troupe::crypto::random_bytes(32);
+  auto b = troupe::crypto::random_bytes(32);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 32u);
+  EXPECT_NE(*a, *b);  // 2^-256 to fail by chance
+  auto h = troupe::crypto::random_hex(16);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->size(), 32u);
+  EXPECT_EQ(h->find_first_not_of("0123456789abcdef"), std::string::npos);
+}
+
+TEST(EqualConstantTime, ComparesWholeStrings) {
+  using troupe::crypto::equal_constant_time;
+  EXPECT_TRUE(equal_constant_time("", ""));
+  EXPECT_TRUE(equal_constant_time("abc", "abc"));
+  EXPECT_FALSE(equal_constant_time("abc", "abd"));
+  EXPECT_FALSE(equal_constant_time("abc", "ab"));
+  EXPECT_FALSE(equal_constant_time(std::string("a\0b", 3), std::string("a\0c", 3)));
 }

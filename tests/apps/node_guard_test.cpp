@@ -1,0 +1,269 @@
+// A node's port against hostile bytes, with a real `troupe node` serving a real
+// head (`troupe serve --nodes`): a crafted CAF 0.17.6 BASP header announcing a
+// ~4 GB payload (which made the middleman allocate gigabytes before the gate
+// saw the peer), 100 MB of random garbage, a connection that never speaks, and
+// a peer that knows the secret but sends an oversized frame. Each is dropped
+// with a log line, the node's RSS (/proc) stays within a few MB, the head's
+// /health stays 200 throughout, and the head still gets the same completion.
+// The head's stats port stands behind the same guard.
+//
+// The link handshake and the BASP header are written here from their
+// descriptions (actors/link_guard.hpp, actors/basp_frames.hpp), not with the
+// code under test.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "node_process.hpp"
+#include "runtime/core/crypto/crypto.hpp"
+#include "serve_process.hpp"
+
+namespace troupe::tests {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+/// VmRSS of `pid` in kB (0 if unreadable).
+long rss_kb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long value = 0;
+  while (in >> key) {
+    if (key == "VmRSS:" && in >> value) return value;
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+int connect_raw(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Sends what fits (a closed connection ends it); the bytes sent.
+size_t send_some(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (w <= 0) break;
+    done += static_cast<size_t>(w);
+  }
+  return done;
+}
+
+bool read_exact(int fd, std::string* out, size_t n) {
+  out->assign(n, '\0');
+  size_t done = 0;
+  while (done < n) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10'000) <= 0) return false;
+    const ssize_t r = ::recv(fd, out->data() + done, n - done, 0);
+    if (r <= 0) return false;
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+/// Whether the other side closes (or resets) the connection within `timeout`, reading and
+/// dropping whatever it sends before.
+bool closed_within(int fd, std::chrono::seconds timeout) {
+  char buf[4096];
+  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r <= 0) return true;
+  }
+  return false;
+}
+
+/// A BASP header as CAF 0.17.6 serializes it: operation, two pad bytes, flags,
+/// payload_len, operation_data, source_actor, dest_actor; integers big-endian.
+std::string basp_header(uint8_t op, uint32_t payload_len, uint64_t dest_actor) {
+  std::string h(32, '\0');
+  h[0] = static_cast<char>(op);
+  for (int i = 0; i < 4; ++i) h[4 + i] = static_cast<char>(payload_len >> (24 - 8 * i));
+  for (int i = 0; i < 8; ++i) h[24 + i] = static_cast<char>(dest_actor >> (56 - 8 * i));
+  return h;
+}
+
+template <class Process>
+bool log_shows(const Process& p, const std::string& text, std::chrono::seconds timeout = std::chrono::seconds(10)) {
+  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+    if (p.log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+class NodeGuard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    secret_path_ = fmt::format("/tmp/troupe_node_guard_{}_secret", ::getpid());
+    std::ofstream(secret_path_) << secret_ << "\n";
+    node_ = std::make_unique<NodeProcess>(secret_path_, 0, std::vector<std::string>{"TROUPE_LINK_HANDSHAKE_TIMEOUT_S=2"});
+    ASSERT_TRUE(node_->wait_listening()) << node_->log();
+    stats_port_ = free_port();
+    serve_ = std::make_unique<ServeProcess>(std::vector<std::string>{
+        "--nodes", node_->address(), "--secret-file", secret_path_, "--disable-log-stats", "--stats-port",
+        std::to_string(stats_port_)});
+    ASSERT_TRUE(serve_->wait_healthy()) << serve_->log();
+    greedy_ = complete();
+    ASSERT_FALSE(greedy_.empty());
+    rss_before_ = rss_kb(node_->pid());
+    ASSERT_GT(rss_before_, 0);
+  }
+  void TearDown() override { std::remove(secret_path_.c_str()); }
+
+  std::string complete() {
+    json body = {{"model", "stories260K.gguf"}, {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+    auto r = apps::http::request("127.0.0.1", serve_->port(), "POST", "/v1/completions", body.dump(),
+                                 {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(60));
+    if (!r.ok() || r->status != 200) return "";
+    return json::parse(r->body)["choices"][0]["text"].get<std::string>();
+  }
+
+  /// /health answers 200 every time it is asked over `span` (the head's heartbeat
+  /// timeout is 2 s: a node that stalled would be marked lost within it).
+  void expect_healthy_for(std::chrono::seconds span) {
+    for (auto end = Clock::now() + span; Clock::now() < end;) {
+      auto h = apps::http::request("127.0.0.1", serve_->port(), "GET", "/health", "", {}, {}, std::chrono::seconds(5));
+      ASSERT_TRUE(h.ok()) << "the head went down";
+      ASSERT_EQ(h->status, 200) << h->body;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
+
+  /// The node's memory grew by at most a few MB; prints the figures.
+  void expect_rss_bounded(const char* what) {
+    const long after = rss_kb(node_->pid());
+    std::printf("[ node RSS ] %s: before %ld kB, after %ld kB (+%ld kB)\n", what, rss_before_, after,
+                after - rss_before_);
+    EXPECT_LT(after - rss_before_, 16 * 1024) << what;
+  }
+
+  /// The client side of the link handshake, proving `secret`; the connected socket or -1.
+  int pass_handshake(const std::string& secret) {
+    const int fd = connect_raw(node_->port());
+    std::string challenge;
+    if (fd < 0 || !read_exact(fd, &challenge, 8 + 1 + 32) || challenge.compare(0, 8, "troupeLK") != 0) return -1;
+    const std::string nonce_s = challenge.substr(9), nonce_c(32, 'c');
+    const auto proof = crypto::hmac_sha256(secret, "troupe link v1 client" + nonce_s + nonce_c);
+    send_some(fd, "troupeLK" + nonce_c + std::string(reinterpret_cast<const char*>(proof.data()), proof.size()));
+    std::string verdict;
+    if (!read_exact(fd, &verdict, 33) || verdict[0] != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  const std::string secret_ = "guarded";
+  std::string secret_path_;
+  std::unique_ptr<NodeProcess> node_;
+  std::unique_ptr<ServeProcess> serve_;
+  std::string greedy_;
+  long rss_before_ = 0;
+  int stats_port_ = 0;
+};
+
+TEST_F(NodeGuard, ACraftedBaspHeaderWithAHugeLengthCostsTheNodeNothing) {
+  const int fd = connect_raw(node_->port());
+  ASSERT_GE(fd, 0);
+  // A valid client_handshake header (no actors) announcing 4 GB - 256 bytes, then 1 MB of it.
+  send_some(fd, basp_header(1, 0xFFFFFF00u, 0) + std::string(1 << 20, '\0'));
+  EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10))) << "the node kept the connection";
+  ::close(fd);
+  expect_healthy_for(std::chrono::seconds(3));
+  expect_rss_bounded("crafted BASP header");
+  EXPECT_TRUE(log_shows(*node_, "does not speak the troupe link handshake")) << node_->log();
+  EXPECT_EQ(complete(), greedy_);
+}
+
+TEST_F(NodeGuard, OneHundredMegabytesOfRandomGarbageAreDropped) {
+  const int fd = connect_raw(node_->port());
+  ASSERT_GE(fd, 0);
+  std::mt19937_64 rng(42);  // test data, not a secret
+  std::string chunk(1 << 20, '\0');
+  for (auto& c : chunk) c = static_cast<char>(rng());
+  size_t sent = 0;
+  for (int i = 0; i < 100; ++i) {
+    const size_t n = send_some(fd, chunk);
+    sent += n;
+    if (n < chunk.size()) break;
+  }
+  EXPECT_LT(sent, size_t{100} << 20) << "the node read all 100 MB";
+  EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10)));
+  ::close(fd);
+  expect_healthy_for(std::chrono::seconds(3));
+  expect_rss_bounded("100 MB of garbage");
+  EXPECT_TRUE(log_shows(*node_, "refused a peer")) << node_->log();
+  EXPECT_EQ(complete(), greedy_);
+}
+
+TEST_F(NodeGuard, AConnectionThatNeverPassesTheHandshakeIsDroppedAtItsDeadline) {
+  const int fd = connect_raw(node_->port());
+  ASSERT_GE(fd, 0);
+  std::string challenge;
+  ASSERT_TRUE(read_exact(fd, &challenge, 41));
+  // TROUPE_LINK_HANDSHAKE_TIMEOUT_S=2 on the node.
+  EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10))) << "a silent peer was kept";
+  ::close(fd);
+  EXPECT_TRUE(log_shows(*node_, "did not finish the link handshake within 2000 ms")) << node_->log();
+  expect_healthy_for(std::chrono::seconds(1));
+}
+
+TEST_F(NodeGuard, AWrongProofIsRefusedBeforeAnyBaspByte) {
+  EXPECT_EQ(pass_handshake("not the secret"), -1);
+  EXPECT_TRUE(log_shows(*node_, "refused a peer (127.0.0.1:")) << node_->log();
+  EXPECT_NE(node_->log().find("wrong secret"), std::string::npos) << node_->log();
+}
+
+TEST_F(NodeGuard, APeerWithTheSecretStillCannotSendAFrameAboveTheCap) {
+  const int fd = pass_handshake(secret_);
+  ASSERT_GE(fd, 0) << node_->log();
+  // A direct_message header (to actor 1) announcing 4 GB - 256 bytes.
+  send_some(fd, basp_header(2, 0xFFFFFF00u, 1) + std::string(1 << 20, '\0'));
+  EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10))) << "the node kept the connection";
+  ::close(fd);
+  expect_healthy_for(std::chrono::seconds(3));
+  expect_rss_bounded("oversized frame after the handshake");
+  EXPECT_TRUE(log_shows(*node_, "dropped: the remote side sent a BASP message of 4294967040 bytes (at most 67108864)"))
+      << node_->log();
+  EXPECT_EQ(complete(), greedy_);
+}
+
+TEST_F(NodeGuard, TheHeadsStatsPortDropsACraftedHeaderToo) {
+  const int fd = connect_raw(stats_port_);
+  ASSERT_GE(fd, 0) << serve_->log();
+  send_some(fd, basp_header(1, 0xFFFFFF00u, 0) + std::string(1 << 20, '\0'));
+  EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10))) << "the head kept the connection";
+  ::close(fd);
+  expect_healthy_for(std::chrono::seconds(2));
+  EXPECT_TRUE(log_shows(*serve_, "stat logger refused a peer (127.0.0.1:")) << serve_->log();
+  EXPECT_EQ(complete(), greedy_);
+}
+
+}  // namespace
+}  // namespace troupe::tests

@@ -1,0 +1,78 @@
+// `troupe serve` on SIGTERM, a real process: new requests (and /health) get 503
+// at once; with --shutdown-timeout a stream in flight runs to its end, without
+// one it is cut; the process exits 0 either way.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <string>
+
+#include "serve_process.hpp"
+
+namespace troupe::tests {
+namespace {
+
+using json = nlohmann::json;
+
+struct StreamEnd {
+  std::string last;          // the last data event
+  int events = 0;
+  int health_during = 0;     // /health's status once SIGTERM was sent
+  int completion_during = 0; // a new request's status then
+};
+
+/// Streams a long greedy completion; at its first event sends SIGTERM to `serve` and asks
+/// /health and a new completion.
+StreamEnd stream_then_sigterm(ServeProcess& serve) {
+  json body = {{"model", "stories260K.gguf"}, {"prompt", "Once upon a time"}, {"max_tokens", 1800},
+               {"ignore_eos", true},          {"temperature", 0},                {"stream", true}};
+  StreamEnd out;
+  apps::http::SseParser parser;
+  (void)apps::http::request(
+      "127.0.0.1", serve.port(), "POST", "/v1/completions", body.dump(), {{"Content-Type", "application/json"}},
+      [&](std::string_view bytes) {
+        parser.feed(bytes, [&](std::string_view data) {
+          if (data != "[DONE]") out.last = std::string(data);
+          if (out.events++ == 0) {
+            serve.send_signal(SIGTERM);
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the signal is handled
+            auto h = apps::http::request("127.0.0.1", serve.port(), "GET", "/health", "", {}, {},
+                                         std::chrono::seconds(5));
+            out.health_during = h.ok() ? h->status : -1;
+            json small = {{"model", "stories260K.gguf"}, {"prompt", "Hi"}, {"max_tokens", 2}};
+            auto c = apps::http::request("127.0.0.1", serve.port(), "POST", "/v1/completions", small.dump(),
+                                         {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(5));
+            out.completion_during = c.ok() ? c->status : -1;
+          }
+        });
+        return true;
+      },
+      std::chrono::seconds(120));
+  return out;
+}
+
+TEST(ServeShutdown, WithATimeoutARequestInFlightFinishesAndNewOnesAreRefused) {
+  ServeProcess serve({"--shutdown-timeout", "120", "--disable-log-stats"});
+  ASSERT_TRUE(serve.wait_healthy()) << serve.log();
+  const StreamEnd end = stream_then_sigterm(serve);
+  EXPECT_EQ(end.health_during, 503);
+  EXPECT_EQ(end.completion_during, 503);
+  EXPECT_NE(end.last.find("\"finish_reason\":\"length\""), std::string::npos) << "the stream was cut: " << end.last;
+  EXPECT_EQ(serve.stop(), 0) << serve.log();
+  EXPECT_NE(serve.log().find("1 in flight, waiting up to 120 s"), std::string::npos) << serve.log();
+  EXPECT_NE(serve.log().find("Shutdown complete"), std::string::npos) << serve.log();
+}
+
+TEST(ServeShutdown, WithoutATimeoutARequestInFlightIsAbortedAndTheServerExitsZero) {
+  ServeProcess serve({"--disable-log-stats"});
+  ASSERT_TRUE(serve.wait_healthy()) << serve.log();
+  const StreamEnd end = stream_then_sigterm(serve);
+  EXPECT_NE(end.health_during, 200);  // 503, or (closed already) no answer
+  EXPECT_EQ(end.last.find("\"finish_reason\":\"length\""), std::string::npos) << "it ran to its end: " << end.last;
+  EXPECT_LT(end.events, 1800);
+  EXPECT_EQ(serve.stop(), 0) << serve.log();
+  EXPECT_NE(serve.log().find("aborting 1 request(s) still in flight"), std::string::npos) << serve.log();
+}
+
+}  // namespace
+}  // namespace troupe::tests
