@@ -13,7 +13,11 @@ the text, or that rendering failed (with jinja2's message). The C++ test
 (tests/runtime/request/chat/jinja/chat_template_golden_test.cpp) must match byte for byte.
 
 usage: python3 tests/golden/gen_chat_template_goldens.py   (needs python3-jinja2 >= 3.1)
+       python3 tests/golden/gen_chat_template_goldens.py --templates DIR --out FILE
+         renders another collection of *.jinja files (e.g. llama.cpp's models/templates) with the
+         same conversations; the C++ test checks FILE when TROUPE_CHAT_TEMPLATE_GOLDENS names it.
 """
+import argparse
 import datetime
 import json
 import os
@@ -95,14 +99,19 @@ def render(source, tokens, conv):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--templates", default=TEMPLATES, help="folder of *.jinja templates")
+    ap.add_argument("--out", default=OUT)
+    args = ap.parse_args()
+    template_dir = os.path.abspath(args.templates)
     with open(os.path.join(TEMPLATES, "conversations.json"), encoding="utf-8") as f:
         conversations = json.load(f)
-    names = sorted(n[:-len(".jinja")] for n in os.listdir(TEMPLATES) if n.endswith(".jinja"))
+    names = sorted(n[:-len(".jinja")] for n in os.listdir(template_dir) if n.endswith(".jinja"))
     cases = []
     for name in names:
-        with open(os.path.join(TEMPLATES, name + ".jinja"), encoding="utf-8", newline="") as f:
+        with open(os.path.join(template_dir, name + ".jinja"), encoding="utf-8", newline="") as f:
             source = f.read()
-        tokens_path = os.path.join(TEMPLATES, name + ".tokens.json")
+        tokens_path = os.path.join(template_dir, name + ".tokens.json")
         tokens = {"bos_token": "<s>", "eos_token": "</s>"}
         if os.path.exists(tokens_path):
             with open(tokens_path, encoding="utf-8") as f:
@@ -115,14 +124,18 @@ def main():
             except Exception as e:  # jinja2's TemplateError, TypeError, ValueError ...: the request fails
                 case["error"] = f"{type(e).__name__}: {e}"
             cases.append(case)
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w", encoding="utf-8") as f:
-        json.dump({"generator": "tests/golden/gen_chat_template_goldens.py", "jinja2": jinja2.__version__,
-                   "fixed_now": FIXED_NOW.isoformat(), "cases": cases}, f, ensure_ascii=False, indent=1)
+    out = os.path.abspath(args.out)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    header = {"generator": "tests/golden/gen_chat_template_goldens.py", "jinja2": jinja2.__version__,
+              "fixed_now": FIXED_NOW.isoformat()}
+    if template_dir != os.path.abspath(TEMPLATES):
+        header["template_dir"] = template_dir  # the committed goldens name none: the test reads tests/data
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({**header, "cases": cases}, f, ensure_ascii=False, indent=1)
         f.write("\n")
     errors = sum("error" in c for c in cases)
     print(f"{len(names)} templates x {len(conversations)} conversations = {len(cases)} cases "
-          f"({errors} render errors) -> {os.path.relpath(OUT)}")
+          f"({errors} render errors) -> {os.path.relpath(out)}")
 
 
 if __name__ == "__main__":

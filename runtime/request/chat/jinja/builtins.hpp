@@ -22,6 +22,8 @@ Value arg(const CallArgs& a, size_t pos, const char* name, const Value& def = Va
 /// Python's str.strip family: chars none/undefined means whitespace.
 std::string strip(const std::string& s, const Value& chars, bool left, bool right);
 std::string ascii_upper(std::string s);
+/// markupsafe's escape: & < > " ' as &amp; &lt; &gt; &#34; &#39;.
+std::string html_escape(const std::string& s);
 std::string ascii_lower(std::string s);
 
 /// The sandbox's getattr (x.name) and getitem (x[key]) with jinja2's fallbacks between them.

@@ -307,7 +307,8 @@ class Interp {
             s += chars[static_cast<size_t>(i)];
           return Value(s);
         }
-        if (!target.is_list()) throw Error("TypeError: '" + target.type_name() + "' object is not subscriptable");
+        if (!target.is_list() || target.is_iterator())
+          throw Error("TypeError: '" + target.type_name() + "' object is not subscriptable");
         const auto& l = target.as_list();
         ValueList out;
         for (int64_t i : slice_indices(static_cast<int64_t>(l.size()), parts[0], parts[1], parts[2]))
@@ -384,6 +385,9 @@ class Interp {
       if (l.is_string() && r.is_string()) {
         if (static_cast<int64_t>(l.as_string().size() + r.as_string().size()) > options_.max_output)
           throw Error("string too long");
+        if (l.is_markup() || r.is_markup())  // Markup.__add__/__radd__ escape the plain operand
+          return Value::markup((l.is_markup() ? l.as_string() : detail::html_escape(l.as_string())) +
+                               (r.is_markup() ? r.as_string() : detail::html_escape(r.as_string())));
         return Value(l.as_string() + r.as_string());
       }
       if (l.is_list() && r.is_list()) {

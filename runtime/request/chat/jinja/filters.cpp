@@ -13,6 +13,31 @@ namespace {
 
 constexpr int64_t kMaxRange = 100000;  // jinja2's sandbox MAX_RANGE
 
+/// json.dumps(ensure_ascii=True): non-ASCII code points as \\uXXXX (UTF-16, surrogate pairs).
+/// Applied to the ensure_ascii=False text, where non-ASCII bytes only occur inside strings.
+std::string ascii_escape_json(const std::string& s) {
+  std::string out;
+  char buf[16];
+  for (const auto& ch : utf8_chars(s)) {
+    const auto b = static_cast<unsigned char>(ch[0]);
+    if (b < 0x80) {
+      out += ch;
+      continue;
+    }
+    const int n = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1;
+    uint32_t cp = b & (0x3F >> n);
+    for (int i = 1; i <= n && i < static_cast<int>(ch.size()); ++i) cp = (cp << 6) | (static_cast<unsigned char>(ch[i]) & 0x3F);
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+    } else {
+      std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+    }
+    out += buf;
+  }
+  return out;
+}
+
 /// jinja2's title filter: each piece between runs of whitespace, '-', '(', '{', '[' and '<'
 /// gets its first character upper-cased and the rest lower-cased (unlike str.title).
 std::string title_words(const std::string& s) {
@@ -140,17 +165,19 @@ Value select(const Value& seq, CallArgs& a, bool attr, bool keep) {
     test_args.positional.assign(a.positional.begin() + static_cast<long>(next) + 1, a.positional.end());
   }
   ValueList out;
+  if (!seq.truthy()) return Value::iterator({});  // jinja2: "if value: for item in value"
   for (const auto& item : seq.iterate()) {
     const Value v = attr ? get_path(item, attribute) : item;
     CallArgs ta = test_args;
     const bool ok = test_name.empty() ? v.truthy() : test(test_name, v, ta);
     if (ok == keep) out.push_back(item);
   }
-  return Value(std::move(out));
+  return Value::iterator(std::move(out));
 }
 
 Value map_filter(const Value& seq, CallArgs& a) {
   ValueList out;
+  if (!seq.truthy()) return Value::iterator({});
   bool by_attribute = false;
   std::string attribute;
   Value def;
@@ -163,7 +190,7 @@ Value map_filter(const Value& seq, CallArgs& a) {
       Value v = get_path(item, attribute);
       out.push_back(v.is_undefined() && !def.is_undefined() ? def : v);
     }
-    return Value(std::move(out));
+    return Value::iterator(std::move(out));
   }
   if (a.positional.empty()) throw Error("map: expects a filter name or attribute=");
   const std::string name = a.positional[0].str();
@@ -172,8 +199,19 @@ Value map_filter(const Value& seq, CallArgs& a) {
     fa.positional.assign(a.positional.begin() + 1, a.positional.end());
     out.push_back(filter(name, item, fa));
   }
-  return Value(std::move(out));
+  return Value::iterator(std::move(out));
 }
+
+Value number_sum(const ValueList& items, Value start) {
+  Value acc = std::move(start);
+  for (const auto& x : items) {
+    if (!acc.is_number() || !x.is_number()) throw Error("sum: unsupported operand types " + acc.type_name() + " and " + x.type_name());
+    acc = acc.is_float() || x.is_float() ? Value(acc.as_float() + x.as_float()) : Value(acc.as_int() + x.as_int());
+  }
+  return acc;
+}
+
+}  // namespace
 
 std::string html_escape(const std::string& s) {
   std::string out;
@@ -189,17 +227,6 @@ std::string html_escape(const std::string& s) {
   }
   return out;
 }
-
-Value number_sum(const ValueList& items, Value start) {
-  Value acc = std::move(start);
-  for (const auto& x : items) {
-    if (!acc.is_number() || !x.is_number()) throw Error("sum: unsupported operand types " + acc.type_name() + " and " + x.type_name());
-    acc = acc.is_float() || x.is_float() ? Value(acc.as_float() + x.as_float()) : Value(acc.as_int() + x.as_int());
-  }
-  return acc;
-}
-
-}  // namespace
 
 bool contains(const Value& container, const Value& item) {
   if (container.is_string()) {
@@ -225,11 +252,15 @@ Value filter(const std::string& name, const Value& v, CallArgs& a) {
     const int indent_n = ind.is_none() ? -1 : static_cast<int>(ind.as_int());
     std::string item_sep = indent_n < 0 ? ", " : ",", key_sep = ": ";
     if (seps.is_list() && seps.as_list().size() == 2) item_sep = seps.as_list()[0].str(), key_sep = seps.as_list()[1].str();
-    if (arg(a, 0, "ensure_ascii", Value(false)).truthy()) throw Error("tojson: ensure_ascii=True is not supported");
-    return Value(to_json(v, indent_n, sort_keys, item_sep, key_sep));
+    std::string out = to_json(v, indent_n, sort_keys, item_sep, key_sep);
+    return Value(arg(a, 0, "ensure_ascii", Value(false)).truthy() ? ascii_escape_json(out) : out);
   }
-  if (name == "safe" || name == "string") return name == "safe" ? v : Value(v.str());
-  if (name == "trim") return Value(strip(v.str(), arg(a, 0, "chars"), true, true));
+  if (name == "safe") return v.is_markup() ? v : Value::markup(v.str());
+  if (name == "string") return v.is_markup() ? v : Value(v.str());
+  if (name == "trim") {
+    std::string t = strip(v.str(), arg(a, 0, "chars"), true, true);
+    return v.is_markup() ? Value::markup(std::move(t)) : Value(std::move(t));
+  }
   if (name == "length" || name == "count") return Value(v.length());
   if (name == "upper") return Value(ascii_upper(v.str()));
   if (name == "lower") return Value(ascii_lower(v.str()));
@@ -265,6 +296,7 @@ Value filter(const std::string& name, const Value& v, CallArgs& a) {
     return v;
   }
   if (name == "first" || name == "last") {
+    if (name == "last" && v.is_iterator()) throw Error("TypeError: 'generator' object is not reversible");
     const ValueList items = v.iterate();
     if (items.empty()) return Value(Undefined{name == "first" ? "No first item, sequence was empty." : "No last item, sequence was empty."});
     return name == "first" ? items.front() : items.back();
@@ -274,11 +306,11 @@ Value filter(const std::string& name, const Value& v, CallArgs& a) {
   if (name == "select" || name == "reject") return select(v, a, false, name == "select");
   if (name == "map") return map_filter(v, a);
   if (name == "items") {
-    if (v.is_undefined()) return Value(ValueList{});
+    if (v.is_undefined()) return Value::iterator({});
     if (!v.is_dict()) throw Error("items: can only get item pairs from a mapping, not " + v.type_name());
     ValueList l;
     for (const auto& [k, x] : v.as_dict().items) l.push_back(Value::tuple(ValueList{k, x}));
-    return Value(std::move(l));
+    return Value::iterator(std::move(l));
   }
   if (name == "dictsort") {
     if (!v.is_dict()) throw Error("dictsort: expects a mapping, got " + v.type_name());
@@ -334,7 +366,7 @@ Value filter(const std::string& name, const Value& v, CallArgs& a) {
       seen.push_back(k);
       out.push_back(x);
     }
-    return Value(std::move(out));
+    return Value::iterator(std::move(out));
   }
   if (name == "reverse") {
     if (v.is_string()) {
@@ -343,9 +375,10 @@ Value filter(const std::string& name, const Value& v, CallArgs& a) {
       for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
       return Value(out);
     }
+    // jinja2 returns reversed(value) (an iterator) when it can, else a reversed list
     ValueList l = v.iterate();
     std::reverse(l.begin(), l.end());
-    return Value(std::move(l));
+    return v.is_list() && !v.is_iterator() ? Value::iterator(std::move(l)) : Value(std::move(l));
   }
   if (name == "sort") {
     const bool rev = arg(a, 0, "reverse", Value(false)).truthy();
@@ -380,7 +413,8 @@ Value filter(const std::string& name, const Value& v, CallArgs& a) {
     return number_sum(items, arg(a, 1, "start", Value(int64_t{0})));
   }
   if (name == "attr") return get_attr(v, arg(a, 0, "name").str());
-  if (name == "escape" || name == "e" || name == "forceescape") return Value(html_escape(v.str()));
+  if (name == "escape" || name == "e") return v.is_markup() ? v : Value::markup(html_escape(v.str()));
+  if (name == "forceescape") return Value::markup(html_escape(v.str()));
   if (name == "center") {
     const int64_t width = arg(a, 0, "width", Value(int64_t{80})).as_int();
     const std::string s = v.str();
@@ -399,7 +433,7 @@ bool test(const std::string& name, const Value& v, CallArgs& a) {
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
   if (name == "iterable") return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined() || v.is_namespace();
-  if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
+  if (name == "sequence") return (v.is_list() && !v.is_iterator()) || v.is_dict() || v.is_string();
   if (name == "number") return v.is_number();
   if (name == "integer") return v.is_int();
   if (name == "float") return v.is_float();

@@ -314,7 +314,7 @@ Value python_item(const Value& obj, const Value& key) {
     const Value* v = obj.as_dict().find(key);
     return v ? *v : Value(Undefined{});
   }
-  if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
+  if (((obj.is_list() && !obj.is_iterator()) || obj.is_string()) && (key.is_int() || key.is_bool())) {
     const int64_t n = obj.length();
     int64_t i = key.as_int();
     if (i < 0) i += n;

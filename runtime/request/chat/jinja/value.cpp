@@ -39,7 +39,7 @@ std::string Value::type_name() const {
   if (is_int()) return "int";
   if (is_float()) return "float";
   if (is_string()) return "str";
-  if (is_list()) return tuple_ ? "tuple" : "list";
+  if (is_list()) return seq_ == Seq::tuple ? "tuple" : seq_ == Seq::iterator ? "generator" : "list";
   if (is_dict()) return "dict";
   if (is_namespace()) return "Namespace";
   return "function";
@@ -51,7 +51,7 @@ bool Value::truthy() const {
   if (is_int()) return as_int() != 0;
   if (is_float()) return as_float() != 0.0;
   if (is_string()) return !as_string().empty();
-  if (is_list()) return !as_list().empty();
+  if (is_list()) return is_iterator() || !as_list().empty();
   if (is_dict()) return !as_dict().items.empty();
   return true;
 }
@@ -128,7 +128,9 @@ std::string Value::str() const {
 std::string Value::repr() const {
   if (is_undefined()) return "Undefined";
   if (is_string()) return string_repr(as_string());
+  if (is_iterator()) return "<generator object>";
   if (is_list()) {
+    const bool tuple_ = is_tuple();
     std::string out = tuple_ ? "(" : "[";
     bool first = true;
     for (const auto& x : as_list()) {
@@ -164,7 +166,8 @@ bool Value::equals(const Value& o) const {
   if (is_string()) return as_string() == o.as_string();
   if (is_list()) {
     const auto &a = as_list(), &b = o.as_list();
-    if (a.size() != b.size() || tuple_ != o.tuple_) return false;
+    if (is_iterator() || o.is_iterator()) return std::get<List>(v_) == std::get<List>(o.v_);
+    if (a.size() != b.size() || seq_ != o.seq_) return false;
     for (size_t i = 0; i < a.size(); ++i)
       if (!a[i].equals(b[i])) return false;
     return true;
@@ -219,7 +222,7 @@ ValueList Value::iterate() const {
 int64_t Value::length() const {
   if (is_undefined()) return 0;
   if (is_string()) return utf8_length(as_string());
-  if (is_list()) return static_cast<int64_t>(as_list().size());
+  if (is_list() && !is_iterator()) return static_cast<int64_t>(as_list().size());
   if (is_dict()) return static_cast<int64_t>(as_dict().items.size());
   throw Error("object of type '" + type_name() + "' has no len()");
 }
@@ -320,7 +323,7 @@ void dump(const Value& v, int indent, bool sort_keys, const std::string& item_se
     out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : float_repr(d);
   } else if (v.is_string()) {
     json_string(v.as_string(), out);
-  } else if (v.is_list()) {
+  } else if (v.is_list() && !v.is_iterator()) {
     const auto& l = v.as_list();
     if (l.empty()) {
       out += "[]";

@@ -71,7 +71,22 @@ class Value {
   /// A Python tuple: a list that prints as "(a, b)" (literals, items(), dictsort).
   static Value tuple(ValueList l) {
     Value v(std::move(l));
-    v.tuple_ = true;
+    v.seq_ = Seq::tuple;
+    return v;
+  }
+  /// What jinja2's map/select/selectattr/unique/items filters return: a generator. It
+  /// iterates (once in Python; any number of times here), but has no len(), no
+  /// indexing and no JSON form, and is always true.
+  /// markupsafe's Markup (the safe and escape filters): concatenating a plain string
+  /// to it with + HTML-escapes that string, as jinja2 does even without autoescape.
+  static Value markup(std::string s) {
+    Value v(std::move(s));
+    v.markup_ = true;
+    return v;
+  }
+  static Value iterator(ValueList l) {
+    Value v(std::move(l));
+    v.seq_ = Seq::iterator;
     return v;
   }
   Value(ValueDict d) : v_(std::make_shared<const ValueDict>(std::move(d))) {}  // NOLINT
@@ -88,7 +103,9 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }  // Python: bool is an int
   bool is_string() const { return std::holds_alternative<std::string>(v_); }
   bool is_list() const { return std::holds_alternative<List>(v_); }
-  bool is_tuple() const { return tuple_; }
+  bool is_tuple() const { return is_list() && seq_ == Seq::tuple; }
+  bool is_markup() const { return is_string() && markup_; }
+  bool is_iterator() const { return is_list() && seq_ == Seq::iterator; }
   bool is_dict() const { return std::holds_alternative<Dict>(v_); }
   bool is_namespace() const { return std::holds_alternative<Namespace>(v_); }
   bool is_callable() const { return std::holds_alternative<Function>(v_); }
@@ -123,7 +140,9 @@ class Value {
 
  private:
   std::variant<Undefined, None, bool, int64_t, double, std::string, List, Dict, Namespace, Function> v_;
-  bool tuple_ = false;
+  enum class Seq : uint8_t { list, tuple, iterator };
+  Seq seq_ = Seq::list;
+  bool markup_ = false;
 };
 
 /// Python's repr of a float (shortest round-trip digits, "1.0", "1e-05", "inf").
