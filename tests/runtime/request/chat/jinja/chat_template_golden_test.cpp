@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/request/chat/chat_template.hpp"
 #include "runtime/request/chat/model_chat_template.hpp"
 
 namespace troupe::chat {
@@ -92,6 +93,40 @@ TEST(ChatTemplateGolden, EveryTemplateAndConversationMatchesJinja2) {
   ASSERT_GT(golden["cases"].size(), 100u);
   auto [matched, errors] = check_goldens(golden, kDir);
   EXPECT_EQ(matched + errors, golden["cases"].size());
+}
+
+// The built-in families are the fallback for files without a template: where a family
+// mirrors one of our files' templates (smollm2, qwen2 -> chatml), it must render what
+// jinja2 renders from the real template.
+TEST(ChatTemplateGolden, BuiltinFallbacksAgreeWithTheRealTemplates) {
+  const ojson golden = ojson::parse(read_file(std::string(TROUPE_TEST_DATA_DIR) + "/golden/chat_template_goldens.json"));
+  const ojson conversations = ojson::parse(read_file(kDir + "conversations.json"));
+  size_t compared = 0;
+  for (const auto& c : golden["cases"]) {
+    const std::string name = c["template"];
+    if ((name != "smollm2" && name != "qwen2") || c.contains("error")) continue;
+    const ojson* conv = nullptr;
+    for (const auto& x : conversations)
+      if (x["name"] == c["conversation"]) conv = &x;
+    ASSERT_NE(conv, nullptr);
+    if (conv->contains("tools")) continue;  // the built-ins render no tools
+    SCOPED_TRACE(name + " x " + c["conversation"].get<std::string>());
+    auto family = detect(read_file(kDir + name + ".jinja"));
+    ASSERT_TRUE(family.ok()) << family.status().to_string();
+    std::vector<Message> messages;
+    bool plain = true;
+    for (const auto& m : (*conv)["messages"]) {
+      plain = plain && m["content"].is_string() && !m.contains("tool_calls") && m["role"] != "tool";
+      if (plain) messages.push_back({m["role"], m["content"]});
+    }
+    if (!plain) continue;
+    auto out = apply(*family, messages, conv->value("add_generation_prompt", false), c["bos_token"], c["eos_token"]);
+    if (out.ok() && conv->value("continue_final_message", false)) out = continue_final_message(*out, messages);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(*out, c["output"].get<std::string>());
+    ++compared;
+  }
+  EXPECT_GE(compared, 10u);
 }
 
 // Another collection (gen_chat_template_goldens.py --templates DIR --out FILE), e.g. llama.cpp's
