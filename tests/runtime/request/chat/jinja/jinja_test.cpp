@@ -3,6 +3,7 @@
 // for the same template (checked with python3 -c 'import jinja2 ...').
 #include <gtest/gtest.h>
 
+#include "runtime/request/chat/chat_prompt.hpp"
 #include "runtime/request/chat/jinja/template.hpp"
 #include "runtime/request/chat/model_chat_template.hpp"
 
@@ -117,6 +118,27 @@ TEST(ModelChatTemplate, ContextAsTransformersBuildsIt) {
   EXPECT_EQ(*chat::render_chat_template(*t, in), "<s>|None|None|True|7|hi");
   in.kwargs = {{"messages", 1}};
   EXPECT_FALSE(chat::render_chat_template(*t, in).ok());
+}
+
+// vLLM's message form for templates: arguments parsed to objects (key order kept), text
+// parts joined with "\n", tools with description/parameters null when absent.
+TEST(ModelChatTemplate, RequestMessagesInVllmsTemplateForm) {
+  using ojson = nlohmann::ordered_json;
+  auto m = chat::template_message(ojson::parse(
+      R"({"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function",
+          "function": {"name": "f", "arguments": "{\"z\": 1, \"a\": [true]}"}}]})"));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->dump(), R"({"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":{"z":1,"a":[true]}}}]})");
+  auto parts = chat::template_message(ojson::parse(
+      R"({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "name": "n"})"));
+  ASSERT_TRUE(parts.ok());
+  EXPECT_EQ(parts->dump(), R"({"role":"user","content":"a\nb","name":"n"})");
+  EXPECT_FALSE(chat::template_message(ojson::parse(
+      R"({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]})")).ok());
+  auto tools = chat::template_tools(ojson::parse(R"([{"type": "function", "function": {"name": "f"}}])"));
+  ASSERT_TRUE(tools.ok());
+  EXPECT_EQ(tools->dump(), R"([{"type":"function","function":{"name":"f","description":null,"parameters":null}}])");
+  EXPECT_FALSE(chat::template_tools(ojson::parse(R"([{"type": "function"}])")).ok());
 }
 
 }  // namespace
