@@ -137,6 +137,10 @@ Status Engine::Impl::load_artifacts() {
   auto loaded = load_model_artifacts(config);
   if (!loaded) return loaded.status();
   artifacts = std::move(loaded).value();
+  if (artifacts.chat_prompt.jinja || artifacts.chat_prompt.builtin)
+    TROUPE_LOG_INFO("chat template: {}", artifacts.chat_prompt.origin);
+  else if (!artifacts.encoder)
+    TROUPE_LOG_WARNING("no chat template: {}", artifacts.chat_prompt.error);
   auto& host = plugin_host::PluginHost::instance();
   plugin_host::PlatformRequest request;
   request.device = config.device;
@@ -500,18 +504,22 @@ int64_t Engine::num_kv_blocks() const { return impl_->kv_plan.num_blocks; }
 int64_t Engine::max_running_requests() const { return impl_->counters->max_running.load(); }
 std::string Engine::metrics_text() const { return impl_->prometheus->render(); }
 
+Result<std::string> Engine::render_chat(const chat::ChatPromptRequest& request) const {
+  return chat::render_chat_prompt(impl_->artifacts.chat_prompt, request);
+}
+
 Result<std::string> Engine::apply_chat_template(const std::vector<chat::Message>& messages,
                                                 bool add_generation_prompt, bool continue_final_message) const {
-  const auto& a = impl_->artifacts;
-  if (!a.chat_template) return invalid_argument(a.chat_template_error);
-  if (continue_final_message && add_generation_prompt)
-    return invalid_argument("continue_final_message and add_generation_prompt cannot both be true");
-  const auto& tok = *a.tokenizer;
-  std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
-  std::string eos = tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id(), true) : "";
-  auto rendered = chat::apply(*a.chat_template, messages, add_generation_prompt, bos, eos);
-  if (!rendered.ok() || !continue_final_message) return rendered;
-  return chat::continue_final_message(*rendered, messages);
+  chat::ChatPromptRequest r;
+  for (const auto& m : messages) r.messages.push_back({{"role", m.role}, {"content", m.content}});
+  r.add_generation_prompt = add_generation_prompt;
+  r.continue_final_message = continue_final_message;
+  return render_chat(r);
+}
+
+std::string Engine::chat_template_origin() const {
+  const auto& p = impl_->artifacts.chat_prompt;
+  return p.jinja || p.builtin ? p.origin : p.error;
 }
 
 bool Engine::healthy() const { return impl_->counters->healthy.load(); }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/core/engine_core/engine_core.hpp"
+#include "runtime/request/chat/chat_prompt.hpp"
 #include "runtime/request/chat/chat_template.hpp"
 #include "runtime/core/engine_core/request_types.hpp"
 #include "runtime/config/engine_config.hpp"
@@ -99,11 +100,16 @@ class Engine {
   const ModelInfo& model_info() const;
   const tokenizer::Tokenizer& tokenizer() const;
   std::string served_model_name() const;
-  /// The model's chat template (detected from the file, or forced by name); error when unknown.
-  /// continue_final_message: the prompt ends inside the final (assistant) message, which the
-  /// model then continues (vLLM's option; add_generation_prompt must be false).
+  /// A chat request's prompt text through the model's chat template (its own Jinja
+  /// template, --chat-template's, the request's chat_template, or a built-in fallback);
+  /// errors are invalid_argument (HTTP 400). continue_final_message: the prompt ends inside
+  /// the final (assistant) message, which the model then continues (vLLM's option).
+  Result<std::string> render_chat(const chat::ChatPromptRequest& request) const;
+  /// render_chat for plain role/content messages.
   Result<std::string> apply_chat_template(const std::vector<chat::Message>& messages, bool add_generation_prompt,
                                           bool continue_final_message = false) const;
+  /// Where the chat template came from ("GGUF tokenizer.chat_template", ...), or why there is none.
+  std::string chat_template_origin() const;
   int64_t num_kv_blocks() const;
   /// False once a worker died or a step failed; the reason says why.
   bool healthy() const;

@@ -289,7 +289,7 @@ const CommandRegistration kRegistration(
       sub.add_option("--min-p", o->min_p, "Drop tokens below min_p times the best probability");
       sub.add_option_function<uint64_t>("--seed", [o](const uint64_t& s) { o->seed = s; }, "Random seed (sampling; dummy weights)");
       sub.add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
-      sub.add_option("--chat-template", o->chat_template, "Use this named chat template (implies --chat)");
+      sub.add_option("--chat-template", o->chat_template, "Chat template: a Jinja file or string, or a built-in name (implies --chat)");
       sub.add_option("--system", o->system, "System message for --chat");
       sub.add_flag("--json", o->json, "Print one JSON object with token ids, text and finish reason");
       sub.add_option("--prompts-file", o->prompts_file,

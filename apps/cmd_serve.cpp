@@ -266,7 +266,9 @@ const CommandRegistration kRegistration(
           ->check(CLI::NonNegativeNumber);
       sub.add_option("--max-num-queued-requests", o->max_num_queued_requests,
                      "Waiting requests beyond which new ones get 503 (default 0: unbounded)");
-      sub.add_option("--chat-template", o->chat_template, "Named chat template to use instead of the model's");
+      sub.add_option("--chat-template", o->chat_template,
+                     "Chat template instead of the model's: a Jinja file, a Jinja string, or a built-in name "
+                     "(chatml, smollm2, llama3, mistral, gemma, ...); checked at start-up");
       sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");

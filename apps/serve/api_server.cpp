@@ -93,10 +93,9 @@ void handle_tokenize(ServerContext& ctx, const restinio::request_handle_t& req) 
   std::string text = r.prompt;
   bool add_special = r.add_special_tokens;
   if (r.has_messages) {
-    std::vector<chat::Message> messages;
-    for (auto& m : r.messages) messages.push_back({m.role, m.content});
-    auto rendered = e->apply_chat_template(messages, r.add_generation_prompt, r.continue_final_message);
-    if (!rendered.ok()) return respond_error(req, openai::from_status(rendered.status(), "messages"));
+    auto rendered = e->render_chat(r.chat);
+    if (!rendered.ok())
+      return respond_error(req, openai::from_status(rendered.status(), r.chat.chat_template.empty() ? "messages" : "chat_template"));
     text = *rendered;
     const auto& tok = e->tokenizer();
     const std::string bos = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";

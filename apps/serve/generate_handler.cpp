@@ -257,11 +257,10 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     openai::ChatCompletionRequest r;
     if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
     common = std::move(r.common);
-    std::vector<chat::Message> messages;
-    for (auto& m : r.messages) messages.push_back({m.role, m.content});
     if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
-    auto text = e->apply_chat_template(messages, r.add_generation_prompt, r.continue_final_message);
-    if (!text.ok()) return respond_error(req, openai::from_status(text.status(), "messages"));
+    auto text = e->render_chat(r.chat);
+    if (!text.ok())
+      return respond_error(req, openai::from_status(text.status(), r.chat.chat_template.empty() ? "messages" : "chat_template"));
     ids.push_back(encode(*e, *text));
     texts.push_back(*text);
     text_prompt.push_back(true);

@@ -4,15 +4,18 @@
 // a 400 naming them unless at vLLM's defaults; return_token_ids puts the prompt's
 // and the output's ids on each choice; return_tokens_as_token_ids names logprob
 // tokens "token_id:N"; truncate_prompt_tokens cuts the prompt to its end; a per-request
-// chat_template is refused.
+// chat_template and chat_template_kwargs are rendered.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -292,30 +295,73 @@ TEST(RequestFieldsHttp, TruncatePromptTokensKeepsThePromptsEnd) {
   }
 }
 
-// A per-request chat template (and its kwargs) is refused until the model's Jinja templates
-// are rendered; empty ones are accepted.
-TEST(RequestFieldsHttp, PerRequestChatTemplateIsRefused) {
+// A per-request chat template is compiled and rendered (vLLM's chat_template), with
+// chat_template_kwargs in its context; /tokenize shows the prompt it makes. A bad
+// template is a 400 naming chat_template, and the server keeps serving.
+TEST(RequestFieldsHttp, PerRequestChatTemplateAndKwargs) {
   tests::ServeProcess server({"--max-model-len", "256", "--chat-template", "chatml"});
   ASSERT_TRUE(server.wait_healthy()) << server.log();
   const json messages = {{{"role", "user"}, {"content", "Once upon a time"}}};
-  const std::pair<const char*, json> refused[] = {
-      {"chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}"},
-      {"chat_template_kwargs", {{"enable_thinking", false}}},
+  const std::string tmpl = "{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}{% endfor %}{{ suffix | default('') }}";
+  auto tokens_of = [&](const json& body) {
+    auto r = call(server, "/tokenize", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false)["tokens"];
+  };
+  const json expected = tokens_of({{"prompt", "[USER] Once upon a time there"}});
+  EXPECT_EQ(tokens_of({{"messages", messages}, {"chat_template", tmpl}, {"chat_template_kwargs", {{"suffix", " there"}}}}),
+            expected);
+  EXPECT_NE(tokens_of({{"messages", messages}}), expected);  // the server's template (chatml) otherwise
+  post(server, "/v1/chat/completions",
+       {{"messages", messages}, {"max_tokens", 2}, {"chat_template", tmpl}, {"chat_template_kwargs", {{"suffix", "!"}}}});
+
+  const std::pair<const char*, json> bad[] = {
+      {"chat_template", "{% for m in messages %}{{ m.content }}"},   // not closed
+      {"chat_template", "{{ raise_exception('no user turns here') }}"},
       {"chat_template", 7},
-      {"chat_template_kwargs", "x"}};
-  for (const auto& [key, value] : refused) {
+      {"chat_template_kwargs", "x"},
+      {"chat_template_kwargs", {{"messages", json::array()}}}};
+  for (const auto& [key, value] : bad) {
     json body = {{"messages", messages}, {"max_tokens", 2}};
     body[key] = value;
     auto r = call(server, "/v1/chat/completions", body);
     EXPECT_EQ(r.status, 400) << key << " " << r.body;
     EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["param"], key) << r.body;
-    const bool well_typed = value.is_string() ? value != "x" : value.is_object();
-    if (well_typed) {
-      EXPECT_NE(r.body.find("not implemented"), std::string::npos) << r.body;
-    }
   }
+  auto r = call(server, "/v1/chat/completions",
+                {{"messages", messages}, {"chat_template", "{{ raise_exception('no user turns here') }}"}});
+  EXPECT_NE(r.body.find("no user turns here"), std::string::npos) << r.body;
+  r = call(server, "/v1/chat/completions", {{"messages", messages}, {"chat_template", "{% for m in messages %}"}});
+  EXPECT_NE(r.body.find("syntax error"), std::string::npos) << r.body;
   post(server, "/v1/chat/completions",
        {{"messages", messages}, {"max_tokens", 2}, {"chat_template", ""}, {"chat_template_kwargs", json::object()}});
+}
+
+// --chat-template takes a Jinja file or string (vLLM's flag), checked at start-up: a
+// template that does not compile, or a path that is not a file, stops the server with
+// the reason.
+TEST(RequestFieldsHttp, ChatTemplateFlagFileStringAndStartupErrors) {
+  const std::string path = "/tmp/troupe_chat_template_" + std::to_string(::getpid()) + ".jinja";
+  {
+    std::ofstream f(path);
+    f << "{%- for m in messages %}<{{ m.role }}>{{ m.content | trim }}\n{% endfor %}\n";
+  }
+  {
+    tests::ServeProcess server({"--max-model-len", "256", "--chat-template", path});
+    ASSERT_TRUE(server.wait_healthy()) << server.log();
+    auto a = call(server, "/tokenize", {{"messages", {{{"role", "user"}, {"content", " hi "}}}}});
+    auto b = call(server, "/tokenize", {{"prompt", "<user>hi\n"}});
+    EXPECT_EQ(json::parse(a.body)["tokens"], json::parse(b.body)["tokens"]) << a.body << b.body;
+  }
+  std::remove(path.c_str());
+  const std::pair<std::string, std::string> bad[] = {{"{% for m in messages %}", "syntax error"},
+                                                     {path, "neither a readable file nor a Jinja template"}};
+  for (const auto& [value, why] : bad) {
+    tests::ServeProcess server({"--max-model-len", "256", "--chat-template", value});
+    EXPECT_FALSE(server.wait_healthy(std::chrono::seconds(60))) << value;
+    EXPECT_NE(server.stop(), 0) << value;
+    EXPECT_NE(server.log().find(why), std::string::npos) << server.log();
+  }
 }
 
 TEST(RequestFieldsHttp, ReturnTokensAsTokenIdsNamesLogprobTokensById) {

@@ -1,6 +1,8 @@
 #include "runtime/model_files/source/model_artifacts.hpp"
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
@@ -32,6 +34,73 @@ void weight_types(const std::vector<const WeightTensor*>& tensors, ModelArtifact
   }
 }
 
+/// The chat template: --chat-template's, else the model's own Jinja text (`model_jinja`), else
+/// a built-in family. Only a bad --chat-template is an error: a model template that does not
+/// compile falls back to a recognized built-in family (the error is kept for requests).
+Status choose_chat_template(const EngineConfig& config, const std::optional<std::string>& model_jinja,
+                            const std::string& model_origin, ModelArtifacts& a) {
+  chat::ChatPromptSource& p = a.chat_prompt;
+  const auto& tok = *a.tokenizer;
+  p.bos_text = tok.bos_id() >= 0 ? tok.token_to_piece(tok.bos_id(), true) : "";
+  p.eos_text = tok.eos_id() >= 0 ? tok.token_to_piece(tok.eos_id(), true) : "";
+  auto forced = config.extra.find("chat_template");
+  if (forced != config.extra.end() && !forced->second.empty()) {
+    const std::string& value = forced->second;
+    if (auto named = chat::by_name(value); named.ok()) {
+      p.builtin = *named;
+      p.origin = "built-in template " + value + " (--chat-template)";
+      return {};
+    }
+    auto text = chat::read_chat_template_arg(value);
+    if (!text.ok()) return invalid_argument(text.status().message() + " (built-in names: chatml, smollm2, llama2, llama3, llama3.1, llama3.2, mistral, zephyr, phi3, gemma)");
+    auto compiled = chat::compile_chat_template(*text);
+    if (!compiled.ok()) return invalid_argument("--chat-template: " + compiled.status().message());
+    p.jinja = std::move(compiled).value();
+    p.origin = "--chat-template";
+    return {};
+  }
+  if (!model_jinja) {
+    p.error = "the model has no chat template; pass --chat-template (a Jinja file or string, or a built-in name)";
+    return {};
+  }
+  auto compiled = chat::compile_chat_template(*model_jinja);
+  if (compiled.ok()) {
+    p.jinja = std::move(compiled).value();
+    p.origin = model_origin;
+    return {};
+  }
+  auto family = chat::detect(*model_jinja);
+  if (family.ok()) {
+    p.builtin = *family;
+    p.origin = "built-in template " + family->name + " (the model's " + model_origin + " does not compile: " +
+               compiled.status().message() + ")";
+  } else {
+    p.error = "the model's chat template (" + model_origin + ") does not compile: " + compiled.status().message() +
+              "; pass --chat-template";
+  }
+  return {};
+}
+
+/// A Hugging Face folder's template: chat_template.jinja (transformers' newer layout), else
+/// tokenizer_config.json's chat_template.
+std::optional<std::string> folder_chat_template(const std::string& dir, std::string* origin) {
+  std::ifstream jinja(dir + "/chat_template.jinja", std::ios::binary);
+  if (jinja) {
+    std::ostringstream s;
+    s << jinja.rdbuf();
+    *origin = "chat_template.jinja";
+    return s.str();
+  }
+  std::ifstream cfg(dir + "/tokenizer_config.json", std::ios::binary);
+  if (!cfg) return std::nullopt;
+  const auto j = nlohmann::json::parse(cfg, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  auto t = chat::chat_template_from_tokenizer_config(j);
+  if (!t.ok()) return std::nullopt;
+  *origin = "tokenizer_config.json chat_template";
+  return *t;
+}
+
 Status load_gguf(EngineConfig& config, ModelArtifacts& a, std::string* most) {
   const auto& file = *std::static_pointer_cast<const gguf::GgufFile>(a.model.owner);
   std::vector<const WeightTensor*> tensors;
@@ -41,15 +110,9 @@ Status load_gguf(EngineConfig& config, ModelArtifacts& a, std::string* most) {
   auto tok = tokenizer::Tokenizer::from_gguf(file);
   if (!tok) return Status(tok.status().code(), model_label(config) + ": " + tok.status().message());
   a.tokenizer = std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
-  auto forced = config.extra.find("chat_template");
   auto jinja = file.get_string("tokenizer.chat_template");
-  auto tmpl = forced != config.extra.end() && !forced->second.empty() ? chat::by_name(forced->second)
-              : jinja ? chat::detect(*jinja)
-                      : Result<chat::ChatTemplate>(
-                            not_found("the model file has no chat template; pass --chat-template NAME"));
-  if (tmpl) a.chat_template = *tmpl;
-  else a.chat_template_error = tmpl.status().message();
-  return {};
+  return choose_chat_template(config, jinja ? std::optional<std::string>(*jinja) : std::nullopt,
+                              "GGUF tokenizer.chat_template", a);
 }
 
 Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
@@ -59,8 +122,13 @@ Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
   weight_types(tensors, a, most);
   config.model.architecture = folder.architecture();
   a.tokenizer = folder.tokenizer_ptr();
-  a.chat_template_error = "model " + base_name(config.model.model_path) + " has no chat template (an encoder)";
   a.encoder = folder.config().model_type == "bert" || config.model.architecture == "BertModel";
+  std::string origin;
+  const auto jinja = folder_chat_template(config.model.model_path, &origin);
+  TROUPE_RETURN_IF_ERROR(choose_chat_template(config, jinja, origin, a));
+  if (!jinja && !a.chat_prompt.jinja && !a.chat_prompt.builtin)
+    a.chat_prompt.error = "model " + base_name(config.model.model_path) + " has no chat template" +
+                          (a.encoder ? " (an encoder)" : "; pass --chat-template");
   if (!a.encoder)
     return not_supported(config.model.model_path + ": Hugging Face folders of architecture '" +
                          config.model.architecture + "' are not supported yet (BertModel only; use a GGUF file)");

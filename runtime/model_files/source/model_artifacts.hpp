@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/request/chat/chat_template.hpp"
+#include "runtime/request/chat/chat_prompt.hpp"
 #include "runtime/model_files/source/model_source.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
 #include "runtime/config/engine_config.hpp"
@@ -20,13 +20,16 @@ namespace troupe::engine {
 struct ModelArtifacts {
   OpenedModel model;                                // metadata and tensors (the workers open their own)
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
-  std::optional<chat::ChatTemplate> chat_template;  // detected, or forced by config.extra["chat_template"]
-  std::string chat_template_error;                  // why there is none
+  chat::ChatPromptSource chat_prompt;               // the model's template, --chat-template's, or a built-in fallback
   std::vector<std::string> weight_types;            // distinct types of the matrices (2-D and up), sorted
   bool encoder = false;                             // an encoder (BERT): pooling only
 };
 
-/// Opens config.model.model_path and reads the tokenizer and chat template.
+/// Opens config.model.model_path and reads the tokenizer and chat template:
+/// config.extra["chat_template"] (--chat-template: a built-in name, a file or a Jinja
+/// string; a template that does not compile is invalid_argument), else the GGUF's
+/// tokenizer.chat_template or the folder's chat_template.jinja / tokenizer_config.json,
+/// else a built-in family recognized in the file's template.
 /// Fills config.model.architecture, .served_model_name (the file or folder
 /// name when empty), .quantization (the type holding most weight bytes, when
 /// empty), .runner ("auto" becomes "pooling" for encoders, else "generate";

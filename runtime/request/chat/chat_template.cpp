@@ -261,6 +261,11 @@ Result<std::string> continue_final_message(const std::string& rendered, const st
   const size_t at = rendered.rfind(content);
   if (at == std::string::npos)
     return invalid_argument("chat: the final message is not in the rendered prompt; it cannot be continued");
+  // transformers keeps the content's trailing whitespace when the template kept it.
+  const std::string& final = messages.back().content;
+  const size_t lead = final.find(content);  // = the leading whitespace's length
+  const size_t lstripped = final.size() - lead;
+  if (rendered.compare(at, lstripped, final) == 0) return rendered.substr(0, at + lstripped);
   return rendered.substr(0, at + content.size());
 }
 

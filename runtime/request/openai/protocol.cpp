@@ -456,6 +456,41 @@ Error parse_messages(const json& j, std::vector<ChatMessage>* out) {
   return std::nullopt;
 }
 
+/// The chat template's inputs, from the body parsed again keeping key order (templates
+/// print and tojson dicts in the client's order).
+Error parse_chat_prompt(std::string_view body, const json& j, bool add_generation_prompt, bool continue_final,
+                        chat::ChatPromptRequest* out) {
+  using ojson = nlohmann::ordered_json;
+  const ojson o = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (o.is_discarded() || !o.is_object()) return invalid_param("messages", "the body is not a JSON object");
+  *out = chat::ChatPromptRequest{};
+  out->add_generation_prompt = add_generation_prompt;
+  out->continue_final_message = continue_final;
+  if (o.contains("messages") && o["messages"].is_array())
+    for (const auto& m : o["messages"]) {
+      auto tm = chat::template_message(m);
+      if (!tm.ok()) return invalid_param("messages", tm.status().message());
+      out->messages.push_back(std::move(tm).value());
+    }
+  if (field(j, "tools")) {
+    auto tools = chat::template_tools(o["tools"]);
+    if (!tools.ok()) return invalid_param("tools", tools.status().message());
+    out->tools = std::move(tools).value();
+  }
+  if (const json* t = field(j, "chat_template")) {
+    if (!t->is_string()) return invalid_param("chat_template", "must be a string");
+    out->chat_template = t->get<std::string>();
+  }
+  if (const json* k = field(j, "chat_template_kwargs")) {
+    if (!k->is_object()) return invalid_param("chat_template_kwargs", "must be an object");
+    out->kwargs = o["chat_template_kwargs"];
+    for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"})
+      if (k->contains(reserved))
+        return invalid_param("chat_template_kwargs", fmt::format("may not set '{}' (the request's own field sets it)", reserved));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int json_depth(std::string_view text, int cap) {
@@ -552,24 +587,12 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;
   if (auto e = parse_messages(j, &out->messages)) return e;
-  // The model's own chat template is all troupe renders until its Jinja templates land.
-  if (const json* t = field(j, "chat_template")) {
-    if (!t->is_string()) return invalid_param("chat_template", "must be a string");
-    if (!t->get<std::string>().empty())
-      return invalid_param("chat_template",
-                           "a per-request chat_template is not implemented in troupe yet; omit it to use the "
-                           "model's chat template");
-  }
-  if (const json* k = field(j, "chat_template_kwargs")) {
-    if (!k->is_object()) return invalid_param("chat_template_kwargs", "must be an object");
-    if (!k->empty())
-      return invalid_param("chat_template_kwargs",
-                           "chat_template_kwargs is not implemented in troupe yet; omit it or send {}");
-  }
   if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
   if (auto e = get_bool(j, "continue_final_message", &out->continue_final_message)) return e;
   if (out->continue_final_message && out->add_generation_prompt)
     return invalid_param("continue_final_message", "cannot be true while add_generation_prompt is (set it to false)");
+  if (auto e = parse_chat_prompt(body, j, out->add_generation_prompt, out->continue_final_message, &out->chat))
+    return e;
   bool logprobs = false;
   if (auto e = get_bool(j, "logprobs", &logprobs)) return e;
   std::optional<int64_t> top;
@@ -596,7 +619,8 @@ std::optional<ApiError> parse_tokenize_request(std::string_view body, const Limi
     return invalid_param("continue_final_message", "cannot be true while add_generation_prompt is (set it to false)");
   if (field(j, "messages")) {
     out->has_messages = true;
-    return parse_messages(j, &out->messages);
+    if (auto e = parse_messages(j, &out->messages)) return e;
+    return parse_chat_prompt(body, j, out->add_generation_prompt, out->continue_final_message, &out->chat);
   }
   const json* p = field(j, "prompt");
   if (!p) return invalid_param("prompt", "is required (or messages)");

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/request/chat/chat_prompt.hpp"
 #include "runtime/request/openai/errors.hpp"
 #include "runtime/rank/sampling/sampling_params.hpp"
 
@@ -68,6 +69,10 @@ struct ChatMessage {
 struct ChatCompletionRequest {
   CommonFields common;
   std::vector<ChatMessage> messages;
+  /// What the chat template renders: messages in vLLM's template form (key order kept,
+  /// tool-call arguments as objects), tools (with tool_choice "none": vLLM still passes
+  /// them), chat_template, chat_template_kwargs and the two flags below.
+  chat::ChatPromptRequest chat;
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // vLLM: continue the final (assistant) message
   int top_logprobs = 0;  // with logprobs=true
@@ -78,6 +83,7 @@ struct TokenizeRequest {
   bool has_messages = false;
   std::string prompt;
   std::vector<ChatMessage> messages;
+  chat::ChatPromptRequest chat;  // with messages: as ChatCompletionRequest::chat
   bool add_special_tokens = true;
   bool add_generation_prompt = true;
   bool continue_final_message = false;
