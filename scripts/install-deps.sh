@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ ccache pkg-config
-  libcaf-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libcaf-dev libssl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libasio-dev librestinio-dev libhttp-parser-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev unzip
