@@ -53,13 +53,12 @@ inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(m_w[b], s_x[b], acc) (type-1 only)
 /// in block order from acc = 0, and y = acc.
 ///
-/// The group-scaled K-quants (Q2_K, Q3_K, Q5_K, IQ4_XS) are bit-identical across
+/// The K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS are bit-identical across
 /// ISAs too: per super-block b, the exact integer sums S = sum over groups of
-/// scale[g] * (levels . activations of g) and (types with mins) M = sum over groups
-/// of min[g] * bsums of g, then
+/// scale[g] * (levels . activations of g) (Q6_K: levels - 32) and (types with mins)
+/// M = sum over groups of min[g] * bsums of g, then
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(-float(M), dmin_w[b] * d_x[b], acc)
-/// in super-block order from acc = 0. (Q4_K and Q6_K keep per-lane float sums:
-/// AVX2 and scalar differ there in summation order only.)
+/// in super-block order from acc = 0.
 using MatmulRangeFn = void (*)(const MatmulArgs& args, int64_t o_begin, int64_t o_end);
 
 /// Which activation format a weight type's dot product wants.
@@ -72,6 +71,7 @@ MatmulRangeFn matmul_kernel_avx2(DType type);       // only when built for x86-6
 MatmulRangeFn matmul_kernel_kx_avx2(DType type);    // Q2_K Q3_K Q5_K IQ4_XS (matmul_kx_avx2.cpp)
 MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
+MatmulRangeFn matmul_kernel_kquant_avx512(DType type);  // Q4_K Q6_K on 512-bit vectors (matmul_kquant_avx512.cpp)
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.
