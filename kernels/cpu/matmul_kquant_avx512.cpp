@@ -50,7 +50,7 @@ void tile_q4k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
     alignas(32) float dw[8], dm[8], dx[8];
     for (int r = 0; r < R; ++r) {
       const BlockQ4_K& blk = k.w[r][b];
-      if (T == 1) prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
+      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
       uint64_t sc, mn;
       q4k_scales_mins(blk.scales, &sc, &mn);
       const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
@@ -101,7 +101,7 @@ void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
     alignas(32) float dw[8], dx[8];
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& blk = k.w[r][b];
-      if (T == 1) prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
+      prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
       __m512i si[T];
       for (int t = 0; t < T; ++t) si[t] = _mm512_setzero_si512();
