@@ -159,13 +159,36 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       return;
     }
     case ActFormat::q8k: {
-      const int64_t row = (in / kQKK) * static_cast<int64_t>(sizeof(ActQ8K));
-      auto* base = scratch(1, static_cast<size_t>(row * n_tokens));
+      const int64_t nb = in / kQKK;
+      const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8K));
+      const int64_t groups = act_groups16_q8k(isa, n_tokens);
+      const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
+      auto* base = scratch(1, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8Kx16));
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) quantize_act_q8k(x + t * in, in, reinterpret_cast<ActQ8K*>(base + t * row));
       });
       args->xq = base;
       args->xq_row_bytes = row;
+      args->xk16 = nullptr;
+      args->n_groups_k = groups;
+      if (groups > 0) {
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+        // The whole groups of 16 tokens again with the tokens in lanes (for vpdpbusd).
+        auto* xk = reinterpret_cast<ActQ8Kx16*>(base + row_part);
+        const auto* rows = reinterpret_cast<const ActQ8K*>(base);
+        auto fn = [&](int64_t g0, int64_t g1) {
+          for (int64_t g = g0; g < g1; ++g) act_group16_q8k_avx512(rows + g * 16 * nb, nb, 16, xk + g * nb);
+        };
+        if (pool != nullptr && pool->size() > 1 && groups > 1) {
+          pool->parallel_for(groups, fn);
+        } else {
+          fn(0, groups);
+        }
+        args->xk16 = xk;
+#else
+        TROUPE_CHECK(false, "matmul: avx512_vnni groups in a build without AVX-512 VNNI kernels");
+#endif
+      }
       return;
     }
   }

@@ -29,6 +29,10 @@ struct MatmulArgs {
   const ActQ16x8* xg;
   const ActQ16x16* xg16;
   int64_t n_groups;
+  // K-quants on Isa::avx512_vnni: the first 16 * n_groups_k tokens again in ActQ8Kx16
+  // groups ([group][super-block]); the tokens after them are read from xq.
+  const ActQ8Kx16* xk16;
+  int64_t n_groups_k;
   float* y;                // [n_tokens][out]
 };
 
@@ -82,6 +86,11 @@ void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out);
 /// t < n <= 16): tokens in lanes, lanes from n on zero (matmul_avx512_vnni.cpp).
 void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group);
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
+/// Group of 16 tokens from their ActQ8K rows (rows[t * nb + b], t < n <= 16): tokens in
+/// lanes, lanes from n on zero (matmul_kquant_avx512.cpp).
+void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);
+/// Whole groups of 16 tokens the K-quant kernels of Isa::avx512_vnni take as ActQ8Kx16.
+inline int64_t act_groups16_q8k(Isa isa, int64_t n_tokens) { return isa == Isa::avx512_vnni ? n_tokens / 16 : 0; }
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations
 /// touched per pass so they stay in L2 while weights stream once.

@@ -65,8 +65,8 @@ inline void store_lanes(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int 
   }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, acc);
-  for (int t = 0; t < nt; ++t)
-    for (int r = 0; r < nr; ++r) a.y[(t0 + t) * a.out + o + r] = lanes[t * R + r];
+  for (int t = 0; t < T && t < nt; ++t)
+    for (int r = 0; r < R && r < nr; ++r) a.y[(t0 + t) * a.out + o + r] = lanes[t * R + r];
 }
 
 // Q4_K: chunk c of qs holds sub-block 2c in its low nibbles and 2c + 1 in its high ones.
@@ -176,12 +176,13 @@ void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
 
-// Rows [o0, o1) x all tokens: token chunks that stay in L2, 8-row blocks, and per
-// block tiles of T tokens x 8 / T rows (rows and tokens past the ends masked).
+// Rows [o0, o1) x tokens [t_begin, n_tokens): token chunks that stay in L2, 8-row
+// blocks, and per block tiles of T tokens x 8 / T rows (rows and tokens past the ends
+// masked).
 template <template <int, int> class Tile, int T>
-void range_rt(const MatmulArgs& a, int64_t o0, int64_t o1) {
+void range_rt(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t_begin) {
   constexpr int R = 8 / T;
-  for (int64_t c0 = 0; c0 < a.n_tokens; c0 += kTokenChunk) {
+  for (int64_t c0 = t_begin; c0 < a.n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = std::min(a.n_tokens, c0 + kTokenChunk);
     for (int64_t o = o0; o < o1; o += 8) {
       const int nr8 = static_cast<int>(std::min<int64_t>(8, o1 - o));
@@ -202,13 +203,21 @@ struct Q6KTile {
   static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q6k<R, T>(a, o, t, nr, nt); }
 };
 
-// Tokens per tile by batch size: 1 (decode: 8 rows), 2, 4, then 8 (one row).
+// Tokens per tile by the number of tokens from t_begin on: 1 (decode: 8 rows), 2, 4,
+// then 8 (one row).
+template <template <int, int> class Tile>
+void range_kquant_from(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t_begin) {
+  const int64_t n = a.n_tokens - t_begin;
+  if (n <= 0) return;
+  if (n == 1) return range_rt<Tile, 1>(a, o0, o1, t_begin);
+  if (n < 4) return range_rt<Tile, 2>(a, o0, o1, t_begin);
+  if (n < 8) return range_rt<Tile, 4>(a, o0, o1, t_begin);
+  range_rt<Tile, 8>(a, o0, o1, t_begin);
+}
+
 template <template <int, int> class Tile>
 void range_kquant(const MatmulArgs& a, int64_t o0, int64_t o1) {
-  if (a.n_tokens == 1) return range_rt<Tile, 1>(a, o0, o1);
-  if (a.n_tokens < 4) return range_rt<Tile, 2>(a, o0, o1);
-  if (a.n_tokens < 8) return range_rt<Tile, 4>(a, o0, o1);
-  range_rt<Tile, 8>(a, o0, o1);
+  range_kquant_from<Tile>(a, o0, o1, 0);
 }
 
 /// The Q4_K or Q6_K kernel, else nullptr.

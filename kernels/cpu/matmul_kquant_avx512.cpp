@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/transpose16_avx512.hpp"
 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's 512-bit intrinsics (bug 105593)
 
@@ -140,6 +141,103 @@ void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
 
+// Batches: R rows x G groups of 16 tokens with the tokens in lanes (ActQ8Kx16). Per
+// super-block each row's levels are unpacked once into a small buffer; each quad of
+// levels is broadcast from it (a load) and multiplied with G groups' quads by vpdpbusd
+// (4 multiply-adds per lane), each activation vector with R rows' quads: the lanes hold
+// whole sums, so there are no horizontal sums and one float step per super-block serves
+// 16 tokens. A sub-block's sums are scaled once (vpmulld) into S; the mins' term M takes
+// 4 vpdpwssd per (row, group) on the activations' 32-element sums.
+template <int R, int G>
+void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+  const int64_t nb = a.in / kQKK;
+  const BlockQ4_K* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ4_K*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
+  // The same block of the next tile's rows.
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(8) uint8_t sc[R][8], mn[R][8];
+    float dw[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_K& blk = w[r][b];
+      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
+      for (int c = 0; c < 4; ++c) {
+        const __m256i qb = load256u(blk.qs + 32 * c);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lv[r] + 64 * c), _mm256_and_si256(qb, low4));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lv[r] + 64 * c + 32),
+                           _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4));
+      }
+      uint64_t sc8, mn8;
+      q4k_scales_mins(blk.scales, &sc8, &mn8);
+      std::memcpy(sc[r], &sc8, 8);
+      std::memcpy(mn[r], &mn8, 8);
+      dw[r] = h2f(blk.d);
+      dm[r] = h2f(blk.dmin);
+    }
+    // Opaque from here on, so the quads are broadcast from memory (a load), not extracted.
+    asm("" : "+m"(lv));
+    __m512i S[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) S[r][g] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      __m512i sub[R][G];
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        __m512i xv[G];
+        for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[8 * j + i]);
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + 32 * j + 4 * i, 4);
+          const __m512i wq = _mm512_set1_epi32(quad);
+          for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i scv = _mm512_set1_epi32(sc[r][j]);
+        for (int g = 0; g < G; ++g) S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], scv));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int g = 0; g < G; ++g) {
+        __m512i m = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p)
+          m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(mn[r][2 * p] | (mn[r][2 * p + 1] << 16)),
+                                  _mm512_load_si512(xg[g][b].bs[p]));
+        const __m512 dx = _mm512_load_ps(xg[g][b].d);
+        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]), _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx), acc[r][g]);
+        acc[r][g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx), acc[r][g]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t t0 = (g0 + g) * 16;
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
+// Tiles of kRowsK rows x G groups over rows [o0, o1), then the tail rows 2 and 1 at a time.
+constexpr int kRowsK = 4;
+template <int G>
+void rows_groups_q4k(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
+  int64_t o = o0;
+  for (; o + kRowsK <= o1; o += kRowsK) tile_q4k_groups<kRowsK, G>(a, o, g);
+  for (; o + 2 <= o1; o += 2) tile_q4k_groups<2, G>(a, o, g);
+  for (; o < o1; ++o) tile_q4k_groups<1, G>(a, o, g);
+}
+
 template <int R, int T>
 struct Q4KTile512 {
   static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q4k_512<R, T>(a, o, t, nr, nt); }
@@ -149,11 +247,49 @@ struct Q6KTile512 {
   static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q6k_512<R, T>(a, o, t, nr, nt); }
 };
 
+// Whole groups of 16 tokens (2 per pass over the rows: their activations stay in L2),
+// then the tokens after them in the R x T tiles.
+void range_q4k_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  int64_t g = 0;
+  for (; g + 2 <= a.n_groups_k; g += 2) rows_groups_q4k<2>(a, o0, o1, g);
+  for (; g < a.n_groups_k; ++g) rows_groups_q4k<1>(a, o0, o1, g);
+  range_kquant_from<Q4KTile512>(a, o0, o1, a.n_groups_k * 16);
+}
+
 }  // namespace
+
+void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group) {
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(64) float d[16];
+    alignas(64) int32_t bs[4][16];
+    for (int t = 0; t < 16; ++t) {
+      const ActQ8K* blk = t < n ? &rows[t * nb + b] : nullptr;
+      d[t] = blk != nullptr ? blk->d : 0.0f;
+      for (int p = 0; p < 4; ++p) {
+        if (blk == nullptr) {
+          bs[p][t] = 0;
+          continue;
+        }
+        const int lo = blk->bsums[4 * p] + blk->bsums[4 * p + 1];      // elements 64p..64p+31
+        const int hi = blk->bsums[4 * p + 2] + blk->bsums[4 * p + 3];  // 64p+32..64p+63
+        bs[p][t] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                        (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
+    }
+    std::memcpy(group[b].d, d, sizeof(d));
+    std::memcpy(group[b].bs, bs, sizeof(bs));
+    for (int k = 0; k < 4; ++k) {  // quads 16k..16k+15 of every token
+      __m512i r[16], q[16];
+      for (int t = 0; t < 16; ++t) r[t] = t < n ? load512u(rows[t * nb + b].qs + 64 * k) : _mm512_setzero_si512();
+      transpose16(r, q);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(group[b].q[16 * k + i], q[i]);
+    }
+  }
+}
 
 MatmulRangeFn matmul_kernel_kquant_avx512(DType type) {
   switch (type) {
-    case DType::q4_k: return range_kquant<Q4KTile512>;
+    case DType::q4_k: return range_q4k_512;
     case DType::q6_k: return range_kquant<Q6KTile512>;
     default: return nullptr;
   }
