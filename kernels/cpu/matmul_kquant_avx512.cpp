@@ -228,15 +228,107 @@ void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
   }
 }
 
+// Q6_K batches: as tile_q4k_groups with 16-element groups (4 quads) and signed scales;
+// the -32 comes back exactly through the activations' 16-element sums (bs16).
+template <int R, int G>
+void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+  const int64_t nb = a.in / kQKK;
+  const BlockQ6_K* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ6_K*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    float dw[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ6_K& blk = w[r][b];
+      prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = load256u(blk.ql + 64 * h), ql1 = load256u(blk.ql + 64 * h + 32);
+        const __m256i qh = load256u(blk.qh + 32 * h);
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+        for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(lv[r] + 128 * h + 32 * j), q[j]);
+      }
+      dw[r] = h2f(blk.d);
+    }
+    asm("" : "+m"(lv));
+    __m512i S[R][G];
+    for (int r = 0; r < R; ++r) {
+      for (int g = 0; g < G; ++g) {  // - 32 * sum_g sc[g] * bsums[g]
+        __m512i off = _mm512_setzero_si512();
+        for (int p = 0; p < 8; ++p) {
+          const int pair = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(w[r][b].scales[2 * p])) |
+                                                (static_cast<uint32_t>(static_cast<uint16_t>(w[r][b].scales[2 * p + 1])) << 16));
+          off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(pair), _mm512_load_si512(xg[g][b].bs16[p]));
+        }
+        S[r][g] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
+      }
+    }
+    for (int k = 0; k < 16; ++k) {  // group k: quads 4k..4k+3
+      __m512i sub[R][G];
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        __m512i xv[G];
+        for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[4 * k + i]);
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + 16 * k + 4 * i, 4);
+          const __m512i wq = _mm512_set1_epi32(quad);
+          for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i scv = _mm512_set1_epi32(w[r][b].scales[k]);
+        for (int g = 0; g < G; ++g) S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], scv));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g)
+        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]),
+                                    _mm512_mul_ps(_mm512_set1_ps(dw[r]), _mm512_load_ps(xg[g][b].d)), acc[r][g]);
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t t0 = (g0 + g) * 16;
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
 // Tiles of kRowsK rows x G groups over rows [o0, o1), then the tail rows 2 and 1 at a time.
 constexpr int kRowsK = 4;
-template <int G>
-void rows_groups_q4k(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
+template <template <int, int> class Tile, int G>
+void rows_groups(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
   int64_t o = o0;
-  for (; o + kRowsK <= o1; o += kRowsK) tile_q4k_groups<kRowsK, G>(a, o, g);
-  for (; o + 2 <= o1; o += 2) tile_q4k_groups<2, G>(a, o, g);
-  for (; o < o1; ++o) tile_q4k_groups<1, G>(a, o, g);
+  for (; o + kRowsK <= o1; o += kRowsK) Tile<kRowsK, G>::run(a, o, g);
+  for (; o + 2 <= o1; o += 2) Tile<2, G>::run(a, o, g);
+  for (; o < o1; ++o) Tile<1, G>::run(a, o, g);
 }
+
+template <int R, int G>
+struct Q4KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q4k_groups<R, G>(a, o, g); }
+};
+template <int R, int G>
+struct Q6KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q6k_groups<R, G>(a, o, g); }
+};
 
 template <int R, int T>
 struct Q4KTile512 {
@@ -249,11 +341,12 @@ struct Q6KTile512 {
 
 // Whole groups of 16 tokens (2 per pass over the rows: their activations stay in L2),
 // then the tokens after them in the R x T tiles.
-void range_q4k_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
+template <template <int, int> class Groups, template <int, int> class Tile>
+void range_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
   int64_t g = 0;
-  for (; g + 2 <= a.n_groups_k; g += 2) rows_groups_q4k<2>(a, o0, o1, g);
-  for (; g < a.n_groups_k; ++g) rows_groups_q4k<1>(a, o0, o1, g);
-  range_kquant_from<Q4KTile512>(a, o0, o1, a.n_groups_k * 16);
+  for (; g + 2 <= a.n_groups_k; g += 2) rows_groups<Groups, 2>(a, o0, o1, g);
+  for (; g < a.n_groups_k; ++g) rows_groups<Groups, 1>(a, o0, o1, g);
+  range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
 }
 
 }  // namespace
@@ -261,10 +354,15 @@ void range_q4k_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
 void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group) {
   for (int64_t b = 0; b < nb; ++b) {
     alignas(64) float d[16];
-    alignas(64) int32_t bs[4][16];
+    alignas(64) int32_t bs[4][16], bs16[8][16];
+    const auto pair = [](int lo, int hi) {
+      return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                  (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+    };
     for (int t = 0; t < 16; ++t) {
       const ActQ8K* blk = t < n ? &rows[t * nb + b] : nullptr;
       d[t] = blk != nullptr ? blk->d : 0.0f;
+      for (int p = 0; p < 8; ++p) bs16[p][t] = blk != nullptr ? pair(blk->bsums[2 * p], blk->bsums[2 * p + 1]) : 0;
       for (int p = 0; p < 4; ++p) {
         if (blk == nullptr) {
           bs[p][t] = 0;
@@ -272,12 +370,12 @@ void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* gr
         }
         const int lo = blk->bsums[4 * p] + blk->bsums[4 * p + 1];      // elements 64p..64p+31
         const int hi = blk->bsums[4 * p + 2] + blk->bsums[4 * p + 3];  // 64p+32..64p+63
-        bs[p][t] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                        (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+        bs[p][t] = pair(lo, hi);
       }
     }
     std::memcpy(group[b].d, d, sizeof(d));
     std::memcpy(group[b].bs, bs, sizeof(bs));
+    std::memcpy(group[b].bs16, bs16, sizeof(bs16));
     for (int k = 0; k < 4; ++k) {  // quads 16k..16k+15 of every token
       __m512i r[16], q[16];
       for (int t = 0; t < 16; ++t) r[t] = t < n ? load512u(rows[t * nb + b].qs + 64 * k) : _mm512_setzero_si512();
@@ -289,8 +387,8 @@ void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* gr
 
 MatmulRangeFn matmul_kernel_kquant_avx512(DType type) {
   switch (type) {
-    case DType::q4_k: return range_q4k_512;
-    case DType::q6_k: return range_kquant<Q6KTile512>;
+    case DType::q4_k: return range_512<Q4KGroups, Q4KTile512>;
+    case DType::q6_k: return range_512<Q6KGroups, Q6KTile512>;
     default: return nullptr;
   }
 }
