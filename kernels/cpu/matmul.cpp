@@ -172,12 +172,19 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       args->xk16 = nullptr;
       args->n_groups_k = groups;
       if (groups > 0) {
-#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
         // The whole groups of 16 tokens again with the tokens in lanes (for vpdpbusd).
         auto* xk = reinterpret_cast<ActQ8Kx16*>(base + row_part);
         const auto* rows = reinterpret_cast<const ActQ8K*>(base);
         auto fn = [&](int64_t g0, int64_t g1) {
-          for (int64_t g = g0; g < g1; ++g) act_group16_q8k_avx512(rows + g * 16 * nb, nb, 16, xk + g * nb);
+          for (int64_t g = g0; g < g1; ++g) {
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+            if (isa == Isa::avx512_vnni) {
+              act_group16_q8k_avx512(rows + g * 16 * nb, nb, 16, xk + g * nb);
+              continue;
+            }
+#endif
+            act_group16_q8k(rows + g * 16 * nb, nb, 16, xk + g * nb);
+          }
         };
         if (pool != nullptr && pool->size() > 1 && groups > 1) {
           pool->parallel_for(groups, fn);
@@ -185,9 +192,6 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
           fn(0, groups);
         }
         args->xk16 = xk;
-#else
-        TROUPE_CHECK(false, "matmul: avx512_vnni groups in a build without AVX-512 VNNI kernels");
-#endif
       }
       return;
     }

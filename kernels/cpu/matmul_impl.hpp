@@ -89,8 +89,10 @@ void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
 /// Group of 16 tokens from their ActQ8K rows (rows[t * nb + b], t < n <= 16): tokens in
 /// lanes, lanes from n on zero (matmul_kquant_avx512.cpp).
 void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);
-/// Whole groups of 16 tokens the K-quant kernels of Isa::avx512_vnni take as ActQ8Kx16.
-inline int64_t act_groups16_q8k(Isa isa, int64_t n_tokens) { return isa == Isa::avx512_vnni ? n_tokens / 16 : 0; }
+/// The same, portable (quantize.cpp), for the AVX2 ISAs.
+void act_group16_q8k(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);
+/// Whole groups of 16 tokens the K-quant kernels of the AVX2 ISAs take as ActQ8Kx16.
+inline int64_t act_groups16_q8k(Isa isa, int64_t n_tokens) { return is_avx2(isa) ? n_tokens / 16 : 0; }
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations
 /// touched per pass so they stay in L2 while weights stream once.

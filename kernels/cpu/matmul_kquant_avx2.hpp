@@ -16,6 +16,8 @@
 // float step per super-block serves 8 outputs with no per-output horizontal sum.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cpu/matmul_q8_avx2.hpp"
 
 namespace troupe::kernels::cpu {
@@ -220,11 +222,169 @@ void range_kquant(const MatmulArgs& a, int64_t o0, int64_t o1) {
   range_kquant_from<Tile>(a, o0, o1, 0);
 }
 
+// acc + the sums of 4 adjacent u8 x s8 products per 32-bit lane (one VNNI instruction
+// where available; maddubs cannot saturate here: levels <= 63, |x| <= 127).
+inline __m256i dot_quads_acc(__m256i acc, __m256i u8, __m256i s8) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, u8, s8);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, u8, s8);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)));
+#endif
+}
+
+// A Q4_K block's 256 levels as bytes in element order, its scales and mins.
+inline void unpack_q4k(const BlockQ4_K& blk, uint8_t* lv, uint8_t* sc, uint8_t* mn) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int c = 0; c < 4; ++c) {
+    const __m256i qb = load256u(blk.qs + 32 * c);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 64 * c), _mm256_and_si256(qb, low4));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4));
+  }
+  uint64_t sc8, mn8;
+  q4k_scales_mins(blk.scales, &sc8, &mn8);
+  std::memcpy(sc, &sc8, 8);
+  std::memcpy(mn, &mn8, 8);
+}
+
+// A Q6_K block's 256 levels (0..63) as bytes in element order.
+inline void unpack_q6k(const BlockQ6_K& blk, uint8_t* lv) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = load256u(blk.ql + 64 * h), ql1 = load256u(blk.ql + 64 * h + 32);
+    const __m256i qh = load256u(blk.qh + 32 * h);
+    const __m256i q0 = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+    const __m256i q1 = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+    const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+    const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h), q0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 32), q1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 64), q2);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 96), q3);
+  }
+}
+
+inline int32_t int16_pair(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+}
+
+// Batches on 256-bit vectors: R rows x H halves (8 tokens each) of ActQ8Kx16 groups, the
+// tokens in lanes, as the AVX-512 kernels do with 16 (matmul_kquant_avx512.cpp): each
+// quad of levels is broadcast and multiplied with H halves' quads (vpdpbusd, or
+// vpmaddubsw + vpmaddwd), the groups' sums (kGroup elements) scaled once by vpmulld.
+// kQ6 selects Q6_K (16-element groups, signed scales, -32 through bs16) over Q4_K.
+template <bool kQ6, int R, int H>
+void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
+  using Block = std::conditional_t<kQ6, BlockQ6_K, BlockQ4_K>;
+  constexpr int kGroup = kQ6 ? 16 : 32;
+  const int64_t nb = a.in / kQKK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[H];
+  int lane[H];
+  for (int h = 0; h < H; ++h) {
+    xg[h] = a.xk16 + ((h0 + h) / 2) * nb;
+    lane[h] = static_cast<int>((h0 + h) % 2) * 8;
+  }
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m256 acc[R][H];
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(8) uint8_t sc[R][8], mn[R][8];
+    float dw[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
+      if constexpr (kQ6) {
+        unpack_q6k(blk, lv[r]);
+        dm[r] = 0.0f;
+      } else {
+        unpack_q4k(blk, lv[r], sc[r], mn[r]);
+        dm[r] = h2f(blk.dmin);
+      }
+      dw[r] = h2f(blk.d);
+    }
+    asm("" : "+m"(lv));  // quads broadcast from memory (a load), not extracted
+    __m256i S[R][H];
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < H; ++h) {
+        S[r][h] = _mm256_setzero_si256();
+        if constexpr (kQ6) {  // - 32 * sum_g sc[g] * bsums[g]
+          __m256i off = _mm256_setzero_si256();
+          for (int p = 0; p < 8; ++p)
+            off = dot_pairs_acc(off, _mm256_set1_epi32(int16_pair(w[r][b].scales[2 * p], w[r][b].scales[2 * p + 1])),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].bs16[p] + lane[h])));
+          S[r][h] = _mm256_sub_epi32(S[r][h], _mm256_slli_epi32(off, 5));
+        }
+      }
+    for (int k = 0; k < kQKK / kGroup; ++k) {
+      __m256i sub[R][H];
+      for (int r = 0; r < R; ++r)
+        for (int h = 0; h < H; ++h) sub[r][h] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int i = 0; i < kGroup / 4; ++i) {
+        __m256i xv[H];
+        for (int h = 0; h < H; ++h)
+          xv[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].q[kGroup / 4 * k + i] + lane[h]));
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + kGroup * k + 4 * i, 4);
+          const __m256i wq = _mm256_set1_epi32(quad);
+          for (int h = 0; h < H; ++h) sub[r][h] = dot_quads_acc(sub[r][h], wq, xv[h]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256i scv = _mm256_set1_epi32(kQ6 ? static_cast<int>(w[r][b].scales[k]) : static_cast<int>(sc[r][k]));
+        for (int h = 0; h < H; ++h) S[r][h] = _mm256_add_epi32(S[r][h], _mm256_mullo_epi32(sub[r][h], scv));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < H; ++h) {
+        const __m256 dx = _mm256_loadu_ps(xg[h][b].d + lane[h]);
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r][h]), _mm256_mul_ps(_mm256_set1_ps(dw[r]), dx), acc[r][h]);
+        if constexpr (!kQ6) {
+          __m256i m = _mm256_setzero_si256();
+          for (int p = 0; p < 4; ++p)
+            m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].bs[p] + lane[h])));
+          acc[r][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx), acc[r][h]);
+        }
+      }
+  }
+  for (int h = 0; h < H; ++h) {
+    const int64_t t0 = (h0 + h) * 8;
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, acc[r][h]);
+      for (int l = 0; l < 8; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
+// Whole groups of 16 tokens (a group's two halves per pass over the rows; 2-row tiles,
+// 16 registers), then the tokens after them in the R x T tiles.
+template <bool kQ6, template <int, int> class Tile>
+void range_kquant_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  for (int64_t g = 0; g < a.n_groups_k; ++g) {
+    int64_t o = o0;
+    for (; o + 2 <= o1; o += 2) tile_kquant_halves<kQ6, 2, 2>(a, o, 2 * g);
+    for (; o < o1; ++o) tile_kquant_halves<kQ6, 1, 2>(a, o, 2 * g);
+  }
+  range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
+}
+
 /// The Q4_K or Q6_K kernel, else nullptr.
 inline MatmulRangeFn kquant_kernel(DType type) {
   switch (type) {
-    case DType::q4_k: return range_kquant<Q4KTile>;
-    case DType::q6_k: return range_kquant<Q6KTile>;
+    case DType::q4_k: return range_kquant_groups<false, Q4KTile>;
+    case DType::q6_k: return range_kquant_groups<true, Q6KTile>;
     default: return nullptr;
   }
 }
