@@ -62,7 +62,9 @@ inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 /// scale[g] * (levels . activations of g) (Q6_K: levels - 32) and (types with mins)
 /// M = sum over groups of min[g] * bsums of g, then
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(-float(M), dmin_w[b] * d_x[b], acc)
-/// in super-block order from acc = 0.
+/// in super-block order from acc = 0; Q4_K combines its two terms, which largely cancel,
+/// before they meet the accumulator:
+///   acc = acc + fma(float(S), d_w[b] * d_x[b], -(float(M) * (dmin_w[b] * d_x[b])))
 using MatmulRangeFn = void (*)(const MatmulArgs& args, int64_t o_begin, int64_t o_end);
 
 /// Which activation format a weight type's dot product wants.

@@ -71,6 +71,12 @@ inline void store_lanes(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int 
     for (int r = 0; r < R && r < nr; ++r) a.y[(t0 + t) * a.out + o + r] = lanes[t * R + r];
 }
 
+// Q4_K's float step (matmul_impl.hpp): the super-block's two terms, which largely cancel,
+// are combined with one rounding before they meet the accumulator.
+inline __m256 q4k_step(__m256 acc, __m256i s, __m256i m, __m256 dwx, __m256 dmx) {
+  return _mm256_add_ps(acc, _mm256_fmsub_ps(_mm256_cvtepi32_ps(s), dwx, _mm256_mul_ps(_mm256_cvtepi32_ps(m), dmx)));
+}
+
 // Q4_K: chunk c of qs holds sub-block 2c in its low nibbles and 2c + 1 in its high ones.
 template <int R, int T>
 void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
@@ -115,8 +121,8 @@ void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       }
     }
     const __m256 dxv = _mm256_load_ps(dx);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), dxv), acc);
-    acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(m)), _mm256_mul_ps(_mm256_load_ps(dm), dxv), acc);
+    acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), _mm256_mul_ps(_mm256_load_ps(dw), dxv),
+                   _mm256_mul_ps(_mm256_load_ps(dm), dxv));
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -348,13 +354,15 @@ void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
     for (int r = 0; r < R; ++r)
       for (int h = 0; h < H; ++h) {
         const __m256 dx = _mm256_loadu_ps(xg[h][b].d + lane[h]);
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r][h]), _mm256_mul_ps(_mm256_set1_ps(dw[r]), dx), acc[r][h]);
-        if constexpr (!kQ6) {
+        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(dw[r]), dx);
+        if constexpr (kQ6) {
+          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r][h]), dwx, acc[r][h]);
+        } else {
           __m256i m = _mm256_setzero_si256();
           for (int p = 0; p < 4; ++p)
             m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].bs[p] + lane[h])));
-          acc[r][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx), acc[r][h]);
+          acc[r][h] = q4k_step(acc[r][h], S[r][h], m, dwx, _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx));
         }
       }
   }

@@ -76,8 +76,8 @@ void tile_q4k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       }
     }
     const __m256 dxv = _mm256_load_ps(dx);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), dxv), acc);
-    acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(m)), _mm256_mul_ps(_mm256_load_ps(dm), dxv), acc);
+    acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), _mm256_mul_ps(_mm256_load_ps(dw), dxv),
+                   _mm256_mul_ps(_mm256_load_ps(dm), dxv));
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -213,8 +213,10 @@ void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
           m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(mn[r][2 * p] | (mn[r][2 * p + 1] << 16)),
                                   _mm512_load_si512(xg[g][b].bs[p]));
         const __m512 dx = _mm512_load_ps(xg[g][b].d);
-        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]), _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx), acc[r][g]);
-        acc[r][g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx), acc[r][g]);
+        // q4k_step on 16 lanes.
+        const __m512 mt = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx));
+        acc[r][g] = _mm512_add_ps(
+            acc[r][g], _mm512_fmsub_ps(_mm512_cvtepi32_ps(S[r][g]), _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx), mt));
       }
     }
   }

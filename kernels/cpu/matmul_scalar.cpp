@@ -140,9 +140,8 @@ float dot_q8k(DType type, const Row& r, const ActQ8K* x, int64_t nb) {
         isum += r.sc[b * 8 + j] * s;
         msum += r.mn[b * 8 + j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
       }
-      // The steps every ISA shares (matmul_impl.hpp): bit-identical to the AVX2 kernels.
-      acc = std::fma(static_cast<float>(isum), r.d[b] * x[b].d, acc);
-      acc = std::fma(-static_cast<float>(msum), r.m[b] * x[b].d, acc);
+      // The step every ISA shares (matmul_impl.hpp): bit-identical to the AVX2 kernels.
+      acc += std::fma(static_cast<float>(isum), r.d[b] * x[b].d, -(static_cast<float>(msum) * (r.m[b] * x[b].d)));
     } else {  // q6_k
       int isum = 0;
       for (int g = 0; g < 16; ++g) {
