@@ -157,7 +157,6 @@ void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
   for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
   // The same block of the next tile's rows.
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
   alignas(64) uint8_t lv[R][kQKK];
   __m512 acc[R][G];
   for (int r = 0; r < R; ++r)
@@ -168,16 +167,7 @@ void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
     for (int r = 0; r < R; ++r) {
       const BlockQ4_K& blk = w[r][b];
       prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
-      for (int c = 0; c < 4; ++c) {
-        const __m256i qb = load256u(blk.qs + 32 * c);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lv[r] + 64 * c), _mm256_and_si256(qb, low4));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lv[r] + 64 * c + 32),
-                           _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4));
-      }
-      uint64_t sc8, mn8;
-      q4k_scales_mins(blk.scales, &sc8, &mn8);
-      std::memcpy(sc[r], &sc8, 8);
-      std::memcpy(mn[r], &mn8, 8);
+      unpack_q4k(blk, lv[r], sc[r], mn[r]);
       dw[r] = h2f(blk.d);
       dm[r] = h2f(blk.dmin);
     }
@@ -240,7 +230,6 @@ void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
   const ActQ8Kx16* xg[G];
   for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
-  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
   alignas(64) uint8_t lv[R][kQKK];
   __m512 acc[R][G];
   for (int r = 0; r < R; ++r)
@@ -250,19 +239,7 @@ void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& blk = w[r][b];
       prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
-      for (int h = 0; h < 2; ++h) {
-        const __m256i ql0 = load256u(blk.ql + 64 * h), ql1 = load256u(blk.ql + 64 * h + 32);
-        const __m256i qh = load256u(blk.qh + 32 * h);
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
-        for (int j = 0; j < 4; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(lv[r] + 128 * h + 32 * j), q[j]);
-      }
+      unpack_q6k(blk, lv[r]);
       dw[r] = h2f(blk.d);
     }
     asm("" : "+m"(lv));
