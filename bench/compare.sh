@@ -26,6 +26,7 @@
 #   decode, 1 stream, 128 tokens   troupe_bench_e2e --decode-prompt 1 | llama-bench -n 128
 #   prefill 512                    troupe_bench_e2e --prompt-tokens 512 | llama-bench -p 512
 #   batched decode 1/4/16/32       troupe_bench_engine (128 in, 128 out) | llama-batched-bench -fa on
+#                                  (--no-batched leaves it out)
 #   serve, concurrency 1 and 32    troupe serve | llama-server -np 32, both driven by
 #                                  `troupe bench serve` with fresh prompts every run
 # The table gives both figures, troupe / llama.cpp, and each figure as a share
@@ -52,6 +53,7 @@ cd "$repo"
 threads=2
 quick=0
 serve=1
+batched=1
 json_out=""
 model=""
 requant=""
@@ -67,6 +69,7 @@ while [[ $# -gt 0 ]]; do
     --threads=*) threads=${1#*=}; shift ;;
     --quick) quick=1; shift ;;
     --no-serve) serve=0; shift ;;
+    --no-batched) batched=0; shift ;;
     --requantize) requant=${2:?--requantize needs a type, e.g. Q8_0}; shift 2 ;;
     --requantize=*) requant=${1#*=}; shift ;;
     --llama-no-repack) no_repack=1; shift ;;
@@ -282,7 +285,9 @@ for r in $(seq "$reps"); do
     -r "$repeats" -o json "${llama_bench_extra[@]}"
 done
 
-for r in $(seq "$reps"); do
+batched_reps=$reps
+(( batched )) || { levels=none; batched_reps=0; }
+for r in $(seq "$batched_reps"); do
   echo "compare.sh: batched decode at $levels streams, run $r" >&2
   run engine-$r "$bin/troupe_bench_engine" "$model" --threads "$threads" --prompt-len "$batch_in" \
     --gen-len "$batch_out" --concurrency "$levels" --json "$work/engine-$r.json"

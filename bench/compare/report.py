@@ -116,7 +116,7 @@ def main():
     a = ap.parse_args()
     w = a.work
     reps = range(1, a.reps + 1)
-    levels = [int(x) for x in a.levels.split(",")]
+    levels = [int(x) for x in a.levels.split(",")] if a.levels != "none" else []  # none: --no-batched
     serve_levels = [int(x) for x in a.serve_levels.split(",")] if a.serve else []
 
     # Bounds: the better of the start and end measurements (each already a best of several tries).
@@ -186,7 +186,7 @@ def main():
     t_b = {n: [] for n in levels}
     l_b = {n: [] for n in levels}
     outside = {n: [] for n in levels}
-    for r in reps:
+    for r in (reps if levels else []):
         for row in load_json(f"{w}/engine-{r}.json")["levels"]:
             if row["concurrency"] in t_b:
                 t_b[row["concurrency"]].append(row["decode_tps"])
@@ -299,7 +299,7 @@ def main():
     else:
         out.append("noise: one run per engine (--quick), no run-to-run spread")
     shares = {}
-    for name in ("e2e", "llama-bench", "engine", "batched-bench"):
+    for name in ("e2e", "llama-bench") + (("engine", "batched-bench") if levels else ()):
         vals = []
         for r in reps:
             try:

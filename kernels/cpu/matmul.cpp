@@ -87,8 +87,9 @@ ActFormat act_format(DType type) {
 namespace {
 
 // Quantizes x once into the format `fmt` wants and points args at it.
+// k_groups: some job of the pass reads ActQ8Kx16 groups (Q4_K, Q6_K).
 void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int64_t n_tokens, ThreadPool* pool,
-                         MatmulArgs* args) {
+                         bool k_groups, MatmulArgs* args) {
   switch (fmt) {
     case ActFormat::f32:
       return;
@@ -159,13 +160,40 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       return;
     }
     case ActFormat::q8k: {
-      const int64_t row = (in / kQKK) * static_cast<int64_t>(sizeof(ActQ8K));
-      auto* base = scratch(1, static_cast<size_t>(row * n_tokens));
+      const int64_t nb = in / kQKK;
+      const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8K));
+      const int64_t groups = k_groups ? act_groups16_q8k(isa, n_tokens) : 0;
+      const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
+      auto* base = scratch(1, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8Kx16));
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) quantize_act_q8k(x + t * in, in, reinterpret_cast<ActQ8K*>(base + t * row));
       });
       args->xq = base;
       args->xq_row_bytes = row;
+      args->xk16 = nullptr;
+      args->n_groups_k = groups;
+      if (groups > 0) {
+        // The whole groups of 16 tokens again with the tokens in lanes (for vpdpbusd).
+        auto* xk = reinterpret_cast<ActQ8Kx16*>(base + row_part);
+        const auto* rows = reinterpret_cast<const ActQ8K*>(base);
+        auto fn = [&](int64_t g0, int64_t g1) {
+          for (int64_t g = g0; g < g1; ++g) {
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+            if (isa == Isa::avx512_vnni) {
+              act_group16_q8k_avx512(rows + g * 16 * nb, nb, 16, xk + g * nb);
+              continue;
+            }
+#endif
+            act_group16_q8k(rows + g * 16 * nb, nb, 16, xk + g * nb);
+          }
+        };
+        if (pool != nullptr && pool->size() > 1 && groups > 1) {
+          pool->parallel_for(groups, fn);
+        } else {
+          fn(0, groups);
+        }
+        args->xk16 = xk;
+      }
       return;
     }
   }
@@ -202,7 +230,9 @@ void prepare(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float
     const ActFormat fmt = act_format(job.type);
     const int f = static_cast<int>(fmt);
     if (!prepared[f]) {
-      prepare_activations(isa, fmt, in, x, n_tokens, pool, &acts[f]);
+      bool k_groups = false;
+      for (int i = 0; i < n_jobs; ++i) k_groups |= jobs[i].type == DType::q4_k || jobs[i].type == DType::q6_k;
+      prepare_activations(isa, fmt, in, x, n_tokens, pool, k_groups, &acts[f]);
       prepared[f] = true;
     }
     MatmulArgs& a = p->args[j];

@@ -1,8 +1,8 @@
 // AVX2/FMA/F16C matmul kernels (this file alone is built with -mavx2 -mfma -mf16c):
-// the activation quantizer, the K-quants and float weights here, the 32-element
-// block types from matmul_q8_avx2.hpp.
+// the activation quantizer and float weights here, the 32-element block types from
+// matmul_q8_avx2.hpp, Q4_K and Q6_K from matmul_kquant_avx2.hpp.
 //
-// The K-quant and float kernels compute a tile of R weight rows x T tokens per
+// The float kernels compute a tile of R weight rows x T tokens per
 // pass over the rows' blocks: a weight block is unpacked once and used for T
 // tokens, an activation block is loaded once and used for R rows, so batches
 // stream the weights once per call, not once per token.
@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_impl.hpp"
+#include "kernels/cpu/matmul_kquant_avx2.hpp"
 #include "kernels/cpu/matmul_q8_avx2.hpp"
 
 namespace troupe::kernels::cpu {
@@ -58,102 +59,6 @@ void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out) {
 }
 
 namespace {
-
-// Q4_K x ActQ8K, one row x T tokens.
-template <int T>
-inline void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0) {
-  const int64_t nb = a.in / kQKK;
-  const auto* w = reinterpret_cast<const BlockQ4_K*>(a.w + o * a.w_row_stride);
-  const ActQ8K* xr[T];
-  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + t) * a.xq_row_bytes);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) q4k_scale_min(j, w[b].scales, &sc[j], &mn[j]);
-    const __m256i mins16 = _mm256_setr_epi16(
-        static_cast<int16_t>(mn[0]), static_cast<int16_t>(mn[0]), static_cast<int16_t>(mn[1]), static_cast<int16_t>(mn[1]),
-        static_cast<int16_t>(mn[2]), static_cast<int16_t>(mn[2]), static_cast<int16_t>(mn[3]), static_cast<int16_t>(mn[3]),
-        static_cast<int16_t>(mn[4]), static_cast<int16_t>(mn[4]), static_cast<int16_t>(mn[5]), static_cast<int16_t>(mn[5]),
-        static_cast<int16_t>(mn[6]), static_cast<int16_t>(mn[6]), static_cast<int16_t>(mn[7]), static_cast<int16_t>(mn[7]));
-    __m256i isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(qb, low4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4);
-      const __m256i s_lo = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
-      const __m256i s_hi = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
-      for (int t = 0; t < T; ++t) {
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 64 * c));
-        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 64 * c + 32));
-        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s_lo);
-        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s_hi);
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
-      }
-    }
-    const float dw = h2f(w[b].d), dmin = h2f(w[b].dmin);
-    for (int t = 0; t < T; ++t) {
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].bsums));
-      const __m256i msum = _mm256_madd_epi16(bs, mins16);
-      const float dx = xr[t][b].d;
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * dx), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * dx), acc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o] = hsum(acc[t]);
-}
-
-// Q6_K x ActQ8K, one row x T tokens. Levels 0..63 go through maddubs; the -32
-// offset is applied exactly in integers through the activation bsums.
-template <int T>
-inline void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0) {
-  const int64_t nb = a.in / kQKK;
-  const auto* w = reinterpret_cast<const BlockQ6_K*>(a.w + o * a.w_row_stride);
-  const ActQ8K* xr[T];
-  for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + t) * a.xq_row_bytes);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i low2 = _mm256_set1_epi8(0x03);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
-    __m256i isum[T];
-    for (int t = 0; t < T; ++t) {
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].bsums));
-      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h));
-      __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
-      for (int k = 0; k < 4; ++k) {
-        const int g = 8 * h + 2 * k;
-        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(w[b].scales[g + 1]), _mm_set1_epi16(w[b].scales[g]));
-        for (int t = 0; t < T; ++t) {
-          const __m256i xq =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[t][b].qs + 128 * h + 32 * k));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xq), s));
-        }
-      }
-    }
-    const float dw = h2f(w[b].d);
-    for (int t = 0; t < T; ++t)
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * xr[t][b].d), acc[t]);
-  }
-  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o] = hsum(acc[t]);
-}
 
 // Float weights: 8 elements at a time, converted on the fly.
 template <DType K>
@@ -226,14 +131,6 @@ inline void walk(const MatmulArgs& a, int64_t o0, int64_t o1, TileRT rt, TileR1 
   }
 }
 
-void range_q4k(const MatmulArgs& a, int64_t o0, int64_t o1) {
-  walk<1, 4>(a, o0, o1, tile_q4k<4>, tile_q4k<1>, tile_q4k<4>, tile_q4k<1>);
-}
-
-void range_q6k(const MatmulArgs& a, int64_t o0, int64_t o1) {
-  walk<1, 4>(a, o0, o1, tile_q6k<4>, tile_q6k<1>, tile_q6k<4>, tile_q6k<1>);
-}
-
 template <DType K>
 void range_f(const MatmulArgs& a, int64_t o0, int64_t o1) {
   if (a.n_tokens == 1) {
@@ -253,8 +150,7 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
     case DType::iq4_nl:
       return q8_kernel(type);
-    case DType::q4_k: return range_q4k;
-    case DType::q6_k: return range_q6k;
+    case DType::q4_k: case DType::q6_k: return kquant_kernel(type);
     default: return matmul_kernel_kx_avx2(type);
   }
 }

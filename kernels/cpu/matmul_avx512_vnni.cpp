@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul_q8_avx2.hpp"
+#include "kernels/cpu/transpose16_avx512.hpp"
 
 // GCC 12 warns "'__Y' may be used uninitialized" inside its own 512-bit
 // intrinsics (their _mm512_undefined_* operands; GCC bug 105593, fixed in 13).
@@ -114,31 +115,6 @@ inline void rows_groups16(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g
   for (; o + kRows <= o1; o += kRows) tile16<W, kRows, G>(a, o, g);
   for (; o + 2 <= o1; o += 2) tile16<W, 2, G>(a, o, g);
   for (; o < o1; ++o) tile16<W, 1, G>(a, o, g);
-}
-
-// out[i] = element i of every r[t]: the 16x16 transpose of 32-bit lanes.
-inline void transpose16(const __m512i* r, __m512i* out) {
-  __m512i t[16], u[16];
-  for (int k = 0; k < 8; ++k) {
-    t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);      // per 128-bit lane: a0 b0 a1 b1
-    t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);  // a2 b2 a3 b3
-  }
-  for (int k = 0; k < 4; ++k) {
-    u[4 * k] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);  // a0 b0 c0 d0
-    u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-    u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-    u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-  }
-  // Lane L of u[4k + j] holds element 4L + j of rows 4k..4k+3.
-  for (int j = 0; j < 4; ++j) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
-    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-    out[j] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-    out[4 + j] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-    out[8 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-    out[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
-  }
 }
 
 // Small batches: 16 rows x T tokens with the rows in lanes. Per block the 16
@@ -275,6 +251,7 @@ MatmulRangeFn matmul_kernel_avx512_vnni(DType type) {
     case DType::q5_1: return range_q8_512<Q5_1W>;
     case DType::q8_0: return range_q8_512<Q8_0W>;
     case DType::iq4_nl: return range_q8_512<IQ4_NLW>;
+    case DType::q4_k: case DType::q6_k: return matmul_kernel_kquant_avx512(type);
     default: return matmul_kernel_avx2(type);  // the other types gain nothing from it
   }
 }

@@ -29,6 +29,10 @@ struct MatmulArgs {
   const ActQ16x8* xg;
   const ActQ16x16* xg16;
   int64_t n_groups;
+  // Q4_K and Q6_K on the AVX2 ISAs: the first 16 * n_groups_k tokens again in ActQ8Kx16
+  // groups ([group][super-block]); the tokens after them are read from xq.
+  const ActQ8Kx16* xk16;
+  int64_t n_groups_k;
   float* y;                // [n_tokens][out]
 };
 
@@ -53,13 +57,14 @@ inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(m_w[b], s_x[b], acc) (type-1 only)
 /// in block order from acc = 0, and y = acc.
 ///
-/// The group-scaled K-quants (Q2_K, Q3_K, Q5_K, IQ4_XS) are bit-identical across
+/// The K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS are bit-identical across
 /// ISAs too: per super-block b, the exact integer sums S = sum over groups of
-/// scale[g] * (levels . activations of g) and (types with mins) M = sum over groups
-/// of min[g] * bsums of g, then
+/// scale[g] * (levels . activations of g) (Q6_K: levels - 32) and (types with mins)
+/// M = sum over groups of min[g] * bsums of g, then
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(-float(M), dmin_w[b] * d_x[b], acc)
-/// in super-block order from acc = 0. (Q4_K and Q6_K keep per-lane float sums:
-/// AVX2 and scalar differ there in summation order only.)
+/// in super-block order from acc = 0; Q4_K combines its two terms, which largely cancel,
+/// before they meet the accumulator:
+///   acc = acc + fma(float(S), d_w[b] * d_x[b], -(float(M) * (dmin_w[b] * d_x[b])))
 using MatmulRangeFn = void (*)(const MatmulArgs& args, int64_t o_begin, int64_t o_end);
 
 /// Which activation format a weight type's dot product wants.
@@ -72,6 +77,7 @@ MatmulRangeFn matmul_kernel_avx2(DType type);       // only when built for x86-6
 MatmulRangeFn matmul_kernel_kx_avx2(DType type);    // Q2_K Q3_K Q5_K IQ4_XS (matmul_kx_avx2.cpp)
 MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
+MatmulRangeFn matmul_kernel_kquant_avx512(DType type);  // Q4_K Q6_K on 512-bit vectors (matmul_kquant_avx512.cpp)
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.
@@ -82,6 +88,13 @@ void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out);
 /// t < n <= 16): tokens in lanes, lanes from n on zero (matmul_avx512_vnni.cpp).
 void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group);
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
+/// Group of 16 tokens from their ActQ8K rows (rows[t * nb + b], t < n <= 16): tokens in
+/// lanes, lanes from n on zero (matmul_kquant_avx512.cpp).
+void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);
+/// The same, portable (quantize.cpp), for the AVX2 ISAs.
+void act_group16_q8k(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);
+/// Whole groups of 16 tokens the K-quant kernels of the AVX2 ISAs take as ActQ8Kx16.
+inline int64_t act_groups16_q8k(Isa isa, int64_t n_tokens) { return is_avx2(isa) ? n_tokens / 16 : 0; }
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations
 /// touched per pass so they stay in L2 while weights stream once.

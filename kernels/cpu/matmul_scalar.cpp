@@ -1,8 +1,7 @@
 // Portable matmul kernels. Same arithmetic as the AVX2 ones (integer block dot
 // products on the shared quantized activations, then float scaling): for the
-// 32-element block types and the group-scaled K-quants (Q2_K, Q3_K, Q5_K, IQ4_XS)
-// the results are bit-identical (matmul_impl.hpp); Q4_K, Q6_K and float weights
-// differ only in float summation order.
+// 32-element block types and the K-quants the results are bit-identical
+// (matmul_impl.hpp); float weights differ only in float summation order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -141,7 +140,8 @@ float dot_q8k(DType type, const Row& r, const ActQ8K* x, int64_t nb) {
         isum += r.sc[b * 8 + j] * s;
         msum += r.mn[b * 8 + j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
       }
-      acc += r.d[b] * x[b].d * static_cast<float>(isum) - r.m[b] * x[b].d * static_cast<float>(msum);
+      // The step every ISA shares (matmul_impl.hpp): bit-identical to the AVX2 kernels.
+      acc += std::fma(static_cast<float>(isum), r.d[b] * x[b].d, -(static_cast<float>(msum) * (r.m[b] * x[b].d)));
     } else {  // q6_k
       int isum = 0;
       for (int g = 0; g < 16; ++g) {
@@ -149,7 +149,7 @@ float dot_q8k(DType type, const Row& r, const ActQ8K* x, int64_t nb) {
         for (int l = 0; l < 16; ++l) s += q[16 * g + l] * x[b].qs[16 * g + l];
         isum += r.sc[b * 16 + g] * (s - 32 * x[b].bsums[g]);
       }
-      acc += r.d[b] * x[b].d * static_cast<float>(isum);
+      acc = std::fma(static_cast<float>(isum), r.d[b] * x[b].d, acc);
     }
   }
   return acc;

@@ -66,6 +66,17 @@ struct ActQ16x8 { float d[8]; float s[8]; int32_t q[kQK / 2][8]; };
 struct ActQ16x16 { float d[16]; float s[16]; int32_t q[kQK / 2][16]; };
 // ActQ8K: 256 values, x = q * d, |q| <= 127; bsums[g] = sum of q over elements 16g..16g+15.
 struct ActQ8K { float d; int16_t bsums[kQKK / 16]; int8_t qs[kQKK]; };
+// ActQ8Kx16: one super-block of 16 tokens' ActQ8K activations with the tokens in lanes,
+// for batched K-quant matmuls (AVX-512 VNNI vpdpbusd): q[i][t] holds elements 4i..4i+3
+// of token t, bs[p][t] the sums of its elements 64p..64p+31 (low int16) and
+// 64p+32..64p+63 (high int16), bs16[p][t] its bsums 2p (low) and 2p + 1 (high), d[t]
+// its scale. Unused lanes are zero.
+struct ActQ8Kx16 {
+  float d[16];
+  int32_t bs[kQKK / 64][16];
+  int32_t bs16[kQKK / 32][16];
+  int32_t q[kQKK / 4][16];
+};
 
 // Unpack the 6-bit scale and min of sub-block j (0..7) of a Q4_K block.
 inline void q4k_scale_min(int j, const uint8_t* s, int* sc, int* m) {

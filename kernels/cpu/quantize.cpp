@@ -403,4 +403,29 @@ void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out) {
   }
 }
 
+void act_group16_q8k(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group) {
+  const auto pair = [](int lo, int hi) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+  };
+  for (int64_t b = 0; b < nb; ++b) {
+    ActQ8Kx16& g = group[b];
+    for (int t = 0; t < 16; ++t) {
+      if (t >= n) {
+        g.d[t] = 0.0f;
+        for (auto& p : g.bs) p[t] = 0;
+        for (auto& p : g.bs16) p[t] = 0;
+        for (auto& q : g.q) q[t] = 0;
+        continue;
+      }
+      const ActQ8K& x = rows[t * nb + b];
+      g.d[t] = x.d;
+      for (int p = 0; p < 4; ++p)
+        g.bs[p][t] = pair(x.bsums[4 * p] + x.bsums[4 * p + 1], x.bsums[4 * p + 2] + x.bsums[4 * p + 3]);
+      for (int p = 0; p < 8; ++p) g.bs16[p][t] = pair(x.bsums[2 * p], x.bsums[2 * p + 1]);
+      for (int i = 0; i < kQKK / 4; ++i) std::memcpy(&g.q[i][t], x.qs + 4 * i, 4);
+    }
+  }
+}
+
 }  // namespace troupe::kernels::cpu

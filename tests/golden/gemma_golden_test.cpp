@@ -6,11 +6,13 @@
 // a gemma2 file derived from the same weights (make_gemma2_from_gemma3.py: attention
 // and final soft-capping, a 512-token window on the even layers) against llama.cpp's
 // tokens on it (gemma2_derived_llamacpp.json) for as many steps as llama.cpp's own two
-// attention paths agree on them. Skipped unless TROUPE_GEMMA_MODEL
+// attention paths agree on them, a flip accepted below the largest margin at which those
+// two paths themselves chose differently (0.07 on that file; reference_noise_margin). Skipped unless TROUPE_GEMMA_MODEL
 // (scripts/test.sh sets it from scripts/fetch-model.sh gemma-3-270m) or
 // TROUPE_GEMMA3_MODEL names the file; the gemma2 cases also need python3.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -51,6 +53,25 @@ std::string gemma2_path(const std::string& gemma3) {
   return path;
 }
 
+// The reference's own noise: the largest top-1/top-2 margin at which llama.cpp's two
+// attention paths (output_ids and output_ids_flash_attn, the same weights and prompt)
+// chose different tokens. A flip of ours below it is within what llama.cpp itself does;
+// kFragileMargin when the file records one path only.
+double reference_noise_margin(const nlohmann::json& g) {
+  double noise = testing::kFragileMargin;
+  for (const auto& c : g["cases"]) {
+    if (!c.contains("output_ids_flash_attn")) continue;
+    const auto a = c["output_ids"].get<std::vector<int32_t>>();
+    const auto b = c["output_ids_flash_attn"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+      if (a[i] != b[i]) {
+        noise = std::max(noise, c["top1_top2_logit_margin"][i].get<double>());
+        break;
+      }
+  }
+  return noise;
+}
+
 // All cases of `golden_file` through one generator; max_num_batched_tokens small enough
 // that the long prompts are prefilled in chunks that cross the window (or large enough
 // for one pass).
@@ -63,6 +84,7 @@ void run_cases(const std::string& path, const std::string& golden_file, int64_t 
   auto gen = generation::OfflineGenerator::create(*platform, config, path);
   ASSERT_TRUE(gen.ok()) << gen.status().to_string();
   const auto g = golden(golden_file);
+  const double fragile_margin = reference_noise_margin(g);
   int exact = 0, tokenizer_agrees = 0;
   for (const auto& c : g["cases"]) {
     SCOPED_TRACE(c["prompt"].get<std::string>().substr(0, 60));
@@ -81,9 +103,10 @@ void run_cases(const std::string& path, const std::string& golden_file, int64_t 
       head["output_ids"] = std::vector<int32_t>(c["output_ids"].begin(), c["output_ids"].begin() + k);
       head["top1_top2_logit_margin"] =
           std::vector<double>(c["top1_top2_logit_margin"].begin(), c["top1_top2_logit_margin"].begin() + k);
-      testing::expect_matches_case(head, std::vector<int32_t>(out->token_ids.begin(), out->token_ids.begin() + k));
+      testing::expect_matches_case(head, std::vector<int32_t>(out->token_ids.begin(), out->token_ids.begin() + k),
+                                   fragile_margin);
     } else {
-      testing::expect_matches_case(c, out->token_ids);
+      testing::expect_matches_case(c, out->token_ids, fragile_margin);
     }
     const auto want = c["output_ids"].get<std::vector<int32_t>>();
     exact += out->token_ids == want;
@@ -95,10 +118,10 @@ void run_cases(const std::string& path, const std::string& golden_file, int64_t 
       }
   }
   // The tokenizer is not what this test holds (Gemma's SentencePiece fixes are their own work).
-  std::printf("%s (max_num_batched_tokens %lld): %d of %zu cases token-exact with llama.cpp; troupe's "
-              "tokenizer gives llama.cpp's prompt ids for %d\n",
+  std::printf("%s (max_num_batched_tokens %lld): %d of %zu cases token-exact with llama.cpp (flips accepted "
+              "below margin %.4f); troupe's tokenizer gives llama.cpp's prompt ids for %d\n",
               golden_file.c_str(), static_cast<long long>(max_num_batched_tokens), exact, g["cases"].size(),
-              tokenizer_agrees);
+              fragile_margin, tokenizer_agrees);
 }
 
 #define REQUIRE_GEMMA3(path)                                                                      \

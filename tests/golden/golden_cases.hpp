@@ -22,8 +22,10 @@ inline nlohmann::json stories_golden() {
   return nlohmann::json::parse(in);
 }
 
-/// Checks `got` against golden case `c` by the rule above.
-inline void expect_matches_case(const nlohmann::json& c, const std::vector<int32_t>& got) {
+/// Checks `got` against golden case `c` by the rule above; `fragile_margin` may be raised
+/// for a reference whose own noise is shown to be larger (gemma_golden_test).
+inline void expect_matches_case(const nlohmann::json& c, const std::vector<int32_t>& got,
+                                double fragile_margin = kFragileMargin) {
   const auto want = c["output_ids"].get<std::vector<int32_t>>();
   const auto margins = c["top1_top2_logit_margin"].get<std::vector<double>>();
   ASSERT_EQ(got.size(), want.size()) << c["prompt"];
@@ -35,7 +37,7 @@ inline void expect_matches_case(const nlohmann::json& c, const std::vector<int32
     }
   if (first_diff == want.size()) return;
   bool fragile = false;
-  for (size_t i = 0; i <= first_diff; ++i) fragile |= margins[i] < kFragileMargin;
+  for (size_t i = 0; i <= first_diff; ++i) fragile |= margins[i] < fragile_margin;
   EXPECT_TRUE(fragile) << "prompt '" << c["prompt"].get<std::string>() << "' diverges from llama.cpp at step "
                        << first_diff << " (margin " << margins[first_diff] << ") with no fragile step before it";
 }

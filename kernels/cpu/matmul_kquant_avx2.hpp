@@ -1,0 +1,401 @@
+// The Q4_K and Q6_K matmul kernels against ActQ8K (8-bit) activations, included by
+// the AVX2 translation units: plain AVX2 (matmul_avx2.cpp), AVX-VNNI
+// (matmul_avx2_vnni.cpp) and AVX-512 VNNI (matmul_avx512_vnni.cpp). They differ in
+// dot_pairs_acc only (matmul_q8_avx2.hpp: vpmaddwd + vpaddd, or one vpdpwssd).
+//
+// Every lane computes matmul_impl.hpp's per-(row, token) arithmetic of the
+// group-scaled K-quants exactly: per super-block the exact integer sums S (and M, the
+// mins' term of Q4_K) are reduced to one int each, then
+//   acc = fma(float(S), d_w * d_x, acc);  acc = fma(-float(M), dmin_w * d_x, acc)
+// in super-block order, so the results are bit-identical to the portable kernels
+// and independent of the tile, the batch and the ISA.
+//
+// A tile is R rows x T tokens with R * T = 8 (8 rows for decode, 1 row x 8 tokens
+// for prefill): a weight super-block is unpacked once for T tokens, and the 8
+// (row, token) integer sums are reduced together with hadd (reduce8_epi32), so one
+// float step per super-block serves 8 outputs with no per-output horizontal sum.
+#pragma once
+
+#include <type_traits>
+
+#include "kernels/cpu/matmul_q8_avx2.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+inline __m256i load256u(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// The 8 6-bit scales and mins of a Q4_K block as bytes (q4k_scale_min for all j at once).
+inline void q4k_scales_mins(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  constexpr uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+  const uint32_t sc_hi = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+  *sc = (u[0] & m6) | (static_cast<uint64_t>(sc_hi) << 32);
+  *mn = (u[1] & m6) | (static_cast<uint64_t>(mn_hi) << 32);
+}
+
+// shuffle_epi8 control that broadcasts 16-bit word j of each 128-bit lane.
+inline __m256i word_ctrl(int j) { return _mm256_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8))); }
+
+// Prefetch one weight block (up to 210 bytes: 4 lines) `ahead` bytes on.
+template <int kBytes>
+inline void prefetch_block(const void* p, int64_t ahead) {
+  const char* c = static_cast<const char*>(p) + ahead;
+  for (int off = 0; off < kBytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+}
+
+// The pointers of a tile: rows o.. and tokens t0..; lanes past the valid rows/tokens
+// repeat the first one (computed, never stored), so tails reuse the same code.
+template <class Block, int R, int T>
+struct KTile {
+  const Block* w[R];
+  const ActQ8K* x[T];
+  KTile(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
+    for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + (t < nt ? t : 0)) * a.xq_row_bytes);
+  }
+};
+
+// Lane k = t * R + r of acc to y[t0 + t][o + r], valid lanes only.
+template <int R, int T>
+inline void store_lanes(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt, __m256 acc) {
+  if (R == 8 && nr == 8) {
+    _mm256_storeu_ps(a.y + t0 * a.out + o, acc);
+    return;
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  for (int t = 0; t < T && t < nt; ++t)
+    for (int r = 0; r < R && r < nr; ++r) a.y[(t0 + t) * a.out + o + r] = lanes[t * R + r];
+}
+
+// Q4_K's float step (matmul_impl.hpp): the super-block's two terms, which largely cancel,
+// are combined with one rounding before they meet the accumulator.
+inline __m256 q4k_step(__m256 acc, __m256i s, __m256i m, __m256 dwx, __m256 dmx) {
+  return _mm256_add_ps(acc, _mm256_fmsub_ps(_mm256_cvtepi32_ps(s), dwx, _mm256_mul_ps(_mm256_cvtepi32_ps(m), dmx)));
+}
+
+// Q4_K: chunk c of qs holds sub-block 2c in its low nibbles and 2c + 1 in its high ones.
+template <int R, int T>
+void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+  static_assert(R * T == 8, "8 lanes");
+  const KTile<BlockQ4_K, R, T> k(a, o, t0, nr, nt);
+  const int64_t nb = a.in / kQKK;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s[8], m[8];
+    alignas(32) float dw[8], dm[8], dx[8];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_K& blk = k.w[r][b];
+      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
+      uint64_t sc, mn;
+      q4k_scales_mins(blk.scales, &sc, &mn);
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+      // mins per 16 elements (the bsums' groups): each sub-block's min twice.
+      const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn)), dup));
+      for (int t = 0; t < T; ++t) s[t * R + r] = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        const __m256i qb = load256u(blk.qs + 32 * c);
+        const __m256i lo = _mm256_and_si256(qb, low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4);
+        const __m256i s_lo = _mm256_shuffle_epi8(sc16, word_ctrl(2 * c));
+        const __m256i s_hi = _mm256_shuffle_epi8(sc16, word_ctrl(2 * c + 1));
+        for (int t = 0; t < T; ++t) {
+          // levels <= 15, |x| <= 127: the byte pairs' sums fit int16 (no saturation).
+          __m256i& acc_i = s[t * R + r];
+          acc_i = dot_pairs_acc(acc_i, _mm256_maddubs_epi16(lo, load256u(k.x[t][b].qs + 64 * c)), s_lo);
+          acc_i = dot_pairs_acc(acc_i, _mm256_maddubs_epi16(hi, load256u(k.x[t][b].qs + 64 * c + 32)), s_hi);
+        }
+      }
+      for (int t = 0; t < T; ++t) m[t * R + r] = _mm256_madd_epi16(load256u(k.x[t][b].bsums), mn16);
+      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
+      for (int t = 0; t < T; ++t) {
+        dw[t * R + r] = d;
+        dm[t * R + r] = dmin;
+        dx[t * R + r] = k.x[t][b].d;
+      }
+    }
+    const __m256 dxv = _mm256_load_ps(dx);
+    acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), _mm256_mul_ps(_mm256_load_ps(dw), dxv),
+                   _mm256_mul_ps(_mm256_load_ps(dm), dxv));
+  }
+  store_lanes<R, T>(a, o, t0, nr, nt, acc);
+}
+
+// Q6_K: levels 0..63 through maddubs; the -32 comes back exactly through the bsums.
+// Half h: ql[64h..] and qh[32h..] give 4 runs of 32 elements (groups 8h + 2j, + 1).
+template <int R, int T>
+void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+  static_assert(R * T == 8, "8 lanes");
+  const KTile<BlockQ6_K, R, T> k(a, o, t0, nr, nt);
+  const int64_t nb = a.in / kQKK;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s[8];
+    alignas(32) float dw[8], dx[8];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ6_K& blk = k.w[r][b];
+      prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      for (int t = 0; t < T; ++t)  // - 32 * sum_g sc[g] * bsums[g]
+        s[t * R + r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(load256u(k.x[t][b].bsums), sc16), 5));
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = load256u(blk.ql + 64 * h), ql1 = load256u(blk.ql + 64 * h + 32);
+        const __m256i qh = load256u(blk.qh + 32 * h);
+        // Scales 8h..8h+7 in both 128-bit lanes; run j takes 8h + 2j (low lane) and + 1 (high).
+        const __m256i sch = _mm256_broadcastsi128_si256(
+            _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h))));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+        for (int j = 0; j < 4; ++j) {
+          const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((4 * j + 2) | ((4 * j + 3) << 8))),
+                                                _mm_set1_epi16(static_cast<int16_t>((4 * j) | ((4 * j + 1) << 8))));
+          const __m256i sj = _mm256_shuffle_epi8(sch, ctrl);
+          for (int t = 0; t < T; ++t) {
+            // levels <= 63, |x| <= 127: pair sums <= 16002 fit int16.
+            __m256i& acc_i = s[t * R + r];
+            acc_i = dot_pairs_acc(acc_i, _mm256_maddubs_epi16(q[j], load256u(k.x[t][b].qs + 128 * h + 32 * j)), sj);
+          }
+        }
+      }
+      const float d = h2f(blk.d);
+      for (int t = 0; t < T; ++t) {
+        dw[t * R + r] = d;
+        dx[t * R + r] = k.x[t][b].d;
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx)),
+                          acc);
+  }
+  store_lanes<R, T>(a, o, t0, nr, nt, acc);
+}
+
+// Rows [o0, o1) x tokens [t_begin, n_tokens): token chunks that stay in L2, 8-row
+// blocks, and per block tiles of T tokens x 8 / T rows (rows and tokens past the ends
+// masked).
+template <template <int, int> class Tile, int T>
+void range_rt(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t_begin) {
+  constexpr int R = 8 / T;
+  for (int64_t c0 = t_begin; c0 < a.n_tokens; c0 += kTokenChunk) {
+    const int64_t c1 = std::min(a.n_tokens, c0 + kTokenChunk);
+    for (int64_t o = o0; o < o1; o += 8) {
+      const int nr8 = static_cast<int>(std::min<int64_t>(8, o1 - o));
+      for (int64_t t = c0; t < c1; t += T) {
+        const int nt = static_cast<int>(std::min<int64_t>(T, c1 - t));
+        for (int r = 0; r < nr8; r += R) Tile<R, T>::run(a, o + r, t, std::min(R, nr8 - r), nt);
+      }
+    }
+  }
+}
+
+template <int R, int T>
+struct Q4KTile {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q4k<R, T>(a, o, t, nr, nt); }
+};
+template <int R, int T>
+struct Q6KTile {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q6k<R, T>(a, o, t, nr, nt); }
+};
+
+// Tokens per tile by the number of tokens from t_begin on: 1 (decode: 8 rows), 2, 4,
+// then 8 (one row).
+template <template <int, int> class Tile>
+void range_kquant_from(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t_begin) {
+  const int64_t n = a.n_tokens - t_begin;
+  if (n <= 0) return;
+  if (n == 1) return range_rt<Tile, 1>(a, o0, o1, t_begin);
+  if (n < 4) return range_rt<Tile, 2>(a, o0, o1, t_begin);
+  if (n < 8) return range_rt<Tile, 4>(a, o0, o1, t_begin);
+  range_rt<Tile, 8>(a, o0, o1, t_begin);
+}
+
+template <template <int, int> class Tile>
+void range_kquant(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  range_kquant_from<Tile>(a, o0, o1, 0);
+}
+
+// acc + the sums of 4 adjacent u8 x s8 products per 32-bit lane (one VNNI instruction
+// where available; maddubs cannot saturate here: levels <= 63, |x| <= 127).
+inline __m256i dot_quads_acc(__m256i acc, __m256i u8, __m256i s8) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, u8, s8);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, u8, s8);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)));
+#endif
+}
+
+// A Q4_K block's 256 levels as bytes in element order, its scales and mins.
+inline void unpack_q4k(const BlockQ4_K& blk, uint8_t* lv, uint8_t* sc, uint8_t* mn) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (int c = 0; c < 4; ++c) {
+    const __m256i qb = load256u(blk.qs + 32 * c);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 64 * c), _mm256_and_si256(qb, low4));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4));
+  }
+  uint64_t sc8, mn8;
+  q4k_scales_mins(blk.scales, &sc8, &mn8);
+  std::memcpy(sc, &sc8, 8);
+  std::memcpy(mn, &mn8, 8);
+}
+
+// A Q6_K block's 256 levels (0..63) as bytes in element order.
+inline void unpack_q6k(const BlockQ6_K& blk, uint8_t* lv) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = load256u(blk.ql + 64 * h), ql1 = load256u(blk.ql + 64 * h + 32);
+    const __m256i qh = load256u(blk.qh + 32 * h);
+    const __m256i q0 = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
+    const __m256i q1 = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
+    const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
+    const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h), q0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 32), q1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 64), q2);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 96), q3);
+  }
+}
+
+inline int32_t int16_pair(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+}
+
+// Batches on 256-bit vectors: R rows x H halves (8 tokens each) of ActQ8Kx16 groups, the
+// tokens in lanes, as the AVX-512 kernels do with 16 (matmul_kquant_avx512.cpp): each
+// quad of levels is broadcast and multiplied with H halves' quads (vpdpbusd, or
+// vpmaddubsw + vpmaddwd), the groups' sums (kGroup elements) scaled once by vpmulld.
+// kQ6 selects Q6_K (16-element groups, signed scales, -32 through bs16) over Q4_K.
+template <bool kQ6, int R, int H>
+void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
+  using Block = std::conditional_t<kQ6, BlockQ6_K, BlockQ4_K>;
+  constexpr int kGroup = kQ6 ? 16 : 32;
+  const int64_t nb = a.in / kQKK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[H];
+  int lane[H];
+  for (int h = 0; h < H; ++h) {
+    xg[h] = a.xk16 + ((h0 + h) / 2) * nb;
+    lane[h] = static_cast<int>((h0 + h) % 2) * 8;
+  }
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m256 acc[R][H];
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(8) uint8_t sc[R][8], mn[R][8];
+    float dw[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
+      if constexpr (kQ6) {
+        unpack_q6k(blk, lv[r]);
+        dm[r] = 0.0f;
+      } else {
+        unpack_q4k(blk, lv[r], sc[r], mn[r]);
+        dm[r] = h2f(blk.dmin);
+      }
+      dw[r] = h2f(blk.d);
+    }
+    asm("" : "+m"(lv));  // quads broadcast from memory (a load), not extracted
+    __m256i S[R][H];
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < H; ++h) {
+        S[r][h] = _mm256_setzero_si256();
+        if constexpr (kQ6) {  // - 32 * sum_g sc[g] * bsums[g]
+          __m256i off = _mm256_setzero_si256();
+          for (int p = 0; p < 8; ++p)
+            off = dot_pairs_acc(off, _mm256_set1_epi32(int16_pair(w[r][b].scales[2 * p], w[r][b].scales[2 * p + 1])),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].bs16[p] + lane[h])));
+          S[r][h] = _mm256_sub_epi32(S[r][h], _mm256_slli_epi32(off, 5));
+        }
+      }
+    for (int k = 0; k < kQKK / kGroup; ++k) {
+      __m256i sub[R][H];
+      for (int r = 0; r < R; ++r)
+        for (int h = 0; h < H; ++h) sub[r][h] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int i = 0; i < kGroup / 4; ++i) {
+        __m256i xv[H];
+        for (int h = 0; h < H; ++h)
+          xv[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].q[kGroup / 4 * k + i] + lane[h]));
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + kGroup * k + 4 * i, 4);
+          const __m256i wq = _mm256_set1_epi32(quad);
+          for (int h = 0; h < H; ++h) sub[r][h] = dot_quads_acc(sub[r][h], wq, xv[h]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256i scv = _mm256_set1_epi32(kQ6 ? static_cast<int>(w[r][b].scales[k]) : static_cast<int>(sc[r][k]));
+        for (int h = 0; h < H; ++h) S[r][h] = _mm256_add_epi32(S[r][h], _mm256_mullo_epi32(sub[r][h], scv));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < H; ++h) {
+        const __m256 dx = _mm256_loadu_ps(xg[h][b].d + lane[h]);
+        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(dw[r]), dx);
+        if constexpr (kQ6) {
+          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r][h]), dwx, acc[r][h]);
+        } else {
+          __m256i m = _mm256_setzero_si256();
+          for (int p = 0; p < 4; ++p)
+            m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].bs[p] + lane[h])));
+          acc[r][h] = q4k_step(acc[r][h], S[r][h], m, dwx, _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx));
+        }
+      }
+  }
+  for (int h = 0; h < H; ++h) {
+    const int64_t t0 = (h0 + h) * 8;
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, acc[r][h]);
+      for (int l = 0; l < 8; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
+// Whole groups of 16 tokens (a group's two halves per pass over the rows; 2-row tiles,
+// 16 registers), then the tokens after them in the R x T tiles.
+template <bool kQ6, template <int, int> class Tile>
+void range_kquant_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  for (int64_t g = 0; g < a.n_groups_k; ++g) {
+    int64_t o = o0;
+    for (; o + 2 <= o1; o += 2) tile_kquant_halves<kQ6, 2, 2>(a, o, 2 * g);
+    for (; o < o1; ++o) tile_kquant_halves<kQ6, 1, 2>(a, o, 2 * g);
+  }
+  range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
+}
+
+/// The Q4_K or Q6_K kernel, else nullptr.
+inline MatmulRangeFn kquant_kernel(DType type) {
+  switch (type) {
+    case DType::q4_k: return range_kquant_groups<false, Q4KTile>;
+    case DType::q6_k: return range_kquant_groups<true, Q6KTile>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,375 @@
+// The Q4_K and Q6_K matmul kernels on 512-bit vectors (this file alone is built with
+// -mavx512f -mavx512bw -mavx512vl -mavx512vnni besides AVX2): the tiles of
+// matmul_kquant_avx2.hpp with 64 weight levels per vpmaddubsw + vpdpwssd instead of
+// 32, i.e. half the instructions per super-block. The integer sums of a super-block
+// and the float steps after them are the same, so the results are bit-identical to
+// the AVX2 and portable kernels (matmul_impl.hpp).
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/transpose16_avx512.hpp"
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's 512-bit intrinsics (bug 105593)
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512VNNI__)
+#error "matmul_kquant_avx512.cpp is built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
+#endif
+
+namespace troupe::kernels::cpu {
+namespace {
+
+inline __m512i load512u(const void* p) { return _mm512_loadu_si512(p); }
+
+// The 16 lanes of a 512-bit integer sum folded to 8 (lane i + lane i + 8).
+inline __m256i fold8(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
+
+// 32 bytes of nibbles -> 64 levels in element order: the low nibbles, then the high ones.
+inline __m512i nibbles64(const uint8_t* qs) {
+  const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
+  return _mm512_and_si512(_mm512_srlv_epi64(b, _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)), _mm512_set1_epi8(0x0f));
+}
+
+// vpermw index: words 0..15 take word i, words 16..31 word j.
+inline __m512i word_pair_index(int i, int j) {
+  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<int16_t>(i)),
+                                 _mm512_set1_epi16(static_cast<int16_t>(j)));
+}
+
+// Q4_K: 64 elements (sub-blocks 2c and 2c + 1, chunk c of qs) per vector.
+template <int R, int T>
+void tile_q4k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+  static_assert(R * T == 8, "8 lanes");
+  const KTile<BlockQ4_K, R, T> k(a, o, t0, nr, nt);
+  const int64_t nb = a.in / kQKK;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  __m512i idx[4];
+  for (int c = 0; c < 4; ++c) idx[c] = word_pair_index(2 * c, 2 * c + 1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s[8], m[8];
+    alignas(32) float dw[8], dm[8], dx[8];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_K& blk = k.w[r][b];
+      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
+      uint64_t sc, mn;
+      q4k_scales_mins(blk.scales, &sc, &mn);
+      const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+      const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn)), dup));
+      __m512i si[T];
+      for (int t = 0; t < T; ++t) si[t] = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        const __m512i lv = nibbles64(blk.qs + 32 * c);
+        const __m512i scv = _mm512_permutexvar_epi16(idx[c], sc16);
+        for (int t = 0; t < T; ++t)  // levels <= 15, |x| <= 127: pair sums fit int16
+          si[t] = _mm512_dpwssd_epi32(si[t], _mm512_maddubs_epi16(lv, load512u(k.x[t][b].qs + 64 * c)), scv);
+      }
+      for (int t = 0; t < T; ++t) {
+        s[t * R + r] = fold8(si[t]);
+        m[t * R + r] = _mm256_madd_epi16(load256u(k.x[t][b].bsums), mn16);
+      }
+      const float d = h2f(blk.d), dmin = h2f(blk.dmin);
+      for (int t = 0; t < T; ++t) {
+        dw[t * R + r] = d;
+        dm[t * R + r] = dmin;
+        dx[t * R + r] = k.x[t][b].d;
+      }
+    }
+    const __m256 dxv = _mm256_load_ps(dx);
+    acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), _mm256_mul_ps(_mm256_load_ps(dw), dxv),
+                   _mm256_mul_ps(_mm256_load_ps(dm), dxv));
+  }
+  store_lanes<R, T>(a, o, t0, nr, nt, acc);
+}
+
+// Q6_K: half h's 4 runs of 32 elements as two vectors of 64 (runs 0 and 1 of ql's
+// nibbles, then 2 and 3); the -32 through the bsums as in the AVX2 kernel.
+template <int R, int T>
+void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+  static_assert(R * T == 8, "8 lanes");
+  const KTile<BlockQ6_K, R, T> k(a, o, t0, nr, nt);
+  const int64_t nb = a.in / kQKK;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
+  // Vector v (0, 1) of half h holds runs 2v and 2v + 1: groups 8h + 4v + 0..3, 16 elements each.
+  alignas(64) int16_t idx_words[2][32];
+  for (int v = 0; v < 2; ++v)
+    for (int i = 0; i < 32; ++i) idx_words[v][i] = static_cast<int16_t>(4 * v + i / 8);  // word i: elements 2i, 2i+1
+  const __m512i idx[2] = {_mm512_load_si512(idx_words[0]), _mm512_load_si512(idx_words[1])};
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s[8];
+    alignas(32) float dw[8], dx[8];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ6_K& blk = k.w[r][b];
+      prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      __m512i si[T];
+      for (int t = 0; t < T; ++t) si[t] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const __m512i ql = load512u(blk.ql + 64 * h);  // runs 0, 1 low nibbles; runs 2, 3 high
+        const __m512i qh = _mm512_broadcast_i64x4(load256u(blk.qh + 32 * h));
+        // Scales 8h..8h+7 as words 0..7.
+        const __m512i sch = _mm512_castsi128_si512(
+            _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h))));
+        // qh bits 0-1 belong to run 0, 2-3 to run 1 (upper 256 bits), 4-5 run 2, 6-7 run 3.
+        const __m512i qh01 = _mm512_srlv_epi64(qh, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2));
+        const __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                            _mm512_slli_epi16(_mm512_and_si512(qh01, low2), 4));
+        const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh01, 4), low2), 4));
+        const __m512i sc01 = _mm512_permutexvar_epi16(idx[0], sch);
+        const __m512i sc23 = _mm512_permutexvar_epi16(idx[1], sch);
+        for (int t = 0; t < T; ++t) {  // levels <= 63, |x| <= 127: pair sums fit int16
+          const int8_t* xq = k.x[t][b].qs + 128 * h;
+          si[t] = _mm512_dpwssd_epi32(si[t], _mm512_maddubs_epi16(q01, load512u(xq)), sc01);
+          si[t] = _mm512_dpwssd_epi32(si[t], _mm512_maddubs_epi16(q23, load512u(xq + 64)), sc23);
+        }
+      }
+      for (int t = 0; t < T; ++t)  // - 32 * sum_g sc[g] * bsums[g]
+        s[t * R + r] = _mm256_sub_epi32(fold8(si[t]),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(load256u(k.x[t][b].bsums), sc16), 5));
+      const float d = h2f(blk.d);
+      for (int t = 0; t < T; ++t) {
+        dw[t * R + r] = d;
+        dx[t * R + r] = k.x[t][b].d;
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx)),
+                          acc);
+  }
+  store_lanes<R, T>(a, o, t0, nr, nt, acc);
+}
+
+// Batches: R rows x G groups of 16 tokens with the tokens in lanes (ActQ8Kx16). Per
+// super-block each row's levels are unpacked once into a small buffer; each quad of
+// levels is broadcast from it (a load) and multiplied with G groups' quads by vpdpbusd
+// (4 multiply-adds per lane), each activation vector with R rows' quads: the lanes hold
+// whole sums, so there are no horizontal sums and one float step per super-block serves
+// 16 tokens. A sub-block's sums are scaled once (vpmulld) into S; the mins' term M takes
+// 4 vpdpwssd per (row, group) on the activations' 32-element sums.
+template <int R, int G>
+void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+  const int64_t nb = a.in / kQKK;
+  const BlockQ4_K* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ4_K*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
+  // The same block of the next tile's rows.
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(8) uint8_t sc[R][8], mn[R][8];
+    float dw[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ4_K& blk = w[r][b];
+      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
+      unpack_q4k(blk, lv[r], sc[r], mn[r]);
+      dw[r] = h2f(blk.d);
+      dm[r] = h2f(blk.dmin);
+    }
+    // Opaque from here on, so the quads are broadcast from memory (a load), not extracted.
+    asm("" : "+m"(lv));
+    __m512i S[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) S[r][g] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      __m512i sub[R][G];
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        __m512i xv[G];
+        for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[8 * j + i]);
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + 32 * j + 4 * i, 4);
+          const __m512i wq = _mm512_set1_epi32(quad);
+          for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i scv = _mm512_set1_epi32(sc[r][j]);
+        for (int g = 0; g < G; ++g) S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], scv));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int g = 0; g < G; ++g) {
+        __m512i m = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p)
+          m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(mn[r][2 * p] | (mn[r][2 * p + 1] << 16)),
+                                  _mm512_load_si512(xg[g][b].bs[p]));
+        const __m512 dx = _mm512_load_ps(xg[g][b].d);
+        // q4k_step on 16 lanes.
+        const __m512 mt = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx));
+        acc[r][g] = _mm512_add_ps(
+            acc[r][g], _mm512_fmsub_ps(_mm512_cvtepi32_ps(S[r][g]), _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx), mt));
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t t0 = (g0 + g) * 16;
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
+// Q6_K batches: as tile_q4k_groups with 16-element groups (4 quads) and signed scales;
+// the -32 comes back exactly through the activations' 16-element sums (bs16).
+template <int R, int G>
+void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+  const int64_t nb = a.in / kQKK;
+  const BlockQ6_K* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ6_K*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    float dw[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ6_K& blk = w[r][b];
+      prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
+      unpack_q6k(blk, lv[r]);
+      dw[r] = h2f(blk.d);
+    }
+    asm("" : "+m"(lv));
+    __m512i S[R][G];
+    for (int r = 0; r < R; ++r) {
+      for (int g = 0; g < G; ++g) {  // - 32 * sum_g sc[g] * bsums[g]
+        __m512i off = _mm512_setzero_si512();
+        for (int p = 0; p < 8; ++p) {
+          const int pair = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(w[r][b].scales[2 * p])) |
+                                                (static_cast<uint32_t>(static_cast<uint16_t>(w[r][b].scales[2 * p + 1])) << 16));
+          off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(pair), _mm512_load_si512(xg[g][b].bs16[p]));
+        }
+        S[r][g] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
+      }
+    }
+    for (int k = 0; k < 16; ++k) {  // group k: quads 4k..4k+3
+      __m512i sub[R][G];
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        __m512i xv[G];
+        for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[4 * k + i]);
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + 16 * k + 4 * i, 4);
+          const __m512i wq = _mm512_set1_epi32(quad);
+          for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i scv = _mm512_set1_epi32(w[r][b].scales[k]);
+        for (int g = 0; g < G; ++g) S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], scv));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g)
+        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]),
+                                    _mm512_mul_ps(_mm512_set1_ps(dw[r]), _mm512_load_ps(xg[g][b].d)), acc[r][g]);
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t t0 = (g0 + g) * 16;
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
+// Tiles of kRowsK rows x G groups over rows [o0, o1), then the tail rows 2 and 1 at a time.
+constexpr int kRowsK = 4;
+template <template <int, int> class Tile, int G>
+void rows_groups(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
+  int64_t o = o0;
+  for (; o + kRowsK <= o1; o += kRowsK) Tile<kRowsK, G>::run(a, o, g);
+  for (; o + 2 <= o1; o += 2) Tile<2, G>::run(a, o, g);
+  for (; o < o1; ++o) Tile<1, G>::run(a, o, g);
+}
+
+template <int R, int G>
+struct Q4KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q4k_groups<R, G>(a, o, g); }
+};
+template <int R, int G>
+struct Q6KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q6k_groups<R, G>(a, o, g); }
+};
+
+template <int R, int T>
+struct Q4KTile512 {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q4k_512<R, T>(a, o, t, nr, nt); }
+};
+template <int R, int T>
+struct Q6KTile512 {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q6k_512<R, T>(a, o, t, nr, nt); }
+};
+
+// Whole groups of 16 tokens (2 per pass over the rows: their activations stay in L2),
+// then the tokens after them in the R x T tiles.
+template <template <int, int> class Groups, template <int, int> class Tile>
+void range_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  int64_t g = 0;
+  for (; g + 2 <= a.n_groups_k; g += 2) rows_groups<Groups, 2>(a, o0, o1, g);
+  for (; g < a.n_groups_k; ++g) rows_groups<Groups, 1>(a, o0, o1, g);
+  range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
+}
+
+}  // namespace
+
+void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group) {
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(64) float d[16];
+    alignas(64) int32_t bs[4][16], bs16[8][16];
+    const auto pair = [](int lo, int hi) {
+      return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                  (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+    };
+    for (int t = 0; t < 16; ++t) {
+      const ActQ8K* blk = t < n ? &rows[t * nb + b] : nullptr;
+      d[t] = blk != nullptr ? blk->d : 0.0f;
+      for (int p = 0; p < 8; ++p) bs16[p][t] = blk != nullptr ? pair(blk->bsums[2 * p], blk->bsums[2 * p + 1]) : 0;
+      for (int p = 0; p < 4; ++p) {
+        if (blk == nullptr) {
+          bs[p][t] = 0;
+          continue;
+        }
+        const int lo = blk->bsums[4 * p] + blk->bsums[4 * p + 1];      // elements 64p..64p+31
+        const int hi = blk->bsums[4 * p + 2] + blk->bsums[4 * p + 3];  // 64p+32..64p+63
+        bs[p][t] = pair(lo, hi);
+      }
+    }
+    std::memcpy(group[b].d, d, sizeof(d));
+    std::memcpy(group[b].bs, bs, sizeof(bs));
+    std::memcpy(group[b].bs16, bs16, sizeof(bs16));
+    for (int k = 0; k < 4; ++k) {  // quads 16k..16k+15 of every token
+      __m512i r[16], q[16];
+      for (int t = 0; t < 16; ++t) r[t] = t < n ? load512u(rows[t * nb + b].qs + 64 * k) : _mm512_setzero_si512();
+      transpose16(r, q);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(group[b].q[16 * k + i], q[i]);
+    }
+  }
+}
+
+MatmulRangeFn matmul_kernel_kquant_avx512(DType type) {
+  switch (type) {
+    case DType::q4_k: return range_512<Q4KGroups, Q4KTile512>;
+    case DType::q6_k: return range_512<Q6KGroups, Q6KTile512>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace troupe::kernels::cpu
