@@ -54,6 +54,10 @@ TEST(ToolCalls, ToolChoiceAndItsConstraint) {
   EXPECT_FALSE(admitted(R"([{"name":"get_weather","parameters":{"days":1}}])"));  // city is required
   EXPECT_FALSE(admitted(R"([{"name":"later","parameters":{}}])"));
   EXPECT_FALSE(admitted(R"([])"));
+  // Undeclared keys are not let in (xgrammar's strict mode, vLLM's default), nor in "now"'s
+  // empty parameters.
+  EXPECT_FALSE(admitted(R"([{"name":"get_weather","parameters":{"city":"Oslo","note":"x"}}])"));
+  EXPECT_FALSE(admitted(R"([{"name":"now","parameters":{"x":1}}])"));
 }
 
 TEST(ToolCalls, BadToolsAndChoicesAre400sNamingTheField) {

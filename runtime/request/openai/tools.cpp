@@ -26,9 +26,24 @@ bool valid_function_name(const std::string& name) {
   return true;
 }
 
-// A tool's parameters schema, or vLLM's "no parameters" object.
+// Objects without additionalProperties get false, as xgrammar's strict mode (vLLM's default)
+// reads them: a model is not let to invent keys (and to ramble in them until max_tokens).
+void close_objects(json* schema, int depth = 0) {
+  if (!schema->is_object() || depth > 32) return;
+  if (schema->contains("properties") && !schema->contains("additionalProperties"))
+    (*schema)["additionalProperties"] = false;
+  if (auto p = schema->find("properties"); p != schema->end() && p->is_object())
+    for (auto& [k, sub] : p->items()) close_objects(&sub, depth + 1);
+  if (auto i = schema->find("items"); i != schema->end()) close_objects(&*i, depth + 1);
+  if (auto a = schema->find("anyOf"); a != schema->end() && a->is_array())
+    for (auto& sub : *a) close_objects(&sub, depth + 1);
+}
+
+// A tool's parameters schema (objects closed), or vLLM's "no parameters" object.
 json parameters_schema(const json& parameters) {
-  return parameters.is_null() ? json{{"type", "object"}, {"properties", json::object()}} : parameters;
+  json schema = parameters.is_null() ? json{{"type", "object"}, {"properties", json::object()}} : parameters;
+  close_objects(&schema);
+  return schema;
 }
 
 // vLLM's schema of tool_choice "required": a non-empty list of {"name", "parameters"},
