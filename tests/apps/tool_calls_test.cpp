@@ -58,6 +58,11 @@ TEST(ToolCalls, ToolChoiceAndItsConstraint) {
   // empty parameters.
   EXPECT_FALSE(admitted(R"([{"name":"get_weather","parameters":{"city":"Oslo","note":"x"}}])"));
   EXPECT_FALSE(admitted(R"([{"name":"now","parameters":{"x":1}}])"));
+  // Parameters without a "type" are an object.
+  ASSERT_FALSE(parse(R"("tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"type":"integer"}}}}}],
+                        "tool_choice":{"type":"function","function":{"name":"f"}})",
+                     &r));
+  EXPECT_EQ(json::parse(r.common.sampling.json_schema)["type"], "object");
 }
 
 TEST(ToolCalls, BadToolsAndChoicesAre400sNamingTheField) {

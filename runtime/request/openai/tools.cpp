@@ -42,6 +42,7 @@ void close_objects(json* schema, int depth = 0) {
 // A tool's parameters schema (objects closed), or vLLM's "no parameters" object.
 json parameters_schema(const json& parameters) {
   json schema = parameters.is_null() ? json{{"type", "object"}, {"properties", json::object()}} : parameters;
+  if (!schema.contains("type")) schema["type"] = "object";  // parameters are an object (OpenAI)
   close_objects(&schema);
   return schema;
 }
