@@ -20,6 +20,7 @@
 #include "apps/load_format_options.hpp"
 #include "apps/policy_options.hpp"
 #include "apps/speculative_options.hpp"
+#include "runtime/request/openai/tool_parsers.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
 
@@ -41,6 +42,8 @@ struct Options {
   double shutdown_timeout = 0;  // s: how long SIGTERM waits for requests in flight (0: abort them)
   int64_t max_num_queued_requests = 0;
   std::string chat_template;
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
   uint64_t max_body_bytes = 1u << 20;
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
@@ -71,6 +74,12 @@ int run_serve(Options o) {
   if (Status st = apply_load_format(o.load, o.model, &c.model); !st.ok()) return fail(st.message());
   if (Status st = apply_policy_options(o.policy, &c); !st.ok()) return fail(st.message());
   if (Status st = apply_speculative_options(o.speculative_config, &c); !st.ok()) return fail(st.message());
+  if (o.enable_auto_tool_choice) {
+    // vLLM: auto tool choice needs a registered parser; checked before anything loads.
+    if (o.tool_call_parser.empty()) return fail("--enable-auto-tool-choice requires --tool-call-parser");
+    auto parser = openai::make_tool_parser(o.tool_call_parser);
+    if (!parser.ok()) return fail(parser.status().message());
+  }
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
@@ -101,6 +110,7 @@ int run_serve(Options o) {
   so.max_body_bytes = o.max_body_bytes;
   so.model_path = o.load.dummy() ? "dummy:" + o.load.model_shape : model;
   so.log_requests = o.log_requests;
+  if (o.enable_auto_tool_choice) so.tool_call_parser = o.tool_call_parser;
   apps::serve::ApiServer server(so);
   if (Status st = server.start(request_shutdown); !st.ok()) return fail(st.message());
   TROUPE_LOG_INFO("HTTP server listening on http://{}:{} (/health answers 503 until the model is loaded)", o.host,
@@ -269,6 +279,10 @@ const CommandRegistration kRegistration(
       sub.add_option("--chat-template", o->chat_template,
                      "Chat template instead of the model's: a Jinja file, a Jinja string, or a built-in name "
                      "(chatml, smollm2, llama3, mistral, gemma, ...); checked at start-up");
+      sub.add_flag("--enable-auto-tool-choice", o->enable_auto_tool_choice,
+                   "tool_choice \"auto\": parse tool calls out of the model's text (needs --tool-call-parser)");
+      sub.add_option("--tool-call-parser", o->tool_call_parser,
+                     "The parser of auto tool choice: hermes, llama3_json, mistral or pythonic");
       sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");

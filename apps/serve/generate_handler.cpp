@@ -15,6 +15,8 @@
 #include "actors/engine.hpp"
 #include "apps/serve/server_context.hpp"
 #include "runtime/request/openai/render.hpp"
+#include "runtime/request/openai/tool_parsers.hpp"
+#include "runtime/request/openai/tools.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
@@ -39,6 +41,8 @@ struct ChoiceState {
   int64_t completion_tokens = 0;
   bool finished = false;
   bool first_chunk_sent = false;
+  std::optional<openai::ForcedToolCallStream> tool_stream;  // streaming a forced tool choice
+  std::optional<openai::ToolCallStreamer> auto_stream;       // streaming tool_choice "auto"
   Status error;                 // ok unless the request ended with an error
 };
 
@@ -52,6 +56,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
   bool echo = false;
   bool return_token_ids = false;            // vLLM: prompt and output ids on each choice
   bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
+  openai::ToolsRequest tools;  // chat: "required" or a named function answers with tool_calls
+  std::unique_ptr<openai::ToolParser> tool_parser;  // chat with tools and tool_choice "auto"
   std::string id;
   int64_t created = 0;
   std::string model;
@@ -186,6 +192,42 @@ struct Generation : std::enable_shared_from_this<Generation> {
       return;
     }
     auto tt = token_text();
+    if (c.auto_stream) {
+      // "auto": content until a call may begin, then the calls as they complete.
+      auto d = c.auto_stream->feed(piece.text);
+      if (finished) {
+        auto rest = c.auto_stream->finish();
+        d.content += rest.content;
+        for (auto& call : rest.calls) d.calls.push_back(std::move(call));
+        if (c.auto_stream->called()) piece.finish_reason = "tool_calls";
+      }
+      piece.text = std::move(d.content);
+      piece.tool_call_deltas = std::move(d.calls);
+      if (piece.text.empty() && piece.tool_call_deltas.empty() && piece.logprobs.empty() && !finished &&
+          c.first_chunk_sent) {
+        write(": \n\n");
+        return;
+      }
+    }
+    if (c.tool_stream) {
+      // vLLM: a first chunk with the role and empty content, then the text as tool-call
+      // deltas; the end is "tool_calls" once a call was streamed.
+      if (!c.first_chunk_sent) {
+        openai::Choice role;
+        role.index = piece.index;
+        if (piece.prompt_token_ids) role.prompt_token_ids = std::move(piece.prompt_token_ids);
+        piece.prompt_token_ids.reset();
+        write(openai::sse_event(openai::render_chat_chunk(id, created, model, role, true, tt)));
+        c.first_chunk_sent = true;
+      }
+      piece.tool_call_deltas = c.tool_stream->feed(piece.text);
+      piece.text.clear();
+      if (finished && c.tool_stream->streamed()) piece.finish_reason = "tool_calls";
+      if (piece.tool_call_deltas.empty() && piece.logprobs.empty() && !finished) {
+        write(": \n\n");
+        return;
+      }
+    }
     write(openai::sse_event(chat ? openai::render_chat_chunk(id, created, model, piece, !c.first_chunk_sent, tt)
                                  : openai::render_completion_chunk(id, created, model, piece, tt)));
     c.first_chunk_sent = true;
@@ -209,6 +251,22 @@ struct Generation : std::enable_shared_from_this<Generation> {
     }
     std::vector<openai::Choice> all;
     for (auto& c : choices) {
+      if (chat && tools.forced()) {
+        // vLLM: the calls replace the content; the finish_reason stays the engine's.
+        auto calls = openai::forced_tool_calls(tools, c.choice.text);
+        if (!calls.ok()) return respond_error(req, openai::from_status(calls.status(), "tool_choice"));
+        c.choice.tool_calls = std::move(calls).value();
+        c.choice.text.clear();
+      } else if (chat && tool_parser) {
+        // "auto": the parser splits the text; calls make the finish_reason "tool_calls" (vLLM).
+        openai::ParsedToolCalls parsed = tool_parser->parse(c.choice.text);
+        if (!parsed.calls.empty()) {
+          c.choice.tool_calls = std::move(parsed.calls);
+          c.choice.content_null = !parsed.content;
+          c.choice.text = parsed.content.value_or("");
+          c.choice.finish_reason = "tool_calls";
+        }
+      }
       if (echo && !chat) {
         c.choice.text_offset = static_cast<int64_t>(prompt_texts[c.prompt_index].size());
         c.choice.text = prompt_texts[c.prompt_index] + c.choice.text;
@@ -258,6 +316,15 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
     common = std::move(r.common);
     if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
+    if (r.tools.choice == openai::ToolChoice::automatic) {
+      if (ctx.options.tool_call_parser.empty())
+        return respond_error(req, openai::invalid_param("tool_choice", "\"auto\" tool choice requires "
+                                                                       "--enable-auto-tool-choice and --tool-call-parser to be set"));
+      auto parser = openai::make_tool_parser(ctx.options.tool_call_parser);
+      if (!parser.ok()) return respond_error(req, openai::from_status(parser.status(), "tool_choice"));
+      gen->tool_parser = std::move(parser).value();
+    }
+    gen->tools = std::move(r.tools);
     auto text = e->render_chat(r.chat);
     if (!text.ok())
       return respond_error(req, openai::from_status(text.status(), r.chat.chat_template.empty() ? "messages" : "chat_template"));
@@ -301,6 +368,8 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
       c.prompt_index = static_cast<int>(p);
       c.choice.index = static_cast<int>(gen->choices.size());
       c.choice.has_logprobs = common.sampling.logprobs >= 0;
+      if (chat && common.stream && gen->tools.forced()) c.tool_stream.emplace(gen->tools, c.choice.index);
+      if (chat && common.stream && gen->tool_parser) c.auto_stream.emplace(*gen->tool_parser);
       gen->choices.push_back(std::move(c));
     }
   }

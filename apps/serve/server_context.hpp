@@ -33,6 +33,9 @@ struct ServeOptions {
   openai::Limits limits;
   std::string model_path;                   // "root" in /v1/models
   bool log_requests = false;                // one info line per request
+  /// --enable-auto-tool-choice with --tool-call-parser: the parser of tool_choice "auto"
+  /// (empty: "auto" with tools is a 400, as vLLM).
+  std::string tool_call_parser;
 };
 
 /// What the requests of each connection leave to cancel if their client goes away:

@@ -297,12 +297,12 @@ TEST_F(ServeTest, ContinueFinalMessageIncludeStopStrAndRefusals) {
   with_stop["include_stop_str_in_output"] = true;
   const std::string kept = post_json("/v1/completions", with_stop)["choices"][0]["text"];
   EXPECT_EQ(kept, cut + stop);
-  // JSON schemas and tools are not implemented: a 400 saying so, not prose.
+  // Tools with tool_choice "auto" (the default with tools) need a tool parser: a 400 saying so.
   json rf = post_json("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                                                {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}},
                       400);
-  EXPECT_EQ(rf["error"]["param"], "tools");
-  EXPECT_NE(rf["error"]["message"].get<std::string>().find("not implemented"), std::string::npos);
+  EXPECT_EQ(rf["error"]["param"], "tool_choice");
+  EXPECT_NE(rf["error"]["message"].get<std::string>().find("--tool-call-parser"), std::string::npos);
 }
 
 TEST_F(ServeTest, TokenizeDetokenizeRoundTrip) {

@@ -36,6 +36,30 @@ void JsonMatcher::end_value() {
   mode_ = Mode::after_value;
 }
 
+void JsonMatcher::end_enum_value() {
+  const std::string value = std::move(buf_);
+  buf_.clear();
+  end_value();
+  if (depth_ == 0) return;
+  Frame& f = frames_[depth_ - 1];
+  const SchemaNode& n = node(f.node);
+  if (f.open != '{' || n.union_tags.empty()) return;
+  // The tag (the union's only property, so the first key) picks the branch: the frame
+  // goes on as that object, with its tag property seen.
+  for (size_t i = 0; i < n.union_tags.size(); ++i) {
+    if (n.union_tags[i] != value) continue;
+    const uint16_t branch = n.union_branches[i];
+    const SchemaNode& b = node(branch);
+    for (size_t k = 0; k < b.property_keys.size(); ++k) {
+      if (b.property_keys[k] != n.property_keys[0]) continue;
+      f.node = branch;
+      f.prop = static_cast<uint16_t>(k);
+      f.seen = uint32_t{1} << k;
+      return;
+    }
+  }
+}
+
 bool JsonMatcher::can_add_property(const Frame& f) const {
   const SchemaNode& n = node(f.node);
   if (n.additional != CompiledSchema::kNoNode) return true;
@@ -273,8 +297,7 @@ bool JsonMatcher::feed(uint8_t c) {
       if (ok) {
         buf_.push_back(static_cast<char>(c));
       } else if (exact) {
-        buf_.clear();
-        end_value();
+        end_enum_value();
         ok = feed_structural(c);
       }
       // A complete value that nothing can extend ends at once (a string's closing quote).
@@ -284,10 +307,7 @@ bool JsonMatcher::feed(uint8_t c) {
           longer = longer || (v.size() > buf_.size() && v.compare(0, buf_.size(), buf_) == 0);
           whole = whole || v == buf_;
         }
-        if (whole && !longer) {
-          buf_.clear();
-          end_value();
-        }
+        if (whole && !longer) end_enum_value();
       }
       break;
     }

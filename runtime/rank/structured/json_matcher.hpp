@@ -86,6 +86,7 @@ class JsonMatcher {
   bool close_key();
   bool can_add_property(const Frame& f) const;
   void end_value();  // a value ended: after_value inside a container, done at the top
+  void end_enum_value();  // an enum value ended; a union's tag picks its branch
   bool whitespace(uint8_t c);
 
   const CompiledSchema* schema_;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 
@@ -103,6 +104,9 @@ class Compiler {
         auto c = count(v, key.c_str());
         if (!c) return c.status();
         (key == "minItems" ? n.min_items : n.max_items) = *c;
+      } else if (key == "anyOf") {
+        auto u = tagged_union(v, depth, &n);
+        if (!u.ok()) return u;
       } else if (key != "required") {
         return invalid_argument("json_schema: keyword '" + key + "' is not implemented in troupe yet");
       }
@@ -122,11 +126,65 @@ class Compiler {
       }
     }
     if (n.min_items > n.max_items) return invalid_argument("json_schema: minItems is larger than maxItems");
+    if (!n.union_tags.empty() && (n.property_keys.size() != 1 || !n.enum_values.empty() || n.items != 0))
+      return invalid_argument("json_schema: anyOf may not be combined with properties, enum, const or items");
     out_->nodes[index] = std::move(n);
     return static_cast<uint16_t>(index);
   }
 
  private:
+  // anyOf whose branches are objects that share a required property with one allowed value
+  // each (distinct): the node becomes the union (see SchemaNode::union_tags).
+  Status tagged_union(const json& branches, int depth, SchemaNode* n) {
+    const Status unsupported = invalid_argument(
+        "json_schema: anyOf is only implemented as a list of objects told apart by a required property with "
+        "one allowed value each (a const or a one-value enum)");
+    if (!branches.is_array() || branches.empty() || branches.size() > 256) return unsupported;
+    if (!n->property_keys.empty()) return unsupported;
+    std::vector<uint16_t> nodes;
+    for (const auto& b : branches) {
+      auto child = node(b, depth + 1);
+      if (!child) return child.status();
+      SchemaNode& c = out_->nodes[*child];
+      if (!(c.types & kObject) || c.property_keys.empty()) return unsupported;
+      c.types = kObject;
+      // A branch is the whole object (as vLLM's xgrammar, which disallows undeclared
+      // properties by default): a second tag could otherwise name another branch.
+      c.additional = CompiledSchema::kNoNode;
+      nodes.push_back(*child);
+    }
+    // The tag: the first property of the first branch that every branch requires with one value.
+    const SchemaNode& first = out_->nodes[nodes[0]];
+    for (size_t k = 0; k < first.property_keys.size(); ++k) {
+      const std::string tag = first.property_keys[k];  // a copy: nodes grows below
+      std::vector<std::string> values;
+      for (uint16_t b : nodes) {
+        const SchemaNode& c = out_->nodes[b];
+        size_t i = 0;
+        while (i < c.property_keys.size() && c.property_keys[i] != tag) ++i;
+        if (i == c.property_keys.size() || !(c.required >> i & 1)) break;
+        const SchemaNode& t = out_->nodes[c.property_nodes[i]];
+        if (t.enum_values.size() != 1) break;
+        if (std::find(values.begin(), values.end(), t.enum_values[0]) != values.end()) break;
+        values.push_back(t.enum_values[0]);
+      }
+      if (values.size() != nodes.size()) continue;
+      if (out_->nodes.size() >= 4096) return invalid_argument("json_schema: more than 4096 schemas");
+      SchemaNode tag_node;
+      tag_node.enum_values = values;
+      out_->nodes.push_back(tag_node);
+      n->types = kObject;
+      n->property_keys = {tag};
+      n->property_nodes = {static_cast<uint16_t>(out_->nodes.size() - 1)};
+      n->required = 1;
+      n->additional = CompiledSchema::kNoNode;
+      n->union_tags = std::move(values);
+      n->union_branches = std::move(nodes);
+      return Status{};
+    }
+    return unsupported;
+  }
+
   CompiledSchema* out_;
 };
 
@@ -141,8 +199,8 @@ Result<std::shared_ptr<const CompiledSchema>> compile_json_schema(std::string_vi
   auto root = c.node(s, 0);
   if (!root) return root.status();
   const SchemaNode& r = out->nodes[*root];
-  if (r.types != kObject || !r.enum_values.empty())
-    return invalid_argument("json_schema: the root schema must be of type 'object'");
+  if ((r.types != kObject && r.types != kArray) || !r.enum_values.empty())
+    return invalid_argument("json_schema: the root schema must be of type 'object' or 'array'");
   out->root = *root;
   out->id = next_schema_id();
   return std::shared_ptr<const CompiledSchema>(std::move(out));

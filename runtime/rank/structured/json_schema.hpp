@@ -1,7 +1,8 @@
 // JSON schemas compiled for JsonMatcher: the subset of JSON Schema that a
 // byte-at-a-time recognizer can enforce exactly (types, properties and
 // required keys, additionalProperties, items and their counts, enum and
-// const). Any other keyword is refused with its name, never ignored.
+// const, and anyOf as a tagged union of objects: the form vLLM gives tool
+// calls). Any other keyword is refused with its name, never ignored.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,11 @@ struct SchemaNode {
   uint16_t items = 0;  // the node of array items
   uint16_t min_items = 0;
   uint16_t max_items = UINT16_MAX;
+  /// anyOf over objects told apart by one property with a single allowed value (a tag):
+  /// this node has that property only; the matcher requires it first and its value picks
+  /// the branch (property order is the generator's to choose, as xgrammar's schema order).
+  std::vector<std::string> union_tags;   // the tags' values as compact JSON
+  std::vector<uint16_t> union_branches;  // the object node of each tag
 };
 
 struct CompiledSchema {
@@ -51,7 +57,7 @@ struct CompiledSchema {
 };
 
 /// A JSON Schema (text) compiled; invalid_argument naming the keyword or value that is
-/// not supported or wrong. The root must be an object schema.
+/// not supported or wrong. The root must be an object or an array schema.
 Result<std::shared_ptr<const CompiledSchema>> compile_json_schema(std::string_view schema_json);
 /// OpenAI's json_object: any object.
 std::shared_ptr<const CompiledSchema> json_object_schema();

@@ -59,10 +59,9 @@ Error refuse_unimplemented(const json& j, bool chat) {
   for (const char* key : {"guided_regex", "guided_grammar"})
     if (field(j, key)) return refuse(key, " (structured outputs)");
   if (chat) {
-    const json* choice = field(j, "tool_choice");
-    const bool none = choice && choice->is_string() && *choice == "none";
-    if ((field(j, "tools") || field(j, "functions")) && !none)
-      return refuse(field(j, "tools") ? "tools" : "functions", " (tool calling); send tool_choice \"none\" to omit them");
+    // OpenAI's deprecated functions/function_call (tools replaced them; vLLM has neither).
+    if (field(j, "functions") || field(j, "function_call"))
+      return refuse(field(j, "functions") ? "functions" : "function_call", "; send tools and tool_choice");
   } else {
     if (const json* suffix = field(j, "suffix"))
       if (!suffix->is_string() || !suffix->get<std::string>().empty()) return refuse("suffix", "");
@@ -580,12 +579,13 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens", "bad_words",
                          "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
-                         "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
+                         "tools", "parallel_tool_calls", "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
                          "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids",
                          "truncate_prompt_tokens", "chat_template", "chat_template_kwargs"},
                      "chat.completions");
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;
+  if (auto e = parse_tools(j, &out->tools, &out->common.sampling)) return e;
   if (auto e = parse_messages(j, &out->messages)) return e;
   if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
   if (auto e = get_bool(j, "continue_final_message", &out->continue_final_message)) return e;

@@ -11,6 +11,7 @@
 
 #include "runtime/request/chat/chat_prompt.hpp"
 #include "runtime/request/openai/errors.hpp"
+#include "runtime/request/openai/tools.hpp"
 #include "runtime/rank/sampling/sampling_params.hpp"
 
 namespace troupe::openai {
@@ -76,6 +77,9 @@ struct ChatCompletionRequest {
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // vLLM: continue the final (assistant) message
   int top_logprobs = 0;  // with logprobs=true
+  /// tools and tool_choice; "required" and a named function have set common.sampling's
+  /// structured-output constraint.
+  ToolsRequest tools;
 };
 
 struct TokenizeRequest {

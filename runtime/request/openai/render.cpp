@@ -108,8 +108,15 @@ std::string render_chat_completion(const std::string& id, int64_t created, const
                                    const TokenText& token_text) {
   json cs = json::array();
   for (const auto& c : choices) {
+    json message = {{"role", "assistant"}, {"content", c.content_null ? json(nullptr) : json(c.text)}};
+    if (!c.tool_calls.empty()) {
+      json calls = json::array();
+      for (const auto& t : c.tool_calls)
+        calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+      message["tool_calls"] = std::move(calls);
+    }
     cs.push_back(with_token_ids({{"index", c.index},
-                                 {"message", {{"role", "assistant"}, {"content", c.text}}},
+                                 {"message", message},
                                  {"logprobs", chat_logprobs(c, token_text)},
                                  {"finish_reason", null_or(c.finish_reason)},
                                  {"stop_reason", null_or(c.stop_reason)}},
@@ -145,6 +152,23 @@ std::string render_chat_chunk(const std::string& id, int64_t created, const std:
   json delta = json::object();
   if (first) delta["role"] = "assistant";
   if (first || !c.text.empty()) delta["content"] = c.text;
+  if (!c.tool_call_deltas.empty()) {
+    json calls = json::array();
+    for (const auto& t : c.tool_call_deltas) {
+      json call = json::object();
+      if (t.id) {
+        call["id"] = *t.id;
+        call["type"] = "function";
+      }
+      call["index"] = t.index;
+      json function = json::object();
+      if (t.name) function["name"] = *t.name;
+      function["arguments"] = t.arguments;
+      call["function"] = std::move(function);
+      calls.push_back(std::move(call));
+    }
+    delta["tool_calls"] = std::move(calls);
+  }
   json choice = with_token_ids({{"index", c.index},
                                 {"delta", delta},
                                 {"logprobs", chat_logprobs(c, token_text)},

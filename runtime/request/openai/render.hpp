@@ -25,6 +25,20 @@ struct LogprobEntry {
 /// Token id -> its text (for logprobs).
 using TokenText = std::function<std::string(int32_t)>;
 
+/// A function call in a chat answer (OpenAI's tool_calls[i], type "function").
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
+};
+/// A streamed piece of a tool call: the first of a call carries id, type and name.
+struct ToolCallDelta {
+  int index = 0;
+  std::optional<std::string> id;
+  std::optional<std::string> name;
+  std::string arguments;
+};
+
 struct Choice {
   int index = 0;
   std::string text;                    // completion text, or chat message content / delta
@@ -37,6 +51,11 @@ struct Choice {
   // response, not the choice, as vLLM does) and the output's (per delta).
   std::optional<std::vector<int32_t>> prompt_token_ids;
   std::optional<std::vector<int32_t>> token_ids;
+  // Chat only: a tool-calling answer's calls (its content is then ""), or a stream chunk's
+  // tool-call deltas (the chunk then has no content).
+  std::vector<ToolCall> tool_calls;
+  std::vector<ToolCallDelta> tool_call_deltas;
+  bool content_null = false;  // a whole chat answer's content is null (an auto tool call without text)
 };
 
 /// "cmpl-<hex>" / "chatcmpl-<hex>": random, unique per request.

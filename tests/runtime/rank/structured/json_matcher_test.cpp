@@ -243,7 +243,10 @@ const json kCatSchema = json::parse(R"({
 TEST(JsonSchema, CompileRefusesWhatItCannotEnforce) {
   EXPECT_TRUE(compile_json_schema(kCatSchema.dump()).ok());
   const std::pair<const char*, const char*> bad[] = {
-      {R"({"type":"array"})", "root"},
+      {R"({"type":"string"})", "root"},
+      {R"({"type":"object","anyOf":[{"properties":{"a":{"type":"string"}}}]})", "anyOf"},
+      {R"({"type":"object","anyOf":[{"properties":{"a":{"const":1}},"required":["a"]},
+                                    {"properties":{"a":{"const":1}},"required":["a"]}]})", "anyOf"},
       {R"({"type":"object","properties":{"a":{"type":"string","pattern":"x"}}})", "pattern"},
       {R"({"type":"object","anyOf":[]})", "anyOf"},
       {R"({"type":"object","properties":{"a":{"$ref":"#/x"}}})", "$ref"},
@@ -308,6 +311,76 @@ TEST(JsonSchema, TheMatcherAdmitsWhatTheSchemaAdmits) {
   EXPECT_TRUE(m.complete());
   JsonMatcher n(open->get());
   EXPECT_FALSE(n.feed(R"({"a":1,"b":2})"));
+}
+
+// vLLM's schema of tool_choice "required": a list of calls, each one of the tools by name
+// with that tool's parameters (anyOf over the tools, told apart by the name).
+const json kToolCallsSchema = json::parse(R"({
+  "type": "array", "minItems": 1,
+  "items": {"type": "object", "anyOf": [
+    {"properties": {"name": {"type": "string", "enum": ["get_weather"]},
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                   "required": ["city"], "additionalProperties": false}},
+     "required": ["name", "parameters"]},
+    {"properties": {"name": {"type": "string", "enum": ["get_time"]},
+                    "parameters": {"type": "object", "properties": {"zone": {"type": "integer"}},
+                                   "required": ["zone"], "additionalProperties": false}},
+     "required": ["name", "parameters"]}]}
+})");
+
+TEST(JsonSchema, ATaggedUnionOfObjectsPicksItsBranchByTheTag) {
+  auto schema = compile_json_schema(kToolCallsSchema.dump());
+  ASSERT_TRUE(schema.ok()) << schema.status().message();
+  auto whole_for = [&](const std::string& text) {
+    JsonMatcher m(schema->get());
+    return m.feed(text) && m.complete();
+  };
+  for (const char* text : {R"([{"name":"get_weather","parameters":{"city":"Paris"}}])",
+                           R"([{"name": "get_time", "parameters": {"zone": 2}}, {"name":"get_weather","parameters":{"city":""}}])"}) {
+    EXPECT_TRUE(whole_for(text)) << text;
+  }
+  for (const char* text : {R"([])",                                                       // minItems 1
+                           R"([{"name":"get_weather","parameters":{"zone":2}}])",          // the other tool's parameters
+                           R"([{"name":"get_time","parameters":{"zone":"2"}}])",           // wrong type
+                           R"([{"name":"get_weather"}])",                                  // parameters required
+                           R"([{"name":"get_date","parameters":{}}])",                     // no such tool
+                           R"([{"parameters":{"city":"Paris"},"name":"get_weather"}])",    // the tag comes first
+                           R"([{"name":"get_weather","parameters":{"city":"P"},"name":"get_time"}])"}) {
+    EXPECT_FALSE(whole_for(text)) << text;
+  }
+  // Tokens over the union: every walk ending is a list the schema's branches admit.
+  const std::vector<std::string> texts = {"[", "]", "{", "}", ",", ":", "\"", "\"name\"", "\"parameters\":",
+                                          "\"get_", "weather\"", "time\"", "\"city\"", "\"zone\"", "1", " ",
+                                          "\"Paris\"", "x", "\"", "", "name\"", "parameters\"", "get_",
+                                          "city\"", "zone\"", "Paris\""};
+  const int32_t eog = static_cast<int32_t>(texts.size());
+  JsonTokenMasker masker(texts, {eog}, eog + 1);
+  std::mt19937 rng(11);
+  int finished = 0;
+  for (int walk = 0; walk < 300; ++walk) {
+    JsonMatcher state(schema->get());
+    std::string out;
+    for (int step = 0; step < 100; ++step) {
+      const std::vector<int32_t> allowed = allowed_tokens(masker, state, eog + 1);
+      ASSERT_FALSE(allowed.empty()) << out;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      if (pick == eog) {
+        if (!state.complete()) break;  // a dead end of the small vocabulary
+        const json parsed = json::parse(out, nullptr, false);
+        ASSERT_TRUE(parsed.is_array()) << out;
+        for (const auto& call : parsed) {
+          const json& branches = kToolCallsSchema["items"]["anyOf"];
+          const bool weather = call["name"] == "get_weather";
+          EXPECT_TRUE(admits(branches[weather ? 0 : 1], call)) << out;
+        }
+        ++finished;
+        break;
+      }
+      ASSERT_TRUE(state.feed(texts[static_cast<size_t>(pick)])) << out;
+      out += texts[static_cast<size_t>(pick)];
+    }
+  }
+  EXPECT_GT(finished, 5);
 }
 
 TEST(JsonSchema, RandomWalksOverAllowedTokensEndOnAdmittedObjects) {

@@ -1,0 +1,74 @@
+// vLLM's tool-call parsers for tool_choice "auto" (`--tool-call-parser NAME`): a
+// model's free text split into content and tool calls, whole or as it streams.
+// Built in: hermes (<tool_call>{"name", "arguments"}</tool_call>, Qwen/SmolLM
+// style), llama3_json ({"name", "parameters"} JSON, maybe after <|python_tag|>),
+// mistral ([TOOL_CALLS][{...}]) and pythonic ([f(a=1, b="x")]). More are added by
+// name with register_tool_parser (a runtime registry: parsers are C++ code of the
+// process, they do not cross the plugin ABI).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/request/openai/render.hpp"
+#include "troupe/status.hpp"
+
+namespace troupe::openai {
+
+/// A whole output split: the text outside the calls (nullopt: none, vLLM's null) and the calls.
+struct ParsedToolCalls {
+  std::optional<std::string> content;
+  std::vector<ToolCall> calls;
+};
+
+class ToolParser {
+ public:
+  virtual ~ToolParser() = default;
+  /// The whole output; no calls found (or calls that do not parse): the text is the content.
+  virtual ParsedToolCalls parse(const std::string& text) const = 0;
+  /// Texts that begin the calls' region. `anywhere`: also after content (else only at the
+  /// start of the output, leading whitespace aside).
+  virtual std::vector<std::string> markers() const = 0;
+  virtual bool markers_anywhere() const { return true; }
+};
+
+using ToolParserFactory = std::function<std::unique_ptr<ToolParser>()>;
+
+/// Adds a parser under `name` (replacing one of that name).
+void register_tool_parser(const std::string& name, ToolParserFactory factory);
+/// The parser named `name`; not_found listing the known names otherwise.
+Result<std::unique_ptr<ToolParser>> make_tool_parser(const std::string& name);
+/// The registered names, sorted.
+std::vector<std::string> tool_parser_names();
+
+/// Streams one choice through a parser: content until a call may begin (text that could be
+/// the start of a marker is held back), then nothing until calls complete, each sent as one
+/// delta with id, name and its whole arguments. finish() flushes the rest.
+class ToolCallStreamer {
+ public:
+  explicit ToolCallStreamer(const ToolParser& parser) : parser_(parser) {}
+  struct Delta {
+    std::string content;
+    std::vector<ToolCallDelta> calls;
+  };
+  Delta feed(std::string_view text);
+  Delta finish();
+  bool called() const { return sent_calls_ > 0; }
+
+ private:
+  Delta advance(bool final);
+
+  const ToolParser& parser_;
+  std::string text_;          // the whole output so far
+  size_t content_sent_ = 0;   // bytes of text_ sent as content
+  bool in_calls_ = false;     // a marker was seen at region_
+  size_t region_ = 0;
+  size_t sent_calls_ = 0;
+  std::vector<std::string> sent_ids_;
+};
+
+}  // namespace troupe::openai

@@ -1,0 +1,177 @@
+// The tool-call parsers of tool_choice "auto" (hermes, llama3_json, mistral,
+// pythonic) on whole outputs, the streamer that holds back what may start a call
+// (every split of the text gives the same content and calls), and the registry.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "runtime/request/openai/tool_parsers.hpp"
+
+namespace troupe::openai {
+namespace {
+
+using json = nlohmann::json;
+
+std::unique_ptr<ToolParser> parser(const std::string& name) {
+  auto p = make_tool_parser(name);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? std::move(p).value() : nullptr;
+}
+
+void expect_call(const ToolCall& c, const std::string& name, const json& args) {
+  EXPECT_EQ(c.name, name);
+  EXPECT_EQ(json::parse(c.arguments, nullptr, false), args) << c.arguments;
+  EXPECT_EQ(c.id.rfind("chatcmpl-tool-", 0), 0u);
+}
+
+TEST(ToolParsers, Hermes) {
+  auto p = parser("hermes");
+  auto r = p->parse("Let me check.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+                    "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "Let me check.");
+  expect_call(r.calls[0], "get_weather", {{"city", "Paris"}});
+  EXPECT_EQ(r.calls[0].arguments, R"({"city": "Paris"})");  // json.dumps, as vLLM
+  expect_call(r.calls[1], "now", json::object());
+  r = p->parse("<tool_call>{\"name\": \"now\", \"arguments\": {}}");  // unclosed: still a call
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_FALSE(r.content);
+  r = p->parse("plain answer");
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.content, "plain answer");
+  r = p->parse("<tool_call>{\"name\": broken</tool_call>");
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.content, "<tool_call>{\"name\": broken</tool_call>");
+}
+
+TEST(ToolParsers, Llama3Json) {
+  auto p = parser("llama3_json");
+  auto r = p->parse("<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}; "
+                    "{\"name\": \"now\", \"arguments\": {}}");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_FALSE(r.content);
+  expect_call(r.calls[0], "get_weather", {{"city", "Oslo"}});
+  expect_call(r.calls[1], "now", json::object());
+  r = p->parse(" {\"name\": \"f\", \"parameters\": {\"a\": [1, {\"b\": \"}\"}]}}");
+  ASSERT_EQ(r.calls.size(), 1u);
+  expect_call(r.calls[0], "f", {{"a", {1, {{"b", "}"}}}}});
+  EXPECT_TRUE(p->parse("The answer is {\"name\": \"f\"}").calls.empty());  // not at the start
+  EXPECT_TRUE(p->parse("{\"nom\": \"f\"}").calls.empty());
+}
+
+TEST(ToolParsers, Mistral) {
+  auto p = parser("mistral");
+  auto r = p->parse("Sure. [TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}, "
+                    "{\"name\": \"now\", \"arguments\": \"{}\"}]");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.content, "Sure. ");
+  expect_call(r.calls[0], "get_weather", {{"city", "Rome"}});
+  expect_call(r.calls[1], "now", json::object());
+  EXPECT_TRUE(p->parse("[TOOL_CALLS] not json").calls.empty());
+}
+
+TEST(ToolParsers, Pythonic) {
+  auto p = parser("pythonic");
+  auto r = p->parse("[get_weather(city='San Francisco', days=3, metric=True), now(), "
+                    "f(x=[1, 2.5, None], y={'k': \"v\"})]");
+  ASSERT_EQ(r.calls.size(), 3u);
+  EXPECT_FALSE(r.content);
+  expect_call(r.calls[0], "get_weather", {{"city", "San Francisco"}, {"days", 3}, {"metric", true}});
+  expect_call(r.calls[1], "now", json::object());
+  expect_call(r.calls[2], "f", {{"x", {1, 2.5, nullptr}}, {"y", {{"k", "v"}}}});
+  EXPECT_TRUE(p->parse("[1, 2, 3]").calls.empty());
+  EXPECT_TRUE(p->parse("I would call [f(a=1)] now").calls.empty());
+  EXPECT_TRUE(p->parse("[f(a=)]").calls.empty());
+}
+
+struct StreamResult {
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+
+StreamResult stream(const ToolParser& p, const std::vector<std::string>& pieces) {
+  ToolCallStreamer s(p);
+  StreamResult out;
+  auto take = [&](ToolCallStreamer::Delta d) {
+    out.content += d.content;
+    for (auto& c : d.calls) {
+      EXPECT_EQ(static_cast<size_t>(c.index), out.calls.size());
+      EXPECT_TRUE(c.id && c.name);
+      out.calls.push_back({*c.id, *c.name, c.arguments});
+    }
+  };
+  for (const auto& piece : pieces) take(s.feed(piece));
+  take(s.finish());
+  return out;
+}
+
+TEST(ToolParsers, StreamingGivesTheSameAtEverySplit) {
+  struct Case {
+    const char* parser;
+    std::string text;
+  };
+  const Case cases[] = {
+      {"hermes", "I'll look <tool>.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa<tool_call>\"}}\n"
+                 "</tool_call>\n<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>"},
+      {"hermes", "No calls here, only a < and <tool_ca."},
+      {"llama3_json", "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}"},
+      {"llama3_json", "  Plain text {not a call}"},
+      {"mistral", "Hi [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}]"},
+      {"pythonic", "[f(a=1), g(b='x')]"},
+      {"pythonic", "[not a call"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.parser) + ": " + c.text);
+    auto p = parser(c.parser);
+    const ParsedToolCalls whole = p->parse(c.text);
+    auto check = [&](const StreamResult& r) {
+      ASSERT_EQ(r.calls.size(), whole.calls.size());
+      for (size_t i = 0; i < r.calls.size(); ++i) {
+        EXPECT_EQ(r.calls[i].name, whole.calls[i].name);
+        EXPECT_EQ(r.calls[i].arguments, whole.calls[i].arguments);
+      }
+      EXPECT_EQ(r.content, whole.content.value_or(""));
+    };
+    for (size_t a = 0; a <= c.text.size(); ++a) check(stream(*p, {c.text.substr(0, a), c.text.substr(a)}));
+    std::vector<std::string> bytes;
+    for (char ch : c.text) bytes.emplace_back(1, ch);
+    check(stream(*p, bytes));
+  }
+}
+
+TEST(ToolParsers, HermesStreamsContentBeforeTheCallAtOnce) {
+  auto p = parser("hermes");
+  ToolCallStreamer s(*p);
+  EXPECT_EQ(s.feed("Hello <tool").content, "Hello ");  // "<tool" may begin a call: held back
+  EXPECT_EQ(s.feed("s>").content, "<tools>");
+  auto d = s.feed("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
+  EXPECT_TRUE(d.content.empty());
+  d = s.finish();
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "f");
+  EXPECT_TRUE(s.called());
+}
+
+TEST(ToolParsers, RegistryNamesParsersAndTakesNewOnes) {
+  auto unknown = make_tool_parser("nope");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("hermes, llama3_json, mistral, pythonic"), std::string::npos)
+      << unknown.status().message();
+  struct Upper : ToolParser {
+    ParsedToolCalls parse(const std::string& text) const override {
+      if (text.rfind("CALL ", 0) != 0) return {text, {}};
+      return {std::nullopt, {{"chatcmpl-tool-x", text.substr(5), "{}"}}};
+    }
+    std::vector<std::string> markers() const override { return {"CALL "}; }
+  };
+  register_tool_parser("upper", [] { return std::make_unique<Upper>(); });
+  auto p = parser("upper");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->parse("CALL f").calls.at(0).name, "f");
+}
+
+}  // namespace
+}  // namespace troupe::openai
