@@ -20,6 +20,7 @@
 #include "apps/load_format_options.hpp"
 #include "apps/policy_options.hpp"
 #include "apps/speculative_options.hpp"
+#include "apps/vllm_compat_options.hpp"
 #include "runtime/request/openai/tool_parsers.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
@@ -61,6 +62,7 @@ struct Options {
   PolicyOptions policy;
   std::string speculative_config;  // --speculative-config JSON
   PlacementOptions placement;
+  VllmCompatOptions vllm;  // vLLM's flags answered by name (accepted or refused)
 };
 
 int fail(const std::string& message) {
@@ -71,6 +73,7 @@ int fail(const std::string& message) {
 int run_serve(Options o) {
   engine::EngineOptions eo;
   auto& c = eo.config;
+  if (Status st = apply_vllm_compat_options(o.vllm, o.model); !st.ok()) return fail(st.message());
   if (Status st = apply_load_format(o.load, o.model, &c.model); !st.ok()) return fail(st.message());
   if (Status st = apply_policy_options(o.policy, &c); !st.ok()) return fail(st.message());
   if (Status st = apply_speculative_options(o.speculative_config, &c); !st.ok()) return fail(st.message());
@@ -291,7 +294,8 @@ const CommandRegistration kRegistration(
       sub.add_option("--stats-host", o->stats_host,
                      "Address for --stats-port (default 127.0.0.1; others need --secret-file)");
       add_placement_options(sub, &o->placement);
-      sub.add_flag("--log-requests", o->log_requests, "Log one line per HTTP request");
+      sub.add_flag("--log-requests,--enable-log-requests", o->log_requests, "Log one line per HTTP request");
+      add_vllm_compat_options(sub, &o->vllm);
       return [o]() { return run_serve(*o); };
     });
 

@@ -355,7 +355,10 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   gen->include_usage = common.include_usage;
   gen->return_token_ids = common.return_token_ids;
   gen->return_tokens_as_token_ids = common.return_tokens_as_token_ids;
-  gen->id = openai::make_request_id(chat ? "chatcmpl" : "cmpl");
+  // vLLM's request_id names the response ("chatcmpl-ID"); the engine's ids stay random
+  // so that two requests sent with one request_id never meet in the engine.
+  const std::string engine_id = openai::make_request_id(chat ? "chatcmpl" : "cmpl");
+  gen->id = common.request_id.empty() ? engine_id : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", common.request_id);
   gen->created = openai::unix_time_now();
   // A LoRA adapter's name picks the adapter (vLLM); the response names what was asked for.
   const bool lora = !common.model.empty() && common.model != e->served_model_name();
@@ -380,7 +383,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   for (size_t k = 0; k < gen->choices.size(); ++k) {
     auto& c = gen->choices[k];
     engine::GenerateRequest g;
-    g.request_id = fmt::format("{}-{}", gen->id, k);
+    g.request_id = fmt::format("{}-{}", engine_id, k);
     // Text goes to admission as text, which tokenizes it and truncates it (truncate_prompt_tokens)
     // keeping the special tokens; the ids it admitted come back on the first output.
     if (text_prompt[c.prompt_index]) {

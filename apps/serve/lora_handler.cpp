@@ -13,14 +13,29 @@
 namespace troupe::apps::serve {
 namespace {
 
-// The string field `key` of `body`, or an error naming it.
-bool string_field(const nlohmann::json& body, const char* key, std::string* out, openai::ApiError* err) {
+// A name is logged, listed by /v1/models and matched per request; a path is a file path.
+constexpr size_t kMaxLoraNameBytes = 256;
+constexpr size_t kMaxLoraPathBytes = 4096;  // PATH_MAX
+
+// The string field `key` of `body` (at most `max_bytes`, no NUL byte: a C path would end
+// there and name another file), or an error naming it.
+bool string_field(const nlohmann::json& body, const char* key, size_t max_bytes, std::string* out,
+                  openai::ApiError* err) {
   auto it = body.find(key);
   if (it == body.end() || !it->is_string() || it->get<std::string>().empty()) {
     *err = openai::invalid_param(key, std::string(key) + " is required (a non-empty string)");
     return false;
   }
-  *out = it->get<std::string>();
+  const auto& text = it->get_ref<const std::string&>();
+  if (text.size() > max_bytes) {
+    *err = openai::invalid_param(key, std::string(key) + " is longer than " + std::to_string(max_bytes) + " bytes");
+    return false;
+  }
+  if (text.find('\0') != std::string::npos) {
+    *err = openai::invalid_param(key, std::string(key) + " contains a NUL byte");
+    return false;
+  }
+  *out = text;
   return true;
 }
 
@@ -35,10 +50,10 @@ void handle_lora(ServerContext& ctx, const restinio::request_handle_t& req, cons
   if (body.is_discarded() || !body.is_object()) return respond_error(req, openai::invalid_json("expected a JSON object"));
   openai::ApiError err;
   std::string name;
-  if (!string_field(body, "lora_name", &name, &err)) return respond_error(req, err);
+  if (!string_field(body, "lora_name", kMaxLoraNameBytes, &name, &err)) return respond_error(req, err);
   if (path == "/v1/load_lora_adapter") {
     std::string file;
-    if (!string_field(body, "lora_path", &file, &err)) return respond_error(req, err);
+    if (!string_field(body, "lora_path", kMaxLoraPathBytes, &file, &err)) return respond_error(req, err);
     auto loaded = e.load_lora_adapter(name, file);
     if (!loaded.ok()) {
       // A missing, malformed or mismatched adapter is invalid_argument (engine::LoraRegistry): vLLM's 400.

@@ -4,6 +4,8 @@
 // unload over HTTP behind the API key, and 400s that name the problem.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -106,6 +108,19 @@ TEST_F(LoraHttp, AdaptersByNameLoadUnloadAndErrors) {
              "expected 'adapter'");
   expect_400({{"lora_name", "second"}, {"lora_path", temp_path("a2.gguf")}}, "has already been loaded");
   expect_400({{"lora_name", "x"}}, "lora_path is required");
+  // Hostile paths and names: a NUL byte would cut the path at another file; a
+  // directory, a device and a FIFO are told apart from a missing file (a FIFO must
+  // not block the load waiting for a writer).
+  expect_400({{"lora_name", "x"}, {"lora_path", temp_path("a2.gguf") + std::string(1, '\0') + "junk"}},
+             "lora_path contains a NUL byte");
+  expect_400({{"lora_name", std::string(100000, 'n')}, {"lora_path", temp_path("a2.gguf")}},
+             "lora_name is longer than 256 bytes");
+  expect_400({{"lora_name", "x"}, {"lora_path", std::string(TROUPE_TEST_DATA_DIR)}}, "is a directory");
+  expect_400({{"lora_name", "x"}, {"lora_path", "/dev/zero"}}, "is not a regular file");
+  const std::string fifo = temp_path("fifo.gguf");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_400({{"lora_name", "x"}, {"lora_path", fifo}}, "is not a regular file");
+  std::remove(fifo.c_str());
 
   // Unload: then the name is unknown (404), and unloading again is a 404.
   EXPECT_EQ(call(s, "POST", "/v1/unload_lora_adapter", json{{"lora_name", "second"}}.dump()).status, 200);

@@ -157,6 +157,34 @@ TEST(OpenAIProtocol, InvalidUtf8AndDeepNestingAreRejected) {
   EXPECT_EQ(json_depth(R"({"a":"[[[[","b":[{}]})", 100), 3);
 }
 
+// The body's nesting limit lets through every schema the compiler accepts (32 nested
+// schemas under response_format, with an enum list at the bottom), so the schema's own
+// limit is the one a client meets, with its own message.
+TEST(OpenAIProtocol, BodyNestingLimitAdmitsTheDeepestSchema) {
+  auto nested = [](int levels) {
+    nlohmann::json s = {{"type", "array"}, {"items", {{"enum", {nlohmann::json::array({"x"})}}}}};
+    for (int k = 0; k < levels; ++k) s = {{"type", "object"}, {"properties", {{"a", s}}}};
+    return s;
+  };
+  for (bool chat : {false, true}) {
+    for (int levels : {31, 32}) {
+      nlohmann::json body = {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", nested(levels - 1)}}}}}};
+      if (chat) body["messages"] = {{{"role", "user"}, {"content", "x"}}};
+      else body["prompt"] = "x";
+      ChatCompletionRequest cr;
+      CompletionRequest r;
+      auto e = chat ? parse_chat_request(body.dump(), Limits{}, &cr) : parse_completion_request(body.dump(), Limits{}, &r);
+      EXPECT_FALSE(e) << levels << ": " << (e ? e->message : "");
+    }
+    nlohmann::json body = {{"prompt", "x"}, {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", nested(32)}}}}}};
+    CompletionRequest r;
+    auto e = parse_completion_request(body.dump(), Limits{}, &r);
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->message.find("nested deeper than 32 levels"), std::string::npos) << e->message;
+    EXPECT_EQ(e->param, "response_format");
+  }
+}
+
 TEST(OpenAIProtocol, ChatRequest) {
   ChatCompletionRequest r;
   auto e = parse_chat_request(
@@ -365,6 +393,80 @@ TEST(OpenAIProtocol, CacheSaltAndBeamSearchFields) {
                          R"({"prompt":"x","length_penalty":1})",
                          R"({"prompt":"x","use_beam_search":null,"logprob_token_ids":null})"})
     EXPECT_FALSE(parse_completion(ok)) << ok;
+}
+
+// vLLM's documented fields troupe lacks (runtime/request/openai/vllm_fields.cpp): a 400
+// naming the field off vLLM's default, nothing at it (per endpoint: add_special_tokens'
+// default is true on completions and embeddings, false on chat).
+TEST(OpenAIProtocol, VllmFieldsOffTheirDefaultAreRefusedByName) {
+  ChatCompletionRequest chat;
+  EmbeddingRequest emb;
+  ScoreRequest score;
+  auto chat_body = [](const std::string& extra) {
+    return R"({"messages":[{"role":"user","content":"x"}],)" + extra + "}";
+  };
+  for (const char* ok : {R"({"prompt":"x","skip_special_tokens":true,"add_special_tokens":true})",
+                         R"({"prompt":"x","spaces_between_special_tokens":true,"prompt_embeds":null})",
+                         R"({"prompt":"x","guided_decoding_backend":null,"kv_transfer_params":null})"})
+    EXPECT_FALSE(parse_completion(ok)) << ok;
+  for (const char* ok : {R"("add_special_tokens":false,"echo":false,"include_reasoning":true)",
+                         R"("top_logprobs":0,"documents":null,"parallel_tool_calls":false)"})
+    EXPECT_FALSE(parse_chat_request(chat_body(ok), Limits{}, &chat)) << ok;
+  const BadCase completions[] = {
+      {R"({"prompt":"x","skip_special_tokens":false})", "skip_special_tokens"},
+      {R"({"prompt":"x","add_special_tokens":false})", "add_special_tokens"},
+      {R"({"prompt":"x","prompt_embeds":"AAAA"})", "prompt_embeds"},
+      {R"({"prompt":"x","logits_processors":["a.b"]})", "logits_processors"},
+      {R"({"prompt":"x","kv_transfer_params":{}})", "kv_transfer_params"},
+  };
+  for (const auto& c : completions) {
+    auto e = parse_completion(c.body);
+    ASSERT_TRUE(e) << c.body;
+    EXPECT_EQ(e->param, c.param);
+    EXPECT_NE(e->message.find(std::string(c.param) + " is not implemented"), std::string::npos) << e->message;
+  }
+  for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("add_special_tokens":true)", "add_special_tokens"},
+           {R"("echo":true)", "echo"},
+           {R"("include_reasoning":false)", "include_reasoning"},
+           {R"("reasoning_effort":"low")", "reasoning_effort"},
+           {R"("documents":[{"text":"a"}])", "documents"},
+           {R"("mm_processor_kwargs":{})", "mm_processor_kwargs"},
+           {R"("stream":true,"stream_options":{"continuous_usage_stats":true})", "stream_options.continuous_usage_stats"}}) {
+    auto e = parse_chat_request(chat_body(extra), Limits{}, &chat);
+    ASSERT_TRUE(e) << extra;
+    EXPECT_EQ(e->param, param) << extra;
+  }
+  EXPECT_FALSE(parse_embedding_request(R"({"input":"x","add_special_tokens":true,"priority":0})", Limits{}, &emb));
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"input":"x","add_special_tokens":false})", "add_special_tokens"},
+           {R"({"input":"x","priority":2})", "priority"},
+           {R"({"input":"x","request_id":"r"})", "request_id"},
+           {R"({"messages":[{"role":"user","content":"x"}]})", "messages"}}) {
+    emb = EmbeddingRequest{};
+    auto e = parse_embedding_request(body, Limits{}, &emb);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->param, param) << body;
+  }
+  auto e = parse_score_request(R"({"text_1":"a","text_2":"b","activation":true})", Limits{}, &score);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "activation");
+}
+
+// vLLM's request_id: the response's id after its prefix; a bounded, printable string.
+TEST(OpenAIProtocol, RequestId) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","request_id":"abc-1"})", &r));
+  EXPECT_EQ(r.common.request_id, "abc-1");
+  const std::vector<std::string> bad_bodies = {
+      R"({"prompt":"x","request_id":""})", R"({"prompt":"x","request_id":7})",
+      R"({"prompt":"x","request_id":"a\u0001b"})",
+      R"({"prompt":"x","request_id":")" + std::string(257, 'a') + R"("})"};
+  for (const std::string& bad : bad_bodies) {
+    auto e = parse_completion(bad);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->param, "request_id");
+  }
 }
 
 // vLLM's return_token_ids and return_tokens_as_token_ids: booleans, on both endpoints;

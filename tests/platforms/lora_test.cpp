@@ -205,17 +205,22 @@ TEST_F(LoraTest, AMixedStepGivesEachSequenceWhatItGetsAlone) {
 }
 
 // A hand-made adapter: tensors (name, ne0, ne1), metadata as given.
+// `poison`: one element of the last tensor (0: none); `alpha`: adapter.lora.alpha.
 std::string write_adapter(const std::string& name, const std::vector<std::tuple<std::string, int64_t, int64_t>>& tensors,
-                          const std::string& type = "adapter") {
+                          const std::string& type = "adapter", float poison = 0.0f, float alpha = 4.0f) {
   gguf::GgufBuilder b;
   b.set_string("general.architecture", "llama");
   b.set_string("general.type", type);
   b.set_string("adapter.type", "lora");
-  b.set_f32("adapter.lora.alpha", 4.0f);
-  for (const auto& [n, ne0, ne1] : tensors)
-    EXPECT_TRUE(b.add_tensor(n, DType::f32, ne0, ne1, [ne0 = ne0](uint8_t* dst, int64_t begin, int64_t end) {
+  b.set_f32("adapter.lora.alpha", alpha);
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const auto& [n, ne0, ne1] = tensors[k];
+    const float bad = k + 1 == tensors.size() ? poison : 0.0f;
+    EXPECT_TRUE(b.add_tensor(n, DType::f32, ne0, ne1, [ne0 = ne0, bad](uint8_t* dst, int64_t begin, int64_t end) {
                    std::memset(dst, 0, static_cast<size_t>((end - begin) * ne0) * sizeof(float));
+                   if (bad != 0.0f && end > begin) std::memcpy(dst + sizeof(float), &bad, sizeof bad);
                  }).ok());
+  }
   const std::string path = temp_path(name);
   EXPECT_TRUE(b.write_file(path).ok());
   return path;
@@ -243,12 +248,22 @@ TEST_F(LoraTest, BadAdaptersAreRefusedWithTheReason) {
        "does not apply LoRA to it"},
       {write_adapter("type.gguf", {{q + ".lora_a", E, 4}, {q + ".lora_b", 4, E}}, "model"), "expected 'adapter'"},
       {testing::stories_path(), "general.type"},
+      {write_adapter("nan.gguf", {{q + ".lora_a", E, 4}, {q + ".lora_b", 4, E}}, "adapter", std::nanf("")),
+       "tensor " + q + ".lora_b has a non-finite value"},
+      {write_adapter("inf.gguf", {{q + ".lora_a", E, 4}, {q + ".lora_b", 4, E}}, "adapter", INFINITY),
+       "tensor " + q + ".lora_b has a non-finite value (inf)"},
+      {write_adapter("alpha.gguf", {{q + ".lora_a", E, 4}, {q + ".lora_b", 4, E}}, "adapter", 0.0f, 1e30f),
+       "adapter.lora.alpha is 10000000150"},
+      {write_adapter("alpha_nan.gguf", {{q + ".lora_a", E, 4}, {q + ".lora_b", 4, E}}, "adapter", 0.0f, std::nanf("")),
+       "adapter.lora.alpha is "},
+      {std::filesystem::temp_directory_path().string(), "is a directory"},
+      {"/dev/zero", "is not a regular file"},
   };
   for (const Case& c : cases) {
     Status s = add(w, 7, c.file);
     EXPECT_FALSE(s.ok()) << c.file;
     EXPECT_NE(s.message().find(c.want), std::string::npos) << c.file << ": " << s.message();
-    if (c.file != testing::stories_path()) std::remove(c.file.c_str());
+    if (c.file.find(".gguf") != std::string::npos && c.file != testing::stories_path()) std::remove(c.file.c_str());
   }
   EXPECT_TRUE(find_extension<LoraExtension>(*w.worker)->list_loras()->empty());
 }

@@ -25,7 +25,9 @@ MappedFile::~MappedFile() {
 }
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a
+  // regular file); it changes nothing for a regular file's reads.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return not_found(path + ": no such file");
@@ -39,7 +41,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return invalid_argument(path + ": not a regular file");
+    return invalid_argument(path + (S_ISDIR(st.st_mode) ? ": a directory, not a file"
+                                                        : ": not a regular file (a device, FIFO or socket)"));
   }
   if (st.st_size <= 0) {
     ::close(fd);

@@ -1,5 +1,6 @@
 #include "runtime/rank/lora/lora_file.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -8,6 +9,8 @@
 
 namespace troupe::lora {
 namespace {
+
+constexpr double kMaxLoraAlpha = 65536;
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
@@ -57,6 +60,11 @@ Result<std::vector<float>> to_f32(const WeightTensor& t, const std::string& file
     return invalid_argument("LoRA adapter " + file + ": tensor " + t.name + " is " + std::string(to_string(t.type)) +
                             "; adapters must be f32, f16 or bf16");
   }
+  // One NaN or infinity would spread to every logit of every request using the adapter.
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(out[i]))
+      return invalid_argument("LoRA adapter " + file + ": tensor " + t.name + " has a non-finite value (" +
+                              std::to_string(out[i]) + ") at element " + std::to_string(i));
   return out;
 }
 
@@ -76,8 +84,13 @@ WeightTensor view(const WeightTensor& from, const std::vector<float>& data) {
 
 Result<std::unique_ptr<LoraFile>> read_lora_file(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (kind == std::filesystem::file_type::not_found || (ec && kind == std::filesystem::file_type::none))
     return not_found("LoRA adapter " + path + ": no such file");
+  if (kind == std::filesystem::file_type::directory)
+    return invalid_argument("LoRA adapter " + path + " is a directory, not a GGUF file");
+  if (kind != std::filesystem::file_type::regular)
+    return invalid_argument("LoRA adapter " + path + " is not a regular file (a device, FIFO or socket)");
   auto opened = gguf::GgufFile::open(path);
   if (!opened.ok())
     return invalid_argument("LoRA adapter " + path + " is not a readable GGUF file: " + opened.status().message());
@@ -94,7 +107,14 @@ Result<std::unique_ptr<LoraFile>> read_lora_file(const std::string& path) {
   auto out = std::make_unique<LoraFile>();
   out->architecture = g.architecture();
   out->spec.path = path;
-  out->spec.alpha = static_cast<float>(g.get_float("adapter.lora.alpha").value_or(0.0));
+  const double alpha = g.get_float("adapter.lora.alpha").value_or(0.0);
+  // Trained adapters have alpha of at most a few hundred; a huge one overflows the
+  // activations as surely as a NaN does.
+  if (!std::isfinite(alpha) || std::fabs(alpha) > kMaxLoraAlpha)
+    return invalid_argument("LoRA adapter " + file + ": adapter.lora.alpha is " + std::to_string(alpha) +
+                            ", outside -" + std::to_string(static_cast<int>(kMaxLoraAlpha)) + ".." +
+                            std::to_string(static_cast<int>(kMaxLoraAlpha)));
+  out->spec.alpha = static_cast<float>(alpha);
   // Pair X.lora_a with X.lora_b.
   std::map<std::string, std::pair<const WeightTensor*, const WeightTensor*>> pairs;
   for (const WeightTensor& t : g.tensors()) {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "runtime/rank/structured/json_schema.hpp"
+#include "runtime/request/openai/vllm_fields.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::openai {
@@ -28,9 +29,10 @@ Error parse_object(std::string_view body, const Limits& limits, json* out) {
   return std::nullopt;
 }
 
-void log_unknown_fields(const json& j, std::initializer_list<const char*> known, const char* what) {
+// Fields vLLM does not document are ignored, as vLLM does (it logs them).
+void log_unknown_fields(const json& j, std::initializer_list<const char*> known, Endpoint endpoint, const char* what) {
   for (auto it = j.begin(); it != j.end(); ++it) {
-    bool found = false;
+    bool found = is_unimplemented_vllm_field(it.key(), endpoint);
     for (const char* k : known) found = found || it.key() == k;
     if (!found) TROUPE_LOG_DEBUG("{}: ignoring unknown field '{}'", what, it.key());
   }
@@ -280,6 +282,30 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
     if (!so->is_object()) return invalid_param("stream_options", "must be an object");
     if (auto e = get_bool(*so, "include_usage", &c->include_usage))
       return invalid_param("stream_options.include_usage", "must be a boolean");
+    bool continuous = false;
+    if (auto e = get_bool(*so, "continuous_usage_stats", &continuous))
+      return invalid_param("stream_options.continuous_usage_stats", "must be a boolean");
+    if (continuous)
+      return invalid_param("stream_options.continuous_usage_stats",
+                           "stream_options.continuous_usage_stats is not implemented in troupe yet");
+  }
+  if (const json* id = field(j, "request_id")) {
+    // vLLM: the response's id is the endpoint's prefix and this; bounded and printable
+    // because it is logged and sent back.
+    if (!id->is_string() || id->get_ref<const std::string&>().empty())
+      return invalid_param("request_id", "must be a non-empty string");
+    const auto& text = id->get_ref<const std::string&>();
+    if (text.size() > limits.max_request_id_bytes)
+      return invalid_param("request_id", fmt::format("is longer than {} bytes", limits.max_request_id_bytes));
+    for (unsigned char ch : text)
+      if (ch < 0x20 || ch == 0x7f) return invalid_param("request_id", "must not contain control characters");
+    c->request_id = text;
+  }
+  if (chat) {
+    // Known (vLLM's default is true): with tools refused or tool_choice "none" no tool
+    // call is made, so it changes nothing.
+    bool parallel = true;
+    if (auto e = get_bool(j, "parallel_tool_calls", &parallel)) return e;
   }
 
   std::optional<int64_t> max_tokens;
@@ -524,8 +550,9 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "allowed_token_ids", "min_tokens", "bad_words",
                          "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice",
                          "cache_salt", "use_beam_search", "length_penalty", "logprob_token_ids",
-                         "return_token_ids", "return_tokens_as_token_ids", "truncate_prompt_tokens"},
-                     "completions");
+                         "return_token_ids", "return_tokens_as_token_ids", "truncate_prompt_tokens", "request_id"},
+                     Endpoint::completions, "completions");
+  if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::completions)) return e;
   *out = CompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/false, &out->common)) return e;
   if (auto e = get_bool(j, "echo", &out->echo)) return e;
@@ -581,8 +608,10 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
                          "tools", "parallel_tool_calls", "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
                          "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids",
-                         "truncate_prompt_tokens", "chat_template", "chat_template_kwargs"},
-                     "chat.completions");
+                         "truncate_prompt_tokens", "chat_template", "chat_template_kwargs", "request_id",
+                         "parallel_tool_calls", "tools", "functions"},
+                     Endpoint::chat, "chat.completions");
+  if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::chat)) return e;
   *out = ChatCompletionRequest{};
   if (auto e = parse_common(j, limits, /*chat=*/true, &out->common)) return e;
   if (auto e = parse_tools(j, &out->tools, &out->common.sampling)) return e;
@@ -600,7 +629,8 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
   if (top) {
     if (*top < 0 || *top > limits.max_logprobs)
       return invalid_param("top_logprobs", fmt::format("must be between 0 and {}, got {}", limits.max_logprobs, *top));
-    if (!logprobs) return invalid_param("top_logprobs", "requires logprobs to be true");
+    // vLLM's default is 0, sent by clients without logprobs.
+    if (!logprobs && *top > 0) return invalid_param("top_logprobs", "requires logprobs to be true");
     out->top_logprobs = static_cast<int>(*top);
   }
   if (logprobs) out->common.sampling.logprobs = out->top_logprobs;
@@ -652,7 +682,8 @@ std::optional<ApiError> parse_embedding_request(std::string_view body, const Lim
   if (auto e = parse_object(body, limits, &j)) return e;
   log_unknown_fields(j, {"model", "input", "encoding_format", "dimensions", "user", "truncate_prompt_tokens",
                          "normalize"},
-                     "embeddings");
+                     Endpoint::embeddings, "embeddings");
+  if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::embeddings)) return e;
   if (auto e = get_string(j, "model", &out->model)) return e;
   if (auto e = get_string(j, "user", &out->user)) return e;
   std::string format = "float";
@@ -703,7 +734,8 @@ std::optional<ApiError> parse_embedding_request(std::string_view body, const Lim
 std::optional<ApiError> parse_score_request(std::string_view body, const Limits& limits, ScoreRequest* out) {
   json j;
   if (auto e = parse_object(body, limits, &j)) return e;
-  log_unknown_fields(j, {"model", "text_1", "text_2", "truncate_prompt_tokens"}, "score");
+  log_unknown_fields(j, {"model", "text_1", "text_2", "truncate_prompt_tokens"}, Endpoint::score, "score");
+  if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::score)) return e;
   if (auto e = get_string(j, "model", &out->model)) return e;
   if (auto e = get_truncate_prompt_tokens(j, &out->truncate_prompt_tokens)) return e;
   auto texts = [&](const char* key, std::vector<std::string>* v) -> Error {
@@ -736,7 +768,8 @@ std::optional<ApiError> parse_rerank_request(std::string_view body, const Limits
   json j;
   if (auto e = parse_object(body, limits, &j)) return e;
   log_unknown_fields(j, {"model", "query", "documents", "top_n", "return_documents", "truncate_prompt_tokens"},
-                     "rerank");
+                     Endpoint::rerank, "rerank");
+  if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::rerank)) return e;
   if (auto e = get_string(j, "model", &out->model)) return e;
   if (auto e = get_truncate_prompt_tokens(j, &out->truncate_prompt_tokens)) return e;
   std::optional<int64_t> top_n;

@@ -22,9 +22,14 @@ struct Limits {
   size_t max_stop_strings = 64;
   size_t max_bad_words = 64;  // bad_words: words per request (each at most max_stop_string_bytes)
   size_t max_stop_string_bytes = 1024;
+  size_t max_request_id_bytes = 256;  // request_id: logged and sent back
   size_t max_stop_token_ids = 1024;
   int max_logprobs = 20;
-  int max_json_depth = 64;             // nesting of the request body
+  /// Nesting of the request body. A JSON schema may nest 32 schemas (json_schema.cpp's
+  /// kMaxSchemaDepth), two JSON levels each (an object and its "properties"), below at
+  /// most five levels of request (a chat tool's "parameters") and with an enum list
+  /// at the bottom: 2 * 32 + 8 lets every schema troupe accepts through.
+  int max_json_depth = 72;
   size_t max_prompts = 256;            // prompts in one completions request
 };
 
@@ -46,6 +51,7 @@ struct CommonFields {
   std::string user;
   int32_t priority = 0;        // vLLM: lower is served first (needs a priority scheduler policy)
   std::string cache_salt;      // vLLM: mixed into the prefix-cache hash; empty: none
+  std::string request_id;      // vLLM: the response's id after its prefix; empty: a random one
   bool return_token_ids = false;            // vLLM: prompt and output token ids on each choice
   bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
   /// vLLM: cut the prompt to its last N tokens (-1: max_model_len); the engine checks it.
