@@ -26,12 +26,18 @@
 #include <string>
 #include <thread>
 
+#include "tests/raw_socket.hpp"
 #include "node_process.hpp"
 #include "runtime/core/crypto/crypto.hpp"
 #include "serve_process.hpp"
 
 namespace troupe::tests {
 namespace {
+
+using testing::closed_within;
+using testing::connect_loopback;
+using testing::read_exact;
+using testing::send_some;
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -46,56 +52,6 @@ long rss_kb(pid_t pid) {
     std::getline(in, key);
   }
   return 0;
-}
-
-int connect_raw(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/// Sends what fits (a closed connection ends it); the bytes sent.
-size_t send_some(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (w <= 0) break;
-    done += static_cast<size_t>(w);
-  }
-  return done;
-}
-
-bool read_exact(int fd, std::string* out, size_t n) {
-  out->assign(n, '\0');
-  size_t done = 0;
-  while (done < n) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 10'000) <= 0) return false;
-    const ssize_t r = ::recv(fd, out->data() + done, n - done, 0);
-    if (r <= 0) return false;
-    done += static_cast<size_t>(r);
-  }
-  return true;
-}
-
-/// Whether the other side closes (or resets) the connection within `timeout`, reading and
-/// dropping whatever it sends before.
-bool closed_within(int fd, std::chrono::seconds timeout) {
-  char buf[4096];
-  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
-    if (r <= 0) return true;
-  }
-  return false;
 }
 
 /// A BASP header as CAF 0.17.6 serializes it: operation, two pad bytes, flags,
@@ -165,7 +121,7 @@ class NodeGuard : public ::testing::Test {
 
   /// The client side of the link handshake, proving `secret`; the connected socket or -1.
   int pass_handshake(const std::string& secret) {
-    const int fd = connect_raw(node_->port());
+    const int fd = connect_loopback(node_->port());
     std::string challenge;
     if (fd < 0 || !read_exact(fd, &challenge, 8 + 1 + 32) || challenge.compare(0, 8, "troupeLK") != 0) return -1;
     const std::string nonce_s = challenge.substr(9), nonce_c(32, 'c');
@@ -189,7 +145,7 @@ class NodeGuard : public ::testing::Test {
 };
 
 TEST_F(NodeGuard, ACraftedBaspHeaderWithAHugeLengthCostsTheNodeNothing) {
-  const int fd = connect_raw(node_->port());
+  const int fd = connect_loopback(node_->port());
   ASSERT_GE(fd, 0);
   // A valid client_handshake header (no actors) announcing 4 GB - 256 bytes, then 1 MB of it.
   send_some(fd, basp_header(1, 0xFFFFFF00u, 0) + std::string(1 << 20, '\0'));
@@ -202,7 +158,7 @@ TEST_F(NodeGuard, ACraftedBaspHeaderWithAHugeLengthCostsTheNodeNothing) {
 }
 
 TEST_F(NodeGuard, OneHundredMegabytesOfRandomGarbageAreDropped) {
-  const int fd = connect_raw(node_->port());
+  const int fd = connect_loopback(node_->port());
   ASSERT_GE(fd, 0);
   std::mt19937_64 rng(42);  // test data, not a secret
   std::string chunk(1 << 20, '\0');
@@ -223,7 +179,7 @@ TEST_F(NodeGuard, OneHundredMegabytesOfRandomGarbageAreDropped) {
 }
 
 TEST_F(NodeGuard, AConnectionThatNeverPassesTheHandshakeIsDroppedAtItsDeadline) {
-  const int fd = connect_raw(node_->port());
+  const int fd = connect_loopback(node_->port());
   ASSERT_GE(fd, 0);
   std::string challenge;
   ASSERT_TRUE(read_exact(fd, &challenge, 41));
@@ -255,7 +211,7 @@ TEST_F(NodeGuard, APeerWithTheSecretStillCannotSendAFrameAboveTheCap) {
 }
 
 TEST_F(NodeGuard, TheHeadsStatsPortDropsACraftedHeaderToo) {
-  const int fd = connect_raw(stats_port_);
+  const int fd = connect_loopback(stats_port_);
   ASSERT_GE(fd, 0) << serve_->log();
   send_some(fd, basp_header(1, 0xFFFFFF00u, 0) + std::string(1 << 20, '\0'));
   EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10))) << "the head kept the connection";

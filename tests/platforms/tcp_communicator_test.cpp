@@ -27,6 +27,7 @@
 #include <fstream>
 #include <random>
 
+#include "tests/raw_socket.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "runtime/core/crypto/crypto.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
@@ -304,53 +305,6 @@ TEST(TcpCommunicatorIds, MakeAListenerHereAndServeOneWorldWhoseRankZeroRunsHere)
 // Strangers on a listener (in one process, raw sockets): the handshake on the cluster secret
 // (platforms/cpu/tcp_auth.hpp), written here from its description.
 
-int connect_loopback(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool read_n(int fd, std::string* out, size_t n) {
-  out->assign(n, '\0');
-  for (size_t done = 0; done < n;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 10'000) <= 0) return false;
-    const ssize_t r = ::recv(fd, out->data() + done, n - done, 0);
-    if (r <= 0) return false;
-    done += static_cast<size_t>(r);
-  }
-  return true;
-}
-
-size_t send_n(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (w <= 0) break;
-    done += static_cast<size_t>(w);
-  }
-  return done;
-}
-
-/// Whether the listener closes the connection within `seconds` (what it sends before is dropped).
-bool closed_within(int fd, int seconds) {
-  char buf[4096];
-  for (auto deadline = Clock::now() + std::chrono::seconds(seconds); Clock::now() < deadline;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    if (::recv(fd, buf, sizeof buf, 0) <= 0) return true;
-  }
-  return false;
-}
-
-/// The answer to a challenge under `secret`: magic, nonce_c, HMAC(secret, "troupe comm v1 client" nonce_s nonce_c).
 std::string answer_for(const std::string& challenge, const std::string& secret) {
   const std::string nonce_s = challenge.substr(9, 32), nonce_c(32, 'n');
   const auto proof = crypto::hmac_sha256(secret, "troupe comm v1 client" + nonce_s + nonce_c);
@@ -376,50 +330,50 @@ TEST(TcpCommunicatorAuth, StrangersAreDroppedAndOnlyRanksThatProveTheSecretMeet)
 
   // Nothing sits unread: a silent stranger gets the challenge, then is closed at the deadline
   // (before rank 0 even took its listener).
-  const int silent = connect_loopback(port);
+  const int silent = testing::connect_loopback(port);
   std::string challenge;
-  ASSERT_TRUE(read_n(silent, &challenge, 8 + 1 + 32));
+  ASSERT_TRUE(testing::read_exact(silent, &challenge, 8 + 1 + 32));
   EXPECT_EQ(challenge.substr(0, 8), "troupeCA");
-  EXPECT_TRUE(closed_within(silent, 10)) << "a silent stranger was kept";
+  EXPECT_TRUE(testing::closed_within(silent, std::chrono::seconds(10))) << "a silent stranger was kept";
   ::close(silent);
 
   // 100 MB of garbage: 72 bytes are read, then the connection is closed.
-  const int garbage = connect_loopback(port);
+  const int garbage = testing::connect_loopback(port);
   std::mt19937_64 rng(7);  // test data
   std::string chunk(1 << 20, '\0');
   for (auto& c : chunk) c = static_cast<char>(rng());
   size_t sent = 0;
   for (int i = 0; i < 100; ++i) {
-    const size_t n = send_n(garbage, chunk);
+    const size_t n = testing::send_some(garbage, chunk);
     sent += n;
     if (n < chunk.size()) break;
   }
   EXPECT_LT(sent, size_t{100} << 20) << "the listener read all 100 MB";
-  EXPECT_TRUE(closed_within(garbage, 10));
+  EXPECT_TRUE(testing::closed_within(garbage, std::chrono::seconds(10)));
   ::close(garbage);
 
   // A wrong proof: refused (verdict 1), closed.
-  const int guess = connect_loopback(port);
-  ASSERT_TRUE(read_n(guess, &challenge, 41));
-  send_n(guess, answer_for(challenge, "a guess"));
+  const int guess = testing::connect_loopback(port);
+  ASSERT_TRUE(testing::read_exact(guess, &challenge, 41));
+  testing::send_some(guess, answer_for(challenge, "a guess"));
   std::string verdict;
-  ASSERT_TRUE(read_n(guess, &verdict, 33));
+  ASSERT_TRUE(testing::read_exact(guess, &verdict, 33));
   EXPECT_EQ(verdict[0], 1);
-  EXPECT_TRUE(closed_within(guess, 10));
+  EXPECT_TRUE(testing::closed_within(guess, std::chrono::seconds(10)));
   ::close(guess);
 
   // The right proof, then a hello announcing 4 GB: closed (hellos are at most 64 KiB).
-  const int big = connect_loopback(port);
-  ASSERT_TRUE(read_n(big, &challenge, 41));
-  send_n(big, answer_for(challenge, "the cluster secret"));
-  ASSERT_TRUE(read_n(big, &verdict, 33));
+  const int big = testing::connect_loopback(port);
+  ASSERT_TRUE(testing::read_exact(big, &challenge, 41));
+  testing::send_some(big, answer_for(challenge, "the cluster secret"));
+  ASSERT_TRUE(testing::read_exact(big, &verdict, 33));
   EXPECT_EQ(verdict[0], 0);
   const auto server = crypto::hmac_sha256("the cluster secret",
                                           "troupe comm v1 server" + challenge.substr(9, 32) + std::string(32, 'n'));
   EXPECT_EQ(verdict.substr(1), std::string(reinterpret_cast<const char*>(server.data()), server.size()))
       << "the listener did not prove the secret";
-  send_n(big, std::string("\xff\xff\xff\xff") + std::string(1 << 16, 'x'));
-  EXPECT_TRUE(closed_within(big, 10));
+  testing::send_some(big, std::string("\xff\xff\xff\xff") + std::string(1 << 16, 'x'));
+  EXPECT_TRUE(testing::closed_within(big, std::chrono::seconds(10)));
   ::close(big);
 
   // A rank with another secret is refused with a clear error...
