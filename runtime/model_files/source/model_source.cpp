@@ -5,6 +5,7 @@
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/model_files/hf/hf_model_folder.hpp"
+#include "runtime/model_files/source/finite_weights.hpp"
 
 namespace troupe::engine {
 
@@ -15,6 +16,7 @@ Result<OpenedModel> open_model(const std::string& path) {
     auto folder = hf::HfModelFolder::open(path);
     if (!folder) return folder.status();
     std::shared_ptr<const hf::HfModelFolder> f(std::move(folder).value());
+    TROUPE_RETURN_IF_ERROR(check_finite_weights(f->weights().tensors(), path));
     m.source = std::make_unique<hf::HfModelSource>(f);
     m.owner = f;
     m.folder = true;
@@ -23,6 +25,7 @@ Result<OpenedModel> open_model(const std::string& path) {
   auto file = gguf::GgufFile::open(path);
   if (!file) return file.status();
   std::shared_ptr<const gguf::GgufFile> g(std::move(file).value());
+  TROUPE_RETURN_IF_ERROR(check_finite_weights(g->tensors(), path));
   m.source = std::make_unique<gguf::GgufModelSource>(g);
   m.owner = g;
   return m;
