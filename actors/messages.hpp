@@ -102,13 +102,15 @@ using plugin_host_actor = caf::typed_actor<
 /// Sleep mode: (sleep_atom, level) -> resident bytes the ranks freed, once every rank
 /// sleeps (refused while requests are unfinished); (wake_atom, tags) wakes them
 /// (the tags "weights", "kv_cache"; none: all); (sleeping_atom) -> the level (0: awake).
-/// Requests submitted while asleep wait for the wake-up.
+/// Requests submitted while asleep wait for the wake-up, at most the core's
+/// sleep_wait_limit; (tick_atom) is the scheduler's own timer for that bound.
 /// LoRA: (lora_add, id, path) has every rank load the adapter, then lets requests name the
 /// id; (lora_rm, id) refuses while unfinished requests use it, else every rank drops it.
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<submit_atom, CoreRequest>::with<bool>,
     caf::reacts_to<abort_atom, std::string>,
     caf::reacts_to<step_atom>,
+    caf::reacts_to<tick_atom>,
     caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>,
     caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
     caf::replies_to<wake_atom, std::vector<std::string>>::with<bool>,

@@ -27,6 +27,7 @@ struct SchedulerState {
   // step's answer (or its timeout) has come back, since it calls into them.
   std::vector<std::pair<std::unique_ptr<engine::EngineCore>, std::unique_ptr<RankExecutor>>> retired;
   uint64_t generation = 0;  // of the current core; a retired core's late outputs are dropped
+  bool sleep_timer_armed = false;  // a tick is due: it ends requests that waited too long while asleep
   static inline const char* name = "troupe.scheduler";
 };
 
@@ -46,8 +47,17 @@ void deliver(caf::typed_response_promise<bool>& promise, const Status& status) {
 void run_step(Self self) {
   auto& st = self->state;
   std::erase_if(st.retired, [](const auto& r) { return !r.first->step_in_flight(); });
-  if (st.core->step(*st.executor) == engine::StepStatus::blocked)
+  const auto status = st.core->step(*st.executor);
+  if (status == engine::StepStatus::blocked)
     self->delayed_send(self, std::chrono::milliseconds(5), step_atom_v);  // nothing fits now; try again shortly
+  if (status == engine::StepStatus::asleep && !st.sleep_timer_armed) {
+    const auto left = st.core->sleep_wait_left(engine::EngineCore::Clock::now());
+    if (!left) return;
+    st.sleep_timer_armed = true;
+    // Rounded up so the tick finds the first request past its limit.
+    self->delayed_send(self, std::chrono::ceil<std::chrono::milliseconds>(*left) + std::chrono::milliseconds(1),
+                       tick_atom_v);
+  }
 }
 
 /// A core over `workers` (a fresh one: no requests, empty KV bookkeeping).
@@ -91,6 +101,10 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
       },
       [=](abort_atom, const std::string& id) { (void)self->state.core->abort_request(id); },
       [=](step_atom) { run_step(self); },
+      [=](tick_atom) {
+        self->state.sleep_timer_armed = false;
+        run_step(self);
+      },
       [=](sleep_atom, int32_t level) -> caf::result<int64_t> {
         auto promise = self->make_response_promise<int64_t>();
         self->state.core->sleep(*self->state.executor, level,

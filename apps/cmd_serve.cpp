@@ -54,6 +54,7 @@ struct Options {
   std::string runner = "auto";
   std::string io_processor_plugin;
   bool enable_sleep_mode = false;
+  double sleep_wait_timeout = 60;  // s: the longest a request waits while the engine sleeps
   bool enable_lora = false;
   std::vector<std::string> lora_modules;  // name=path
   int max_loras = 1;
@@ -91,6 +92,8 @@ int run_serve(Options o) {
   }
   if (o.port <= 0 || o.port > 65535) return fail("--port must be in 1..65535");
   if (o.max_body_bytes < 1024) return fail("--max-body-bytes must be at least 1024");
+  if (!(o.sleep_wait_timeout > 0) || o.sleep_wait_timeout > 86400)
+    return fail("--sleep-wait-timeout must be in (0, 86400] seconds");
   if (o.api_key.empty())
     if (const char* k = std::getenv("TROUPE_API_KEY"); k && *k) o.api_key = k;
   std::string secret;
@@ -125,6 +128,7 @@ int run_serve(Options o) {
   c.model.seed = o.seed;
   c.model.runner = o.runner;
   c.model.enable_sleep_mode = o.enable_sleep_mode;
+  c.model.sleep_wait_timeout_s = o.sleep_wait_timeout;
   c.lora.enable_lora = o.enable_lora;
   c.lora.max_loras = o.max_loras;
   c.lora.max_lora_rank = o.max_lora_rank;
@@ -265,6 +269,8 @@ const CommandRegistration kRegistration(
                    "Reuse KV blocks of shared prompt prefixes (default on)");
       sub.add_flag("--enable-sleep-mode", o->enable_sleep_mode,
                    "POST /sleep?level=1|2, POST /wake_up, GET /is_sleeping: free the model's memory while idle");
+      sub.add_option("--sleep-wait-timeout", o->sleep_wait_timeout,
+                     "Seconds a request may wait while the engine sleeps before it fails with 503 (default 60)");
       sub.add_flag("--enable-lora", o->enable_lora,
                    "Serve LoRA adapters (GGUF, llama.cpp's format): POST /v1/load_lora_adapter, "
                    "/v1/unload_lora_adapter; a request picks one by its model name");

@@ -128,6 +128,7 @@ const std::vector<Field>& fields() {
       nested("model.runner", &E::model, &ModelConfig::runner),
       nested("model.seed", &E::model, &ModelConfig::seed),
       nested("model.served_model_name", &E::model, &ModelConfig::served_model_name),
+      nested("model.sleep_wait_timeout_s", &E::model, &ModelConfig::sleep_wait_timeout_s),
       nested("model.weight_type", &E::model, &ModelConfig::weight_type),
       nested("parallel.communicator_host", &E::parallel, &ParallelConfig::communicator_host),
       nested("parallel.communicator_id", &E::parallel, &ParallelConfig::communicator_id),

@@ -38,6 +38,8 @@ struct ModelConfig {
   bool pooling_matryoshka = false;   // whether a request may keep fewer dimensions
   /// vLLM's --enable-sleep-mode: the engine may be put to sleep (Engine::sleep, POST /sleep).
   bool enable_sleep_mode = false;
+  /// Sleep mode: a request that waits this long while the engine sleeps fails (503).
+  double sleep_wait_timeout_s = 60;
   /// Logits processors applied to every step's logits before sampling, in this order
   /// (vLLM's --logits-processors): names in troupe/logits_processor.hpp's registry.
   std::vector<std::string> logits_processors;

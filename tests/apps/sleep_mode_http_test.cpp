@@ -1,10 +1,13 @@
 // Sleep mode through a real `troupe serve` on loopback: the routes, the API key,
 // requests that wait while the engine sleeps, identical greedy output after
-// waking (both levels, and waking in parts), the Prometheus gauge, and errors.
+// waking (both levels, and waking in parts), the Prometheus gauge, errors, the
+// bound on waits while asleep (--sleep-wait-timeout), and a request whose client
+// left not blocking the next sleep.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <future>
 #include <memory>
 #include <string>
@@ -13,6 +16,7 @@
 
 #include "apps/bench/http_client.hpp"
 #include "tests/apps/serve_process.hpp"
+#include "tests/raw_socket.hpp"
 
 namespace troupe {
 namespace {
@@ -112,6 +116,42 @@ TEST_F(SleepModeHttp, RequestsWaitWhileAsleepAndTheOutputIsTheSameAfterWaking) {
   http::Response bad_tag = call("POST", "/wake_up?tags=lora");
   EXPECT_EQ(bad_tag.status, 400) << bad_tag.body;
   EXPECT_EQ(call("GET", "/sleep").status, 405);
+}
+
+TEST_F(SleepModeHttp, AWaitWhileAsleepIsBoundedAndAnAbandonedRequestDoesNotBlockSleep) {
+  start({"--enable-sleep-mode", "--api-key", "sleepy", "--sleep-wait-timeout", "1.5"});
+  ASSERT_EQ(call("POST", "/sleep?level=1").status, 200);
+  const auto sent = std::chrono::steady_clock::now();
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
+  http::Response late = call("POST", "/v1/completions", body.dump());
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  EXPECT_EQ(late.status, 503) << late.body;
+  EXPECT_NE(late.body.find("the engine is asleep (level 1)"), std::string::npos) << late.body;
+  EXPECT_NE(late.body.find("waited 1.5 s"), std::string::npos) << late.body;
+  EXPECT_GE(waited, 1.4);
+  EXPECT_LT(waited, 30.0);  // bounded: the limit plus scheduling slack, never the 60 s default
+  EXPECT_EQ(settled_gauge("troupe:num_requests_waiting", 0), 0);
+  ASSERT_EQ(call("POST", "/wake_up").status, 200);
+  EXPECT_FALSE(complete().empty());
+
+  // A long non-streaming request whose client goes away is aborted, so it does not
+  // keep the engine from sleeping.
+  const int fd = troupe::testing::connect_loopback(server_->port());
+  ASSERT_GE(fd, 0);
+  const std::string long_body = json{{"prompt", "Once upon a time"}, {"max_tokens", 1900}, {"ignore_eos", true}}.dump();
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sleepy\r\n"
+                          "Content-Type: application/json\r\nContent-Length: " +
+                          std::to_string(long_body.size()) + "\r\n\r\n" + long_body;
+  ASSERT_EQ(troupe::testing::send_some(fd, req), req.size());
+  ASSERT_EQ(settled_gauge("troupe:num_requests_running", 1), 1);
+  ::close(fd);
+  int status = 0;
+  for (int i = 0; i < 100 && status != 200; ++i) {
+    status = call("POST", "/sleep?level=1").status;
+    if (status != 200) usleep(100000);
+  }
+  EXPECT_EQ(status, 200) << "the abandoned request still blocks sleep after 10 s";
+  ASSERT_EQ(call("POST", "/wake_up").status, 200);
 }
 
 }  // namespace

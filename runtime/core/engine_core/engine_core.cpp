@@ -54,7 +54,10 @@ void append_delta(RequestOutput& into, RequestOutput&& more) {
 
 EngineCore::EngineCore(EngineCoreConfig config, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                        OutputSink sink)
-    : scheduler_(config.scheduler, config.kv, std::move(config.policy)), tokenizer_(std::move(tokenizer)), sink_(std::move(sink)) {
+    : scheduler_(config.scheduler, config.kv, std::move(config.policy)),
+      tokenizer_(std::move(tokenizer)),
+      sink_(std::move(sink)),
+      sleep_wait_limit_(config.sleep_wait_limit) {
   TROUPE_CHECK(tokenizer_ != nullptr, "EngineCore needs a tokenizer");
   TROUPE_CHECK(static_cast<bool>(sink_), "EngineCore needs an output sink");
 }
@@ -139,12 +142,48 @@ void EngineCore::fail_all(const Status& error) {
 }
 
 void EngineCore::set_sleep_level(int level) {
-  if (level != 0 && sleep_level_ == 0) (void)scheduler_.kv_cache().reset_prefix_cache();
+  if (level != 0 && sleep_level_ == 0) {
+    (void)scheduler_.kv_cache().reset_prefix_cache();
+    asleep_since_ = Clock::now();
+  }
   sleep_level_ = level;
   emit(EngineCoreOutputs{}, /*with_stats=*/true);
 }
 
+EngineCore::Clock::time_point EngineCore::wait_start(const LiveRequest& r) const {
+  return std::max(r.tracker.arrival(), asleep_since_);
+}
+
+std::optional<EngineCore::Clock::duration> EngineCore::sleep_wait_left(Clock::time_point now) const {
+  if (sleep_level_ == 0 || requests_.empty()) return std::nullopt;
+  Clock::duration left = Clock::duration::max();
+  for (const auto& [id, r] : requests_)
+    left = std::min<Clock::duration>(left, wait_start(*r) + sleep_wait_limit_ - now);
+  return std::max(left, Clock::duration::zero());
+}
+
+void EngineCore::expire_sleep_waits(Clock::time_point now) {
+  std::vector<LiveRequest*> expired;
+  for (auto& [id, r] : requests_)
+    if (now - wait_start(*r) >= sleep_wait_limit_) expired.push_back(r.get());
+  if (expired.empty()) return;
+  const auto limit_s = std::chrono::duration<double>(sleep_wait_limit_).count();
+  EngineCoreOutputs out;
+  for (LiveRequest* r : expired)
+    end_request(*r, FinishReason::error,
+                unavailable(fmt::format("the engine is asleep (level {}) and the request waited {:g} s for it to "
+                                        "wake (POST /wake_up, or raise --sleep-wait-timeout); try again once it "
+                                        "is awake",
+                                        sleep_level_, limit_s)),
+                out);
+  emit(std::move(out), /*with_stats=*/true);
+}
+
 StepStatus EngineCore::step(Executor& executor) {
+  if (sleep_level_ != 0 && health_.ok() && !in_flight_) {
+    expire_sleep_waits(Clock::now());
+    return requests_.empty() ? StepStatus::idle : StepStatus::asleep;
+  }
   if (in_flight_ || !health_.ok() || sleep_level_ != 0 || !scheduler_.has_unfinished_requests())
     return StepStatus::idle;
   auto step = std::make_shared<InFlight>();

@@ -34,6 +34,9 @@ struct EngineCoreConfig {
   sched::KvCacheConfig kv;
   /// Orders the requests (--scheduler-cls); null: the built-in FCFS policy.
   std::shared_ptr<const SchedulerPolicy> policy;
+  /// Sleep mode: a request waits this long at most while the engine sleeps (counted from
+  /// its arrival, or from the fall asleep when it came earlier), then fails unavailable.
+  std::chrono::milliseconds sleep_wait_limit = std::chrono::seconds(60);
 };
 
 /// A request as the core takes it: tokenized and validated by the caller.
@@ -69,6 +72,7 @@ enum class StepStatus {
   idle,       // nothing to run, a step is in flight, or the core is unhealthy
   blocked,    // requests wait, but none fits now: try again shortly
   started,    // handed to the executor; its outputs reach the sink when it completes
+  asleep,     // requests wait while the engine sleeps: step again within sleep_wait_left()
 };
 
 class EngineCore {
@@ -102,6 +106,9 @@ class EngineCore {
   void wake_up(Executor& ranks, std::vector<std::string> tags, std::function<void(Result<bool>)> done);
   /// 0 when awake, else the level the ranks sleep at.
   int sleep_level() const { return sleep_level_; }
+  /// While asleep: how long until the first waiting request reaches sleep_wait_limit
+  /// (zero when one has); nullopt when awake or nothing waits. step() ends those.
+  std::optional<Clock::duration> sleep_wait_left(Clock::time_point now) const;
 
   /// LoRA: every rank loads the adapter file, then requests may name `lora_id`
   /// (Scheduler::add_lora). A failure on any rank drops it from every rank again.
@@ -126,6 +133,10 @@ class EngineCore {
   /// Hands `out` to the sink; with_stats adds the scheduler's state between steps and the requests ended since.
   void emit(EngineCoreOutputs out, bool with_stats);
   void set_sleep_level(int level);
+  /// While asleep: ends every request that has waited sleep_wait_limit with unavailable.
+  void expire_sleep_waits(Clock::time_point now);
+  /// When a waiting request's time starts to count: its arrival, or the fall asleep.
+  Clock::time_point wait_start(const LiveRequest& r) const;
 
   sched::Scheduler scheduler_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
@@ -134,6 +145,8 @@ class EngineCore {
   std::vector<FinishedRequestStats> pending_finished_;  // ended between steps; reported with the next stats
   bool in_flight_ = false;
   int sleep_level_ = 0;
+  Clock::time_point asleep_since_{};
+  std::chrono::milliseconds sleep_wait_limit_;
   bool weights_asleep_ = false, kv_asleep_ = false;  // sleep mode: the parts not woken yet
   Status health_;
   // Answers of the ranks may outlive the core (the scheduler actor replaces it after a

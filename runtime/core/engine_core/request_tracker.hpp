@@ -45,6 +45,7 @@ class RequestTracker {
   bool last_was_first_token() const { return last_was_first_; }
   double last_latency_s() const { return last_latency_s_; }
   const std::string& id() const { return id_; }
+  Clock::time_point arrival() const { return arrival_; }
   int64_t num_generated() const { return num_generated_; }
   bool wants_logprobs() const { return params_.logprobs >= 0; }
   const sampling::SamplingParams& params() const { return params_; }

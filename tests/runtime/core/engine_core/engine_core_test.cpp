@@ -357,14 +357,22 @@ TEST_F(EngineCoreTest, SleepStopsSteppingUntilBothPartsAreAwake) {
 
   exec_.script["a"] = ids_of(" Once upon a time");
   exec_.script["a"].resize(2);
+  EXPECT_FALSE(core_.sleep_wait_left(EngineCore::Clock::now()).has_value()) << "nothing waits yet";
   ASSERT_TRUE(core_.add_request(request("a", 2)).ok());
-  EXPECT_EQ(core_.step(exec_), StepStatus::idle) << "a sleeping core ran a step";
+  EXPECT_EQ(core_.step(exec_), StepStatus::asleep) << "a sleeping core ran a step";
+  // The wait is bounded (60 s by default); step() ends the request once it is due.
+  const auto now = EngineCore::Clock::now();
+  const auto left = core_.sleep_wait_left(now);
+  ASSERT_TRUE(left.has_value());
+  EXPECT_GT(*left, std::chrono::seconds(50));
+  EXPECT_LE(*left, std::chrono::seconds(60));
+  EXPECT_EQ(core_.sleep_wait_left(now + std::chrono::seconds(61)), EngineCore::Clock::duration::zero());
 
   Captured<Result<bool>> weights;
   core_.wake_up(exec_, {"weights"}, weights.sink());
   ASSERT_TRUE(weights.value.has_value() && weights.value->ok());
   EXPECT_FALSE(**weights.value) << "the KV cache still sleeps";
-  EXPECT_EQ(core_.step(exec_), StepStatus::idle);
+  EXPECT_EQ(core_.step(exec_), StepStatus::asleep);
 
   Captured<Result<bool>> kv;
   core_.wake_up(exec_, {"kv_cache"}, kv.sink());
