@@ -1,5 +1,7 @@
 #include "runtime/rank/structured/json_matcher.hpp"
 
+#include <algorithm>
+
 
 namespace troupe::structured {
 namespace {
@@ -34,6 +36,15 @@ void JsonMatcher::end_value() {
   const SchemaNode& n = node(f.node);
   if (f.open == '[' && (n.min_items > 0 || n.max_items != UINT16_MAX) && f.count < UINT16_MAX) ++f.count;
   mode_ = Mode::after_value;
+}
+
+JsonMatcher::EnumRange JsonMatcher::prefix_range(const std::vector<std::string>& sorted, std::string_view prefix) {
+  auto lo = std::lower_bound(sorted.begin(), sorted.end(), prefix,
+                             [](const std::string& v, std::string_view p) { return std::string_view(v) < p; });
+  auto hi = std::partition_point(lo, sorted.end(), [&](const std::string& v) {
+    return v.size() >= prefix.size() && std::string_view(v).substr(0, prefix.size()) == prefix;
+  });
+  return {lo, hi};
 }
 
 void JsonMatcher::end_enum_value() {
@@ -71,14 +82,11 @@ bool JsonMatcher::can_add_property(const Frame& f) const {
 bool JsonMatcher::begin_value(uint8_t c) {
   const SchemaNode& n = node(value_node_);
   if (!n.enum_values.empty()) {
-    for (const auto& v : n.enum_values) {
-      if (static_cast<uint8_t>(v[0]) == c) {
-        buf_.assign(1, static_cast<char>(c));
-        mode_ = Mode::enum_value;
-        return true;
-      }
-    }
-    return false;
+    const char first = static_cast<char>(c);
+    if (prefix_range(n.enum_values, std::string_view(&first, 1)).empty()) return false;
+    buf_.assign(1, first);
+    mode_ = Mode::enum_value;
+    return true;
   }
   if (c == '{' || c == '[') {
     if (!(n.types & (c == '{' ? kObject : kArray)) || depth_ >= kMaxDepth) return false;
@@ -287,27 +295,21 @@ bool JsonMatcher::feed(uint8_t c) {
       break;
     }
     case Mode::enum_value: {
-      const SchemaNode& n = node(value_node_);
-      bool exact = false;
-      for (const auto& v : n.enum_values) {
-        if (v.size() > buf_.size() && v.compare(0, buf_.size(), buf_) == 0 && static_cast<uint8_t>(v[buf_.size()]) == c)
-          ok = true;
-        exact = exact || v == buf_;
-      }
-      if (ok) {
-        buf_.push_back(static_cast<char>(c));
-      } else if (exact) {
-        end_enum_value();
-        ok = feed_structural(c);
-      }
-      // A complete value that nothing can extend ends at once (a string's closing quote).
-      if (ok && mode_ == Mode::enum_value) {
-        bool longer = false, whole = false;
-        for (const auto& v : n.enum_values) {
-          longer = longer || (v.size() > buf_.size() && v.compare(0, buf_.size(), buf_) == 0);
-          whole = whole || v == buf_;
+      const auto& values = node(value_node_).enum_values;
+      const EnumRange now = prefix_range(values, buf_);
+      const bool exact = !now.empty() && *now.begin == buf_;
+      buf_.push_back(static_cast<char>(c));
+      const EnumRange next = prefix_range(values, buf_);
+      if (!next.empty()) {
+        ok = true;
+        // A complete value that nothing can extend ends at once (a string's closing quote).
+        if (*next.begin == buf_ && next.end - next.begin == 1) end_enum_value();
+      } else {
+        buf_.pop_back();
+        if (exact) {
+          end_enum_value();
+          ok = feed_structural(c);
         }
-        if (whole && !longer) end_enum_value();
       }
       break;
     }

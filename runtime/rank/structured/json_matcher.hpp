@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/rank/structured/json_schema.hpp"
 
@@ -87,6 +88,12 @@ class JsonMatcher {
   bool can_add_property(const Frame& f) const;
   void end_value();  // a value ended: after_value inside a container, done at the top
   void end_enum_value();  // an enum value ended; a union's tag picks its branch
+  /// The values of a sorted enum that start with `prefix` (one range of it).
+  struct EnumRange {
+    std::vector<std::string>::const_iterator begin, end;
+    bool empty() const { return begin == end; }
+  };
+  static EnumRange prefix_range(const std::vector<std::string>& sorted, std::string_view prefix);
   bool whitespace(uint8_t c);
 
   const CompiledSchema* schema_;

@@ -29,7 +29,7 @@ enum SchemaType : uint8_t {
 
 struct SchemaNode {
   uint8_t types = kAnyType;
-  /// Allowed values as compact JSON text (nlohmann's dump); empty: any value of `types`.
+  /// Allowed values as compact JSON text (nlohmann's dump), sorted and unique; empty: any value of `types`.
   std::vector<std::string> enum_values;
   /// Declared properties: their keys as they appear between the quotes, and their nodes.
   std::vector<std::string> property_keys;
