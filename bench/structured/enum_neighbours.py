@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""How much one structured-output request with a huge enum slows a plain
+neighbour (issue 25: no more than 2x). Starts `troupe serve` on loopback,
+times a plain greedy completion alone, then the same completion while a
+request whose json_schema holds an N-value enum runs beside it, alternating,
+and prints the ratio of medians.
+
+  bench/structured/enum_neighbours.py [--troupe build/bin/troupe] [--model GGUF]
+                                      [--values 69000] [--rounds 3] [--tokens 64]
+"""
+import argparse, json, os, socket, statistics, subprocess, sys, threading, time, urllib.request
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+def post(port, body, timeout=600):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--troupe", default=os.path.join(root, "build/bin/troupe"))
+    ap.add_argument("--model", default=os.environ.get("TROUPE_TEST_MODEL", ""))
+    ap.add_argument("--values", type=int, default=69000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tokens", type=int, default=64)
+    a = ap.parse_args()
+    if not a.model:
+        a.model = subprocess.run([os.path.join(root, "scripts/fetch-model.sh")], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+    port = free_port()
+    server = subprocess.Popen([a.troupe, "serve", a.model, "--port", str(port), "--max-body-bytes", str(8 << 20)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1); break
+            except Exception:
+                time.sleep(0.2)
+        plain = {"prompt": "Once upon a time", "max_tokens": a.tokens, "temperature": 0, "ignore_eos": True}
+        values = [f"value-{i:06d}-of-the-enum" for i in range(a.values)]
+        # Eight picks, so the enum is masked for as long as the plain request runs.
+        schema = {"type": "object", "additionalProperties": False, "required": ["picks"],
+                  "properties": {"picks": {"type": "array", "items": {"enum": values}, "minItems": 8,
+                                           "maxItems": 8}}}
+        heavy = {"prompt": "Pick one:", "max_tokens": 4 * a.tokens, "temperature": 1.0, "seed": 1,
+                 "response_format": {"type": "json_schema", "json_schema": {"name": "pick", "schema": schema}}}
+        body_mb = len(json.dumps(heavy)) / 1e6
+        post(port, plain)  # warm-up
+        alone, beside, heavy_done = [], [], []
+        for r in range(a.rounds):
+            t = time.monotonic(); post(port, plain); alone.append(time.monotonic() - t)
+            th = threading.Thread(target=lambda: heavy_done.append(post(port, dict(heavy, seed=r + 1))))
+            th.start(); time.sleep(0.3)  # the heavy request is admitted and masking first
+            t = time.monotonic(); post(port, plain); beside.append(time.monotonic() - t)
+            th.join()
+        def valid(h):
+            try:
+                picks = json.loads(h["choices"][0]["text"])["picks"]
+                return len(picks) == 8 and all(p in set(values) for p in picks)
+            except Exception:
+                return False
+        ok = [(valid(h), h["choices"][0]["finish_reason"], h["usage"]["completion_tokens"]) for h in heavy_done]
+        ratio = statistics.median(beside) / statistics.median(alone)
+        print(f"enum of {a.values} values ({body_mb:.2f} MB body); plain request of {a.tokens} tokens, "
+              f"{a.rounds} rounds")
+        print(f"  alone  {statistics.median(alone):.3f} s (median; {', '.join(f'{x:.2f}' for x in alone)})")
+        print(f"  beside {statistics.median(beside):.3f} s (median; {', '.join(f'{x:.2f}' for x in beside)})")
+        print(f"  slowdown {ratio:.2f}x (goal <= 2x); enum outputs (valid, finish, tokens): {ok}")
+    finally:
+        server.terminate(); server.wait(timeout=30)
+
+if __name__ == "__main__":
+    sys.exit(main())
