@@ -76,7 +76,7 @@ class JsonMatcher {
     uint32_t seen = 0;
   };
   static constexpr uint16_t kUndeclared = UINT16_MAX;  // Frame::prop of an additional property
-  static constexpr size_t kMaxKeyBytes = 128;
+  static constexpr size_t kMaxKeyBytes = CompiledSchema::kMaxKeyBytes;
 
   const SchemaNode& node(uint16_t n) const { return schema_->nodes[n]; }
   bool feed_structural(uint8_t c);

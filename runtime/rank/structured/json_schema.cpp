@@ -87,6 +87,10 @@ class Compiler {
           return invalid_argument("json_schema: more than 32 properties in one object");
         for (const auto& [name, sub] : v.items()) {
           const std::string quoted = json(name).dump();
+          if (quoted.size() - 2 > CompiledSchema::kMaxKeyBytes)
+            return invalid_argument("json_schema: property name '" + quoted.substr(1, 40) + "...' is " +
+                                    std::to_string(quoted.size() - 2) + " bytes long; at most " +
+                                    std::to_string(CompiledSchema::kMaxKeyBytes) + " are supported");
           n.property_keys.push_back(quoted.substr(1, quoted.size() - 2));
           auto child = node(sub, depth + 1);
           if (!child) return child.status();

@@ -51,6 +51,9 @@ struct CompiledSchema {
   static constexpr uint16_t kAny = 0;        // nodes[0] accepts any JSON value
   static constexpr uint16_t kNoNode = UINT16_MAX;
   static constexpr size_t kMaxProperties = 32;
+  /// Longest declared property name, as written in JSON (escapes included): the matcher
+  /// keeps a key's bytes only this far, so a longer one could never be completed.
+  static constexpr size_t kMaxKeyBytes = 128;
   std::vector<SchemaNode> nodes;
   uint16_t root = 0;
   uint64_t id = 0;  // unique per compiled schema: matchers' cache keys start with it

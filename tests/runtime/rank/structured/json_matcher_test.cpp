@@ -261,6 +261,22 @@ TEST(JsonSchema, CompileRefusesWhatItCannotEnforce) {
     ASSERT_FALSE(c.ok()) << schema;
     EXPECT_NE(c.status().message().find(word), std::string::npos) << c.status().message();
   }
+  // A property name the matcher could never complete (it keeps 128 bytes of a key) is
+  // refused, not accepted to end inside the key; 128 bytes still compile and match.
+  const std::string at_limit(128, 'k'), over(129, 'k');
+  auto long_key = compile_json_schema(
+      nlohmann::json{{"type", "object"}, {"additionalProperties", false}, {"properties", {{over, {}}}}}.dump());
+  ASSERT_FALSE(long_key.ok());
+  EXPECT_NE(long_key.status().message().find("129 bytes long; at most 128"), std::string::npos)
+      << long_key.status().message();
+  auto fits = compile_json_schema(nlohmann::json{{"type", "object"},
+                                                 {"additionalProperties", false},
+                                                 {"required", {at_limit}},
+                                                 {"properties", {{at_limit, {{"type", "integer"}}}}}}
+                                      .dump());
+  ASSERT_TRUE(fits.ok()) << fits.status().message();
+  JsonMatcher m(fits->get());
+  EXPECT_TRUE(m.feed("{\"" + at_limit + "\":1}") && m.complete());
 }
 
 TEST(JsonSchema, TheMatcherAdmitsWhatTheSchemaAdmits) {
