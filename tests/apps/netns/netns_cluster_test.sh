@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# Worker nodes across "hosts": network namespaces joined by veth pairs through
+# a bridge that lives in a namespace of its own, so no test traffic touches the
+# machine's own network stack. Needs root and iproute2; without them it skips
+# (exit 77, ctest's SKIP_RETURN_CODE) and says why.
+#
+#   tests/apps/netns/netns_cluster_test.sh TROUPE_BIN MODEL.gguf [CASE...]
+#
+# Cases (all by default):
+#   split      TP=2, PP=2 and TP=2 x PP=2 across hosts give the greedy output of one process
+#   linkdown   a node's link is down for 4 s during a stream: the stream ends with an error
+#              naming the node within 10 s, the head stays up and /health names the node,
+#              and service comes back by itself once the link is up
+#   kill       kill -9 of a node: the same, and a node restarted at that address serves again
+#   stop       SIGSTOP of a node: noticed through heartbeats; SIGCONT: serves again
+# Every namespace (and with it every veth and the bridge) is removed on exit,
+# whatever happens.
+set -uo pipefail
+troupe=${1:?usage: netns_cluster_test.sh TROUPE_BIN MODEL.gguf [CASE...]}
+model=${2:?usage: netns_cluster_test.sh TROUPE_BIN MODEL.gguf [CASE...]}
+shift 2
+cases=("$@")
+[[ ${#cases[@]} -gt 0 ]] || cases=(split linkdown kill stop)
+
+skip() { echo "SKIP: $*"; exit 77; }
+[[ $(id -u) == 0 ]] || skip "network namespaces need root"
+command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+command -v curl >/dev/null || skip "curl is not installed"
+
+tag=tn$$                      # namespace names: tn<pid>sw, tn<pid>h0 ...
+sw=${tag}sw
+work=$(mktemp -d)
+hosts=()
+failures=0
+declare -A pids=()
+starts=0  # node starts so far: each has its own log and pid file
+
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for f in "$work"/*.pid; do [[ -s $f ]] && kill -9 "$(<"$f")" 2>/dev/null; done
+  wait 2>/dev/null
+  for h in "${hosts[@]}"; do ip netns del "$h" 2>/dev/null; done
+  ip netns del "$sw" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; else fail "$what"; fi
+}
+
+ip netns add "$sw" || skip "cannot create a network namespace (ip netns add failed)"
+ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || skip "cannot create a bridge"
+# add_host N: namespace tn<pid>hN, address 10.231.0.(N+1), its link vN on the bridge.
+add_host() {
+  local n=$1 h=${tag}h$1
+  ip netns add "$h" || return 1
+  hosts+=("$h")
+  ip link add "v$n" netns "$sw" type veth peer name eth0 netns "$h" || return 1
+  ip -n "$sw" link set "v$n" master br0 && ip -n "$sw" link set "v$n" up || return 1
+  ip -n "$h" addr add "10.231.0.$((n + 1))/24" dev eth0 && ip -n "$h" link set eth0 up && ip -n "$h" link set lo up
+}
+for n in 0 1 2 3 4; do add_host "$n" || skip "cannot create veth pairs between namespaces"; done
+addr() { echo "10.231.0.$(($1 + 1))"; }
+in_host() { local n=$1; shift; ip netns exec "${tag}h$n" "$@"; }
+
+secret=$work/secret
+echo "netns-cluster-$$-$RANDOM" > "$secret"
+chmod 600 "$secret"
+prompts=$work/prompts
+printf 'Once upon a time\nThe little dog\nLily and Tom went to\n' > "$prompts"
+
+# start_node N: `troupe node` in host N on port 7100 (TCP collectives between hosts).
+start_node() {
+  local n=$1
+  # `ip netns exec` may stay the parent of what it runs: the node writes its own pid.
+  starts=$((starts + 1))
+  local log=$work/node$n.$starts.log pidf=$work/node$n.$starts.pid
+  unset "pids[node$n]"
+  in_host "$n" bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidf" \
+    env -u TROUPE_CPU_COMM "$troupe" node --host "$(addr "$n")" --port 7100 --secret-file "$secret" >"$log" 2>&1 &
+  for _ in $(seq 1 300); do
+    [[ -s $pidf ]] && pids[node$n]=$(<"$pidf")
+    [[ -n ${pids[node$n]:-} ]] && grep -q "listening" "$log" && return 0
+    [[ -n ${pids[node$n]:-} ]] && ! kill -0 "${pids[node$n]}" 2>/dev/null && break
+    sleep 0.1
+  done
+  echo "node $n did not start:"; cat "$log"; return 1
+}
+stop_node() {  # kill -9, and wait (bounded) until the process is gone
+  local p=${pids[node$1]:-}
+  [[ -n $p ]] || return 0
+  kill -9 "$p" 2>/dev/null
+  for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+}
+
+gen() {  # gen HOST ARGS...: troupe generate in host HOST
+  local n=$1; shift
+  in_host "$n" env -u TROUPE_CPU_COMM "$troupe" generate "$model" --prompts-file "$prompts" -n 24 --threads 1 \
+    --secret-file "$secret" "$@"
+}
+
+case_split() {
+  for n in 1 2 3 4; do start_node "$n" || { fail "split: nodes start"; return; }; done
+  local one
+  one=$(gen 0 2>"$work/gen_one.err") || { fail "split: one process"; cat "$work/gen_one.err"; return; }
+  [[ -n $one ]] || { fail "split: one process printed nothing"; return; }
+  local two="--nodes $(addr 1):7100,$(addr 2):7100"
+  local four="--nodes $(addr 1):7100,$(addr 2):7100,$(addr 3):7100,$(addr 4):7100"
+  local -a runs=("--tensor-parallel-size 2 $two" "--pipeline-parallel-size 2 $two"
+                 "--tensor-parallel-size 2 --pipeline-parallel-size 2 $four")
+  for r in "${runs[@]}"; do
+    local out
+    # shellcheck disable=SC2086
+    out=$(gen 0 $r 2>"$work/gen.err")
+    local rc=$?
+    check "split: $r exits 0" test "$rc" = 0 || cat "$work/gen.err"
+    check "split: $r gives the output of one process" test "$out" = "$one"
+    check "split: $r meets over TCP between hosts" grep -q "communicator cpu-tcp:10.231.0." "$work/gen.err"
+  done
+  stop_all
+}
+
+serve_port=8000
+start_serve() {  # start_serve NODES...: troupe serve in host 0, one rank per node (TP)
+  serve_port=$((serve_port + 1))  # a fresh port per case: the last one's sockets may linger
+  local nodes
+  nodes=$(printf '%s:7100,' "$@"); nodes=${nodes%,}
+  rm -f "$work/serve.pid"
+  in_host 0 bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$work/serve.pid" \
+    env -u TROUPE_CPU_COMM "$troupe" serve "$model" --host "$(addr 0)" --port $serve_port --threads 1 \
+    --tensor-parallel-size $# --nodes "$nodes" --secret-file "$secret" --disable-log-stats \
+    >"$work/serve.$serve_port.log" 2>&1 &
+  for _ in $(seq 1 100); do [[ -s $work/serve.pid ]] && break; sleep 0.05; done
+  pids[serve]=$(<"$work/serve.pid")
+  wait_health 200 120 || { echo "serve did not become healthy:"; tail -30 "$work/serve.$serve_port.log"; return 1; }
+}
+health() { in_host 0 curl -s -o "$work/health.body" -w '%{http_code}' --max-time 5 "http://$(addr 0):$serve_port/health"; }
+wait_health() {  # wait_health CODE SECONDS
+  local deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
+    [[ $(health) == "$1" ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+complete() {
+  in_host 0 curl -s --max-time 60 "http://$(addr 0):$serve_port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once upon a time","max_tokens":16,"temperature":0}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])' 2>/dev/null
+}
+# stream_with ACTION: a long stream; ACTION runs once the first event arrived; prints the
+# seconds from ACTION to the stream's end, and leaves the stream in $work/stream.
+stream_with() {
+  local action=$1
+  : >"$work/stream"
+  in_host 0 curl -sN --max-time 120 "http://$(addr 0):$serve_port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once upon a time","max_tokens":1800,"ignore_eos":true,"temperature":0,"stream":true}' \
+    >"$work/stream" 2>/dev/null &
+  local curl_pid=$!
+  for _ in $(seq 1 600); do grep -q '^data: {' "$work/stream" && break; sleep 0.05; done
+  local t0=$SECONDS
+  $action
+  wait "$curl_pid"
+  echo $((SECONDS - t0))
+}
+
+stop_all() {
+  local p=${pids[serve]:-}
+  [[ -n $p ]] && kill -9 "$p" 2>/dev/null
+  for n in 1 2 3 4; do stop_node "$n"; done
+  for _ in $(seq 1 100); do [[ -n $p ]] && kill -0 "$p" 2>/dev/null && sleep 0.05; done
+  unset "pids[serve]"
+}
+
+expect_failure_then_recovery() {  # NAME NODE SECONDS_TAKEN RECOVER_ACTION
+  local name=$1 node=$2 took=$3 recover=$4
+  check "$name: the stream ends with an error" grep -q '"error"' "$work/stream"
+  grep -q '"error"' "$work/stream" || tail -c 400 "$work/stream"
+  check "$name: within 10 s (took $took s)" test "$took" -lt 10
+  local code; code=$(health)
+  check "$name: the head is up and /health says 503 (got $code)" test "$code" = 503
+  check "$name: /health names the node" grep -q "$(addr "$node"):7100" "$work/health.body"
+  $recover
+  check "$name: service comes back by itself" wait_health 200 60
+  check "$name: the same greedy output afterwards" test "$(complete)" = "$greedy"
+}
+
+link_down_4s() { ip -n "$sw" link set v2 down; sleep 4; }
+link_up() { ip -n "$sw" link set v2 up; }
+case_linkdown() {
+  start_node 1 && start_node 2 && start_serve "$(addr 1)" "$(addr 2)" || { fail "linkdown: start"; return; }
+  greedy=$(complete)
+  [[ -n $greedy ]] || { fail "linkdown: a first completion"; return; }
+  local took
+  took=$(stream_with link_down_4s)
+  took=$((took + 4))  # the action's own 4 s are part of the time to the stream's end
+  expect_failure_then_recovery linkdown 2 "$took" link_up
+  stop_all
+}
+
+kill_node2() { stop_node 2; }
+restart_node2() { start_node 2; }
+case_kill() {
+  start_node 1 && start_node 2 && start_serve "$(addr 1)" "$(addr 2)" || { fail "kill: start"; return; }
+  greedy=$(complete)
+  local took
+  took=$(stream_with kill_node2)
+  expect_failure_then_recovery kill 2 "$took" restart_node2
+  stop_all
+}
+
+stop_node2() { kill -STOP "${pids[node2]}"; }
+cont_node2() { kill -CONT "${pids[node2]}"; }
+case_stop() {
+  start_node 1 && start_node 2 && start_serve "$(addr 1)" "$(addr 2)" || { fail "stop: start"; return; }
+  greedy=$(complete)
+  local took
+  took=$(stream_with stop_node2)
+  expect_failure_then_recovery stop 2 "$took" cont_node2
+  stop_all
+}
+
+for c in "${cases[@]}"; do
+  echo "== $c"
+  case "$c" in
+    split | linkdown | kill | stop) "case_$c" ;;
+    *) fail "unknown case '$c'" ;;
+  esac
+done
+if ((failures > 0)); then
+  echo "$failures check(s) failed; logs:"
+  for f in "$work"/*.log; do echo "--- $f"; tail -40 "$f"; done
+  exit 1
+fi
+echo "all checks passed"
