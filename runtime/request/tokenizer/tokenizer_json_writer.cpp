@@ -11,6 +11,7 @@
 
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/request/tokenizer/pretokenize.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
 
 namespace troupe::tokenizer {
 
@@ -19,6 +20,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 constexpr const char* kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+constexpr const char* kVocabPlaceholder = "\x01vocab\x01";  // replaced by the vocab's text
 
 // Strict UTF-8 (no overlong forms, surrogates or code points past U+10FFFF),
 // what a JSON writer may emit.
@@ -128,13 +130,18 @@ std::vector<std::pair<int32_t, int32_t>> merges_from_scores(const Vocab& v,
 
 }  // namespace
 
-Result<HfTokenizerFiles> write_hf_tokenizer(const Vocab& v, const std::string& chat_template) {
-  if (v.kind == VocabKind::wpm) {
+Result<HfTokenizerFiles> write_hf_tokenizer(const Vocab& input, const std::string& chat_template) {
+  if (input.kind == VocabKind::wpm) {
     return invalid_argument("tokenizer.json writer: WordPiece vocabularies are not written (only byte-level and "
                             "SentencePiece-style BPE)");
   }
+  if (input.tokens.empty()) return invalid_argument("tokenizer.json writer: the vocabulary is empty");
+  // The vocab as the engine settles it: the tokens llama.cpp retypes by their
+  // text (</s>, <|im_end|>, ...: control) are written as the added tokens they act as.
+  auto settled = Tokenizer::from_vocab(input);
+  if (!settled.ok()) return Status(settled.status().code(), "tokenizer.json writer: " + settled.status().message());
+  const Vocab& v = (*settled)->vocab();
   const size_t n = v.tokens.size();
-  if (n == 0) return invalid_argument("tokenizer.json writer: the vocabulary is empty");
   if (!v.types.empty() && v.types.size() != n)
     return invalid_argument("tokenizer.json writer: token types do not match the tokens");
   if (!v.scores.empty() && v.scores.size() != n)
@@ -164,12 +171,19 @@ Result<HfTokenizerFiles> write_hf_tokenizer(const Vocab& v, const std::string& c
   named.tokens = texts;
 
   ojson added = ojson::array();
-  ojson vocab = ojson::object();
+  // model.vocab is written as text: ordered_json finds keys by linear search,
+  // quadratic over a large vocabulary (texts are unique, checked above).
+  std::string vocab = "{";
   for (size_t i = 0; i < n; ++i) {
     const TokenType t = type_of(i);
     // SentencePiece-style files keep every token in the model's vocab (Llama 2,
     // Gemma); byte-level ones only the ordinary tokens (Llama 3, Qwen2).
-    if (spm || !is_added(t)) vocab[texts[i]] = i;
+    if (spm || !is_added(t)) {
+      if (vocab.size() > 1) vocab += ',';
+      vocab += ojson(texts[i]).dump();
+      vocab += ':';
+      vocab += std::to_string(i);
+    }
     if (is_added(t)) {
       added.push_back({{"id", i},
                        {"content", texts[i]},
@@ -181,6 +195,7 @@ Result<HfTokenizerFiles> write_hf_tokenizer(const Vocab& v, const std::string& c
     }
   }
 
+  vocab += '}';
   ojson merges = ojson::array();
   if (spm) {
     for (const auto& [l, r] : merges_from_scores(v, ids)) {
@@ -208,7 +223,7 @@ Result<HfTokenizerFiles> write_hf_tokenizer(const Vocab& v, const std::string& c
                  {"fuse_unk", spm},
                  {"byte_fallback", spm},
                  {"ignore_merges", !spm && v.ignore_merges},
-                 {"vocab", std::move(vocab)},
+                 {"vocab", kVocabPlaceholder},
                  {"merges", std::move(merges)}};
 
   ojson doc = ojson::object();
@@ -272,8 +287,12 @@ Result<HfTokenizerFiles> write_hf_tokenizer(const Vocab& v, const std::string& c
   }
 
   HfTokenizerFiles files;
-  files.tokenizer_json = doc.dump(2);
-  files.tokenizer_config_json = config.dump(2);
+  files.tokenizer_json = doc.dump();
+  const std::string placeholder = ojson(kVocabPlaceholder).dump();
+  const size_t at = files.tokenizer_json.rfind(placeholder);
+  if (at == std::string::npos) return internal_error("tokenizer.json writer: lost the vocab placeholder");
+  files.tokenizer_json.replace(at, placeholder.size(), vocab);
+  files.tokenizer_config_json = config.dump(2);  // small: indented as real files are
   return files;
 }
 
