@@ -103,6 +103,7 @@ Result<Vocab> vocab_from_tokenizer_json(const json& doc, const std::string& name
   TROUPE_RETURN_IF_ERROR(r.object(doc, "model", "", &model, true));
   std::string type;
   TROUPE_RETURN_IF_ERROR(r.string(*model, "type", "model.", &type));
+  if (type == "BPE") return vocab_from_bpe_tokenizer_json(doc, nullptr, name);
   if (type != "WordPiece") {
     return r.unsupported("model.type " + quote(type.empty() ? std::string("(none)") : type) +
                          " is not supported by the tokenizer.json reader (supported: WordPiece, BPE)");

@@ -11,7 +11,8 @@
 
 namespace troupe::tokenizer {
 
-/// The Vocab of a parsed tokenizer.json whose model is WordPiece; errors
+/// The Vocab of a parsed tokenizer.json whose model is WordPiece (or BPE:
+/// vocab_from_bpe_tokenizer_json without a tokenizer_config.json); errors
 /// start with `name` (the file's path) and say which field is wrong.
 Result<Vocab> vocab_from_tokenizer_json(const nlohmann::json& doc, const std::string& name);
 
