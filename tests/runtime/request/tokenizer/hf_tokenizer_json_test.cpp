@@ -203,6 +203,68 @@ INSTANTIATE_TEST_SUITE_P(Families, HfTokenizersGolden,
                            return name;
                          });
 
+// The writer on more of llama.cpp's vocabularies (Qwen3.5's pre-tokenizer,
+// GPT-2's ByteLevel regex), over the golden corpus.
+class WriterOnVocab : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WriterOnVocab, RoundTripMatchesGguf) {
+  std::string path = kData + "/vocab/ggml-vocab-" + GetParam() + ".gguf";
+  if (!fs::exists(path)) {
+    const char* dir = std::getenv("TROUPE_VOCAB_DIR");
+    if (!dir || !*dir) GTEST_SKIP() << "set TROUPE_VOCAB_DIR (scripts/fetch-vocab.sh) to run this test";
+    path = std::string(dir) + "/ggml-vocab-" + GetParam() + ".gguf";
+  }
+  auto file = gguf::GgufFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto gguf_tok = Tokenizer::from_gguf(**file);
+  ASSERT_TRUE(gguf_tok.ok());
+  auto files = write_hf_tokenizer(**file);
+  ASSERT_TRUE(files.ok()) << files.status().to_string();
+  const std::string dir = temp_dir("vocab_" + GetParam());
+  ASSERT_TRUE(write_hf_tokenizer_files(*files, dir).ok());
+  auto tok = Tokenizer::from_tokenizer_json(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  int failures = 0;
+  for (const json& c : load_golden("llama3")["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    for (bool special : {false, true}) {
+      const auto want = (*gguf_tok)->encode(text, special, special);
+      const auto got = (*tok)->encode(text, special, special);
+      EXPECT_EQ(got, want) << "text: '" << text << "'";
+      failures += got != want;
+    }
+    EXPECT_EQ((*tok)->decode((*gguf_tok)->encode(text, false, true)), (*gguf_tok)->decode((*gguf_tok)->encode(text, false, true)));
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(LlamaCppVocabs, WriterOnVocab, ::testing::Values("qwen35", "gpt-2"),
+                         [](const auto& info) { return info.param == "qwen35" ? std::string("Qwen35") : std::string("Gpt2"); });
+
+// ByteLevel with add_prefix_space, and added tokens with lstrip / rstrip; the
+// ids are what tokenizers 0.23.3 gives for this file.
+TEST(TokenizerJsonBpe, PrefixSpaceAndStrippingAddedTokens) {
+  const json doc = json::parse(R"({
+    "added_tokens": [
+      {"id": 4, "content": "<L>", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": true},
+      {"id": 5, "content": "<R>", "single_word": false, "lstrip": false, "rstrip": true, "normalized": false, "special": true}],
+    "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+    "post_processor": null,
+    "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "fuse_unk": false, "byte_fallback": false,
+              "vocab": {"a": 0, "b": 1, "ab": 2, " ": 3}, "merges": [["a", "b"]]}})");
+  const std::string dir = temp_dir("strip");
+  write_text(dir + "/tokenizer.json", doc.dump());
+  auto tok = Tokenizer::from_tokenizer_json(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ((*tok)->encode("ab", true, true), (std::vector<int32_t>{2}));
+  EXPECT_EQ((*tok)->encode("a <L> b", true, true), (std::vector<int32_t>{0, 4, 1}));
+  EXPECT_EQ((*tok)->encode("a <R>  b", true, true), (std::vector<int32_t>{0, 5, 1}));
+  EXPECT_EQ((*tok)->encode("ab  <L><R> ab", true, true), (std::vector<int32_t>{2, 4, 5, 2}));
+  EXPECT_EQ((*tok)->encode(" ab", true, true), (std::vector<int32_t>{2}));
+}
+
 // make-gguf's synthetic vocabulary (GPT-2 pre-tokenizer, BOS added), needing no downloads.
 TEST(TokenizerJsonWriter, SyntheticVocabRoundTrip) {
   auto synthetic = dummy::make_synthetic_vocab(2048);
