@@ -17,7 +17,12 @@
 //     Strip of one leading space with the prefix); TemplateProcessing with
 //     BOS/EOS as the vocab adds them.
 //
-// Control, unknown and user-defined tokens become added_tokens (special for
+// No normalizer is written for byte-level files, not even Qwen2's NFC: the
+// GGUF tokenizer (as llama.cpp) does not normalize, and the folder must
+// tokenize as the GGUF it was written from.
+//
+// Control, unknown and user-defined tokens (after the engine's retyping of
+// </s>, <|im_end|>, ... by their text) become added_tokens (special for
 // control/unknown), matched in raw text (normalized false) as llama.cpp
 // matches them. Tokenizer::from_tokenizer_json reads the result back into a
 // tokenizer that encodes as the GGUF-built one.
