@@ -1,8 +1,8 @@
 // Text <-> token ids for GGUF vocabularies, with llama.cpp's semantics:
 // SentencePiece-style BPE ("llama" in GGUF), byte-level BPE ("gpt2") with
 // the GPT-2, SmolLM, Llama-3 and Qwen2 pre-tokenizers, and WordPiece ("bert").
-// WordPiece also loads from a Hugging Face tokenizer.json with that library's
-// semantics (BertNormalizer, BertPreTokenizer, WordPiece, TemplateProcessing).
+// WordPiece and BPE also load from a Hugging Face tokenizer.json with that
+// library's semantics (tokenizer_json.cpp, tokenizer_json_bpe.cpp).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,10 @@ using StringMap = std::unordered_map<std::string, V, StringViewHash, std::equal_
 class Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const gguf::GgufFile& file);
-  /// A Hugging Face tokenizer.json with a WordPiece model (BERT and its
+  /// A Hugging Face tokenizer.json. BPE models (byte-level and SentencePiece-
+  /// style with byte fallback) read tokenizer_config.json beside the file when
+  /// there is one; see tokenizer_json_bpe.cpp for what is supported.
+  /// With a WordPiece model (BERT and its
   /// descendants): normalizer BertNormalizer (or null), pre_tokenizer
   /// BertPreTokenizer, post_processor TemplateProcessing "[CLS] $A [SEP]" /
   /// BertProcessing (or null: no special tokens), decoder WordPiece (or null).
@@ -84,7 +87,9 @@ class Tokenizer {
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
   Status init();
   TokenType type_of(int32_t id) const;
-  void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>* out) const;
+  void encode_text(std::string_view text, bool space_prefix, bool at_start, std::vector<int32_t>* out) const;
+  void encode_hf_bpe(std::string_view text, bool at_start, std::vector<int32_t>* out) const;
+  void hf_bpe_fallback(std::string_view piece, std::vector<int32_t>* out, bool* last_unk) const;
   void encode_spm(std::string_view text, std::vector<int32_t>* out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>* out) const;
   void encode_wpm(std::string_view text, std::vector<int32_t>* out) const;

@@ -237,8 +237,8 @@ TEST(TokenizerJson, Errors) {
   d.erase("model");
   expect_json_error(d, StatusCode::data_loss, "model is missing");
   d = good;
-  d["model"]["type"] = "BPE";
-  expect_json_error(d, StatusCode::not_supported, "model.type 'BPE' is not supported");
+  d["model"]["type"] = "Unigram";
+  expect_json_error(d, StatusCode::not_supported, "model.type 'Unigram' is not supported");
   d = good;
   d["model"].erase("vocab");
   expect_json_error(d, StatusCode::data_loss, "model.vocab is missing");
