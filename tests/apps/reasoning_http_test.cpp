@@ -23,11 +23,12 @@ namespace http = apps::http;
 // What the model writes for `messages` (greedy): the rendered prompt's tokens through
 // /v1/completions, which no reasoning parser touches.
 std::string raw_answer(const tests::ServeProcess& s, const json& messages, int max_tokens,
-                       const json& kwargs = json::object()) {
+                       const json& kwargs = json::object(), const json& extra = json::object()) {
   json tokens = tests::post_json(s, "/tokenize",
                                  {{"messages", messages}, {"add_generation_prompt", true}, {"chat_template_kwargs", kwargs}});
-  json r = tests::post_json(s, "/v1/completions",
-                            {{"prompt", tokens["tokens"]}, {"max_tokens", max_tokens}, {"temperature", 0}});
+  json body = {{"prompt", tokens["tokens"]}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  body.update(extra);
+  json r = tests::post_json(s, "/v1/completions", body);
   return r["choices"][0]["text"].get<std::string>();
 }
 
@@ -87,19 +88,22 @@ json chat_body(const json& messages, int max_tokens) {
 }
 
 // Checks one conversation: the whole and the streamed answer split the raw text as vLLM.
-void expect_split_answer(const tests::ServeProcess& s, const json& messages, int max_tokens, bool want_end_tag) {
-  const std::string raw = raw_answer(s, messages, max_tokens);
+void expect_split_answer(const tests::ServeProcess& s, const json& messages, int max_tokens, bool want_end_tag,
+                         const json& extra = json::object()) {
+  const std::string raw = raw_answer(s, messages, max_tokens, json::object(), extra);
   SCOPED_TRACE("raw: " + raw);
   if (want_end_tag) {
     ASSERT_NE(raw.find("</think>"), std::string::npos) << "the prompt no longer draws </think>";
   }
   const Split want = r1_split(raw);
-  json r = tests::post_json(s, "/v1/chat/completions", chat_body(messages, max_tokens));
+  json body = chat_body(messages, max_tokens);
+  body.update(extra);
+  json r = tests::post_json(s, "/v1/chat/completions", body);
   const json& message = r["choices"][0]["message"];
   EXPECT_EQ(message["reasoning_content"], opt(want.reasoning)) << r.dump();
   EXPECT_EQ(message["reasoning"], message["reasoning_content"]);
   EXPECT_EQ(message["content"], opt(want.content)) << r.dump();
-  Streamed st = stream_chat(s, chat_body(messages, max_tokens));
+  Streamed st = stream_chat(s, body);
   EXPECT_EQ(st.reasoning, want.reasoning.value_or(""));
   EXPECT_EQ(st.content, want.content.value_or(""));
   EXPECT_EQ(st.finish_reason, r["choices"][0]["finish_reason"]);
@@ -122,11 +126,13 @@ TEST_F(ReasoningHttp, AnswerWithoutEndTagIsAllReasoning) {
 }
 
 TEST_F(ReasoningHttp, EndTagSplitsReasoningFromContent) {
-  // SmolLM2 copies text it is asked to repeat: its answer holds a </think>.
-  const json messages = {{{"role", "user"},
-                          {"content", "Repeat exactly this text and nothing else: The sky is blue because of "
-                                      "scattering.</think>Blue."}}};
-  expect_split_answer(*shared_, messages, 40, true);
+  // SmolLM2 writes no tags of its own: its answer is held to the tokens of
+  // "</think>Blue sky." (allowed_token_ids), which it strings into reasoning, </think>
+  // and more after it.
+  json tokens = tests::post_json(*shared_, "/tokenize", {{"prompt", "</think>Blue sky."}, {"add_special_tokens", false}});
+  const json extra = {{"allowed_token_ids", tokens["tokens"]}};
+  const json messages = {{{"role", "user"}, {"content", "Think, then say: </think>Blue sky."}}};
+  expect_split_answer(*shared_, messages, 12, true, extra);
 }
 
 TEST_F(ReasoningHttp, IncludeReasoningFalseAndStructuredOutputs) {

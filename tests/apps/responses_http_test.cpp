@@ -228,28 +228,33 @@ class ResponsesReasoningHttp : public ::testing::Test {
 tests::SharedModelServer ResponsesReasoningHttp::shared_;
 
 TEST_F(ResponsesReasoningHttp, ReasoningIsAReasoningItem) {
-  const std::string question = "Repeat exactly this text and nothing else: The sky is blue because of "
-                               "scattering.</think>Blue.";
+  // SmolLM2 writes no </think>: under deepseek_r1 its whole answer is reasoning.
+  const std::string question = "What is the capital of France?";
   json chat = tests::post_json(*shared_, "/v1/chat/completions",
                                {{"messages", {{{"role", "user"}, {"content", question}}}},
-                                {"max_tokens", 40},
+                                {"max_tokens", 24},
                                 {"temperature", 0}});
   const json& message = chat["choices"][0]["message"];
   ASSERT_TRUE(message["reasoning_content"].is_string()) << chat.dump();
-  const json body = {{"input", question}, {"max_output_tokens", 40}, {"temperature", 0}};
+  ASSERT_FALSE(message["reasoning_content"].get<std::string>().empty()) << chat.dump();
+  const json body = {{"input", question}, {"max_output_tokens", 24}, {"temperature", 0}};
   json r = tests::post_json(*shared_, "/v1/responses", body);
   ASSERT_GE(r["output"].size(), 1u) << r.dump();
   EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_EQ(r["output"][0]["id"].get<std::string>().rfind("rs_", 0), 0u);
   EXPECT_EQ(r["output"][0]["content"][0]["type"], "reasoning_text");
   EXPECT_EQ(r["output"][0]["content"][0]["text"], message["reasoning_content"]);
   EXPECT_EQ(output_text(r), message["content"].is_string() ? message["content"].get<std::string>() : "");
   EXPECT_GT(r["usage"]["output_tokens_details"]["reasoning_tokens"].get<int>(), 0);
+  EXPECT_LE(r["usage"]["output_tokens_details"]["reasoning_tokens"], r["usage"]["output_tokens"]);
 
   auto events = stream_events(*shared_, body);
   std::string reasoning;
   for (const auto& e : of_type(events, "response.reasoning_text.delta")) reasoning += e["delta"].get<std::string>();
   EXPECT_EQ(reasoning, message["reasoning_content"]);
+  ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["response"]["output"][0]["type"], "reasoning");
+  EXPECT_EQ(events.back()["response"]["output"][0]["content"][0]["text"], message["reasoning_content"]);
   EXPECT_EQ(output_text(events.back()["response"]), output_text(r));
 }
 
