@@ -273,7 +273,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
     openai::Usage usage{prompt_tokens(), completion_tokens()};
     if (stream && responses) {
       const auto& c = choices.front();
-      write(events->finish(openai::response_status(c.choice.finish_reason),
+      // A generation that failed mid-stream (its error event was sent) ends as "failed".
+      write(events->finish(c.error.ok() ? openai::response_status(c.choice.finish_reason) : "failed",
                            {usage.prompt_tokens, usage.completion_tokens, count_tokens(c.reasoning_text)}));
       out->done();
       return;

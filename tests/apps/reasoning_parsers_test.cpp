@@ -193,7 +193,10 @@ TEST(ReasoningParsers, ToolCallsComeFromTheContentAfterReasoning) {
     auto d = st.feed(text.substr(i, 1), i + 1 == text.size());
     r += d.reasoning;
     c += d.content;
-    for (auto& call : d.calls) calls.push_back(call);
+    for (auto& call : d.calls) {
+      if (call.id) calls.push_back(call);  // the id and name (hermes sends them ahead of the arguments)
+      else if (!calls.empty()) calls.back().arguments += call.arguments;
+    }
   }
   EXPECT_EQ(r, *whole.reasoning);
   EXPECT_EQ(c, whole.text);

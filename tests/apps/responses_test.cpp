@@ -247,5 +247,54 @@ TEST(Responses, EventStreamOrder) {
   EXPECT_EQ(ev[13]["text"], "Hello world");
 }
 
+// Hermes names the next call before the arguments of the one before: both items stay open.
+TEST(Responses, CallsNamedAheadOfTheirArguments) {
+  ResponsesEventStream s("resp_4", 7, "m", json::object());
+  std::string sse = s.start();
+  sse += s.piece("", "", {{0, std::string("call_a"), std::string("f"), ""}});
+  sse += s.piece("", "", {{1, std::string("call_b"), std::string("g"), ""}});
+  sse += s.piece("", "", {{0, std::nullopt, std::nullopt, "{\"x\": 1}"}});
+  sse += s.piece("", "", {{1, std::nullopt, std::nullopt, "{}"}});
+  sse += s.finish("completed", ResponseUsage{1, 1, 0});
+  auto ev = events_of(sse);
+  std::vector<std::string> types;
+  for (const auto& e : ev) types.push_back(e["type"]);
+  const std::vector<std::string> expected = {
+      "response.created", "response.in_progress", "response.output_item.added", "response.output_item.added",
+      "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+      "response.function_call_arguments.done", "response.output_item.done",
+      "response.function_call_arguments.done", "response.output_item.done", "response.completed"};
+  EXPECT_EQ(types, expected);
+  EXPECT_EQ(ev[3]["output_index"], 1);
+  EXPECT_EQ(ev[4]["output_index"], 0);
+  EXPECT_EQ(ev[5]["output_index"], 1);
+  const json& out = ev.back()["response"]["output"];
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0]["call_id"], "call_a");
+  EXPECT_EQ(out[0]["arguments"], "{\"x\": 1}");
+  EXPECT_EQ(out[1]["name"], "g");
+  EXPECT_EQ(out[1]["arguments"], "{}");
+}
+
+TEST(Responses, AStreamEndsIncompleteOrFailed) {
+  ResponsesEventStream cut("resp_2", 7, "m", json::object());
+  std::string sse = cut.start();  // one call after the other: the events are numbered in order
+  sse += cut.piece("", "Hi", {});
+  sse += cut.finish("incomplete", ResponseUsage{1, 1, 0});
+  auto ev = events_of(sse);
+  EXPECT_EQ(ev.back()["type"], "response.incomplete");
+  EXPECT_EQ(ev.back()["response"]["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(ev[ev.size() - 2]["type"], "response.output_item.done");  // the open message is closed first
+  ResponsesEventStream failed("resp_3", 7, "m", json::object());
+  sse = failed.start();
+  sse += failed.error("boom");
+  sse += failed.finish("failed", ResponseUsage{});
+  ev = events_of(sse);
+  EXPECT_EQ(ev[2]["type"], "error");
+  EXPECT_EQ(ev[2]["message"], "boom");
+  EXPECT_EQ(ev.back()["type"], "response.failed");
+  EXPECT_EQ(ev.back()["response"]["status"], "failed");
+}
+
 }  // namespace
 }  // namespace troupe::openai

@@ -26,7 +26,7 @@ std::string ResponsesEventStream::start() {
   return out;
 }
 
-std::string ResponsesEventStream::open_item(Open kind, const ToolCallDelta* call) {
+std::string ResponsesEventStream::open_item(Open kind) {
   std::string out = close_item();
   open_ = kind;
   text_.clear();
@@ -34,13 +34,9 @@ std::string ResponsesEventStream::open_item(Open kind, const ToolCallDelta* call
   if (kind == Open::reasoning) {
     item_ = {{"id", make_response_item_id("rs")}, {"type", "reasoning"}, {"summary", json::array()},
              {"content", json::array()}, {"encrypted_content", nullptr}, {"status", "in_progress"}};
-  } else if (kind == Open::message) {
+  } else {
     item_ = {{"id", make_response_item_id("msg")}, {"type", "message"}, {"role", "assistant"},
              {"status", "in_progress"}, {"content", json::array()}};
-  } else {
-    call_index_ = call->index;
-    item_ = {{"id", make_response_item_id("fc")}, {"type", "function_call"}, {"call_id", call->id.value_or("")},
-             {"name", call->name.value_or("")}, {"arguments", ""}, {"status", "in_progress"}};
   }
   out += event({{"type", "response.output_item.added"}, {"output_index", index}, {"item", item_}});
   if (kind == Open::message)
@@ -70,17 +66,13 @@ std::string ResponsesEventStream::close_item() {
     out += event({{"type", "response.content_part.done"}, {"item_id", item_id}, {"output_index", index},
                   {"content_index", 0}, {"part", part}});
     item_["content"] = json::array({part});
-  } else if (open_ == Open::reasoning) {
+  } else {
     json part = {{"type", "reasoning_text"}, {"text", text_}};
     out += event({{"type", "response.reasoning_text.done"}, {"item_id", item_id}, {"output_index", index},
                   {"content_index", 0}, {"text", text_}});
     out += event({{"type", "response.content_part.done"}, {"item_id", item_id}, {"output_index", index},
                   {"content_index", 0}, {"part", part}});
     item_["content"] = json::array({part});
-  } else {
-    out += event({{"type", "response.function_call_arguments.done"}, {"item_id", item_id}, {"output_index", index},
-                  {"name", item_["name"]}, {"arguments", text_}});
-    item_["arguments"] = text_;
   }
   item_["status"] = "completed";
   out += event({{"type", "response.output_item.done"}, {"output_index", index}, {"item", item_}});
@@ -93,33 +85,65 @@ std::string ResponsesEventStream::close_item() {
 std::string ResponsesEventStream::piece(std::string_view reasoning, std::string_view text,
                                         const std::vector<ToolCallDelta>& calls) {
   std::string out;
+  if ((!reasoning.empty() || !text.empty()) && !calls_.empty()) out += close_calls();
   if (!reasoning.empty()) {
-    if (open_ != Open::reasoning) out += open_item(Open::reasoning, nullptr);
+    if (open_ != Open::reasoning) out += open_item(Open::reasoning);
     text_.append(reasoning);
     out += event({{"type", "response.reasoning_text.delta"}, {"item_id", item_["id"]},
                   {"output_index", static_cast<int>(output_.size())}, {"content_index", 0},
                   {"delta", std::string(reasoning)}});
   }
   if (!text.empty()) {
-    if (open_ != Open::message) out += open_item(Open::message, nullptr);
+    if (open_ != Open::message) out += open_item(Open::message);
     text_.append(text);
     out += event({{"type", "response.output_text.delta"}, {"item_id", item_["id"]},
                   {"output_index", static_cast<int>(output_.size())}, {"content_index", 0},
                   {"delta", std::string(text)}, {"logprobs", json::array()}});
   }
+  if (!calls.empty()) out += close_item();
   for (const auto& call : calls) {
-    if (call.id || open_ != Open::call || call.index != call_index_) out += open_item(Open::call, &call);
+    size_t k = 0;
+    while (k < calls_.size() && calls_[k].tool_index != call.index) ++k;
+    if (call.id || k == calls_.size()) {
+      // A call begins (a delta without an id for an unknown call begins one too).
+      const int index = static_cast<int>(output_.size() + calls_.size());
+      OpenCall open{call.index,
+                    {{"id", make_response_item_id("fc")}, {"type", "function_call"}, {"call_id", call.id.value_or("")},
+                     {"name", call.name.value_or("")}, {"arguments", ""}, {"status", "in_progress"}},
+                    ""};
+      out += event({{"type", "response.output_item.added"}, {"output_index", index}, {"item", open.item}});
+      calls_.push_back(std::move(open));
+      k = calls_.size() - 1;
+    }
     if (call.arguments.empty()) continue;
-    text_.append(call.arguments);
-    out += event({{"type", "response.function_call_arguments.delta"}, {"item_id", item_["id"]},
-                  {"output_index", static_cast<int>(output_.size())}, {"delta", call.arguments}});
+    calls_[k].arguments += call.arguments;
+    out += event({{"type", "response.function_call_arguments.delta"}, {"item_id", calls_[k].item["id"]},
+                  {"output_index", static_cast<int>(output_.size() + k)}, {"delta", call.arguments}});
   }
+  return out;
+}
+
+std::string ResponsesEventStream::close_calls() {
+  std::string out;
+  for (auto& call : calls_) {
+    const int index = static_cast<int>(output_.size());
+    out += event({{"type", "response.function_call_arguments.done"}, {"item_id", call.item["id"]},
+                  {"output_index", index}, {"name", call.item["name"]}, {"arguments", call.arguments}});
+    call.item["arguments"] = call.arguments;
+    call.item["status"] = "completed";
+    out += event({{"type", "response.output_item.done"}, {"output_index", index}, {"item", call.item}});
+    output_.push_back(std::move(call.item));
+  }
+  calls_.clear();
   return out;
 }
 
 std::string ResponsesEventStream::finish(const std::string& status, const ResponseUsage& usage) {
   std::string out = close_item();
-  const char* type = status == "incomplete" ? "response.incomplete" : "response.completed";
+  out += close_calls();
+  const char* type = status == "incomplete" ? "response.incomplete"
+                     : status == "failed"   ? "response.failed"
+                                            : "response.completed";
   out += event({{"type", type}, {"response", snapshot(status, usage)}});
   return out;
 }

@@ -26,16 +26,18 @@ class ResponsesEventStream {
   /// The events of one streamed piece: reasoning text, content text, tool-call deltas
   /// (a delta with an id starts a call). Opening an item closes the one before.
   std::string piece(std::string_view reasoning, std::string_view text, const std::vector<ToolCallDelta>& calls);
-  /// Closes the open item and sends the final response with its status and usage.
+  /// Closes the open item and sends the final response with its status and usage:
+  /// response.completed, response.incomplete or response.failed.
   std::string finish(const std::string& status, const ResponseUsage& usage);
   /// An error event (the stream ends after it).
   std::string error(const std::string& message);
 
  private:
-  enum class Open { none, reasoning, message, call };
+  enum class Open { none, reasoning, message };
   std::string event(nlohmann::json body);
-  std::string open_item(Open kind, const ToolCallDelta* call);
+  std::string open_item(Open kind);
   std::string close_item();
+  std::string close_calls();
   nlohmann::json snapshot(const std::string& status, const std::optional<ResponseUsage>& usage) const;
 
   std::string id_;
@@ -45,9 +47,16 @@ class ResponsesEventStream {
   int64_t sequence_ = 0;
   nlohmann::json output_ = nlohmann::json::array();  // items closed so far
   Open open_ = Open::none;
-  nlohmann::json item_;      // the open item
-  std::string text_;         // its text (reasoning, output text or arguments) so far
-  int call_index_ = -1;      // the open call's tool-call index
+  nlohmann::json item_;      // the open reasoning or message item
+  std::string text_;         // its text so far
+  // Function calls stay open together (a parser may name the next call before the
+  // arguments of the one before): their items follow output_ in order.
+  struct OpenCall {
+    int tool_index = 0;
+    nlohmann::json item;
+    std::string arguments;
+  };
+  std::vector<OpenCall> calls_;
 };
 
 }  // namespace troupe::openai
