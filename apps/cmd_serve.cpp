@@ -21,6 +21,7 @@
 #include "apps/policy_options.hpp"
 #include "apps/speculative_options.hpp"
 #include "apps/vllm_compat_options.hpp"
+#include "runtime/request/openai/reasoning_parsers.hpp"
 #include "runtime/request/openai/tool_parsers.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
@@ -45,6 +46,7 @@ struct Options {
   std::string chat_template;
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
+  std::string reasoning_parser;
   uint64_t max_body_bytes = 1u << 20;
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
@@ -84,6 +86,10 @@ int run_serve(Options o) {
     auto parser = openai::make_tool_parser(o.tool_call_parser);
     if (!parser.ok()) return fail(parser.status().message());
   }
+  if (!o.reasoning_parser.empty()) {
+    auto parser = openai::make_reasoning_parser(o.reasoning_parser);
+    if (!parser.ok()) return fail("--reasoning-parser " + o.reasoning_parser + ": " + parser.status().message());
+  }
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
@@ -117,6 +123,7 @@ int run_serve(Options o) {
   so.model_path = o.load.dummy() ? "dummy:" + o.load.model_shape : model;
   so.log_requests = o.log_requests;
   if (o.enable_auto_tool_choice) so.tool_call_parser = o.tool_call_parser;
+  so.reasoning_parser = o.reasoning_parser;
   apps::serve::ApiServer server(so);
   if (Status st = server.start(request_shutdown); !st.ok()) return fail(st.message());
   TROUPE_LOG_INFO("HTTP server listening on http://{}:{} (/health answers 503 until the model is loaded)", o.host,
@@ -292,6 +299,8 @@ const CommandRegistration kRegistration(
                    "tool_choice \"auto\": parse tool calls out of the model's text (needs --tool-call-parser)");
       sub.add_option("--tool-call-parser", o->tool_call_parser,
                      "The parser of auto tool choice: hermes, llama3_json, mistral or pythonic");
+      sub.add_option("--reasoning-parser", o->reasoning_parser,
+                     "Split chat answers into reasoning_content and content: deepseek_r1 or qwen3 (<think> models)");
       sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");

@@ -25,7 +25,6 @@ struct VllmCompatOptions {
   std::string tokenizer;
   std::string revision;
   std::string download_dir;
-  std::string reasoning_parser;
   bool disable_log_requests = false;
   std::string uvicorn_log_level;
   std::optional<double> swap_space;
@@ -54,7 +53,6 @@ inline void add_vllm_compat_options(CLI::App& sub, VllmCompatOptions* o) {
       ->group(group);
   sub.add_option("--revision", o->revision, "refused: troupe serves local files")->group(group);
   sub.add_option("--download-dir", o->download_dir, "refused: troupe serves local files")->group(group);
-  sub.add_option("--reasoning-parser", o->reasoning_parser, "refused: no reasoning parsers yet")->group(group);
   sub.add_flag("--disable-log-requests", o->disable_log_requests,
                "accepted: requests are not logged unless --log-requests")
       ->group(group);
@@ -97,8 +95,6 @@ inline Status apply_vllm_compat_options(const VllmCompatOptions& o, const std::s
   if (!o.revision.empty()) return refuse("--revision " + o.revision, "troupe serves local files; nothing is downloaded");
   if (!o.download_dir.empty())
     return refuse("--download-dir " + o.download_dir, "troupe serves local files; nothing is downloaded");
-  if (!o.reasoning_parser.empty())
-    return refuse("--reasoning-parser " + o.reasoning_parser, "reasoning parsers are not implemented in troupe yet");
   if (!o.uvicorn_log_level.empty()) {
     log::Level level;
     const std::string name = o.uvicorn_log_level == "critical" ? "error" : o.uvicorn_log_level;

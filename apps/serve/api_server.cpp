@@ -138,6 +138,7 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
       {"/health", false, true},         {"/metrics", false, true},
       {"/version", false, true},        {"/v1/models", false, false},
       {"/v1/completions", true, false}, {"/v1/chat/completions", true, false},
+      {"/v1/responses", true, false},
       {"/tokenize", true, false},       {"/detokenize", true, false},
       {"/v1/embeddings", true, false},  {"/pooling", true, false},
       {"/score", true, false},          {"/v1/score", true, false},
@@ -180,6 +181,7 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") return handle_lora(ctx, req, path, *e);
   if (path == "/v1/completions") return handle_completions(ctx, req, /*chat=*/false);
   if (path == "/v1/chat/completions") return handle_completions(ctx, req, /*chat=*/true);
+  if (path == "/v1/responses") return handle_responses(ctx, req);
   if (path == "/tokenize") return handle_tokenize(ctx, req);
   if (path == "/detokenize") return handle_detokenize(ctx, req);
   if (path == "/v1/embeddings") return handle_embeddings(ctx, req, /*vllm_pooling=*/false);

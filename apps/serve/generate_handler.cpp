@@ -14,7 +14,11 @@
 
 #include "actors/engine.hpp"
 #include "apps/serve/server_context.hpp"
+#include "runtime/request/openai/chat_answer.hpp"
+#include "runtime/request/openai/reasoning_parsers.hpp"
 #include "runtime/request/openai/render.hpp"
+#include "runtime/request/openai/responses.hpp"
+#include "runtime/request/openai/responses_stream.hpp"
 #include "runtime/request/openai/tool_parsers.hpp"
 #include "runtime/request/openai/tools.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
@@ -42,8 +46,9 @@ struct ChoiceState {
   bool finished = false;
   bool first_chunk_sent = false;
   std::optional<openai::ForcedToolCallStream> tool_stream;  // streaming a forced tool choice
-  std::optional<openai::ToolCallStreamer> auto_stream;       // streaming tool_choice "auto"
+  std::optional<openai::ChatAnswerStreamer> answer_stream;  // streaming reasoning and/or tool_choice "auto"
   Status error;                 // ok unless the request ended with an error
+  std::string reasoning_text;   // streamed reasoning (Responses' reasoning_tokens)
 };
 
 struct Generation : std::enable_shared_from_this<Generation> {
@@ -58,6 +63,14 @@ struct Generation : std::enable_shared_from_this<Generation> {
   bool return_tokens_as_token_ids = false;  // vLLM: logprobs' tokens as "token_id:N"
   openai::ToolsRequest tools;  // chat: "required" or a named function answers with tool_calls
   std::unique_ptr<openai::ToolParser> tool_parser;  // chat with tools and tool_choice "auto"
+  // --reasoning-parser: reasoning_content split from the content (tool calls are parsed
+  // from the content after it); include_reasoning false drops the reasoning.
+  std::unique_ptr<openai::ReasoningParser> reasoning_parser;
+  bool include_reasoning = true;
+  // POST /v1/responses: the chat answer as a response object, or as its stream of events.
+  bool responses = false;
+  nlohmann::json responses_echo;
+  std::optional<openai::ResponsesEventStream> events;
   std::string id;
   int64_t created = 0;
   std::string model;
@@ -80,6 +93,16 @@ struct Generation : std::enable_shared_from_this<Generation> {
     int64_t n = 0;
     for (const auto& p : prompt_ids) n += static_cast<int64_t>(p.size());
     return n;
+  }
+
+  openai::ChatAnswerParsers answer_parsers() const {
+    return {reasoning_parser.get(), include_reasoning, tool_parser.get()};
+  }
+
+  // Responses' reasoning_tokens: the reasoning text's tokens, as the tokenizer reads it back.
+  int64_t count_tokens(const std::string& text) const {
+    if (text.empty()) return 0;
+    return static_cast<int64_t>(engine->tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/true).size());
   }
 
   int64_t completion_tokens() const {
@@ -187,24 +210,26 @@ struct Generation : std::enable_shared_from_this<Generation> {
       return;
     }
     if (!c.error.ok()) {
+      if (responses) {
+        write(events->error(c.error.message()));
+        c.first_chunk_sent = true;
+        return;
+      }
       write(openai::sse_event(openai::render_error(openai::from_status(c.error))));
       c.first_chunk_sent = true;
       return;
     }
     auto tt = token_text();
-    if (c.auto_stream) {
-      // "auto": content until a call may begin, then the calls as they complete.
-      auto d = c.auto_stream->feed(piece.text);
-      if (finished) {
-        auto rest = c.auto_stream->finish();
-        d.content += rest.content;
-        for (auto& call : rest.calls) d.calls.push_back(std::move(call));
-        if (c.auto_stream->called()) piece.finish_reason = "tool_calls";
-      }
+    if (c.answer_stream) {
+      // Reasoning, then content until a call may begin, then the calls as they complete.
+      auto d = c.answer_stream->feed(piece.text, finished);
+      if (finished && c.answer_stream->called()) piece.finish_reason = "tool_calls";
+      c.reasoning_text += d.reasoning;
+      if (include_reasoning && !d.reasoning.empty()) piece.reasoning = std::move(d.reasoning);
       piece.text = std::move(d.content);
       piece.tool_call_deltas = std::move(d.calls);
-      if (piece.text.empty() && piece.tool_call_deltas.empty() && piece.logprobs.empty() && !finished &&
-          c.first_chunk_sent) {
+      if (piece.text.empty() && piece.tool_call_deltas.empty() && !piece.reasoning && piece.logprobs.empty() &&
+          !finished && c.first_chunk_sent && (!piece.token_ids || piece.token_ids->empty())) {
         write(": \n\n");
         return;
       }
@@ -212,7 +237,7 @@ struct Generation : std::enable_shared_from_this<Generation> {
     if (c.tool_stream) {
       // vLLM: a first chunk with the role and empty content, then the text as tool-call
       // deltas; the end is "tool_calls" once a call was streamed.
-      if (!c.first_chunk_sent) {
+      if (!c.first_chunk_sent && !responses) {
         openai::Choice role;
         role.index = piece.index;
         if (piece.prompt_token_ids) role.prompt_token_ids = std::move(piece.prompt_token_ids);
@@ -228,6 +253,12 @@ struct Generation : std::enable_shared_from_this<Generation> {
         return;
       }
     }
+    if (responses) {
+      std::string events_text = events->piece(piece.reasoning.value_or(""), piece.text, piece.tool_call_deltas);
+      write(events_text.empty() ? std::string(": \n\n") : std::move(events_text));
+      c.first_chunk_sent = true;
+      return;
+    }
     write(openai::sse_event(chat ? openai::render_chat_chunk(id, created, model, piece, !c.first_chunk_sent, tt)
                                  : openai::render_completion_chunk(id, created, model, piece, tt)));
     c.first_chunk_sent = true;
@@ -240,6 +271,14 @@ struct Generation : std::enable_shared_from_this<Generation> {
     watch_token.reset();
     if (client_gone) return;  // nobody to answer
     openai::Usage usage{prompt_tokens(), completion_tokens()};
+    if (stream && responses) {
+      const auto& c = choices.front();
+      // A generation that failed mid-stream (its error event was sent) ends as "failed".
+      write(events->finish(c.error.ok() ? openai::response_status(c.choice.finish_reason) : "failed",
+                           {usage.prompt_tokens, usage.completion_tokens, count_tokens(c.reasoning_text)}));
+      out->done();
+      return;
+    }
     if (stream) {
       if (include_usage) write(openai::sse_event(openai::render_usage_chunk(id, created, model, chat, usage)));
       write(openai::sse_done());
@@ -257,16 +296,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
         if (!calls.ok()) return respond_error(req, openai::from_status(calls.status(), "tool_choice"));
         c.choice.tool_calls = std::move(calls).value();
         c.choice.text.clear();
-      } else if (chat && tool_parser) {
-        // "auto": the parser splits the text; calls make the finish_reason "tool_calls" (vLLM).
-        openai::ParsedToolCalls parsed = tool_parser->parse(c.choice.text);
-        if (!parsed.calls.empty()) {
-          c.choice.tool_calls = std::move(parsed.calls);
-          c.choice.content_null = !parsed.content;
-          c.choice.text = parsed.content.value_or("");
-          c.choice.finish_reason = "tool_calls";
-        }
       }
+      if (chat && (reasoning_parser || tool_parser)) openai::parse_chat_answer(answer_parsers(), &c.choice);
       if (echo && !chat) {
         c.choice.text_offset = static_cast<int64_t>(prompt_texts[c.prompt_index].size());
         c.choice.text = prompt_texts[c.prompt_index] + c.choice.text;
@@ -276,6 +307,17 @@ struct Generation : std::enable_shared_from_this<Generation> {
         if (!c.choice.token_ids) c.choice.token_ids.emplace();
       }
       all.push_back(c.choice);
+    }
+    if (responses) {
+      const auto& c = all.front();
+      const int64_t reasoning_tokens = c.reasoning ? count_tokens(*c.reasoning) : 0;
+      return respond(req, 200, "application/json",
+                     openai::response_object(id, created, model, responses_echo,
+                                             openai::response_status(c.finish_reason),
+                                             openai::response_output_items(c),
+                                             openai::ResponseUsage{usage.prompt_tokens, usage.completion_tokens,
+                                                                   reasoning_tokens})
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     auto tt = token_text();
     respond(req, 200, "application/json",
@@ -299,7 +341,10 @@ std::vector<int32_t> encode(const engine::Engine& e, const std::string& text) {
 
 }  // namespace
 
-void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat) {
+namespace {
+
+// Completions, chat completions and responses (a chat request answered as a response).
+void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool chat, bool responses) {
   engine::Engine* e = ctx.engine.load();
   auto gen = std::make_shared<Generation>();
   gen->ctx = &ctx;
@@ -313,7 +358,17 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   std::vector<bool> text_prompt;  // per prompt: text (else token ids)
   if (chat) {
     openai::ChatCompletionRequest r;
-    if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
+    if (responses) {
+      openai::ResponsesRequest rr;
+      if (auto err = openai::parse_responses_request(req->body(), ctx.options.limits, &rr))
+        return respond_error(req, *err);
+      r = std::move(rr.chat);
+      gen->responses = true;
+      gen->responses_echo = std::move(rr.echo);
+      gen->id = rr.request_id.empty() ? openai::make_response_item_id("resp") : rr.request_id;
+    } else if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) {
+      return respond_error(req, *err);
+    }
     common = std::move(r.common);
     if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
     if (r.tools.choice == openai::ToolChoice::automatic) {
@@ -323,6 +378,14 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
       auto parser = openai::make_tool_parser(ctx.options.tool_call_parser);
       if (!parser.ok()) return respond_error(req, openai::from_status(parser.status(), "tool_choice"));
       gen->tool_parser = std::move(parser).value();
+    }
+    // The engine constrains structured output (forced tools, response_format) from the first
+    // token, so there is no reasoning to split from it: those answers are all content.
+    if (!ctx.options.reasoning_parser.empty() && !r.tools.forced() && common.sampling.structured_output.empty()) {
+      auto parser = openai::make_reasoning_parser(ctx.options.reasoning_parser, r.chat.kwargs);
+      if (!parser.ok()) return respond_error(req, openai::from_status(parser.status()));
+      gen->reasoning_parser = std::move(parser).value();
+      gen->include_reasoning = r.include_reasoning;
     }
     gen->tools = std::move(r.tools);
     auto text = e->render_chat(r.chat);
@@ -358,7 +421,8 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   // vLLM's request_id names the response ("chatcmpl-ID"); the engine's ids stay random
   // so that two requests sent with one request_id never meet in the engine.
   const std::string engine_id = openai::make_request_id(chat ? "chatcmpl" : "cmpl");
-  gen->id = common.request_id.empty() ? engine_id : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", common.request_id);
+  if (!responses)
+    gen->id = common.request_id.empty() ? engine_id : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", common.request_id);
   gen->created = openai::unix_time_now();
   // A LoRA adapter's name picks the adapter (vLLM); the response names what was asked for.
   const bool lora = !common.model.empty() && common.model != e->served_model_name();
@@ -372,7 +436,8 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
       c.choice.index = static_cast<int>(gen->choices.size());
       c.choice.has_logprobs = common.sampling.logprobs >= 0;
       if (chat && common.stream && gen->tools.forced()) c.tool_stream.emplace(gen->tools, c.choice.index);
-      if (chat && common.stream && gen->tool_parser) c.auto_stream.emplace(*gen->tool_parser);
+      if (chat && common.stream && (gen->tool_parser || gen->reasoning_parser))
+        c.answer_stream.emplace(gen->answer_parsers());
       gen->choices.push_back(std::move(c));
     }
   }
@@ -422,7 +487,21 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
         .append_header(restinio::http_field::cache_control, "no-cache")
         .append_header(restinio::http_field::server, "troupe");
     gen->out->flush();
+    if (responses) {
+      gen->events.emplace(gen->id, gen->created, gen->model, gen->responses_echo);
+      gen->write(gen->events->start());
+    }
   }
+}
+
+}  // namespace
+
+void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat) {
+  generate(ctx, req, chat, /*responses=*/false);
+}
+
+void handle_responses(ServerContext& ctx, const restinio::request_handle_t& req) {
+  generate(ctx, req, /*chat=*/true, /*responses=*/true);
 }
 
 }  // namespace troupe::apps::serve

@@ -36,6 +36,8 @@ struct ServeOptions {
   /// --enable-auto-tool-choice with --tool-call-parser: the parser of tool_choice "auto"
   /// (empty: "auto" with tools is a 400, as vLLM).
   std::string tool_call_parser;
+  /// --reasoning-parser: chat answers split into reasoning_content and content (empty: none).
+  std::string reasoning_parser;
 };
 
 /// What the requests of each connection leave to cancel if their client goes away:
@@ -87,6 +89,8 @@ Result<std::string> submit_on_http_thread(ServerContext& ctx, engine::Engine& e,
 
 /// POST /v1/completions and /v1/chat/completions (streamed or whole).
 void handle_completions(ServerContext& ctx, const restinio::request_handle_t& req, bool chat);
+/// POST /v1/responses: a chat answer as an OpenAI response object or its stream of events.
+void handle_responses(ServerContext& ctx, const restinio::request_handle_t& req);
 /// POST /v1/embeddings (vllm_pooling false) and /pooling (true): a pooling model's vectors.
 void handle_embeddings(ServerContext& ctx, const restinio::request_handle_t& req, bool vllm_pooling);
 /// POST /score and /v1/score: cosine similarity of text_1 to each text_2 under a pooling model.

@@ -412,6 +412,10 @@ TEST(OpenAIProtocol, VllmFieldsOffTheirDefaultAreRefusedByName) {
   for (const char* ok : {R"("add_special_tokens":false,"echo":false,"include_reasoning":true)",
                          R"("top_logprobs":0,"documents":null,"parallel_tool_calls":false)"})
     EXPECT_FALSE(parse_chat_request(chat_body(ok), Limits{}, &chat)) << ok;
+  // include_reasoning is implemented (--reasoning-parser): false drops the reasoning.
+  EXPECT_TRUE(chat.include_reasoning);
+  ASSERT_FALSE(parse_chat_request(chat_body(R"("include_reasoning":false)"), Limits{}, &chat));
+  EXPECT_FALSE(chat.include_reasoning);
   const BadCase completions[] = {
       {R"({"prompt":"x","skip_special_tokens":false})", "skip_special_tokens"},
       {R"({"prompt":"x","add_special_tokens":false})", "add_special_tokens"},
@@ -428,7 +432,7 @@ TEST(OpenAIProtocol, VllmFieldsOffTheirDefaultAreRefusedByName) {
   for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
            {R"("add_special_tokens":true)", "add_special_tokens"},
            {R"("echo":true)", "echo"},
-           {R"("include_reasoning":false)", "include_reasoning"},
+           {R"("include_reasoning":"no")", "include_reasoning"},
            {R"("reasoning_effort":"low")", "reasoning_effort"},
            {R"("documents":[{"text":"a"}])", "documents"},
            {R"("mm_processor_kwargs":{})", "mm_processor_kwargs"},

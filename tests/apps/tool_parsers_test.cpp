@@ -97,10 +97,17 @@ StreamResult stream(const ToolParser& p, const std::vector<std::string>& pieces)
   StreamResult out;
   auto take = [&](ToolCallStreamer::Delta d) {
     out.content += d.content;
+    // A call's first delta has its id and name (maybe ahead of its arguments), later ones more arguments.
     for (auto& c : d.calls) {
-      EXPECT_EQ(static_cast<size_t>(c.index), out.calls.size());
-      EXPECT_TRUE(c.id && c.name);
-      out.calls.push_back({*c.id, *c.name, c.arguments});
+      if (c.id) {
+        EXPECT_EQ(static_cast<size_t>(c.index), out.calls.size());
+        EXPECT_TRUE(c.name);
+        out.calls.push_back({*c.id, c.name.value_or(""), c.arguments});
+      } else {
+        EXPECT_FALSE(c.name);
+        ASSERT_LT(static_cast<size_t>(c.index), out.calls.size()) << "arguments of a call not begun";
+        out.calls[c.index].arguments += c.arguments;
+      }
     }
   };
   for (const auto& piece : pieces) take(s.feed(piece));
@@ -153,6 +160,36 @@ TEST(ToolParsers, HermesStreamsContentBeforeTheCallAtOnce) {
   ASSERT_EQ(d.calls.size(), 1u);
   EXPECT_EQ(d.calls[0].name, "f");
   EXPECT_TRUE(s.called());
+}
+
+// Hermes: a call's id and name are sent as soon as its name is written, its arguments when it completes.
+TEST(ToolParsers, HermesStreamsTheNameBeforeTheArguments) {
+  auto p = parser("hermes");
+  ToolCallStreamer s(*p);
+  auto d = s.feed("<tool_call>\n{\"name\": \"get_wea");
+  EXPECT_TRUE(d.calls.empty());
+  d = s.feed("ther\", \"arguments\": {\"city\": ");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].index, 0);
+  EXPECT_TRUE(d.calls[0].id);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(d.calls[0].arguments, "");
+  EXPECT_TRUE(s.called());
+  d = s.feed("\"Paris\"}}\n</tool_call>\n<tool_call>{\"name\": \"now\", ");
+  // The first call is held until the end (a parse may still change), the second is named.
+  ASSERT_EQ(d.calls.size(), 1u) << d.calls[0].arguments;
+  EXPECT_EQ(d.calls[0].index, 1);
+  EXPECT_EQ(d.calls[0].name, "now");
+  d = s.feed("\"arguments\": {}}</tool_call>");  // both parse: all but the last are sent
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].index, 0);
+  EXPECT_FALSE(d.calls[0].id);
+  EXPECT_EQ(d.calls[0].arguments, "{\"city\": \"Paris\"}");
+  d = s.finish();
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].index, 1);
+  EXPECT_FALSE(d.calls[0].name);
+  EXPECT_EQ(d.calls[0].arguments, "{}");
 }
 
 TEST(ToolParsers, RegistryNamesParsersAndTakesNewOnes) {

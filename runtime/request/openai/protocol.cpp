@@ -609,7 +609,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "tools", "parallel_tool_calls", "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
                          "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids",
                          "truncate_prompt_tokens", "chat_template", "chat_template_kwargs", "request_id",
-                         "parallel_tool_calls", "tools", "functions"},
+                         "parallel_tool_calls", "tools", "functions", "include_reasoning"},
                      Endpoint::chat, "chat.completions");
   if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::chat)) return e;
   *out = ChatCompletionRequest{};
@@ -620,6 +620,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
   if (auto e = get_bool(j, "continue_final_message", &out->continue_final_message)) return e;
   if (out->continue_final_message && out->add_generation_prompt)
     return invalid_param("continue_final_message", "cannot be true while add_generation_prompt is (set it to false)");
+  if (auto e = get_bool(j, "include_reasoning", &out->include_reasoning)) return e;
   if (auto e = parse_chat_prompt(body, j, out->add_generation_prompt, out->continue_final_message, &out->chat))
     return e;
   bool logprobs = false;

@@ -82,6 +82,7 @@ struct ChatCompletionRequest {
   chat::ChatPromptRequest chat;
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // vLLM: continue the final (assistant) message
+  bool include_reasoning = true;  // vLLM: false drops reasoning_content (with --reasoning-parser)
   int top_logprobs = 0;  // with logprobs=true
   /// tools and tool_choice; "required" and a named function have set common.sampling's
   /// structured-output constraint.

@@ -109,6 +109,8 @@ std::string render_chat_completion(const std::string& id, int64_t created, const
   json cs = json::array();
   for (const auto& c : choices) {
     json message = {{"role", "assistant"}, {"content", c.content_null ? json(nullptr) : json(c.text)}};
+    // vLLM's field, and the name its newer releases use beside it.
+    if (c.has_reasoning) message["reasoning_content"] = message["reasoning"] = null_or(c.reasoning);
     if (!c.tool_calls.empty()) {
       json calls = json::array();
       for (const auto& t : c.tool_calls)
@@ -151,6 +153,7 @@ std::string render_chat_chunk(const std::string& id, int64_t created, const std:
                               bool first, const TokenText& token_text) {
   json delta = json::object();
   if (first) delta["role"] = "assistant";
+  if (c.reasoning && !c.reasoning->empty()) delta["reasoning_content"] = delta["reasoning"] = *c.reasoning;
   if (first || !c.text.empty()) delta["content"] = c.text;
   if (!c.tool_call_deltas.empty()) {
     json calls = json::array();

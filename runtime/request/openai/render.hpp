@@ -56,6 +56,10 @@ struct Choice {
   std::vector<ToolCall> tool_calls;
   std::vector<ToolCallDelta> tool_call_deltas;
   bool content_null = false;  // a whole chat answer's content is null (an auto tool call without text)
+  // Chat with --reasoning-parser: a whole answer carries reasoning_content (null when
+  // none) once `has_reasoning`; a stream chunk carries it when non-empty.
+  bool has_reasoning = false;
+  std::optional<std::string> reasoning;
 };
 
 /// "cmpl-<hex>" / "chatcmpl-<hex>": random, unique per request.

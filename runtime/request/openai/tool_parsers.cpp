@@ -66,6 +66,43 @@ class HermesParser : public ToolParser {
     return out;
   }
   std::vector<std::string> markers() const override { return {"<tool_call>"}; }
+
+  // The unclosed call at the end (calls are walked as parse() walks them), once the
+  // JSON string after its "name" key is complete.
+  std::optional<PendingCall> pending_call(const std::string& region) const override {
+    const std::string open = "<tool_call>", close = "</tool_call>";
+    size_t index = 0;
+    size_t at = region.find(open);
+    while (at != std::string::npos) {
+      const size_t body = at + open.size();
+      const size_t end = region.find(close, body);
+      if (end == std::string::npos) return name_in(std::string_view(region).substr(body), index);
+      ++index;
+      at = region.find(open, end + close.size());
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static std::optional<PendingCall> name_in(std::string_view body, size_t index) {
+    const size_t key = body.find("\"name\"");
+    if (key == std::string::npos) return std::nullopt;
+    size_t i = body.find_first_not_of(" \t\r\n", key + 6);
+    if (i == std::string::npos || body[i] != ':') return std::nullopt;
+    i = body.find_first_not_of(" \t\r\n", i + 1);
+    if (i == std::string::npos || body[i] != '"') return std::nullopt;
+    for (size_t j = i + 1; j < body.size(); ++j) {
+      if (body[j] == '\\') {
+        ++j;
+        continue;
+      }
+      if (body[j] != '"') continue;
+      const json name = json::parse(body.substr(i, j + 1 - i), nullptr, false);
+      if (!name.is_string()) return std::nullopt;
+      return PendingCall{index, name.get<std::string>()};
+    }
+    return std::nullopt;
+  }
 };
 
 // Llama 3.x JSON calls: the output is {"name", "parameters"} (or "arguments") objects,
@@ -358,9 +395,22 @@ ToolCallStreamer::Delta ToolCallStreamer::advance(bool final) {
     size_t ready = p.calls.size();
     if (!final && ready > 0) --ready;
     for (size_t i = sent_calls_; i < ready; ++i) {
-      d.calls.push_back({static_cast<int>(i), p.calls[i].id, p.calls[i].name, p.calls[i].arguments});
+      if (i < named_) {  // its id and name went ahead
+        d.calls.push_back({static_cast<int>(i), std::nullopt, std::nullopt, p.calls[i].arguments});
+      } else {
+        d.calls.push_back({static_cast<int>(i), p.calls[i].id, p.calls[i].name, p.calls[i].arguments});
+        named_ = i + 1;
+      }
     }
     sent_calls_ = std::max(sent_calls_, ready);
+    // The next call's name, as soon as it is written (vLLM sends it before the arguments).
+    if (!final) {
+      auto pending = parser_.pending_call(text_.substr(region_));
+      if (pending && pending->index == std::max(named_, sent_calls_)) {
+        d.calls.push_back({static_cast<int>(pending->index), make_tool_call_id(), pending->name, ""});
+        named_ = pending->index + 1;
+      }
+    }
     if (final && p.calls.empty() && content_sent_ < text_.size()) {
       // The region was no call after all: it is content.
       d.content += text_.substr(content_sent_);

@@ -34,6 +34,17 @@ class ToolParser {
   /// start of the output, leading whitespace aside).
   virtual std::vector<std::string> markers() const = 0;
   virtual bool markers_anywhere() const { return true; }
+  /// The call still being written at the end of `region` (the text from the first marker):
+  /// its index among the region's calls and its name, once the name is complete. Streaming
+  /// sends the name before the arguments; nullopt (the default): calls are sent whole.
+  struct PendingCall {
+    size_t index = 0;
+    std::string name;
+  };
+  virtual std::optional<PendingCall> pending_call(const std::string& region) const {
+    (void)region;
+    return std::nullopt;
+  }
 };
 
 using ToolParserFactory = std::function<std::unique_ptr<ToolParser>()>;
@@ -46,8 +57,10 @@ Result<std::unique_ptr<ToolParser>> make_tool_parser(const std::string& name);
 std::vector<std::string> tool_parser_names();
 
 /// Streams one choice through a parser: content until a call may begin (text that could be
-/// the start of a marker is held back), then nothing until calls complete, each sent as one
-/// delta with id, name and its whole arguments. finish() flushes the rest.
+/// the start of a marker is held back), then the calls: a call whose name the parser reads
+/// while it is written (pending_call) first gets a delta with its id and name, then one with
+/// its whole arguments once it completes; others one delta with id, name and arguments.
+/// finish() flushes the rest.
 class ToolCallStreamer {
  public:
   explicit ToolCallStreamer(const ToolParser& parser) : parser_(parser) {}
@@ -57,7 +70,7 @@ class ToolCallStreamer {
   };
   Delta feed(std::string_view text);
   Delta finish();
-  bool called() const { return sent_calls_ > 0; }
+  bool called() const { return sent_calls_ > 0 || named_ > 0; }
 
  private:
   Delta advance(bool final);
@@ -69,6 +82,7 @@ class ToolCallStreamer {
   size_t region_ = 0;
   size_t sent_calls_ = 0;
   std::vector<std::string> sent_ids_;
+  size_t named_ = 0;  // calls [0, named_) had their id and name sent (maybe ahead of their arguments)
 };
 
 }  // namespace troupe::openai

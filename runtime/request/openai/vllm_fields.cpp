@@ -39,7 +39,6 @@ constexpr UnimplementedField kFields[] = {
     {"echo", bit(Endpoint::chat), "false", " for chat"},
     {"documents", bit(Endpoint::chat), "", " (documents for the chat template)"},
     {"reasoning_effort", bit(Endpoint::chat), "", " (reasoning models)"},
-    {"include_reasoning", bit(Endpoint::chat), "true", " (troupe has no reasoning parser)"},
     {"request_id", kPooling, "", " on this endpoint"},
     {"priority", kPooling, "0", " on pooling endpoints"},
     {"activation", bit(Endpoint::score) | bit(Endpoint::rerank), "", " (scores are cosine similarities)"},
