@@ -108,9 +108,11 @@ void quantize_act_q8_avx2(const float* x, int64_t n, ActQ8* out);
 /// lanes, lanes from n on zero (quantize.cpp).
 void act_group16_q8(const ActQ8* rows, int64_t nb, int n, ActQ8x16* group);
 /// Groups of 16 tokens the Q4_0/Q5_0 kernels of the AVX2 ISAs take as ActQ8x16: whole
-/// groups, and a last partial one of at least 8 tokens (fewer run as row tiles).
+/// groups, and a last partial one of at least 8 tokens (AVX-512 VNNI: kSmallBatch16;
+/// fewer run as row tiles).
 inline int64_t act_groups16_q8(Isa isa, int64_t n_tokens) {
-  return is_avx2(isa) ? n_tokens / 16 + (n_tokens % 16 >= 8 ? 1 : 0) : 0;
+  if (!is_avx2(isa)) return 0;
+  return n_tokens / 16 + (n_tokens % 16 >= (isa == Isa::avx512_vnni ? kSmallBatch16 : 8) ? 1 : 0);
 }
 /// Whole groups of 16 tokens the K-quant kernels of the AVX2 ISAs take as ActQ8Kx16.
 inline int64_t act_groups16_q8k(Isa isa, int64_t n_tokens) { return is_avx2(isa) ? n_tokens / 16 : 0; }
