@@ -64,13 +64,15 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i u[8];
-    uint16_t h[8];
+    // The 8 f16 scales into one vector word by word (a uint16_t array assembled in
+    // general registers costs more than the dot products).
+    __m128i h = _mm_setzero_si128();
     for (int r = 0; r < 8; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + ahead, _MM_HINT_T0);
       u[r] = W::u(wr[r][b]);
-      std::memcpy(&h[r], &wr[r][b].d, 2);
+      h = _mm_insert_epi16(h, wr[r][b].d, r);
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+    const __m256 dw = _mm256_cvtph_ps(h);
     for (int t = 0; t < T; ++t) {
       const ActQ8& xb = x[t][b];
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));

@@ -109,9 +109,13 @@ inline void rows16_tokens_b8(const MatmulArgs& a, int64_t o, int64_t t0) {
       transpose16(rows, wt);
     }
     for (int h = 0; h < nh; ++h) {
-      alignas(32) uint16_t dh[16];
-      for (int r = 0; r < 16; ++r) std::memcpy(&dh[r], &w[r][b + h].d, 2);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+      // The 16 f16 scales word by word into vectors (see rows8_tokens_b8).
+      __m128i dlo = _mm_setzero_si128(), dhi = _mm_setzero_si128();
+      for (int r = 0; r < 8; ++r) {
+        dlo = _mm_insert_epi16(dlo, w[r][b + h].d, r);
+        dhi = _mm_insert_epi16(dhi, w[r + 8][b + h].d, r);
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(dlo), dhi, 1));
       // Chains per token: one from 4 tokens on, else two (even and odd dwords).
       constexpr int C = T >= 4 ? 1 : 2;
       __m512i s[C][T];
