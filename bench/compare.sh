@@ -5,11 +5,23 @@
 #   bench/compare.sh [MODEL.gguf] [--threads N] [--quick] [--json FILE] [--no-serve] [--requantize TYPE]
 #                    [--llama-no-repack] [--quiet-busy PCT] [--quiet-wait SECONDS] [--runs N]
 #                    [--model-shape SHAPE [--weight-type TYPE]]
+#   bench/compare.sh --suite [--threads N] [--quick] [--runs N] [--llama-no-repack] [--quiet-* ...]
 #
 # MODEL defaults to SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model.sh).
 # --model-shape llama-3.2-1b --weight-type q4_1 runs on a random-weights model of
 # that shape instead, which troupe writes itself (`troupe make-gguf`, seed 0,
 # cached beside the llama.cpp build): both engines load the same file.
+# A llama-quantize mix as TYPE (q4_k_m, q5_k_m, q4_k_s, q3_k_m, ...: what people
+# download) is produced the way those files are: troupe writes the shape in f16,
+# then llama.cpp's llama-quantize turns it into that mix (both cached), so both
+# engines read the same per-tensor types.
+# --suite runs issue 24's table in one go, each line a compare.sh run of its own
+# (the options above pass through), and prints the tables one after the other
+# (their JSON under bench/results/suite-DATE/):
+#   llama-3.2-1b shape, q4_k_m q4_0 q5_k_m q8_0: decode and prefill 512
+#   smollm2-135m and llama-3.2-1b shapes, q4_0 and q4_k_m: batched decode (1..32 streams)
+#   llama-3.2-1b shape, q4_0: serve at concurrency 1 and 32
+#   the real Gemma 3 270M Q4_K_M file (scripts/fetch-model.sh gemma-3-270m): decode and prefill
 # --requantize Q8_0 runs on MODEL requantized by llama.cpp's llama-quantize
 # --allow-requantize (cached beside the llama.cpp build): same shapes, Q8_0
 # bytes, the values the source held (its Q4_1 rounding stays), which is what a
@@ -63,19 +75,22 @@ quiet_wait=120
 runs=
 shape=""
 shape_type=q8_0
+suite=0
+pass=()  # options a --suite run passes on to each of its runs
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --threads) threads=${2:?--threads needs a number}; shift 2 ;;
-    --threads=*) threads=${1#*=}; shift ;;
-    --quick) quick=1; shift ;;
+    --threads) threads=${2:?--threads needs a number}; pass+=(--threads "$2"); shift 2 ;;
+    --threads=*) threads=${1#*=}; pass+=("$1"); shift ;;
+    --quick) quick=1; pass+=(--quick); shift ;;
+    --suite) suite=1; shift ;;
     --no-serve) serve=0; shift ;;
     --no-batched) batched=0; shift ;;
     --requantize) requant=${2:?--requantize needs a type, e.g. Q8_0}; shift 2 ;;
     --requantize=*) requant=${1#*=}; shift ;;
-    --llama-no-repack) no_repack=1; shift ;;
-    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-    --quiet-busy) quiet_busy=${2:?--quiet-busy needs a percentage}; shift 2 ;;
-    --quiet-wait) quiet_wait=${2:?--quiet-wait needs seconds}; shift 2 ;;
+    --llama-no-repack) no_repack=1; pass+=(--llama-no-repack); shift ;;
+    --runs) runs=${2:?--runs needs a number}; pass+=(--runs "$2"); shift 2 ;;
+    --quiet-busy) quiet_busy=${2:?--quiet-busy needs a percentage}; pass+=(--quiet-busy "$2"); shift 2 ;;
+    --quiet-wait) quiet_wait=${2:?--quiet-wait needs seconds}; pass+=(--quiet-wait "$2"); shift 2 ;;
     --json) json_out=${2:?--json needs a file}; shift 2 ;;
     --json=*) json_out=${1#*=}; shift ;;
     --model-shape) shape=${2:?--model-shape needs a shape, e.g. llama-3.2-1b}; shift 2 ;;
@@ -87,6 +102,40 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --threads must be a positive number" >&2; exit 2; }
 [[ $quiet_busy =~ ^[0-9]+$ && $quiet_wait =~ ^[0-9]+$ ]] || { echo "compare.sh: --quiet-busy and --quiet-wait take whole numbers" >&2; exit 2; }
+if (( suite )); then
+  [[ -z $model && -z $shape && -z $requant && -z $json_out ]] \
+    || { echo "compare.sh: --suite chooses its own models; give only --threads --quick --runs --llama-no-repack --quiet-*" >&2; exit 2; }
+  dir=$repo/bench/results/suite-$(date +%Y%m%d-%H%M%S)
+  [[ -n ${OUT:-} ]] && dir=$OUT/suite-$(date +%Y%m%d-%H%M%S)
+  mkdir -p "$dir"
+  gemma=$(scripts/fetch-model.sh gemma-3-270m) || { echo "compare.sh: scripts/fetch-model.sh gemma-3-270m failed" >&2; exit 1; }
+  # name | arguments of one compare.sh run
+  lines=(
+    "1b-q4_k_m|--model-shape llama-3.2-1b --weight-type q4_k_m --no-batched --no-serve"
+    "1b-q4_0|--model-shape llama-3.2-1b --weight-type q4_0 --no-batched --no-serve"
+    "1b-q5_k_m|--model-shape llama-3.2-1b --weight-type q5_k_m --no-batched --no-serve"
+    "1b-q8_0|--model-shape llama-3.2-1b --weight-type q8_0 --no-batched --no-serve"
+    "smollm2-q4_0-batched|--model-shape smollm2-135m --weight-type q4_0 --no-serve"
+    "smollm2-q4_k_m-batched|--model-shape smollm2-135m --weight-type q4_k_m --no-serve"
+    "1b-q4_0-batched-serve|--model-shape llama-3.2-1b --weight-type q4_0"
+    "1b-q4_k_m-batched|--model-shape llama-3.2-1b --weight-type q4_k_m --no-serve"
+    "gemma3-270m-q4_k_m|$gemma --no-batched --no-serve"
+  )
+  failed=0
+  for line in "${lines[@]}"; do
+    name=${line%%|*}
+    read -r -a args <<<"${line#*|}"
+    echo "compare.sh --suite: $name" >&2
+    echo "## $name"
+    echo
+    if "$0" "${args[@]}" "${pass[@]}" --json "$dir/$name.json"; then :; else
+      echo "(failed: exit status $?)"; failed=1
+    fi
+    echo
+  done | tee "$dir/suite.md"
+  echo "compare.sh --suite: tables in $dir/suite.md, JSON beside it" >&2
+  exit $failed
+fi
 if [[ -n $shape ]]; then
   [[ -z $model ]] || { echo "compare.sh: give a MODEL or --model-shape, not both" >&2; exit 2; }
   [[ $shape =~ ^[A-Za-z0-9._-]+$ && $shape_type =~ ^[A-Za-z0-9_]+$ ]] || { echo "compare.sh: bad --model-shape or --weight-type" >&2; exit 2; }
@@ -217,12 +266,25 @@ done
 llama_bin=$(bench/compare/build-llama-cpp.sh) || { echo "compare.sh: building llama.cpp failed" >&2; exit 1; }
 if [[ -n $shape ]]; then
   mkdir -p "$llama_bin/../models"
-  model=$(cd "$llama_bin/../models" && pwd)/dummy-$shape-$shape_type-seed0.gguf
+  models_dir=$(cd "$llama_bin/../models" && pwd)
+  mix=""  # a llama-quantize mix: written in f16 first, then quantized by llama.cpp
+  if [[ ${shape_type,,} =~ ^(q[2-6]_k_[sml]|iq[1-3]_[a-z0-9_]+)$ ]]; then mix=${shape_type,,}; src_type=f16; else src_type=$shape_type; fi
+  model=$models_dir/dummy-$shape-$src_type-seed0.gguf
   if [[ ! -s $model ]]; then
-    echo "compare.sh: writing a random-weights $shape model ($shape_type) with troupe make-gguf" >&2
-    "$bin/troupe" make-gguf --model-shape "$shape" --weight-type "$shape_type" --seed 0 -o "$model.tmp" \
+    echo "compare.sh: writing a random-weights $shape model ($src_type) with troupe make-gguf" >&2
+    "$bin/troupe" make-gguf --model-shape "$shape" --weight-type "$src_type" --seed 0 -o "$model.tmp" \
       >"$work/make-gguf.log" 2>&1 || { rm -f "$model.tmp"; fail "troupe make-gguf" "$work/make-gguf.log"; }
     mv "$model.tmp" "$model"
+  fi
+  if [[ -n $mix ]]; then
+    mixed=$models_dir/dummy-$shape-$mix-seed0.gguf
+    if [[ ! -s $mixed ]]; then
+      echo "compare.sh: quantizing $model to ${mix^^} with llama-quantize" >&2
+      "$llama_bin/llama-quantize" "$model" "$mixed.tmp" "${mix^^}" >"$work/quantize-mix.log" 2>&1 \
+        || { rm -f "$mixed.tmp"; fail "llama-quantize ${mix^^}" "$work/quantize-mix.log"; }
+      mv "$mixed.tmp" "$mixed"
+    fi
+    model=$mixed
   fi
 fi
 if [[ -n $requant ]]; then

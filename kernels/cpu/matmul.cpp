@@ -54,10 +54,10 @@ void clear_act_group_lane(ActQ16x8* group, int64_t nb, int lane) {
   }
 }
 
-// Scratch for quantized activations (one per format: a pass may need two),
+// Scratch for quantized activations (one per format: a pass may need several),
 // reused across calls by each calling thread; 64-byte aligned.
 uint8_t* scratch(int which, size_t bytes) {
-  thread_local std::vector<uint64_t> bufs[2];
+  thread_local std::vector<uint64_t> bufs[3];
   std::vector<uint64_t>& buf = bufs[which];
   if (buf.size() * 8 < bytes + 64) buf.resize((bytes + 64 + 7) / 8);
   return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
@@ -75,7 +75,12 @@ void for_tokens(ThreadPool* pool, int64_t n_tokens, int64_t in, const std::funct
 
 ActFormat act_format(DType type) {
   switch (type) {
-    case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
+    // 8-bit activations where the weights have at most 5 bits (llama.cpp's q8_0 blocks do
+    // the same); Q4_1/Q5_1 (whose min term meets the activations' float sum), Q8_0 and
+    // IQ4_NL keep 16 bits.
+    case DType::q4_0: case DType::q5_0:
+      return ActFormat::q8_32;
+    case DType::q4_1: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
       return ActFormat::q8;
     case DType::q2_k: case DType::q3_k: case DType::q4_k: case DType::q5_k: case DType::q6_k: case DType::iq4_xs:
       return ActFormat::q8k;
@@ -159,6 +164,47 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       args->xg = xg;
       return;
     }
+    case ActFormat::q8_32: {
+      const int64_t nb = in / kQK;
+      const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8));
+      const int64_t groups = act_groups16_q8(isa, n_tokens);
+      const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
+      auto* base = scratch(2, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8x16));
+      auto* xg = reinterpret_cast<ActQ8x16*>(base + row_part);
+      const auto* rows = reinterpret_cast<const ActQ8*>(base);
+      // Work units: a group (its tokens quantized, then put in lanes), then the tokens
+      // after the groups one by one.
+      const int64_t grouped = std::min(n_tokens, groups * 16);
+      const int64_t units = groups + (n_tokens - grouped);
+      auto quantize = [&](int64_t t) {
+        auto* blocks = reinterpret_cast<ActQ8*>(base + t * row);
+#if defined(TROUPE_KERNELS_HAVE_AVX2)
+        if (is_avx2(isa)) return quantize_act_q8_avx2(x + t * in, in, blocks);
+#endif
+        quantize_act_q8(x + t * in, in, blocks);
+      };
+      auto fn = [&](int64_t u0, int64_t u1) {
+        for (int64_t u = u0; u < u1; ++u) {
+          if (u >= groups) {
+            quantize(grouped + (u - groups));
+            continue;
+          }
+          const int64_t t0 = u * 16, t1 = std::min(n_tokens, t0 + 16);
+          for (int64_t t = t0; t < t1; ++t) quantize(t);
+          act_group16_q8(rows + t0 * nb, nb, static_cast<int>(t1 - t0), xg + u * nb);
+        }
+      };
+      if (pool != nullptr && pool->size() > 1 && n_tokens * in >= 16 * 1024) {
+        pool->parallel_for(units, fn);
+      } else {
+        fn(0, units);
+      }
+      args->xq = base;
+      args->xq_row_bytes = row;
+      args->xg8 = groups > 0 ? xg : nullptr;
+      args->n_groups8 = groups;
+      return;
+    }
     case ActFormat::q8k: {
       const int64_t nb = in / kQKK;
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8K));
@@ -214,8 +260,8 @@ void prepare(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float
   TROUPE_CHECK(n_jobs >= 1 && n_jobs <= kMaxJobs, "matmul: 1 to 4 matrices per pass");
   TROUPE_CHECK(isa_available(isa), "matmul: ISA not available on this CPU/build");
   TROUPE_CHECK(in > 0 && n_tokens >= 1, "matmul: empty shape");
-  bool prepared[3] = {false, false, false};
-  MatmulArgs acts[3] = {};
+  bool prepared[4] = {false, false, false, false};
+  MatmulArgs acts[4] = {};
   int64_t units = 0;
   for (int j = 0; j < n_jobs; ++j) {
     const MatmulJob& job = jobs[j];

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/matmul_q4q5_avx2.hpp"
 #include "kernels/cpu/matmul_q8_avx2.hpp"
 
 namespace troupe::kernels::cpu {
@@ -55,6 +56,43 @@ void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out) {
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
     out[b].d = d;
     out[b].s = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+  }
+}
+
+// Bit-identical to quantize_act_q8: amax, d = amax / 127, x * (1 / d), round half to
+// even, clamp, eight at a time.
+void quantize_act_q8_avx2(const float* x, int64_t n, ActQ8* out) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  const __m256 lim = _mm256_set1_ps(127.0f);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* s = x + b * kQK;
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(s + 8 * i);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, v[i]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float d = _mm_cvtss_f32(m4) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i sum = _mm256_setzero_si256();
+    __m256i q32[4];
+    for (int i = 0; i < 4; ++i) {
+      __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm256_max_ps(_mm256_min_ps(r, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+      q32[i] = _mm256_cvtps_epi32(r);
+      sum = _mm256_add_epi32(sum, q32[i]);
+    }
+    // Pack to int8 in element order (the packs work per 128-bit lane; the permute restores order).
+    const __m256i p16a = _mm256_packs_epi32(q32[0], q32[1]);
+    const __m256i p16b = _mm256_packs_epi32(q32[2], q32[3]);
+    const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
+                                                   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p8);
+    out[b].d = d;
+    out[b].sum = hsum_epi32(sum);
   }
 }
 
@@ -147,8 +185,8 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::f32: return range_f<DType::f32>;
     case DType::f16: return range_f<DType::f16>;
     case DType::bf16: return range_f<DType::bf16>;
-    case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
-    case DType::iq4_nl:
+    case DType::q4_0: case DType::q5_0: return b8_kernel(type);
+    case DType::q4_1: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
       return q8_kernel(type);
     case DType::q4_k: case DType::q6_k: return kquant_kernel(type);
     default: return matmul_kernel_kx_avx2(type);

@@ -33,6 +33,10 @@ struct MatmulArgs {
   // groups ([group][super-block]); the tokens after them are read from xq.
   const ActQ8Kx16* xk16;
   int64_t n_groups_k;
+  // Q4_0 and Q5_0 (ActQ8 rows in xq): the first 16 * n_groups8 tokens again in ActQ8x16
+  // groups ([group][block]); the tokens after them are read from xq.
+  const ActQ8x16* xg8;
+  int64_t n_groups8;
   float* y;                // [n_tokens][out]
 };
 
@@ -53,7 +57,8 @@ inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 /// Every kernel of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) on
 /// every ISA computes y[t][o] with the same operations, so a result never depends
 /// on the batch (or ISA) it was computed in: per block b, the exact integer dot
-/// product S of the weight levels and the 16-bit activations, then
+/// product S of the weight levels and the activations (8-bit ActQ8 for Q4_0 and Q5_0,
+/// 16-bit ActQ16 for the others), then
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(m_w[b], s_x[b], acc) (type-1 only)
 /// in block order from acc = 0, and y = acc.
 ///
@@ -68,7 +73,9 @@ inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 using MatmulRangeFn = void (*)(const MatmulArgs& args, int64_t o_begin, int64_t o_end);
 
 /// Which activation format a weight type's dot product wants.
-enum class ActFormat { f32, q8, q8k };
+/// q8: ActQ16 (16-bit, 32-element blocks); q8_32: ActQ8 (8-bit, 32-element blocks);
+/// q8k: ActQ8K (8-bit, 256-element super-blocks).
+enum class ActFormat { f32, q8, q8k, q8_32 };
 ActFormat act_format(DType type);
 
 /// Kernels per ISA; nullptr for a type the ISA does not handle.
@@ -78,6 +85,7 @@ MatmulRangeFn matmul_kernel_kx_avx2(DType type);    // Q2_K Q3_K Q5_K IQ4_XS (ma
 MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
 MatmulRangeFn matmul_kernel_kquant_avx512(DType type);  // Q4_K Q6_K on 512-bit vectors (matmul_kquant_avx512.cpp)
+MatmulRangeFn matmul_kernel_q4q5_avx512(DType type);    // Q4_0 Q5_0 on 512-bit vectors (matmul_q4q5_avx512.cpp)
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.
@@ -93,6 +101,19 @@ void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
 void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);
 /// The same, portable (quantize.cpp), for the AVX2 ISAs.
 void act_group16_q8k(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);
+void quantize_act_q8(const float* x, int64_t n, ActQ8* out);
+/// The same integers as quantize_act_q8, vectorized (matmul_avx2.cpp).
+void quantize_act_q8_avx2(const float* x, int64_t n, ActQ8* out);
+/// Group of 16 tokens from their ActQ8 rows (rows[t * nb + b], t < n <= 16): tokens in
+/// lanes, lanes from n on zero (quantize.cpp).
+void act_group16_q8(const ActQ8* rows, int64_t nb, int n, ActQ8x16* group);
+/// Groups of 16 tokens the Q4_0/Q5_0 kernels of the AVX2 ISAs take as ActQ8x16: whole
+/// groups, and a last partial one of at least 8 tokens (AVX-512 VNNI: kSmallBatch16;
+/// fewer run as row tiles).
+inline int64_t act_groups16_q8(Isa isa, int64_t n_tokens) {
+  if (!is_avx2(isa)) return 0;
+  return n_tokens / 16 + (n_tokens % 16 >= (isa == Isa::avx512_vnni ? kSmallBatch16 : 8) ? 1 : 0);
+}
 /// Whole groups of 16 tokens the K-quant kernels of the AVX2 ISAs take as ActQ8Kx16.
 inline int64_t act_groups16_q8k(Isa isa, int64_t n_tokens) { return is_avx2(isa) ? n_tokens / 16 : 0; }
 

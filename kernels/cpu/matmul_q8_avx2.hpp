@@ -310,12 +310,11 @@ void range_q8(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (int64_t t = std::min(a.n_tokens, a.n_groups * 8); t < a.n_tokens; ++t) rows_token<W>(a, o0, o1, t);
 }
 
-/// range_q8 for a 32-element block type, else nullptr.
+/// range_q8 for a 32-element block type that meets ActQ16 activations, else nullptr
+/// (Q4_0 and Q5_0 meet ActQ8: matmul_q4q5_avx2.hpp).
 inline MatmulRangeFn q8_kernel(DType type) {
   switch (type) {
-    case DType::q4_0: return range_q8<Q4_0W>;
     case DType::q4_1: return range_q8<Q4_1W>;
-    case DType::q5_0: return range_q8<Q5_0W>;
     case DType::q5_1: return range_q8<Q5_1W>;
     case DType::q8_0: return range_q8<Q8_0W>;
     case DType::iq4_nl: return range_q8<IQ4_NLW>;

@@ -128,6 +128,18 @@ float dot_q8(DType type, const Row& r, const ActQ16* x, int64_t nb) {
   return acc;
 }
 
+// Q4_0 and Q5_0 against 8-bit activations: the same steps as dot_q8.
+float dot_q8_32(const Row& r, const ActQ8* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* q = r.q.data() + b * kQK;
+    int isum = 0;
+    for (int j = 0; j < kQK; ++j) isum += q[j] * x[b].qs[j];
+    acc = std::fma(static_cast<float>(isum), r.d[b] * x[b].d, acc);
+  }
+  return acc;
+}
+
 float dot_q8k(DType type, const Row& r, const ActQ8K* x, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -157,7 +169,8 @@ float dot_q8k(DType type, const Row& r, const ActQ8K* x, int64_t nb) {
 
 void range_quant(const MatmulArgs& a, int64_t o0, int64_t o1) {
   Row row;
-  const bool k = act_format(a.type) == ActFormat::q8k;
+  const ActFormat fmt = act_format(a.type);
+  const bool k = fmt == ActFormat::q8k;
   const int64_t nb = a.in / (k ? kQKK : kQK);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenChunk) {
     const int64_t t1 = std::min(a.n_tokens, t0 + kTokenChunk);
@@ -166,7 +179,8 @@ void range_quant(const MatmulArgs& a, int64_t o0, int64_t o1) {
       for (int64_t t = t0; t < t1; ++t) {
         const uint8_t* xr = a.xq + t * a.xq_row_bytes;
         a.y[t * a.out + o] = k ? dot_q8k(a.type, row, reinterpret_cast<const ActQ8K*>(xr), nb)
-                               : dot_q8(a.type, row, reinterpret_cast<const ActQ16*>(xr), nb);
+                             : fmt == ActFormat::q8_32 ? dot_q8_32(row, reinterpret_cast<const ActQ8*>(xr), nb)
+                                                       : dot_q8(a.type, row, reinterpret_cast<const ActQ16*>(xr), nb);
       }
     }
   }

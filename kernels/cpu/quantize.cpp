@@ -388,6 +388,40 @@ void quantize_act_q16(const float* x, int64_t n, ActQ16* out) {
   }
 }
 
+void quantize_act_q8(const float* x, int64_t n, ActQ8* out) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* s = x + b * kQK;
+    const float d = absmax(s, kQK) / 127.0f;
+    const float id = safe_inv(d);
+    int sum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      const int q = clampi(roundi(s[j] * id), -127, 127);
+      out[b].qs[j] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    out[b].d = d;
+    out[b].sum = sum;
+  }
+}
+
+void act_group16_q8(const ActQ8* rows, int64_t nb, int n, ActQ8x16* group) {
+  for (int64_t b = 0; b < nb; ++b) {
+    ActQ8x16& g = group[b];
+    for (int t = 0; t < 16; ++t) {
+      if (t >= n) {
+        g.d[t] = 0.0f;
+        g.sum[t] = 0;
+        for (auto& q : g.q) q[t] = 0;
+        continue;
+      }
+      const ActQ8& x = rows[t * nb + b];
+      g.d[t] = x.d;
+      g.sum[t] = x.sum;
+      for (int i = 0; i < kQK / 4; ++i) std::memcpy(&g.q[i][t], x.qs + 4 * i, 4);
+    }
+  }
+}
+
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out) {
   for (int64_t b = 0; b < n / kQKK; ++b) {
     const float* s = x + b * kQKK;

@@ -1,0 +1,188 @@
+// Q4_0 and Q5_0 against 8-bit ActQ8 activations, included by the AVX2 translation
+// units: plain AVX2 (matmul_avx2.cpp: vpmaddubsw + vpmaddwd), AVX-VNNI
+// (matmul_avx2_vnni.cpp) and AVX-512 VNNI (matmul_avx512_vnni.cpp), both vpdpbusd.
+// The byte products take the weights' unsigned levels (0..15, 0..31) and the signed
+// activations; the levels' offset (8, 16) comes back exactly through the activation
+// block's sum, so every lane holds the block's exact integer dot product S and then
+//   acc = fma(float(S), d_w * d_x, acc)
+// in block order (matmul_impl.hpp), bit-identical to the portable kernel.
+//
+// Decode and small batches: 8 rows in lanes x up to 4 tokens, the 8 rows' block sums
+// reduced together (reduce8_epi32). Batches: groups of 16 tokens in lanes (ActQ8x16)
+// x R rows, each weight dword broadcast against 16 tokens' dwords.
+#pragma once
+
+#include "kernels/cpu/matmul_q8_avx2.hpp"
+
+namespace troupe::kernels::cpu {
+namespace {
+
+// Unsigned levels in element order and the offset that makes them signed.
+struct Q4_0U {
+  using Block = BlockQ4_0;
+  static constexpr int kOffsetShift = 3;  // levels - 8
+  static __m256i u(const Block& b) { return nibbles32(b.qs); }
+};
+struct Q5_0U {
+  using Block = BlockQ5_0;
+  static constexpr int kOffsetShift = 4;  // levels - 16
+  static __m256i u(const Block& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)); }
+};
+
+// acc + the sums of 4 adjacent byte products, unsigned u x signed s. Levels <= 31 and
+// |s| <= 127: vpmaddubsw's pair sums fit int16 (no saturation), so all paths agree.
+inline __m256i dot_bytes_acc(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, u, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+inline __m256i dot_bytes(__m256i u, __m256i s) {
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+  return dot_bytes_acc(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+// 8 rows (lanes; rows from nr on repeat row 0, computed, never stored) x T tokens.
+template <class W, int T>
+inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
+  using Block = typename W::Block;
+  const int64_t nb = a.in / kQK;
+  const Block* wr[8];
+  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
+  const ActQ8* x[T];
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActQ8*>(a.xq + (t0 + t) * a.xq_row_bytes);
+  // At least a whole tile ahead (see rows8_token).
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i u[8];
+    // The 8 f16 scales into one vector word by word (a uint16_t array assembled in
+    // general registers costs more than the dot products).
+    __m128i h = _mm_setzero_si128();
+    for (int r = 0; r < 8; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + ahead, _MM_HINT_T0);
+      u[r] = W::u(wr[r][b]);
+      h = _mm_insert_epi16(h, wr[r][b].d, r);
+    }
+    const __m256 dw = _mm256_cvtph_ps(h);
+    for (int t = 0; t < T; ++t) {
+      const ActQ8& xb = x[t][b];
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
+      __m256i p[8];
+      for (int r = 0; r < 8; ++r) p[r] = dot_bytes(u[r], xv);
+      const __m256i s = _mm256_sub_epi32(reduce8_epi32(p), _mm256_set1_epi32(xb.sum << W::kOffsetShift));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float* y = a.y + (t0 + t) * a.out + o;
+    if (nr == 8) {
+      _mm256_storeu_ps(y, acc[t]);
+    } else {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, acc[t]);
+      for (int r = 0; r < nr; ++r) y[r] = lanes[r];
+    }
+  }
+}
+
+// Rows [o0, o1) x tokens [t0, t1): 8-row tiles, 4 tokens per pass.
+template <class W>
+void rows_tokens_b8(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
+  for (int64_t o = o0; o < o1; o += 8) {
+    const int nr = static_cast<int>(std::min<int64_t>(8, o1 - o));
+    int64_t t = t0;
+    for (; t + 4 <= t1; t += 4) rows8_tokens_b8<W, 4>(a, o, nr, t);
+    switch (t1 - t) {
+      case 3: rows8_tokens_b8<W, 3>(a, o, nr, t); break;
+      case 2: rows8_tokens_b8<W, 2>(a, o, nr, t); break;
+      case 1: rows8_tokens_b8<W, 1>(a, o, nr, t); break;
+      default: break;
+    }
+  }
+}
+
+#if !defined(__AVX512F__)
+// R rows (rows from nr on repeat row 0, never stored) x one group of 16 tokens in
+// lanes, as two 256-bit halves.
+template <class W, int R>
+inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
+  using Block = typename W::Block;
+  const int64_t nb = a.in / kQK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
+  const ActQ8x16* xg = a.xg8 + g * nb;
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(32) int32_t levels[R][kQK / 4];
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes, _MM_HINT_T0);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(levels[r]), W::u(w[r][b]));
+    }
+    // Opaque from here on, so each dword is broadcast from memory (a load, no shuffle).
+    asm("" : "+m"(levels));
+    __m256i s[R][2];
+    for (int r = 0; r < R; ++r) s[r][0] = s[r][1] = _mm256_setzero_si256();
+    for (int i = 0; i < kQK / 4; ++i) {
+      const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i]));
+      const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i] + 8));
+      for (int r = 0; r < R; ++r) {
+        const __m256i wb = _mm256_set1_epi32(levels[r][i]);
+        s[r][0] = dot_bytes_acc(s[r][0], wb, x0);
+        s[r][1] = dot_bytes_acc(s[r][1], wb, x1);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256i off =
+          _mm256_slli_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].sum + 8 * h)), W::kOffsetShift);
+      const __m256 xd = _mm256_load_ps(xg[b].d + 8 * h);
+      for (int r = 0; r < R; ++r) {
+        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(h2f(w[r][b].d)), xd);
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[r][h], off)), dwx, acc[r][h]);
+      }
+    }
+  }
+  const int64_t tg = g * 16;
+  const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - tg));
+  for (int r = 0; r < nr; ++r) {
+    alignas(32) float lanes[16];
+    _mm256_store_ps(lanes, acc[r][0]);
+    _mm256_store_ps(lanes + 8, acc[r][1]);
+    for (int l = 0; l < n; ++l) a.y[(tg + l) * a.out + o + r] = lanes[l];
+  }
+}
+
+// Rows per group pass: 2 rows x 2 halves keep the sums, accumulators and operands in
+// AVX2's 16 registers.
+constexpr int kRowsB8 = 2;
+
+template <class W>
+void range_b8(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  for (int64_t g = 0; g < a.n_groups8; ++g)
+    for (int64_t o = o0; o < o1; o += kRowsB8)
+      rows_group16_b8<W, kRowsB8>(a, o, static_cast<int>(std::min<int64_t>(kRowsB8, o1 - o)), g);
+  const int64_t first = std::min(a.n_tokens, a.n_groups8 * 16);
+  if (first < a.n_tokens) rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);
+}
+
+/// range_b8 for Q4_0 and Q5_0, else nullptr.
+inline MatmulRangeFn b8_kernel(DType type) {
+  switch (type) {
+    case DType::q4_0: return range_b8<Q4_0U>;
+    case DType::q5_0: return range_b8<Q5_0U>;
+    default: return nullptr;
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace troupe::kernels::cpu

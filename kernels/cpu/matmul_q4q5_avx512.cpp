@@ -1,0 +1,188 @@
+// Q4_0 and Q5_0 against 8-bit activations on 512-bit vectors (this file alone is built
+// with -mavx512f -mavx512bw -mavx512vl -mavx512vnni besides AVX2): batches as R rows x
+// G groups of 16 tokens in lanes, one vpdpbusd per weight dword and group; decode and
+// small batches of 2.. tokens with 16 rows in lanes (rows16_tokens_b8); decode from
+// matmul_q4q5_avx2.hpp (256-bit vpdpbusd). The integer block sums
+// and the float steps are those of every ISA, so results are bit-identical
+// (matmul_impl.hpp).
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_q4q5_avx2.hpp"
+#include "kernels/cpu/transpose16_avx512.hpp"
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's 512-bit intrinsics (bug 105593)
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512VNNI__)
+#error "matmul_q4q5_avx512.cpp is built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
+#endif
+
+namespace troupe::kernels::cpu {
+namespace {
+
+// R rows (rows from nr on repeat row 0, never stored) x G groups of 16 tokens.
+template <class W, int R, int G>
+inline void tile_b8_512(const MatmulArgs& a, int64_t o, int nr, int64_t g0) {
+  using Block = typename W::Block;
+  const int64_t nb = a.in / kQK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
+  const ActQ8x16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xg8 + (g0 + g) * nb;
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(32) int32_t levels[R][kQK / 4];
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes, _MM_HINT_T0);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(levels[r]), W::u(w[r][b]));
+    }
+    // Opaque from here on, so each dword is broadcast from memory (a load, no shuffle).
+    asm("" : "+m"(levels));
+    __m512i s[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) s[r][g] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int i = 0; i < kQK / 4; ++i) {
+      __m512i xv[G];
+      for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[i]);
+      for (int r = 0; r < R; ++r) {
+        const __m512i wb = _mm512_set1_epi32(levels[r][i]);
+        for (int g = 0; g < G; ++g) s[r][g] = _mm512_dpbusd_epi32(s[r][g], wb, xv[g]);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512i off = _mm512_slli_epi32(_mm512_load_si512(xg[g][b].sum), W::kOffsetShift);
+      const __m512 xd = _mm512_load_ps(xg[g][b].d);
+      for (int r = 0; r < R; ++r) {
+        const __m512 dwx = _mm512_mul_ps(_mm512_set1_ps(h2f(w[r][b].d)), xd);
+        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s[r][g], off)), dwx, acc[r][g]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t tg = (g0 + g) * 16;
+    const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - tg));
+    for (int r = 0; r < nr; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < n; ++l) a.y[(tg + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
+constexpr int kRows = 4;    // rows per tile
+constexpr int kGroups = 2;  // 32 tokens per pass: 8 independent vpdpbusd chains
+
+template <class W, int G>
+inline void rows_groups_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
+  for (int64_t o = o0; o < o1; o += kRows)
+    tile_b8_512<W, kRows, G>(a, o, static_cast<int>(std::min<int64_t>(kRows, o1 - o)), g);
+}
+
+// Small batches: 16 rows in lanes x T tokens. Two blocks of 16 rows' levels (16 x 16
+// dwords) are transposed at once, so vector i holds dword i of every row; a token then
+// costs 8 vpdpbusd per block with its dwords broadcast, and no horizontal sums (a
+// reduce8 per 8 rows and token costs more than the products).
+template <class W, int T>
+inline void rows16_tokens_b8(const MatmulArgs& a, int64_t o, int64_t t0) {
+  using Block = typename W::Block;
+  const int64_t nb = a.in / kQK;
+  const Block* w[16];
+  for (int r = 0; r < 16; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8* x[T];
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActQ8*>(a.xq + (t0 + t) * a.xq_row_bytes);
+  // At least a whole tile ahead: the same blocks of the next tile's rows.
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 16 * a.w_row_stride);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 2) {
+    const int nh = b + 1 < nb ? 2 : 1;
+    __m512i wt[16];
+    {
+      __m512i rows[16];
+      for (int r = 0; r < 16; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + ahead, _MM_HINT_T0);
+        const __m256i hi = nh == 2 ? W::u(w[r][b + 1]) : _mm256_setzero_si256();
+        rows[r] = _mm512_inserti64x4(_mm512_castsi256_si512(W::u(w[r][b])), hi, 1);
+      }
+      transpose16(rows, wt);
+    }
+    for (int h = 0; h < nh; ++h) {
+      // The 16 f16 scales word by word into vectors (see rows8_tokens_b8).
+      __m128i dlo = _mm_setzero_si128(), dhi = _mm_setzero_si128();
+      for (int r = 0; r < 8; ++r) {
+        dlo = _mm_insert_epi16(dlo, w[r][b + h].d, r);
+        dhi = _mm_insert_epi16(dhi, w[r + 8][b + h].d, r);
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(dlo), dhi, 1));
+      // Chains per token: one from 4 tokens on, else two (even and odd dwords).
+      constexpr int C = T >= 4 ? 1 : 2;
+      __m512i s[C][T];
+      for (int c = 0; c < C; ++c)
+        for (int t = 0; t < T; ++t) s[c][t] = _mm512_setzero_si512();
+      for (int i = 0; i < kQK / 4; ++i) {
+        for (int t = 0; t < T; ++t) {
+          int32_t quad;
+          std::memcpy(&quad, x[t][b + h].qs + 4 * i, 4);
+          s[i % C][t] = _mm512_dpbusd_epi32(s[i % C][t], wt[8 * h + i], _mm512_set1_epi32(quad));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const ActQ8& xb = x[t][b + h];
+        const __m512i sum = C == 2 ? _mm512_add_epi32(s[0][t], s[C - 1][t]) : s[0][t];
+        const __m512i st = _mm512_sub_epi32(sum, _mm512_set1_epi32(xb.sum << W::kOffsetShift));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(st), _mm512_mul_ps(dw, _mm512_set1_ps(xb.d)), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(a.y + (t0 + t) * a.out + o, acc[t]);
+}
+
+constexpr int kTokensPerPass = 8;
+
+// rows16_tokens_b8 for 1 <= n < kTokensPerPass tokens.
+template <class W, int T = 1>
+inline void rows16_tail_b8(const MatmulArgs& a, int64_t o, int64_t t, int n) {
+  if constexpr (T < kTokensPerPass) {
+    if (n == T) return rows16_tokens_b8<W, T>(a, o, t);
+    rows16_tail_b8<W, T + 1>(a, o, t, n);
+  }
+}
+
+// Tokens [t0, t1) (2 or more): 16-row tiles, then the rows after the last tile.
+template <class W>
+void rows_tokens16_b8(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
+  int64_t o = o0;
+  for (; o + 16 <= o1; o += 16) {
+    int64_t t = t0;
+    for (; t + kTokensPerPass <= t1; t += kTokensPerPass) rows16_tokens_b8<W, kTokensPerPass>(a, o, t);
+    if (t < t1) rows16_tail_b8<W>(a, o, t, static_cast<int>(t1 - t));
+  }
+  if (o < o1) rows_tokens_b8<W>(a, o, o1, t0, t1);
+}
+
+template <class W>
+void range_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  int64_t g = 0;
+  for (; g + kGroups <= a.n_groups8; g += kGroups) rows_groups_b8_512<W, kGroups>(a, o0, o1, g);
+  for (; g < a.n_groups8; ++g) rows_groups_b8_512<W, 1>(a, o0, o1, g);
+  const int64_t first = std::min(a.n_tokens, a.n_groups8 * 16);
+  if (a.n_tokens - first == 1) {
+    rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);  // decode: 8 rows in lanes
+  } else if (first < a.n_tokens) {
+    rows_tokens16_b8<W>(a, o0, o1, first, a.n_tokens);
+  }
+}
+
+}  // namespace
+
+MatmulRangeFn matmul_kernel_q4q5_avx512(DType type) {
+  switch (type) {
+    case DType::q4_0: return range_b8_512<Q4_0U>;
+    case DType::q5_0: return range_b8_512<Q5_0U>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace troupe::kernels::cpu
