@@ -5,13 +5,14 @@ definitions as llama.cpp b11434 builds its graphs (src/models/{llama,qwen2,qwen3
 pre-norm RMSNorm, Q/K/V (fused attn_qkv split as Q|K|V rows; optional biases), qwen3's
 per-head q/k RMS norms before RoPE, RoPE (pairs (2i,2i+1) for llama, (i,i+d/2) otherwise;
 frequencies divided by rope_freqs factors when the file has them), causal GQA attention
-scaled by 1/sqrt(head_dim), SwiGLU (phi3: the first half of ffn_up's rows is the gate),
+scaled by 1/sqrt(head_dim) (under llama, attention.sliding_window = w limits every query at
+position p to the keys at (p - w, p], Mistral 7B's window as transformers applies it), SwiGLU (phi3: the first half of ffn_up's rows is the gate),
 final norm, output head (tied to token_embd when output.weight is absent). Weights are
 dequantized exactly (f32, f16, q8_0); all arithmetic is float64, activations unquantized.
 
   ref_forward.py FILE.gguf PROMPT_IDS_JSON N_PREDICT N_PROBS  ->  JSON on stdout
 
-REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped computes a deliberately wrong model (that
+REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped|window computes a deliberately wrong model (that
 part left out, or phi3's halves swapped): how far such a model lands from the right one
 is what the test's tolerance has to stay below.
 """
@@ -130,6 +131,8 @@ class Model:
         self.hd = k("attention.key_length", self.n_embd // self.n_head)
         self.theta, self.eps = k("rope.freq_base", 10000.0), k("attention.layer_norm_rms_epsilon")
         self.neox = a != "llama"
+        # llama.cpp disables phi3's window; a window under llama applies to every layer.
+        self.window = k("attention.sliding_window", 0) if a == "llama" and DROP != "window" else 0
         self.factors = g.rows("rope_freqs.weight")[0] if g.has("rope_freqs.weight") else None
         if DROP == "rope_freqs":
             self.factors = None
@@ -191,6 +194,8 @@ class Model:
             for hh in range(self.n_head):
                 s = q[:, hh, :] @ k[:, hh // group, :].T / np.sqrt(self.hd)  # [rows][T]
                 s[pos[rows][:, None] < pos[None, :]] = -np.inf
+                if self.window > 0:
+                    s[pos[None, :] <= pos[rows][:, None] - self.window] = -np.inf
                 s = np.exp(s - s.max(axis=1, keepdims=True))
                 att[:, hh, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, hh // group, :]
             x = x[rows] + att.reshape(len(rows), -1) @ L["wo"].T
