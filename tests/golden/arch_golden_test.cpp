@@ -40,12 +40,14 @@ namespace {
 // Against llama.cpp: its CPU matmuls quantize activations to 8-bit q8_0 blocks, so it sits
 // further from the float64 values than troupe does: on the cases both references have, the
 // largest llama.cpp-vs-numpy difference was 0.021 (qwen2), 0.020 (qwen3), 0.038 (phi3),
-// 0.040 (llama-3.2), 0.020 (gemma3), while troupe-vs-numpy stays below 0.0012. So
-// troupe-vs-llama.cpp can reach ~0.041 from llama.cpp's rounding alone: kLlamaCppTol = 0.05,
-// still 9x below the smallest wrong-model error above. Greedy tokens must agree unless the
+// 0.040 (llama-3.2), 0.020 (gemma3) and 0.049 (gemma2, whose embeddings are scaled by
+// sqrt(2304) = 48 before llama.cpp rounds them to 8 bits), while troupe-vs-numpy stays below
+// 0.0012. So troupe-vs-llama.cpp reaches ~0.05 from llama.cpp's rounding alone (gemma2:
+// 0.0496 measured): kLlamaCppTol = 0.08 leaves room for that and is still 5x below the
+// smallest wrong-model error above. Greedy tokens must agree unless the
 // reference's top-1/top-2 gap was below twice the tolerance.
 constexpr double kNumpyTol = 2e-3;
-constexpr double kLlamaCppTol = 0.05;
+constexpr double kLlamaCppTol = 0.08;
 
 // The golden file's cases, or null when it is absent.
 nlohmann::json goldens(const std::string& file) {
@@ -186,6 +188,9 @@ TEST(ArchGoldensLlamaCpp, Llama32Past8k) {
 // 4300-token prompt.
 TEST(ArchGoldens, Gemma3PastItsWindowMatchesTheReference) {
   check_against("gemma3-270m", "arch_goldens_numpy.json", kNumpyTol);
+}
+TEST(ArchGoldens, Gemma2PastItsWindowMatchesTheReference) {
+  check_against("gemma2-2b", "arch_goldens_numpy.json", kNumpyTol);
 }
 TEST(ArchGoldensLlamaCpp, Gemma3PastItsWindow) {
   check_against("gemma3-270m", "arch_goldens_llamacpp.json", kLlamaCppTol);
