@@ -6,6 +6,7 @@
 #include "conformance/check_util.hpp"
 #include "conformance/random_data.hpp"
 #include "troupe/named_ops/named_ops.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace troupe::conformance {
 
@@ -150,7 +151,7 @@ struct Checker {
   /// Whether both offer named op Op; a target without it is a not_offered case, a reference
   /// without it a note.
   template <class Op>
-  bool both_offer() {
+  bool both_offer(const char* needed_by = "gemma2, gemma3") {
     if (!selected(options, "ops", std::string(Op::name))) return false;
     if (!named_ops::supports<Op>(reference.ops())) {
       report->notes.push_back(std::string(Op::name) + " not checked: the reference does not offer it");
@@ -161,9 +162,35 @@ struct Checker {
     c.group = "ops";
     c.op = std::string(Op::name);
     c.outcome = Outcome::not_offered;
-    c.detail = "models that need it (gemma2, gemma3) are refused at load";
+    c.detail = std::string("models that need it (") + needed_by + ") are refused at load";
     report->cases.push_back(std::move(c));
     return false;
+  }
+
+  // RoPE with per-pair frequency factors and a magnitude scale (Llama 3's rope_freqs: factors
+  // from 1 to 32), both pairings, positions past 8192 where the factors matter most.
+  void rope_with_factors() {
+    if (!both_offer<named_ops::RopeFreqFactors>("llama files with rope_freqs or rope scaling")) return;
+    for (bool neox : {false, true})
+      for (bool with_factors : {true, false})
+        for (auto [tokens, heads, hd] : {std::tuple<int64_t, int, int>{1, 1, 2}, {5, 3, 64}, {9, 7, 128}}) {
+          const auto x = random_floats(rng, tokens * heads * hd);
+          const auto factors = random_floats(rng, hd / 2, 1.0f, 32.0f);
+          std::vector<int32_t> pos(static_cast<size_t>(tokens));
+          std::uniform_int_distribution<int32_t> p(0, 16383);
+          for (auto& v : pos) v = p(rng);
+          const float mscale = with_factors ? 1.0f : 1.25f;
+          run(named_ops::RopeFreqFactors::name.data(),
+              shape({{"tokens", tokens}, {"heads", heads}, {"head_dim", hd}, {"neox", neox}, {"factors", with_factors}}),
+              "f32", kF32Tolerance, [&, tokens = tokens, heads = heads, hd = hd](Session& s) -> Result<std::vector<float>> {
+                CONFORMANCE_ASSIGN(xd, s.put(x));
+                CONFORMANCE_ASSIGN(fd, s.put(factors));
+                named_ops::find<named_ops::RopeFreqFactors>(s.ops())(s.ops(), xd, pos.data(), tokens, heads, hd,
+                                                                     500000.0f, neox, with_factors ? fd : nullptr,
+                                                                     mscale);
+                return s.get(xd, tokens * heads * hd);
+              });
+        }
   }
 
   // Gemma's named ops: the GELU-tanh gate, soft-capping (values far past the cap too), scaling.
@@ -356,6 +383,7 @@ void check_kernels(const Platform& target, const Platform& reference, const Opti
   k.matmuls();
   k.norms_and_elementwise();
   k.named_elementwise();
+  k.rope_with_factors();
   k.dense_attention();
   check_token_selection(**t, **r, options, rng, report);
   check_attention(**t, **r, options, rng, report);

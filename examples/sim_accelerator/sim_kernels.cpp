@@ -54,11 +54,18 @@ void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim
 }
 
 void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox) {
+  rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox, nullptr, 1.0f);
+}
+
+void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                       bool neox, const float* freq_factors, float mscale) {
   const int half = head_dim / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int i = 0; i < half; ++i) {
-      const double angle = positions[t] * std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
-      const auto c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      double freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+      if (freq_factors != nullptr) freq /= static_cast<double>(freq_factors[i]);
+      const double angle = positions[t] * freq;
+      const auto c = static_cast<float>(std::cos(angle) * mscale), s = static_cast<float>(std::sin(angle) * mscale);
       for (int h = 0; h < n_heads; ++h) {
         float* v = x + (t * n_heads + h) * int64_t{head_dim};
         // NeoX rotates (i, i + d/2); the original layout rotates neighbours (2i, 2i + 1).

@@ -22,6 +22,10 @@ void matmul(troupe::DType type, const uint8_t* w, int64_t stride, int64_t in, in
             int64_t n_tokens, float* y);
 void rms_norm(const float* x, const float* weight, int64_t n_tokens, int64_t dim, float eps, float* out);
 void rope(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta, bool neox);
+/// rope with pair i's frequency divided by freq_factors[i] (null: 1) and both outputs times
+/// mscale (named_ops::RopeFreqFactors: Llama 3's rope_freqs, linear scaling).
+void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                       bool neox, const float* freq_factors, float mscale);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void add_inplace(float* y, const float* x, int64_t n);
 void layer_norm(const float* x, const float* weight, const float* bias, int64_t n_tokens, int64_t dim, float eps,

@@ -7,6 +7,7 @@
 #include "sim_kernels.hpp"
 #include "sim_memory.hpp"
 #include "troupe/named_ops/named_ops.hpp"
+#include "troupe/named_ops/rope_ops.hpp"
 
 namespace sim {
 
@@ -68,6 +69,15 @@ void SimOps::rope(float* x, const int32_t* positions, int64_t n_tokens, int n_he
   float* xr = dev_f32(d_, x, n, "rope");
   kernels::rope(xr, positions, n_tokens, n_heads, head_dim, theta, neox);
   maybe_break("rope", xr, n);
+}
+
+void SimOps::rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+                               float theta, bool neox, const float* freq_factors, float mscale) {
+  const int64_t n = n_tokens * n_heads * head_dim;
+  float* xr = dev_f32(d_, x, n, "rope_freq_factors");
+  const float* f = freq_factors ? dev_f32(d_, freq_factors, head_dim / 2, "rope_freq_factors") : nullptr;
+  kernels::rope_freq_factors(xr, positions, n_tokens, n_heads, head_dim, theta, neox, f, mscale);
+  maybe_break("rope_freq_factors", xr, n);
 }
 
 void SimOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {
@@ -132,6 +142,12 @@ void SimOps::dense_attention(const float* q, const float* k, const float* v, flo
 
 troupe::OpFn SimOps::find_op(std::string_view name) const {
   static const troupe::named_ops::Entry table[] = {
+      troupe::named_ops::entry<troupe::named_ops::RopeFreqFactors>(
+          +[](troupe::Ops& ops, float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+              float theta, bool neox, const float* freq_factors, float mscale) {
+            static_cast<SimOps&>(ops).rope_freq_factors(x, positions, n_tokens, n_heads, head_dim, theta, neox,
+                                                        freq_factors, mscale);
+          }),
       troupe::named_ops::entry<troupe::named_ops::SelectTokens>(
           +[](troupe::Ops& ops, const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params, int32_t* out) {
             return static_cast<SimOps&>(ops).select_tokens(logits, rows, vocab, params, out);

@@ -2,8 +2,9 @@
 // translated to the device's real bytes before the kernel runs; the small
 // integer arrays (ids, positions, sequence starts) are host memory. matmul_multi
 // and matmul_silu_mul are the SDK's defaults (built from matmul and silu_mul).
-// It offers select_tokens, so a step's sampled tokens leave it as ids, and Gemma's named ops
-// (gelu_tanh_mul, softcap, scale, evaluated in double as an independent reference).
+// It offers select_tokens, so a step's sampled tokens leave it as ids, RoPE with frequency
+// factors (Llama 3.x's rope_freqs) and Gemma's named ops (gelu_tanh_mul, softcap, scale,
+// evaluated in double as an independent reference).
 #pragma once
 
 #include "sim_device.hpp"
@@ -31,11 +32,15 @@ class SimOps final : public troupe::Ops {
   /// Token selection on the device (only ids come back): params are host memory.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const troupe::TokenSelection* params,
                      int32_t* out);
+  /// RoPE with frequency factors (named_ops::RopeFreqFactors); freq_factors is device memory.
+  void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
+                         bool neox, const float* freq_factors, float mscale);
   /// Gemma's elementwise ops (named_ops GeluTanhMul, SoftCap, Scale).
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
   void softcap(float* x, int64_t n, float cap);
   void scale(float* x, int64_t n, float factor);
-  /// Offers select_tokens (named_ops::SelectTokens) and Gemma's gelu_tanh_mul, softcap, scale.
+  /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors and Gemma's gelu_tanh_mul,
+  /// softcap, scale.
   troupe::OpFn find_op(std::string_view name) const override;
 
  private:

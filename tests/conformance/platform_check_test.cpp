@@ -83,6 +83,10 @@ TEST(PlatformCheck, SimAcceleratorPasses) {
     if (c["op"] == "matmul") types.insert(c["dtype"].get<std::string>());
   EXPECT_EQ(types, (std::set<std::string>{"f32", "f16", "bf16"}));
   EXPECT_NE(r.err.find("MiB of weights on sim:0"), std::string::npos) << r.err;
+  // The sim offers RoPE with frequency factors (Llama 3.x's rope_freqs): its cases ran.
+  int rope_factor_cases = 0;
+  for (const auto& c : j["cases"]) rope_factor_cases += c["op"] == "rope_freq_factors.v1";
+  EXPECT_EQ(rope_factor_cases, 12);
 }
 
 TEST(PlatformCheck, TheTableEndsWithASummaryAndTheDefaultIsTheActivePlatform) {

@@ -9,12 +9,17 @@
 #       -> tests/data/golden/arch_goldens_numpy.json (tests/golden/ref_forward.py: an
 #          independent float64 forward pass; needs python3 with numpy)
 #
-# Defaults: build/bin/troupe and ~/.cache/troupe/llama.cpp-11434/bin.
+# Defaults: build/bin/troupe and ~/.cache/troupe/llama.cpp-11434/bin. ONLY=shape,shape
+# regenerates just those cases and merges them into the existing file.
 # llama-server runs on the CPU with an f32 KV cache (-ctk/-ctv f32), so the only
 # differences left to troupe are arithmetic order and activation rounding. Prompts are
 # token ids (no tokenizer involved): a fixed pseudo-random sequence per case. The
 # llama-3.2 long case puts its generated tokens past position 8192, where Llama 3's
-# rope_freqs factors change the low-frequency pairs most.
+# rope_freqs factors change the low-frequency pairs most. The gemma and mistral prompts
+# cross their sliding windows (gemma3-270m: 512 on 5 of its 6 layers; gemma2-2b: 4096 on
+# layer 0 of 2; mistral-7b-v0.1: 4096 on its layer). llama.cpp b11434 does not read a
+# window under arch llama (src/models/llama.cpp never asks for attention.sliding_window),
+# so the mistral case is referenced by numpy only.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 reference=${1:?usage: gen_arch_goldens.sh llama.cpp|numpy [TROUPE_BIN] [LLAMA_CPP_BIN_DIR]}
@@ -31,12 +36,15 @@ cleanup() { [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null; rm -rf "$wor
 trap cleanup EXIT
 port=18231
 
-# shape layers seed weight_type ctx  prompts(len:n_predict,...)
+# shape layers seed weight_type ctx prompts(len:n_predict,...) references(both|llama.cpp|numpy)
 cases=(
-  "qwen2.5-0.5b 2 7 q8_0 512 24:12,7:12"
-  "qwen3-0.6b 2 7 q8_0 512 24:12,7:12"
-  "phi3-mini 1 7 q8_0 512 24:12"
-  "llama-3.2-1b 1 7 q8_0 8448 24:12,8200:8"
+  "qwen2.5-0.5b 2 7 q8_0 512 24:12,7:12 both"
+  "qwen3-0.6b 2 7 q8_0 512 24:12,7:12 both"
+  "phi3-mini 1 7 q8_0 512 24:12 both"
+  "llama-3.2-1b 1 7 q8_0 8448 24:12,8200:8 both"
+  "gemma3-270m 6 7 q8_0 1024 24:8,700:8 both"
+  "gemma2-2b 2 7 q8_0 4608 24:8,4300:4 both"
+  "mistral-7b-v0.1 1 7 q8_0 8448 24:8,8200:4 numpy"
 )
 
 if [[ $reference == llama.cpp ]]; then
@@ -46,7 +54,9 @@ else
 fi
 first=1
 for c in "${cases[@]}"; do
-  read -r shape layers seed wtype ctx prompts <<<"$c"
+  read -r shape layers seed wtype ctx prompts refs <<<"$c"
+  [[ $refs == both || $refs == "$reference" ]] || continue
+  if [[ -n ${ONLY:-} && ",$ONLY," != *",$shape,"* ]]; then continue; fi
   gguf=$work/$shape.gguf
   "$troupe" make-gguf --model-shape "$shape" --layers "$layers" --seed "$seed" --weight-type "$wtype" -o "$gguf" >&2
   if [[ $reference == numpy ]]; then
@@ -83,9 +93,33 @@ PY
     kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
     sleep 0.5
   done
-  python3 - "$port" "$shape" "$layers" "$seed" "$wtype" "$prompts" "$work/case.json" <<'PY'
+  python3 - "$port" "$shape" "$layers" "$seed" "$wtype" "$prompts" "$work/case.json" "$gguf" "$here/tests/golden" <<'PY'
 import json, sys, urllib.request
-port, shape, layers, seed, wtype, prompts, dst = sys.argv[1:]
+port, shape, layers, seed, wtype, prompts, dst, gguf, golden_dir = sys.argv[1:]
+sys.path.insert(0, golden_dir)
+from ref_forward import Gguf
+
+# llama-server leaves out the probabilities of a token after which its text ends in a cut
+# UTF-8 sequence (server-context.cpp process_token: add_token only when the text is
+# complete; validate_utf8 checks the last 4 bytes). Decode the file's byte-level tokens to
+# know which generated tokens those are: their steps are recorded as null.
+g = Gguf(gguf)
+vocab, types = g.kv["tokenizer.ggml.tokens"], g.kv["tokenizer.ggml.token_type"]
+printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+char_to_byte, n = {chr(b): b for b in printable}, 0
+for b in range(256):
+    if b not in printable:
+        char_to_byte[chr(256 + n)] = b
+        n += 1
+def piece(tok):  # control tokens render as nothing (llama-server's default: no special text)
+    return b"" if types[tok] == 3 else bytes(char_to_byte[c] for c in vocab[tok])
+def complete(text):  # llama.cpp's validate_utf8(text) == len(text)
+    for i in range(1, min(4, len(text)) + 1):
+        c = text[-i]
+        if (c & 0xE0 == 0xC0 and i < 2) or (c & 0xF0 == 0xE0 and i < 3) or (c & 0xF8 == 0xF0 and i < 4):
+            return False
+    return True
+
 def post(path, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
@@ -104,11 +138,20 @@ for k, spec in enumerate(prompts.split(",")):
     r = post("/completion", {"prompt": ids, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
                              "n_probs": 8, "cache_prompt": False, "ignore_eos": True, "return_tokens": True,
                              "post_sampling_probs": False, "samplers": ["top_k"]})
-    steps = []
-    for p in r["completion_probabilities"]:
+    probs, tokens = r["completion_probabilities"], r["tokens"]
+    steps, text, j = [], b"", 0
+    for tok in tokens:
+        text += piece(tok)
+        if not complete(text):
+            steps.append(None)
+            continue
+        p = probs[j]
+        j += 1
+        assert p["id"] == tok, (p["id"], tok)
         steps.append({"id": p["id"], "logprob": p["logprob"],
                       "top": [[t["id"], t["logprob"]] for t in p["top_logprobs"]]})
-    runs.append({"prompt_ids": ids, "output_ids": [s["id"] for s in steps], "steps": steps})
+    assert j == len(probs) and len(tokens) == n_predict, (j, len(probs), len(tokens))
+    runs.append({"prompt_ids": ids, "output_ids": tokens, "steps": steps})
 json.dump({"shape": shape, "layers": int(layers), "seed": int(seed), "weight_type": wtype, "runs": runs},
           open(dst, "w"))
 PY
@@ -120,6 +163,15 @@ PY
   echo "done: $shape" >&2
 done
 echo ']}' >> "$work/out.json"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); json.dump(d, open(sys.argv[2],"w"), separators=(",",":"))' \
-  "$work/out.json" "$out"
+python3 - "$work/out.json" "$out" "${ONLY:-}" <<'PY'
+import json, os, sys
+new, dst, only = sys.argv[1:]
+d = json.load(open(new))
+if only and os.path.exists(dst):  # keep the cases not regenerated, in their order
+    old = json.load(open(dst))
+    fresh = {c["shape"]: c for c in d["cases"]}
+    cases = [fresh.pop(c["shape"], c) for c in old["cases"]]
+    d["cases"] = cases + list(fresh.values())
+json.dump(d, open(dst, "w"), separators=(",", ":"))
+PY
 echo "wrote $out" >&2

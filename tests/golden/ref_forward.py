@@ -5,13 +5,19 @@ definitions as llama.cpp b11434 builds its graphs (src/models/{llama,qwen2,qwen3
 pre-norm RMSNorm, Q/K/V (fused attn_qkv split as Q|K|V rows; optional biases), qwen3's
 per-head q/k RMS norms before RoPE, RoPE (pairs (2i,2i+1) for llama, (i,i+d/2) otherwise;
 frequencies divided by rope_freqs factors when the file has them), causal GQA attention
-scaled by 1/sqrt(head_dim), SwiGLU (phi3: the first half of ffn_up's rows is the gate),
-final norm, output head (tied to token_embd when output.weight is absent). Weights are
+scaled by 1/sqrt(head_dim) (under llama, attention.sliding_window = w limits every query at
+position p to the keys at (p - w, p], Mistral 7B's window as transformers applies it), SwiGLU (phi3: the first half of ffn_up's rows is the gate),
+final norm, output head (tied to token_embd when output.weight is absent). gemma2/gemma3
+(src/models/gemma2.cpp, gemma3.cpp): embeddings times sqrt(n_embd), NeoX RoPE, RMS norms
+after attention and the MLP too, GELU-tanh gating, queries scaled by 1/sqrt(head_dim);
+layer l windowed (keys at (p - w, p]) when l mod pattern < pattern - 1 (2 for gemma2, 6 for
+gemma3); gemma2 soft-caps attention scores (50) and logits (30); gemma3 norms each head's
+q and k and rotates its windowed layers with base 10000 (rope.freq_base_swa). Weights are
 dequantized exactly (f32, f16, q8_0); all arithmetic is float64, activations unquantized.
 
   ref_forward.py FILE.gguf PROMPT_IDS_JSON N_PREDICT N_PROBS  ->  JSON on stdout
 
-REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped computes a deliberately wrong model (that
+REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped|window computes a deliberately wrong model (that
 part left out, or phi3's halves swapped): how far such a model lands from the right one
 is what the test's tolerance has to stay below.
 """
@@ -122,7 +128,8 @@ class Model:
     def __init__(self, path):
         g = self.g = Gguf(path)
         a = self.arch = g.kv["general.architecture"]
-        assert a in ("llama", "qwen2", "qwen3", "phi3"), a
+        assert a in ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"), a
+        self.gemma = a in ("gemma2", "gemma3")
         k = lambda key, default=None: g.kv.get(f"{a}.{key}", default)
         self.n_embd, self.n_layer = k("embedding_length"), k("block_count")
         self.n_head = k("attention.head_count")
@@ -130,6 +137,19 @@ class Model:
         self.hd = k("attention.key_length", self.n_embd // self.n_head)
         self.theta, self.eps = k("rope.freq_base", 10000.0), k("attention.layer_norm_rms_epsilon")
         self.neox = a != "llama"
+        # llama.cpp disables phi3's window; a window under llama applies to every layer.
+        self.window = k("attention.sliding_window", 0) if a == "llama" and DROP != "window" else 0
+        self.local = [self.window > 0] * k("block_count")
+        self.theta_local = self.theta
+        self.attn_cap = self.final_cap = 0.0
+        if self.gemma:
+            g2 = a == "gemma2"
+            self.window = k("attention.sliding_window", 4096 if g2 else 0) if DROP != "window" else 0
+            pattern = k("attention.sliding_window_pattern", 2 if g2 else 6)
+            self.local = [self.window > 0 and l % pattern < pattern - 1 for l in range(k("block_count"))]
+            self.theta_local = k("rope.freq_base_swa", self.theta if g2 else 10000.0)
+            self.attn_cap = k("attn_logit_softcapping", 50.0) if g2 else 0.0
+            self.final_cap = k("final_logit_softcapping", 30.0 if g2 else 0.0)
         self.factors = g.rows("rope_freqs.weight")[0] if g.has("rope_freqs.weight") else None
         if DROP == "rope_freqs":
             self.factors = None
@@ -144,6 +164,9 @@ class Model:
         qd, kvd = self.n_head * self.hd, self.n_kv * self.hd
         L = {"attn_norm": g.rows(b + "attn_norm.weight")[0], "ffn_norm": g.rows(b + "ffn_norm.weight")[0],
              "wo": g.rows(b + "attn_output.weight"), "down": g.rows(b + "ffn_down.weight")}
+        if self.gemma:
+            L["post_attn_norm"] = g.rows(b + "post_attention_norm.weight")[0]
+            L["post_ffn_norm"] = g.rows(b + "post_ffw_norm.weight")[0]
         if g.has(b + "attn_qkv.weight"):
             qkv = g.rows(b + "attn_qkv.weight")
             L["wq"], L["wk"], L["wv"] = qkv[:qd], qkv[qd:qd + kvd], qkv[qd + kvd:]
@@ -170,8 +193,12 @@ class Model:
         """Log-softmax rows of positions [first, len(ids))."""
         T = len(ids)
         x = np.concatenate([self.g.rows("token_embd.weight", i, i + 1) for i in ids])
+        if self.gemma:
+            x = x * np.sqrt(self.n_embd)
         pos = np.arange(T)
         for li, L in enumerate(self.layers):
+            window = self.window if self.local[li] else 0
+            theta = self.theta_local if self.local[li] else self.theta
             last = li == self.n_layer - 1
             rows = np.arange(first, T) if last else np.arange(T)  # the last layer: only the rows asked for
             h = rms_norm(x, L["attn_norm"], self.eps)
@@ -184,15 +211,26 @@ class Model:
             v = v.reshape(T, self.n_kv, self.hd)
             if L["q_norm"] is not None:
                 q, k = rms_norm(q, L["q_norm"], self.eps), rms_norm(k, L["k_norm"], self.eps)
-            q = rope(q, pos[rows], self.theta, self.neox, self.factors, 1.0)
-            k = rope(k, pos, self.theta, self.neox, self.factors, 1.0)
+            q = rope(q, pos[rows], theta, self.neox, self.factors, 1.0)
+            k = rope(k, pos, theta, self.neox, self.factors, 1.0)
             group = self.n_head // self.n_kv
             att = np.empty((len(rows), self.n_head, self.hd))
             for hh in range(self.n_head):
                 s = q[:, hh, :] @ k[:, hh // group, :].T / np.sqrt(self.hd)  # [rows][T]
+                if self.attn_cap > 0:
+                    s = self.attn_cap * np.tanh(s / self.attn_cap)
                 s[pos[rows][:, None] < pos[None, :]] = -np.inf
+                if window > 0:
+                    s[pos[None, :] <= pos[rows][:, None] - window] = -np.inf
                 s = np.exp(s - s.max(axis=1, keepdims=True))
                 att[:, hh, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, hh // group, :]
+            if self.gemma:
+                x = x[rows] + rms_norm(att.reshape(len(rows), -1) @ L["wo"].T, L["post_attn_norm"], self.eps)
+                h = rms_norm(x, L["ffn_norm"], self.eps)
+                gt, up = h @ L["gate"].T, h @ L["up"].T
+                gelu = 0.5 * gt * (1 + np.tanh(np.sqrt(2 / np.pi) * (gt + 0.044715 * gt ** 3)))
+                x = x + rms_norm((gelu * up) @ L["down"].T, L["post_ffn_norm"], self.eps)
+                continue
             x = x[rows] + att.reshape(len(rows), -1) @ L["wo"].T
             h = rms_norm(x, L["ffn_norm"], self.eps)
             gt, up = h @ L["gate"].T, h @ L["up"].T
@@ -202,6 +240,8 @@ class Model:
         for r0 in range(0, self.n_vocab, 16384):  # the head in slices (the embedding may be ~1 GB as f64)
             r1 = min(self.n_vocab, r0 + 16384)
             logits[:, r0:r1] = h @ self.g.rows(self.out_name, r0, r1).T
+        if self.final_cap > 0:
+            logits = self.final_cap * np.tanh(logits / self.final_cap)
         m = logits.max(axis=1, keepdims=True)
         return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
 

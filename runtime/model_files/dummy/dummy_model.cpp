@@ -84,20 +84,22 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   b.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   b.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
   b.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  b.set_f32(a + "rope.freq_base", s.rope_theta);
+  if (s.rope_theta_key) b.set_f32(a + "rope.freq_base", s.rope_theta);
   b.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
-  b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
+  if (!s.gemma()) b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));  // Gemma's converters omit it
   if (s.key_length > 0) {
     b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.key_length));
     b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.key_length));
   }
   if (s.sliding_window > 0) b.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  if (s.attn_softcap > 0) b.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap > 0) b.set_f32(a + "final_logit_softcapping", s.final_softcap);
   if (s.rope_original_context > 0)
     b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
   b.set_string("troupe.dummy.shape", s.name);
   b.set_string("troupe.dummy.weight_type", std::string(to_string(spec.weight_type)));
   b.set_u64("troupe.dummy.seed", spec.seed);
-  auto vocab = make_synthetic_vocab(s.n_vocab);
+  auto vocab = make_synthetic_vocab(s.n_vocab, vocab_style_of(s.arch));
   if (!vocab) return vocab.status();
   add_tokenizer_metadata(*vocab, b);
 
@@ -151,6 +153,7 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
       TROUPE_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim()));
     }
     TROUPE_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
+    if (s.gemma()) TROUPE_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
     TROUPE_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
     if (s.fused_gate_up) {
       TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff));
@@ -159,6 +162,7 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
       TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
     }
     TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+    if (s.gemma()) TROUPE_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
   }
   TROUPE_RETURN_IF_ERROR(norm("output_norm.weight", s.n_embd));
   if (!s.tied_embeddings) TROUPE_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));

@@ -7,10 +7,11 @@
 // Contents: the shape's general.architecture with its hyperparameters under that
 // prefix, every tensor and key a real file of the family has in llama.cpp's
 // layout (Llama 3.x's rope_freqs, qwen2's biases, qwen3's q/k norms, phi3's fused
-// attn_qkv and ffn_up), every matrix in the weight type, norms f32 and 1,
-// biases f32 random, tied shapes without output.weight; the synthetic byte-level BPE
-// tokenizer (synthetic_vocab.hpp) with a ChatML template; provenance in
-// troupe.dummy.{shape,weight_type,seed}.
+// attn_qkv and ffn_up, Gemma's post-norms, soft-capping and window keys, a Mistral
+// window), every matrix in the weight type, norms f32 and 1, biases f32 random, tied
+// shapes without output.weight; the synthetic byte-level BPE tokenizer
+// (synthetic_vocab.hpp) with the family's special tokens and chat template; provenance
+// in troupe.dummy.{shape,weight_type,seed}.
 #pragma once
 
 #include <cstdint>

@@ -63,6 +63,25 @@ const std::vector<ModelShape>& model_shapes() {
     v.back().fused_gate_up = true;
     v.back().sliding_window = 2047;
     v.back().rope_original_context = 4096;
+    // Mistral 7B v0.1: Llama's block under `llama`, every layer windowed to 4096 keys
+    // (llama.cpp's converter does not write the window; troupe applies it when a file has it).
+    v.push_back(llama("mistral-7b-v0.1", "Mistral-7B-v0.1's config.json (sliding_window 4096 on every layer)", 4096,
+                      32, 32, 8, 14336, 32000, 32768, 10000.0f, 1e-5f, false));
+    v.back().sliding_window = 4096;
+    v.push_back(llama("gemma2-2b", "gemma-2-2b's config.json (soft-capping, a 4096 window on even layers)", 2304, 26,
+                      8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, true));
+    v.back().arch = "gemma2";
+    v.back().key_length = 256;
+    v.back().sliding_window = 4096;
+    v.back().attn_softcap = 50.0f;
+    v.back().final_softcap = 30.0f;
+    v.back().rope_theta_key = false;
+    v.push_back(llama("gemma3-270m", "the metadata of gemma-3-270m-q4_k_m.gguf (q/k norms, 5 of 6 layers windowed to 512)",
+                      640, 18, 4, 1, 2048, 262144, 32768, 1000000.0f, 1e-6f, true));
+    v.back().arch = "gemma3";
+    v.back().key_length = 256;
+    v.back().qk_norm = true;
+    v.back().sliding_window = 512;
     return v;
   }();
   return kShapes;

@@ -1,9 +1,8 @@
 // Named model shapes for the dummy load format (random weights, vLLM's
 // --load-format dummy): the architecture and hyperparameters of a known model,
 // with the optional tensors and keys its real GGUF has, and the weight types a
-// dummy model can be built in. A family whose block differs more (Gemma's
-// post-norms, sliding-window patterns) adds fields here and their tensors in
-// dummy_model.cpp.
+// dummy model can be built in. gemma2/gemma3 shapes get Gemma's block (post-attention
+// and post-FFN norms) from their architecture; their keys are the fields below.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +26,7 @@ struct Llama3RopeScaling {
 struct ModelShape {
   std::string name;         // "llama-3.2-1b"
   std::string source;       // where the numbers come from
-  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3
+  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3, gemma2, gemma3
   int64_t n_embd = 0;       // hidden size
   int n_layer = 0;
   int n_head = 0;
@@ -40,13 +39,18 @@ struct ModelShape {
   bool tied_embeddings = true;  // no output.weight: the head reuses token_embd
   int64_t key_length = 0;       // head dim when it is not n_embd / n_head (qwen3): attention.key_length
   bool qkv_bias = false;        // blk.N.attn_{q,k,v}.bias (qwen2)
-  bool qk_norm = false;         // blk.N.attn_{q,k}_norm.weight (qwen3)
+  bool qk_norm = false;         // blk.N.attn_{q,k}_norm.weight (qwen3, gemma3)
   bool fused_qkv = false;       // blk.N.attn_qkv.weight instead of attn_q/k/v (phi3)
   bool fused_gate_up = false;   // blk.N.ffn_up.weight holds gate and up, no ffn_gate (phi3)
-  int64_t sliding_window = 0;   // attention.sliding_window key (phi3 writes it; llama.cpp ignores it for phi3)
+  int64_t sliding_window = 0;   // attention.sliding_window key (phi3 writes it and llama.cpp ignores it there;
+                                // gemma2/gemma3 window their local layers; a llama file: every layer, Mistral-style)
+  float attn_softcap = 0;       // attn_logit_softcapping key (gemma2)
+  float final_softcap = 0;      // final_logit_softcapping key (gemma2)
+  bool rope_theta_key = true;   // rope.freq_base written (gemma2's converter leaves it out: 10000)
   int64_t rope_original_context = 0;  // rope.scaling.original_context_length key (phi3)
   Llama3RopeScaling llama3_rope;      // rope_freqs.weight (Llama 3.x)
   int64_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
+  bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
 };
 
 /// Every named shape, in a fixed order.

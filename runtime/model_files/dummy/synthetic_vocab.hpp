@@ -8,8 +8,15 @@
 //                       frequency order (" etaoins...", capitals, digits,
 //                       punctuation, then the rest), and a merge of bytes ranked
 //                       below k comes before any merge that uses the byte ranked k
-//   ids V-4..V-1        control tokens <|begin_of_text|> (BOS), <|end_of_text|>
-//                       (EOS), <|im_start|>, <|im_end|> (end of turn); a ChatML template
+//   the last ids        the control tokens of the family's style (VocabStyle), with
+//                       its chat template:
+//                         chatml: <|begin_of_text|> (BOS), <|end_of_text|> (EOS),
+//                                 <|im_start|>, <|im_end|> (end of turn)
+//                         phi3:   <unk>, <s> (BOS), </s>, <|endoftext|> (EOS), <|assistant|>,
+//                                 <|system|>, <|end|> (end of turn), <|user|>: the names
+//                                 llama.cpp looks up in a file whose general.name says phi3
+//                         gemma:  <pad>, <eos> (EOS), <bos> (BOS), <unk>, <start_of_turn>,
+//                                 <end_of_turn> (end of turn)
 //
 // Any text encodes (every byte is a token) and decodes back to the same bytes;
 // English splits into tokens of about two bytes.
@@ -17,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/model_files/gguf/gguf_builder.hpp"
@@ -24,17 +32,23 @@
 
 namespace troupe::dummy {
 
+/// The special tokens and chat template of a family's real vocabulary.
+enum class VocabStyle { chatml, phi3, gemma };
+/// The style of a general.architecture: phi3 and gemma2/gemma3 have their own, the rest ChatML.
+VocabStyle vocab_style_of(std::string_view arch);
+
 struct SyntheticVocab {
   std::vector<std::string> tokens;  // GGUF text (byte-level characters)
   std::vector<int32_t> types;       // GGUF token types: 1 normal, 3 control
   std::vector<std::string> merges;  // "left right", highest priority first
-  int32_t bos_id = -1, eos_id = -1, im_start_id = -1, im_end_id = -1;
+  int32_t bos_id = -1, eos_id = -1, eot_id = -1, unk_id = -1, pad_id = -1;
+  std::string chat_template;        // Jinja
 };
 
-/// The vocabulary of `n_vocab` tokens; invalid_argument when n_vocab is below
-/// 261 (bytes, specials, one merge) or above 256 + 256^2 + 256^3.
-Result<SyntheticVocab> make_synthetic_vocab(int64_t n_vocab);
-/// Writes it as tokenizer.ggml.* metadata, with a ChatML tokenizer.chat_template.
+/// The vocabulary of `n_vocab` tokens; invalid_argument when n_vocab leaves no room for
+/// the bytes, the style's specials and one merge, or is above 256 + 256^2 + 256^3 + specials.
+Result<SyntheticVocab> make_synthetic_vocab(int64_t n_vocab, VocabStyle style = VocabStyle::chatml);
+/// Writes it as tokenizer.ggml.* metadata, with its tokenizer.chat_template.
 void add_tokenizer_metadata(const SyntheticVocab& vocab, gguf::GgufBuilder& builder);
 
 }  // namespace troupe::dummy

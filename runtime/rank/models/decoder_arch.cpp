@@ -6,9 +6,11 @@ namespace troupe::models {
 namespace {
 
 // llama.cpp: llama rotates consecutive pairs (its converter permutes Q/K for that); the
-// qwen and phi families rotate NeoX halves (llama_model_rope_type).
+// qwen and phi families rotate NeoX halves (llama_model_rope_type). A window under llama
+// is Mistral 7B v0.1's (transformers and vLLM apply it; llama.cpp b11434 does not read
+// the key for llama, and its converter does not write it).
 constexpr std::array<DecoderArch, 4> kArchs = {{
-    {"llama", false, false, false, true},
+    {"llama", false, false, false, true, true},
     {"qwen2", true, false, false, false},
     {"qwen3", true, true, false, false},
     {"phi3", true, false, true, true},

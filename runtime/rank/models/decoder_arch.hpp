@@ -2,7 +2,7 @@
 // differs between them, as llama.cpp (b11434) reads them: the RoPE pairing, which
 // optional tensors each may or must have, fused projections. A new family with the same
 // block (pre-norm attention + gated MLP) is one more row; one whose block differs
-// (Gemma's post-norms and embedding scale, sliding windows) adds a trait here and the
+// (Gemma's post-norms and embedding scale) adds a trait here and the
 // code that reads it, or gets a model of its own.
 #pragma once
 
@@ -20,6 +20,8 @@ struct DecoderArch {
   bool qk_norm = false;       // blk.N.attn_q_norm / attn_k_norm ({head_dim} RMS norms per head) are required
   bool fused_gate_up = false; // blk.N.ffn_up holds gate then up ({n_embd, 2*n_ff}); no ffn_gate
   bool rope_freqs = false;    // reads rope_freqs.weight (llama.cpp's qwen graphs pass no factors)
+  bool sliding_window = false;// attention.sliding_window windows every layer (Mistral-style; phi3's key is
+                              // ignored, as llama.cpp disables Phi's window)
 };
 
 /// The row of `arch`, or nullptr.

@@ -107,6 +107,12 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
     return invalid_argument("model metadata: rope.freq_base must be a positive number");
   if (!(hp.rms_eps > 0) || !std::isfinite(hp.rms_eps))
     return invalid_argument("model metadata: layer_norm_rms_epsilon must be a positive number");
+  if (traits->sliding_window) {
+    const int64_t window = source.get_int(p + "attention.sliding_window").value_or(0);
+    if (window < 0 || window > (int64_t{1} << 30))
+      return invalid_argument("model metadata: attention.sliding_window " + std::to_string(window) + " is out of range");
+    hp.sliding_window = static_cast<int32_t>(window);
+  }
   auto scaling = read_rope_scaling(source, hp.arch, hp.rope_dim, hp.rope_theta, traits->rope_freqs);
   if (!scaling.ok()) return scaling.status();
   hp.rope_scaling = std::move(*scaling);

@@ -31,6 +31,7 @@ struct LlamaHParams {
   bool rope_neox = false;    // pairs (i, i+d/2) instead of (2i, 2i+1)
   bool qk_norm = false;      // per-head RMS norms of q and k before RoPE (qwen3)
   bool fused_gate_up = false;// ffn_up holds gate then up (phi3)
+  int32_t sliding_window = 0;// every layer sees its last n keys (Mistral-style, llama only); 0: none
   RopeScaling rope_scaling;  // frequency factors (Llama 3's rope_freqs, linear scaling)
 };
 

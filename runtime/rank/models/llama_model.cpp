@@ -72,11 +72,13 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
   info_.hidden_size = hp_.n_embd;
   info_.weight_bytes = w_.bytes_per_token;
   TROUPE_LOG_INFO("{} model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}{}{}, "
-                  "{} output",
+                  "{} output{}",
                   hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
                   hp_.rope_neox ? "neox" : "normal", hp_.rope_theta,
                   hp_.rope_scaling.active() ? " scaled by " : "", hp_.rope_scaling.description,
-                  w_.tied_output ? "tied" : "separate");
+                  w_.tied_output ? "tied" : "separate",
+                  hp_.sliding_window > 0 ? ", every layer windowed to " + std::to_string(hp_.sliding_window) + " keys"
+                                         : std::string());
   for (const std::string* chosen : {&rms_norm_.chosen(), &rope_.chosen(), &silu_and_mul_.chosen()})
     if (*chosen != "native") {
       TROUPE_LOG_INFO("llama model custom ops: rms_norm {}, rotary_embedding {}, silu_and_mul {}", rms_norm_.chosen(),
@@ -295,7 +297,9 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   AttentionBackend& attn = *ctx_.attention;
   const int64_t T = b.num_tokens();
   const int64_t E = hp_.n_embd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  AttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  params.sliding_window = hp_.sliding_window;
   const int tp = shard_.tp_size;
   // Every rank of a stage holds the same residual stream; the partial sums of the
   // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.
@@ -333,7 +337,7 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
     }
     rotate(q_.data(), b, shard_.n_head_local);
     rotate(k_.data(), b, shard_.n_head_kv_local);
-    attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, scale);
+    attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, params);
     ops.matmul(L.wo, attn_.data(), T, tmp_.data());
     if (lora) TROUPE_RETURN_IF_ERROR(apply_lora(b, L.wo, attn_.data(), tmp_.data()));
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -122,11 +123,12 @@ TEST(ModelShapes, ATypeWhoseBlocksDoNotFitNamesTheRows) {
 
 TEST(SyntheticVocab, HasExactlyTheShapesSizeWithUniqueTokens) {
   for (const auto& shape : model_shapes()) {
-    auto v = make_synthetic_vocab(shape.n_vocab);
+    auto v = make_synthetic_vocab(shape.n_vocab, vocab_style_of(shape.arch));
     ASSERT_TRUE(v.ok()) << shape.name;
     EXPECT_EQ(static_cast<int64_t>(v->tokens.size()), shape.n_vocab);
     EXPECT_EQ(static_cast<int64_t>(v->types.size()), shape.n_vocab);
-    EXPECT_EQ(static_cast<int64_t>(v->merges.size()), shape.n_vocab - 260);
+    const auto n_control = std::count(v->types.begin(), v->types.end(), 3);
+    EXPECT_EQ(static_cast<int64_t>(v->merges.size()), shape.n_vocab - 256 - n_control);
     std::unordered_set<std::string> seen(v->tokens.begin(), v->tokens.end());
     EXPECT_EQ(seen.size(), v->tokens.size()) << shape.name;
   }
@@ -165,6 +167,47 @@ TEST(SyntheticVocab, EncodesAndDecodesAnyText) {
   auto tmpl = chat::detect(file->get_string("tokenizer.chat_template").value_or(""));
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
   EXPECT_EQ(tmpl->name, "chatml");
+}
+
+// llama.cpp looks up <unk>, <s>, </s> and <|endoftext|> by name when general.name says phi3
+// (and refuses the file with unordered_map::at otherwise); Gemma files carry <start_of_turn>.
+// Each family's specials are control tokens, in the roles its real files give them, and its
+// template is recognised.
+TEST(SyntheticVocab, EachFamilyHasItsRealSpecialTokensAndTemplate) {
+  struct Want {
+    VocabStyle style;
+    std::vector<std::string> names;
+    std::string bos, eos, eot, chat;
+  };
+  const std::vector<Want> wants = {
+      {VocabStyle::chatml, {"<|im_start|>"}, "<|begin_of_text|>", "<|end_of_text|>", "<|im_end|>", "chatml"},
+      {VocabStyle::phi3, {"<unk>", "</s>", "<|assistant|>", "<|user|>", "<|system|>"}, "<s>", "<|endoftext|>",
+       "<|end|>", "phi3"},
+      {VocabStyle::gemma, {"<pad>", "<unk>", "<start_of_turn>"}, "<bos>", "<eos>", "<end_of_turn>", "gemma"},
+  };
+  for (const auto& w : wants) {
+    auto v = make_synthetic_vocab(1000, w.style);
+    ASSERT_TRUE(v.ok());
+    auto id_of = [&](const std::string& name) {
+      const auto it = std::find(v->tokens.begin(), v->tokens.end(), name);
+      EXPECT_NE(it, v->tokens.end()) << name;
+      const auto id = static_cast<int32_t>(it - v->tokens.begin());
+      if (it != v->tokens.end()) {
+        EXPECT_EQ(v->types[static_cast<size_t>(id)], 3) << name;
+      }
+      return id;
+    };
+    for (const auto& n : w.names) id_of(n);
+    EXPECT_EQ(v->bos_id, id_of(w.bos));
+    EXPECT_EQ(v->eos_id, id_of(w.eos));
+    EXPECT_EQ(v->eot_id, id_of(w.eot));
+    auto tmpl = chat::detect(v->chat_template);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status().to_string();
+    EXPECT_EQ(tmpl->name, w.chat);
+  }
+  EXPECT_EQ(vocab_style_of("phi3"), VocabStyle::phi3);
+  EXPECT_EQ(vocab_style_of("gemma3"), VocabStyle::gemma);
+  EXPECT_EQ(vocab_style_of("qwen2"), VocabStyle::chatml);
 }
 
 TEST(DummyWeights, SameSeedSameBytesAnyThreadCount) {

@@ -100,6 +100,25 @@ TEST(DecoderArchs, Phi3SplitsFusedQkvAndGateUpAsLlamaCpp) {
   EXPECT_EQ(L.ffn_up->ne[1], 512);
 }
 
+// A window under llama is Mistral's: every layer; phi3 files carry one that llama.cpp (and
+// troupe) ignore; an absurd one is refused.
+TEST(DecoderArchs, AMistralWindowUnderLlamaIsReadAndPhi3sIsNot) {
+  auto mistral = read_llama_hparams(*open(small("mistral-7b-v0.1")));
+  ASSERT_TRUE(mistral.ok()) << mistral.status().to_string();
+  EXPECT_EQ(mistral->sliding_window, 4096);
+  auto llama = read_llama_hparams(*open(small("tiny")));
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(llama->sliding_window, 0);
+  auto phi3 = read_llama_hparams(*open(small("phi3-mini")));
+  ASSERT_TRUE(phi3.ok());
+  EXPECT_EQ(phi3->sliding_window, 0);
+  auto bad = read_llama_hparams(*open(small("tiny"), [](gguf::GgufBuilder& b) {
+    b.set_u64("llama.attention.sliding_window", uint64_t{1} << 40);
+  }));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(contains(bad.status().message(), "sliding_window")) << bad.status().message();
+}
+
 TEST(DecoderArchs, AMissingTensorIsNamed) {
   auto spec = small("qwen3-0.6b");
   spec.shape.qk_norm = false;  // a qwen3 file without its q/k norms
