@@ -72,6 +72,7 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   const ModelShape& s = spec.shape;
   gguf::GgufBuilder b;
   const std::string a = s.arch + ".";  // llama.cpp's per-architecture key prefix
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
   b.set_string("general.architecture", s.arch);
   b.set_string("general.name", "troupe dummy " + s.name + " " + std::string(to_string(spec.weight_type)) +
                                    " seed " + std::to_string(spec.seed));
@@ -87,13 +88,22 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   b.set_f32(a + "rope.freq_base", s.rope_theta);
   b.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
-  if (s.key_length > 0) {
+  if (s.key_length > 0 && !gemma) {
     b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.key_length));
     b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.key_length));
   }
   if (s.sliding_window > 0) b.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (s.rope_original_context > 0)
     b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
+  if (gemma) {
+    b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim()));
+    b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim()));
+    if (s.sliding_window_pattern > 0)
+      b.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.sliding_window_pattern));
+    if (s.rope_theta_swa > 0) b.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
+    if (s.attn_softcap > 0) b.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+    if (s.final_softcap > 0) b.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  }
   b.set_string("troupe.dummy.shape", s.name);
   b.set_string("troupe.dummy.weight_type", std::string(to_string(spec.weight_type)));
   b.set_u64("troupe.dummy.seed", spec.seed);
@@ -151,6 +161,7 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
       TROUPE_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim()));
     }
     TROUPE_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
+    if (gemma) TROUPE_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
     TROUPE_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
     if (s.fused_gate_up) {
       TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff));
@@ -159,6 +170,7 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
       TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
     }
     TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+    if (gemma) TROUPE_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
   }
   TROUPE_RETURN_IF_ERROR(norm("output_norm.weight", s.n_embd));
   if (!s.tied_embeddings) TROUPE_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));

@@ -27,7 +27,7 @@ struct Llama3RopeScaling {
 struct ModelShape {
   std::string name;         // "llama-3.2-1b"
   std::string source;       // where the numbers come from
-  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3
+  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3, gemma2, gemma3
   int64_t n_embd = 0;       // hidden size
   int n_layer = 0;
   int n_head = 0;
@@ -46,6 +46,12 @@ struct ModelShape {
   int64_t sliding_window = 0;   // attention.sliding_window key (phi3 writes it; llama.cpp ignores it for phi3)
   int64_t rope_original_context = 0;  // rope.scaling.original_context_length key (phi3)
   Llama3RopeScaling llama3_rope;      // rope_freqs.weight (Llama 3.x)
+  // Gemma 2/3 (post-attention and post-FFN norms; gemma3 also q/k norms): sliding_window
+  // above is every local layer's window.
+  int64_t sliding_window_pattern = 0; // attention.sliding_window_pattern (gemma3; gemma2 alternates)
+  float rope_theta_swa = 0;           // rope.freq_base_swa (gemma3's local layers)
+  float attn_softcap = 0;             // attn_logit_softcapping (gemma2)
+  float final_softcap = 0;            // final_logit_softcapping (gemma2)
   int64_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
 };
 
