@@ -27,7 +27,7 @@ using ChunkedResponse = restinio::response_builder_t<restinio::chunked_output_t>
 
 // The base model (empty or its served name) or a loaded LoRA adapter's name.
 bool known_model(const engine::Engine& e, const std::string& model) {
-  if (model.empty() || model == e.served_model_name()) return true;
+  if (e.serves_model(model)) return true;
   for (const auto& a : e.lora_adapters())
     if (a.name == model) return true;
   return false;
@@ -307,13 +307,19 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   gen->req = req;
   gen->chat = chat;
 
+  // The model's generation_config.json defaults (vLLM's --generation-config auto).
+  openai::Limits limits = ctx.options.limits;
+  const GenerationDefaults& defaults = e->config().model.generation_defaults;
+  limits.sampling_defaults = {defaults.temperature, defaults.top_p, defaults.min_p, defaults.repetition_penalty,
+                              defaults.top_k};
+
   openai::CommonFields common;
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
   std::vector<bool> text_prompt;  // per prompt: text (else token ids)
   if (chat) {
     openai::ChatCompletionRequest r;
-    if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) return respond_error(req, *err);
+    if (auto err = openai::parse_chat_request(req->body(), limits, &r)) return respond_error(req, *err);
     common = std::move(r.common);
     if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
     if (r.tools.choice == openai::ToolChoice::automatic) {
@@ -333,7 +339,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
     text_prompt.push_back(true);
   } else {
     openai::CompletionRequest r;
-    if (auto err = openai::parse_completion_request(req->body(), ctx.options.limits, &r))
+    if (auto err = openai::parse_completion_request(req->body(), limits, &r))
       return respond_error(req, *err);
     common = std::move(r.common);
     if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
@@ -361,7 +367,7 @@ void handle_completions(ServerContext& ctx, const restinio::request_handle_t& re
   gen->id = common.request_id.empty() ? engine_id : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", common.request_id);
   gen->created = openai::unix_time_now();
   // A LoRA adapter's name picks the adapter (vLLM); the response names what was asked for.
-  const bool lora = !common.model.empty() && common.model != e->served_model_name();
+  const bool lora = !e->serves_model(common.model);  // a LoRA adapter's name (known_model said it is one)
   gen->model = lora ? common.model : e->served_model_name();
   gen->prompt_texts = texts;
   gen->prompt_ids = ids;

@@ -35,6 +35,7 @@
 #include "runtime/core/engine_core/kv_cache_setup.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/hf/hf_folder_writer.hpp"
+#include "runtime/model_files/hf/hf_model_folder.hpp"
 #include "runtime/model_files/source/model_source.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "runtime/rank/runner/rank_command.hpp"
@@ -183,6 +184,41 @@ TEST(HfDecoderFolder, QkRowsLeftPermutedDoNotMatch) {
   const double d = max_diff(g, f);
   std::printf("[hf-vs-gguf] Q/K rows left permuted: max |logit diff| %.3g\n", d);
   EXPECT_GT(d, 100 * kTol);
+  fs::remove_all(w.folder);
+  fs::remove(w.gguf);
+}
+
+// No copy at load: every matrix the model reads is the shard's mapped bytes (the same
+// pointer the safetensors reader gives for its HF name); only 1-D tensors are copied.
+TEST(HfDecoderFolder, MatricesAreTheMappedShardBytes) {
+  hf::HfFolderOptions sharded;
+  sharded.shards = 4;
+  const Written w = write_both("tiny-qwen2", "bf16", sharded, "mapped");
+  auto m = engine::open_model(w.folder);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const auto& folder = *std::static_pointer_cast<const hf::HfModelFolder>(m->owner);
+  EXPECT_EQ(folder.shards().files().size(), 4u);
+  uint64_t mapped = 0, copied = 0;
+  for (int l = 0; l < 2; ++l) {
+    const std::string g = "blk." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
+    for (const auto& [gguf, hf_name] : {std::pair{"attn_q.weight", "self_attn.q_proj.weight"},
+                                        std::pair{"attn_k.weight", "self_attn.k_proj.weight"},
+                                        std::pair{"ffn_down.weight", "mlp.down_proj.weight"}}) {
+      const WeightTensor* t = m->source->tensor(g + gguf);
+      const WeightTensor* raw = folder.shards().tensor(h + hf_name);
+      ASSERT_TRUE(t && raw) << gguf;
+      EXPECT_EQ(t->data, raw->data) << gguf;
+      EXPECT_EQ(t->type, DType::bf16);
+      mapped += t->nbytes;
+    }
+    const WeightTensor* bias = m->source->tensor(g + "attn_q.bias");
+    ASSERT_NE(bias, nullptr);
+    EXPECT_EQ(bias->type, DType::f32);
+    EXPECT_NE(bias->data, folder.shards().tensor(h + "self_attn.q_proj.bias")->data);
+    copied += bias->nbytes;
+  }
+  EXPECT_EQ(m->source->tensor("token_embd.weight")->data, folder.shards().tensor("model.embed_tokens.weight")->data);
+  EXPECT_LT(copied * 50, mapped);
   fs::remove_all(w.folder);
   fs::remove(w.gguf);
 }
