@@ -152,4 +152,45 @@ std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text) {
   return chunks;
 }
 
+namespace {
+
+struct HfRegex {
+  PreTokenizer pre;
+  std::string_view original;  // as tokenizer.json files carry it
+  std::string_view adapted;   // llama.cpp's case-folding-free form
+};
+
+const HfRegex kHfRegexes[] = {
+    {PreTokenizer::gpt2, R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))"},
+    {PreTokenizer::llama3,
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+    {PreTokenizer::qwen2,
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+    {PreTokenizer::qwen35,
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+};
+
+}  // namespace
+
+std::string_view hf_split_regex(PreTokenizer pre) {
+  for (const HfRegex& r : kHfRegexes) {
+    if (r.pre == pre) return r.original;
+  }
+  return {};
+}
+
+bool pre_tokenizer_of_hf_regex(std::string_view regex, PreTokenizer* pre) {
+  for (const HfRegex& r : kHfRegexes) {
+    if (regex == r.original || regex == r.adapted) {
+      *pre = r.pre;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace troupe::tokenizer

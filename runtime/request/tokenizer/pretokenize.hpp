@@ -18,4 +18,12 @@ namespace troupe::tokenizer {
 /// an exception) U+FFFD too.
 std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text);
 
+/// The Split regex a Hugging Face tokenizer.json of this family carries (its
+/// original form, before llama.cpp's adaptation): GPT-2's is ByteLevel's own
+/// regex (use_regex true). SmolLM's is GPT-2's after a Digits split, so it has none: "".
+std::string_view hf_split_regex(PreTokenizer pre);
+/// The family whose Split regex is `regex` (llama.cpp's adapted forms
+/// accepted too), or false.
+bool pre_tokenizer_of_hf_regex(std::string_view regex, PreTokenizer* pre);
+
 }  // namespace troupe::tokenizer

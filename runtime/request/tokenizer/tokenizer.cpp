@@ -52,6 +52,25 @@ std::string byte_token_piece(const std::string& text) {
   return {};
 }
 
+// Byte lengths of the whitespace (Unicode White_Space) at the end / start of `s`.
+size_t trim_trailing_whitespace(std::string_view s) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> offsets;
+  utf8_decode_with_offsets(s, &cps, &offsets);
+  size_t keep = cps.size();
+  while (keep > 0 && is_whitespace(cps[keep - 1])) --keep;
+  return keep == cps.size() ? s.size() : offsets[keep];
+}
+
+size_t leading_whitespace(std::string_view s) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> offsets;
+  utf8_decode_with_offsets(s, &cps, &offsets);
+  size_t k = 0;
+  while (k < cps.size() && is_whitespace(cps[k])) ++k;
+  return k == cps.size() ? s.size() : offsets[k];
+}
+
 bool is_control_like(TokenType t) {
   return t == TokenType::control || t == TokenType::unknown;
 }
@@ -104,15 +123,34 @@ Status Tokenizer::init() {
   if (vocab_.kind == VocabKind::wpm) {
     for (const std::string& t : vocab_.tokens) max_piece_bytes_ = std::max(max_piece_bytes_, t.size());
   } else if (vocab_.kind == VocabKind::bpe) {
-    merge_rank_.reserve(vocab_.merges.size());
+    // Keyed "left\0right": sides may hold spaces (tokenizer.json pairs).
+    merge_rank_.reserve(vocab_.merges.size() + vocab_.merge_pairs.size());
     for (size_t r = 0; r < vocab_.merges.size(); ++r) {
       const std::string& m = vocab_.merges[r];
       const size_t sp = m.find(' ', 1);
       if (sp == std::string::npos || sp + 1 >= m.size())
         return data_loss(fmt::format("tokenizer merge {} is malformed: '{}'", r, m));
-      merge_rank_.emplace(m, static_cast<int>(r));  // first (best) rank wins
+      std::string key = m;
+      key[sp] = '\0';
+      merge_rank_.emplace(std::move(key), static_cast<int>(r));  // first (best) rank wins
     }
-  } else {
+    for (size_t r = 0; r < vocab_.merge_pairs.size(); ++r) {
+      const auto& [left, right] = vocab_.merge_pairs[r];
+      if (left.empty() || right.empty()) return data_loss(fmt::format("tokenizer merge {} has an empty side", r));
+      std::string key = left;
+      key.push_back('\0');
+      key += right;
+      merge_rank_.emplace(std::move(key), static_cast<int>(vocab_.merges.size() + r));
+    }
+  }
+  if (vocab_.kind == VocabKind::bpe && vocab_.hf.enabled && !vocab_.hf.byte_level) {
+    byte_tokens_.assign(256, -1);  // tokenizer.json byte_fallback: <0xNN> only
+    for (int b = 0; b < 256; ++b) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+      if (auto it = token_to_id_.find(buf); it != token_to_id_.end()) byte_tokens_[b] = it->second;
+    }
+  } else if (vocab_.kind == VocabKind::spm) {
     byte_tokens_.assign(256, -1);
     for (int b = 0; b < 256; ++b) {
       char buf[8];
@@ -128,6 +166,11 @@ Status Tokenizer::init() {
     }
   }
 
+  // llama.cpp retypes tokens it finds by text; a tokenizer.json's types stand
+  // as the file gives them (Hugging Face matches only its added tokens).
+  auto set_type = [this](int32_t id, TokenType t) {
+    if (!vocab_.hf.enabled) vocab_.types[id] = t;
+  };
   // End-of-generation and fill-in-the-middle tokens by their text, as llama.cpp.
   auto find_text = [this](const char* text) -> int32_t {
     auto it = token_to_id_.find(std::string_view(text));
@@ -149,7 +192,7 @@ Status Tokenizer::init() {
   }
   for (int32_t id : {vocab_.eot_id, vocab_.eom_id, vocab_.fim_pre_id, vocab_.fim_suf_id, vocab_.fim_mid_id,
                      vocab_.fim_pad_id, vocab_.fim_rep_id, vocab_.fim_sep_id}) {
-    if (id >= 0) vocab_.types[id] = TokenType::control;  // llama.cpp overrides these to control
+    if (id >= 0) set_type(id, TokenType::control);  // llama.cpp overrides these to control
   }
   auto add_eog = [this](int32_t id) {
     if (id >= 0 && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) eog_ids_.push_back(id);
@@ -158,12 +201,12 @@ Status Tokenizer::init() {
   for (const char* text : kEogTexts) {
     const int32_t id = find_text(text);
     if (id < 0) continue;
-    vocab_.types[id] = TokenType::control;
+    set_type(id, TokenType::control);
     add_eog(id);
   }
   // gpt-oss: these are always rendered (user-defined), as llama.cpp's "quick hack".
   for (const char* text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
-    if (const int32_t id = find_text(text); id >= 0) vocab_.types[id] = TokenType::user_defined;
+    if (const int32_t id = find_text(text); id >= 0) set_type(id, TokenType::user_defined);
   }
   add_eog(vocab_.eos_id);
   add_eog(vocab_.eot_id);
@@ -175,7 +218,7 @@ Status Tokenizer::init() {
   auto drop_eog = [&](const char* text, TokenType now) {
     const int32_t id = find_text(text);
     eog_ids_.erase(std::remove(eog_ids_.begin(), eog_ids_.end(), id), eog_ids_.end());
-    vocab_.types[id] = now;
+    set_type(id, now);
   };
   // o200k_harmony and solar-open: <|end|> ends a message, not the generation.
   if (is_eog_text("<|end|>") && ((is_eog_text("<|return|>") && is_eog_text("<|call|>")) ||
@@ -267,13 +310,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
         continue;
       }
       const std::string_view raw = text.substr(f.offset, f.length);
+      const bool lstrip = std::binary_search(vocab_.hf.lstrip_ids.begin(), vocab_.hf.lstrip_ids.end(), id);
+      const bool rstrip = std::binary_search(vocab_.hf.rstrip_ids.begin(), vocab_.hf.rstrip_ids.end(), id);
       size_t pos = 0;
       while (true) {
         const size_t hit = raw.find(tt, pos);
         if (hit == std::string_view::npos) break;
-        if (hit > pos) next.push_back({-1, f.offset + pos, hit - pos});
+        // Hugging Face's lstrip/rstrip: the whitespace beside the token goes with it.
+        const size_t before = lstrip ? pos + trim_trailing_whitespace(raw.substr(pos, hit - pos)) : hit;
+        if (before > pos) next.push_back({-1, f.offset + pos, before - pos});
         next.push_back({id, 0, 0});
         pos = hit + tt.size();
+        if (rstrip) pos += leading_whitespace(raw.substr(pos));
       }
       if (pos < raw.size()) next.push_back({-1, f.offset + pos, raw.size() - pos});
     }
@@ -288,7 +336,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       out.push_back(f.token);
       prev_special = true;
     } else {
-      encode_text(text.substr(f.offset, f.length), prev_special, &out);
+      encode_text(text.substr(f.offset, f.length), prev_special, f.offset == 0, &out);
       prev_special = false;
     }
   }
@@ -297,8 +345,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   return out;
 }
 
-void Tokenizer::encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>* out) const {
-  if (vocab_.kind == VocabKind::spm) {
+void Tokenizer::encode_text(std::string_view text, bool space_prefix, bool at_start,
+                            std::vector<int32_t>* out) const {
+  if (vocab_.hf.enabled && vocab_.kind == VocabKind::bpe) {
+    encode_hf_bpe(text, at_start, out);
+  } else if (vocab_.kind == VocabKind::spm) {
     // SentencePiece: optional dummy prefix, then spaces become U+2581.
     std::string escaped;
     escaped.reserve(text.size() * 2 + 3);
@@ -353,15 +404,44 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
     if (t == TokenType::byte) return byte_token_piece(text);
     return {};  // unused / undefined: suppressed like llama.cpp
   }
-  if (t == TokenType::normal) return bpe_text_to_bytes(text);
   if (t == TokenType::byte) return byte_token_piece(text);  // as llama.cpp (Gemma 4 style byte fallback)
+  if (t != TokenType::normal) return {};
+  if (!vocab_.hf.enabled || vocab_.hf.byte_level) return bpe_text_to_bytes(text);
+  // SentencePiece-style tokenizer.json: the decoder's Replace of U+2581 by ' '.
+  const std::string& space = vocab_.hf.decode_space;
+  if (space.empty()) return text;
+  std::string r;
+  r.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, space.size(), space) == 0) {
+      r.push_back(' ');
+      i += space.size();
+    } else {
+      r.push_back(text[i++]);
+    }
+  }
+  return r;
   return {};
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
   if (vocab_.kind == VocabKind::wpm) return decode_wpm(ids, skip_special);
   std::string out;
-  for (int32_t id : ids) out += token_to_piece(id, !skip_special);
+  bool first = true;
+  for (int32_t id : ids) {
+    if (first && vocab_.hf.decode_first_token_spaces && id >= 0 && id < vocab_size() &&
+        !(skip_special && is_control_like(type_of(id)))) {
+      // Metaspace decoder: the first token's replacement characters are dropped, not made spaces.
+      std::string piece = token_to_piece(id, !skip_special);
+      piece.erase(std::remove(piece.begin(), piece.end(), ' '), piece.end());
+      out += piece;
+      first = false;
+      continue;
+    }
+    if (id >= 0 && id < vocab_size() && !(skip_special && is_control_like(type_of(id)))) first = false;
+    out += token_to_piece(id, !skip_special);
+  }
+  if (vocab_.hf.decode_strip_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
   return out;
 }
 

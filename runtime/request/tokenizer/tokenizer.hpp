@@ -84,7 +84,9 @@ class Tokenizer {
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
   Status init();
   TokenType type_of(int32_t id) const;
-  void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>* out) const;
+  void encode_text(std::string_view text, bool space_prefix, bool at_start, std::vector<int32_t>* out) const;
+  void encode_hf_bpe(std::string_view text, bool at_start, std::vector<int32_t>* out) const;
+  void hf_bpe_fallback(std::string_view piece, std::vector<int32_t>* out, bool* last_unk) const;
   void encode_spm(std::string_view text, std::vector<int32_t>* out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>* out) const;
   void encode_wpm(std::string_view text, std::vector<int32_t>* out) const;

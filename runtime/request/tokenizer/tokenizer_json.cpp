@@ -4,85 +4,24 @@
 // TemplateProcessing / BertProcessing or null, decoder WordPiece or null.
 #include "runtime/request/tokenizer/tokenizer_json.hpp"
 
+#include <filesystem>
 #include <map>
 #include <optional>
 
 #include "runtime/request/json/json_io.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/request/tokenizer/tokenizer_json_fields.hpp"
 
 namespace troupe::tokenizer {
 
 namespace {
 
 using json = nlohmann::json;
-
-// tokenizer.json files of large vocabularies reach tens of MB; this bounds a mistake.
-constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t{512} << 20;
-
-std::string quote(std::string_view s) {
-  std::string out = "'";  // built in steps: g++ 12 warns (-Wrestrict) on "'" + std::string
-  out += json_io::printable(s);
-  out += '\'';
-  return out;
-}
-
-/// Field readers: absent -> the default; present with another JSON type -> data_loss.
-class Reader {
- public:
-  explicit Reader(const std::string& name) : name_(name) {}
-
-  Status bad(const std::string& what) const { return data_loss(name_ + ": " + what); }
-  Status unsupported(const std::string& what) const { return not_supported(name_ + ": " + what); }
-
-  Status object(const json& parent, const char* key, const std::string& where, const json** out,
-                bool required) const {
-    *out = nullptr;
-    auto it = parent.find(key);
-    if (it == parent.end() || it->is_null()) {
-      return required ? bad(where + key + " is missing") : Status{};
-    }
-    if (!it->is_object()) return bad(where + key + " is a JSON " + it->type_name() + ", expected an object");
-    *out = &*it;
-    return {};
-  }
-
-  Status string(const json& parent, const char* key, const std::string& where, std::string* out) const {
-    auto it = parent.find(key);
-    if (it == parent.end()) return {};
-    if (!it->is_string()) return bad(where + key + " is a JSON " + it->type_name() + ", expected a string");
-    *out = it->get<std::string>();
-    return {};
-  }
-
-  Status boolean(const json& parent, const char* key, const std::string& where, bool* out) const {
-    auto it = parent.find(key);
-    if (it == parent.end()) return {};
-    if (!it->is_boolean()) return bad(where + key + " is a JSON " + it->type_name() + ", expected true or false");
-    *out = it->get<bool>();
-    return {};
-  }
-
-  /// A non-negative integer up to `max`.
-  Status count(const json& parent, const char* key, const std::string& where, int64_t max, int64_t* out) const {
-    auto it = parent.find(key);
-    if (it == parent.end()) return {};
-    const std::optional<uint64_t> v = json_io::non_negative_integer(*it);
-    if (!v || *v > static_cast<uint64_t>(max)) {
-      return bad(where + key + " is " + it->dump().substr(0, 40) + ", expected an integer in 0.." +
-                 std::to_string(max));
-    }
-    *out = static_cast<int64_t>(*v);
-    return {};
-  }
-
- private:
-  const std::string& name_;
-};
-
-struct TemplateIds {
-  std::optional<int32_t> prefix;  // the special token before $A ([CLS])
-  std::optional<int32_t> suffix;  // the special token after $A ([SEP])
-};
+using json_fields::kMaxTokenizerJsonBytes;
+using json_fields::quote;
+using json_fields::Reader;
+using json_fields::TemplateIds;
+using json_fields::read_template;
 
 Status read_normalizer(const Reader& r, const json& doc, WordPieceConfig* c) {
   const json* n = nullptr;
@@ -114,59 +53,6 @@ Status read_pre_tokenizer(const Reader& r, const json& doc) {
   if (type != "BertPreTokenizer") {
     return r.unsupported("pre_tokenizer type " + quote(type) + " is not supported (supported: BertPreTokenizer)");
   }
-  return {};
-}
-
-/// The one id of special token `token` in TemplateProcessing's special_tokens map.
-Status template_special_id(const Reader& r, const json& specials, const std::string& token, int32_t* id) {
-  const std::string where = "post_processor.special_tokens[" + quote(token) + "]";
-  auto it = specials.find(token);
-  if (it == specials.end() || !it->is_object()) return r.bad(where + " is missing or not an object");
-  auto ids = it->find("ids");
-  if (ids == it->end() || !ids->is_array()) return r.bad(where + ".ids is missing or not an array");
-  if (ids->size() != 1) {
-    return r.unsupported(where + " maps to " + std::to_string(ids->size()) + " ids (supported: exactly one)");
-  }
-  const std::optional<uint64_t> v = json_io::non_negative_integer((*ids)[0]);
-  if (!v || *v > static_cast<uint64_t>(INT32_MAX)) return r.bad(where + ".ids[0] is not a token id");
-  *id = static_cast<int32_t>(*v);
-  return {};
-}
-
-Status read_template(const Reader& r, const json& p, TemplateIds* out) {
-  auto single = p.find("single");
-  if (single == p.end() || !single->is_array()) return r.bad("post_processor.single is missing or not an array");
-  const json* specials = nullptr;
-  TROUPE_RETURN_IF_ERROR(r.object(p, "special_tokens", "post_processor.", &specials, false));
-  static const json kEmpty = json::object();
-  if (specials == nullptr) specials = &kEmpty;
-  bool seen_a = false;
-  std::string shape;
-  for (const json& item : *single) {
-    if (!item.is_object() || item.size() != 1) return r.bad("post_processor.single has an item that is not {\"Kind\": {...}}");
-    const std::string kind = item.begin().key();
-    const json& body = item.begin().value();
-    if (!body.is_object()) return r.bad("post_processor.single item " + quote(kind) + " is not an object");
-    std::string id;
-    TROUPE_RETURN_IF_ERROR(r.string(body, "id", "post_processor.single." + kind + ".", &id));
-    shape += shape.empty() ? "" : " ";
-    if (kind == "Sequence") {
-      if (seen_a || id != "A") return r.unsupported("post_processor template with sequence " + quote(id) + " is not supported");
-      seen_a = true;
-      shape += "$A";
-      continue;
-    }
-    if (kind != "SpecialToken") return r.bad("post_processor.single has an item of unknown kind " + quote(kind));
-    shape += id;
-    std::optional<int32_t>& slot = seen_a ? out->suffix : out->prefix;
-    if (slot) {
-      return r.unsupported("post_processor template with two special tokens on one side of $A is not supported");
-    }
-    int32_t tid = -1;
-    TROUPE_RETURN_IF_ERROR(template_special_id(r, *specials, id, &tid));
-    slot = tid;
-  }
-  if (!seen_a) return r.unsupported("post_processor template '" + shape + "' has no $A");
   return {};
 }
 
@@ -219,8 +105,7 @@ Result<Vocab> vocab_from_tokenizer_json(const json& doc, const std::string& name
   TROUPE_RETURN_IF_ERROR(r.string(*model, "type", "model.", &type));
   if (type != "WordPiece") {
     return r.unsupported("model.type " + quote(type.empty() ? std::string("(none)") : type) +
-                         " is not supported by the tokenizer.json reader (supported: WordPiece; BPE and "
-                         "SentencePiece vocabularies load from GGUF)");
+                         " is not supported by the tokenizer.json reader (supported: WordPiece, BPE)");
   }
 
   Vocab v;
@@ -333,7 +218,23 @@ Result<Vocab> vocab_from_tokenizer_json(const json& doc, const std::string& name
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_tokenizer_json(const std::string& path) {
   auto doc = json_io::read_file(path, kMaxTokenizerJsonBytes);
   if (!doc.ok()) return doc.status();
-  auto vocab = vocab_from_tokenizer_json(*doc, path);
+  const json* model = doc->is_object() ? &*doc : nullptr;
+  auto model_it = model ? model->find("model") : json::const_iterator();
+  const bool bpe = model && model_it != model->end() && model_it->is_object() &&
+                   model_it->value("type", json()) == json("BPE");
+  json config;
+  if (bpe) {  // tokenizer_config.json beside it, when there is one
+    const size_t slash = path.find_last_of('/');
+    const std::string config_path =
+        (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "tokenizer_config.json";
+    if (std::filesystem::exists(config_path)) {
+      auto c = json_io::read_file(config_path, kMaxTokenizerJsonBytes);
+      if (!c.ok()) return c.status();
+      config = std::move(*c);
+    }
+  }
+  auto vocab = bpe ? vocab_from_bpe_tokenizer_json(*doc, config.is_null() ? nullptr : &config, path)
+                   : vocab_from_tokenizer_json(*doc, path);
   if (!vocab.ok()) return vocab.status();
   auto tok = from_vocab(std::move(*vocab));
   if (!tok.ok()) return Status(tok.status().code(), path + ": " + tok.status().message());

@@ -1,5 +1,5 @@
 // Hugging Face tokenizer.json (the `tokenizers` library's format) to a Vocab,
-// for WordPiece models. Tokenizer::from_tokenizer_json reads the file and uses this.
+// for WordPiece and BPE models. Tokenizer::from_tokenizer_json reads the file and uses this.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,5 +14,13 @@ namespace troupe::tokenizer {
 /// The Vocab of a parsed tokenizer.json whose model is WordPiece; errors
 /// start with `name` (the file's path) and say which field is wrong.
 Result<Vocab> vocab_from_tokenizer_json(const nlohmann::json& doc, const std::string& name);
+
+/// The Vocab of a parsed tokenizer.json whose model is BPE (byte-level or
+/// SentencePiece-style with byte fallback), with the parsed
+/// tokenizer_config.json beside it (nullptr: none) for BOS/EOS names and
+/// add_bos_token / add_eos_token. Errors as vocab_from_tokenizer_json;
+/// not_supported names the field and value outside the supported layouts.
+Result<Vocab> vocab_from_bpe_tokenizer_json(const nlohmann::json& doc, const nlohmann::json* config,
+                                            const std::string& name);
 
 }  // namespace troupe::tokenizer

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "troupe/status.hpp"
@@ -50,6 +51,38 @@ struct WordPieceConfig {
   bool decode_cleanup = true;          // decode() removes the spaces before . , ! ? and in n't 's 're ...
 };
 
+/// A BPE vocabulary read from a Hugging Face tokenizer.json: how its text is
+/// prepared and decoded (GGUF vocabularies leave `enabled` false). Byte-level
+/// files (Llama 3, Qwen2) split with `Vocab::pre` and map bytes as GGUF "gpt2";
+/// SentencePiece-style files (Llama 2, Gemma) work on the text with spaces
+/// as U+2581 and fall back to <0xNN> byte tokens.
+struct HfBpeConfig {
+  bool enabled = false;
+  bool byte_level = true;
+  /// Normalizer steps, in order: NFC, Replace (a string by a string), Prepend
+  /// (text before a non-empty segment).
+  struct Step {
+    enum class Kind { nfc, replace, prepend } kind;
+    std::string from, to;
+  };
+  std::vector<Step> normalizer;
+  bool split = true;              // byte-level: split with `Vocab::pre` (false: one chunk per segment)
+  bool byte_level_prefix_space = false;  // ByteLevel add_prefix_space: ' ' before a segment without one
+  // Metaspace pre-tokenizer: ' ' -> replacement; the replacement before a segment
+  // that lacks one (always, or only at the start of the text); split before each.
+  bool metaspace = false;
+  std::string metaspace_replacement;
+  enum class Prepend { never, always, first } metaspace_prepend = Prepend::never;
+  bool metaspace_split = false;
+  bool byte_fallback = false;     // a character not in the vocab: its bytes as <0xNN> tokens
+  bool fuse_unk = false;          // consecutive unknown characters: one unknown token
+  std::string decode_space;       // decoder: this text (U+2581) becomes ' '
+  bool decode_strip_space = false;  // decoder Strip: one leading ' ' of the text dropped
+  bool decode_first_token_spaces = false;  // decoder Metaspace: the first token's spaces dropped
+  /// Added tokens with lstrip / rstrip: whitespace before / after them is part of the match.
+  std::vector<int32_t> lstrip_ids, rstrip_ids;
+};
+
 struct Vocab {
   VocabKind kind = VocabKind::spm;
   PreTokenizer pre = PreTokenizer::gpt2;
@@ -57,6 +90,8 @@ struct Vocab {
   std::vector<float> scores;        // empty or one per token (SPM merge priority)
   std::vector<TokenType> types;     // empty (all normal) or one per token
   std::vector<std::string> merges;  // BPE: "left right", highest priority first
+  /// tokenizer.json merges as pairs (their sides may hold spaces), ranked after `merges`.
+  std::vector<std::pair<std::string, std::string>> merge_pairs;
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t eot_id = -1;
@@ -76,6 +111,7 @@ struct Vocab {
   bool add_space_prefix = false;  // SPM dummy prefix
   bool ignore_merges = false;     // BPE: a whole pre-token found in the vocab wins (llama3)
   WordPieceConfig wpm;            // WordPiece only
+  HfBpeConfig hf;                 // BPE from tokenizer.json only
 };
 
 /// Fill a Vocab from GGUF metadata with llama.cpp's defaults for absent keys.
