@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -99,6 +100,52 @@ TEST(GenerationConfigHttp, EosTokenIdsStopAndVllmModeIgnoresTheFile) {
   }
   fs::remove_all(greedy_dir);
   fs::remove_all(eos_dir);
+}
+
+// `troupe make-gguf --hf-folder` writes a model both ways; `troupe serve DIR` answers with the
+// folder's path as its name and the folder's generation_config.json in effect, and `troupe
+// generate` gives the GGUF's greedy text from the folder.
+std::string sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd.find(" 2>") == std::string::npos ? cmd + " 2>&1" : cmd).c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+TEST(GenerationConfigHttp, ServesAHuggingFaceFolder) {
+  const std::string base = (fs::temp_directory_path() / ("troupe_hf_serve_" + std::to_string(::getpid()))).string();
+  const std::string gguf = base + ".gguf", dir = base + "-folder";
+  const std::string made = sh(std::string(TROUPE_EXE) + " make-gguf --model-shape tiny-qwen2 --weight-type f32 --seed 3 -o " +
+                              gguf + " --hf-folder " + dir + " --shards 2 --generation-config-json " +
+                              "'{\"max_new_tokens\": 4, \"top_k\": 1, \"temperature\": 1.5}'");
+  ASSERT_TRUE(fs::exists(dir + "/model.safetensors.index.json")) << made;
+  ASSERT_TRUE(fs::exists(dir + "/tokenizer.json")) << made;
+  {
+    tests::ServeProcess server({"--max-model-len", "128"}, dir);
+    ASSERT_TRUE(server.wait_healthy()) << server.log();
+    std::set<std::string> texts;
+    for (int seed : {1, 2}) {
+      const json r = complete(server, {{"seed", seed}});
+      EXPECT_EQ(r["usage"]["completion_tokens"], 4) << r.dump();  // max_new_tokens
+      EXPECT_EQ(r["model"], dir);                                  // vLLM: the path as given
+      texts.insert(r["choices"][0]["text"].get<std::string>());
+    }
+    EXPECT_EQ(texts.size(), 1u);  // top_k 1
+    EXPECT_EQ(server.stop(), 0);
+  }
+  const std::string args = " -p 'Once upon a time' -n 12 --threads 1";
+  const std::string from_gguf = sh(std::string(TROUPE_EXE) + " generate " + gguf + args + " --json 2>/dev/null");
+  const std::string from_dir = sh(std::string(TROUPE_EXE) + " generate " + dir + args + " --json 2>/dev/null");
+  const json a = json::parse(from_gguf.substr(from_gguf.find('{')), nullptr, false);
+  const json b = json::parse(from_dir.substr(from_dir.find('{')), nullptr, false);
+  ASSERT_FALSE(a.is_discarded()) << from_gguf;
+  ASSERT_FALSE(b.is_discarded()) << from_dir;
+  EXPECT_EQ(a.value("text", "a"), b.value("text", "b")) << from_gguf << "\n" << from_dir;
+  fs::remove_all(dir);
+  fs::remove(gguf);
 }
 
 }  // namespace

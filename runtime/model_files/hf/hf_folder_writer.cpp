@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/model_files/hf/hf_decoder_source.hpp"
+#include "runtime/request/tokenizer/tokenizer_json_writer.hpp"
 
 namespace troupe::hf {
 namespace {
@@ -268,6 +269,11 @@ Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, 
     }
   }
   TROUPE_RETURN_IF_ERROR(write_json(dir + "/config.json", c));
+
+  // tokenizer.json and tokenizer_config.json: the GGUF's tokenizer in its family's HF layout.
+  auto tok = tokenizer::write_hf_tokenizer(model);
+  if (!tok.ok()) return Status(tok.status().code(), "the tokenizer: " + tok.status().message());
+  TROUPE_RETURN_IF_ERROR(tokenizer::write_hf_tokenizer_files(*tok, dir));
 
   ojson g = {{"_from_model_config", true}};
   if (bos >= 0) g["bos_token_id"] = bos;

@@ -1,7 +1,8 @@
 // Writes a Hugging Face decoder folder holding the same weights as a GGUF model
 // (a test tool: `troupe make-gguf SHAPE --hf-folder DIR`): config.json from the
-// shape, model.safetensors (or N shards and model.safetensors.index.json) and
-// generation_config.json. Tensors get their HF names and layout, undoing what
+// shape, model.safetensors (or N shards and model.safetensors.index.json),
+// generation_config.json, and tokenizer.json / tokenizer_config.json from the
+// GGUF's tokenizer (tokenizer_json_writer). Tensors get their HF names and layout, undoing what
 // llama.cpp's converter does: llama's Q/K rows back from rotary pairs to halves,
 // Gemma's norms minus 1, phi3's fused qkv / gate_up kept fused. Matrices keep
 // their type (f32, f16 or bf16; quantized types are refused), 1-D tensors are
