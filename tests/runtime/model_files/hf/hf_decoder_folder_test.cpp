@@ -33,6 +33,7 @@
 #include "runtime/config/engine_config.hpp"
 #include "runtime/core/engine_core/in_process_executor.hpp"
 #include "runtime/core/engine_core/kv_cache_setup.hpp"
+#include "runtime/core/generation/offline_generator.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/hf/hf_folder_writer.hpp"
 #include "runtime/model_files/hf/hf_model_folder.hpp"
@@ -221,6 +222,39 @@ TEST(HfDecoderFolder, MatricesAreTheMappedShardBytes) {
   EXPECT_LT(copied * 50, mapped);
   fs::remove_all(w.folder);
   fs::remove(w.gguf);
+}
+
+// End to end through OfflineGenerator: the folder's tokenizer.json (written from the GGUF's
+// tokenizer) encodes as the GGUF's, and greedy generation gives the same tokens and text.
+TEST(HfDecoderFolder, GeneratesTheGgufTextFromTheFolder) {
+  for (const std::string shape : {"tiny-llama3", "tiny-gemma3"}) {
+    SCOPED_TRACE(shape);
+    const Written w = write_both(shape, "f32", {}, "gen");
+    Platform* platform = testing::cpu_platform();
+    ASSERT_NE(platform, nullptr);
+    EngineConfig c;
+    c.parallel.num_threads = 2;
+    c.model.max_model_len = 64;
+    auto from_gguf = generation::OfflineGenerator::create(*platform, c, w.gguf);
+    ASSERT_TRUE(from_gguf.ok()) << from_gguf.status().to_string();
+    auto from_dir = generation::OfflineGenerator::create(*platform, c, w.folder);
+    ASSERT_TRUE(from_dir.ok()) << from_dir.status().to_string();
+    const std::string text = "Once upon a time, <|im_start|> Grüße 東京 12345";
+    EXPECT_EQ((*from_dir)->tokenizer().encode(text, true, true), (*from_gguf)->tokenizer().encode(text, true, true));
+    sampling::SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 10;
+    p.ignore_eos = true;
+    auto a = (*from_gguf)->generate_text("Once upon a time", p);
+    auto b = (*from_dir)->generate_text("Once upon a time", p);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(b->token_ids, a->token_ids);
+    EXPECT_EQ(b->text, a->text);
+    from_gguf->reset();
+    from_dir->reset();
+    fs::remove_all(w.folder);
+    fs::remove(w.gguf);
+  }
 }
 
 // --- bad folders: one-line errors naming what is wrong ---
