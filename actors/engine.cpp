@@ -500,6 +500,11 @@ const EngineConfig& Engine::config() const { return impl_->config; }
 const ModelInfo& Engine::model_info() const { return impl_->model_info; }
 const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->artifacts.tokenizer; }
 std::string Engine::served_model_name() const { return impl_->config.model.served_model_name; }
+bool Engine::serves_model(const std::string& name) const {
+  const ModelConfig& m = impl_->config.model;
+  if (name.empty() || name == m.served_model_name) return true;
+  return std::find(m.served_model_aliases.begin(), m.served_model_aliases.end(), name) != m.served_model_aliases.end();
+}
 int64_t Engine::num_kv_blocks() const { return impl_->kv_plan.num_blocks; }
 int64_t Engine::max_running_requests() const { return impl_->counters->max_running.load(); }
 std::string Engine::metrics_text() const { return impl_->prometheus->render(); }

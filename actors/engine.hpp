@@ -100,6 +100,8 @@ class Engine {
   const ModelInfo& model_info() const;
   const tokenizer::Tokenizer& tokenizer() const;
   std::string served_model_name() const;
+  /// Whether a request's "model" names the base model: empty, or any --served-model-name.
+  bool serves_model(const std::string& name) const;
   /// A chat request's prompt text through the model's chat template (its own Jinja
   /// template, --chat-template's, the request's chat_template, or a built-in fallback);
   /// errors are invalid_argument (HTTP 400). continue_final_message: the prompt ends inside

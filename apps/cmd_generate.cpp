@@ -34,11 +34,15 @@ namespace {
 struct Options {
   std::string model;
   std::string prompt;
-  int max_tokens = 128;
-  float temperature = 0.0f;
-  float top_p = 1.0f;
-  int top_k = 0;
-  float min_p = 0.0f;
+  // Unset: the model folder's generation_config.json value (--generation-config auto),
+  // else troupe generate's own default (greedy, 128 tokens).
+  std::optional<int> max_tokens;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::string generation_config = "auto";
   std::optional<uint64_t> seed;
   bool chat = false;
   std::string chat_template;
@@ -165,18 +169,10 @@ int run_generate(const Options& o) {
     if (o.prompt.empty()) return fail("a prompt is required: -p PROMPT or --prompts-file FILE");
     prompts.push_back(o.prompt);
   }
-  sampling::SamplingParams params;
-  params.temperature = o.temperature;
-  params.top_p = o.top_p;
-  params.top_k = o.top_k;
-  params.min_p = o.min_p;
-  params.seed = o.seed;
-  params.max_tokens = o.max_tokens;
-  params.extra_args = o.vllm_xargs;
-  if (Status s = params.validate(); !s.ok()) return fail(s.message());
   if (o.placement.threads < 0) return fail("--threads must be >= 0");
 
   eo.config.model.model_path = model;
+  eo.config.model.generation_config = o.generation_config;
   eo.config.scheduler.max_num_seqs = std::max<int>(o.max_num_seqs, 1);
   if (o.seed) eo.config.model.seed = *o.seed;
   if (!o.chat_template.empty()) eo.config.extra["chat_template"] = o.chat_template;
@@ -188,6 +184,26 @@ int run_generate(const Options& o) {
   auto started = engine::Engine::start(std::move(eo));
   if (!started.ok()) return fail(started.status().to_string());
   auto& eng = **started;
+  // The model's generation_config.json defaults fill what the command line leaves unset.
+  const GenerationDefaults& d = eng.config().model.generation_defaults;
+  auto pick = [](auto flag, auto from_model, auto fallback) {
+    using T = decltype(fallback);
+    return flag ? static_cast<T>(*flag) : from_model ? static_cast<T>(*from_model) : fallback;
+  };
+  sampling::SamplingParams params;
+  params.temperature = pick(o.temperature, d.temperature, 0.0f);
+  params.top_p = pick(o.top_p, d.top_p, 1.0f);
+  params.top_k = pick(o.top_k, d.top_k, 0);
+  params.min_p = pick(o.min_p, d.min_p, 0.0f);
+  params.repetition_penalty = pick(o.repetition_penalty, d.repetition_penalty, 1.0f);
+  params.seed = o.seed;
+  params.max_tokens = pick(o.max_tokens, d.max_tokens, 128);
+  params.extra_args = o.vllm_xargs;
+  if (Status s = params.validate(); !s.ok()) return fail(s.message());
+  if (!d.origin.empty() && !d.empty())
+    TROUPE_LOG_INFO("sampling defaults from {}: temperature {}, top_p {}, top_k {}, min_p {}, repetition_penalty {}, "
+                    "max_tokens {}", d.origin, params.temperature, params.top_p, params.top_k, params.min_p,
+                    params.repetition_penalty, params.max_tokens);
 
   RunStats stats;
   if (o.stats) eng.subscribe_stats([&stats](const engine::StatsEvent& ev) { stats.add(ev); });
@@ -282,8 +298,15 @@ const CommandRegistration kRegistration(
       sub.add_option("--runner", o->runner,
                      "generate or pooling (prints each prompt's embedding as JSON); default: from the model");
       sub.add_option("-p,--prompt", o->prompt, "Prompt text");
-      sub.add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate at most (default 128)");
-      sub.add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (default)");
+      sub.add_option("-n,--max-tokens", o->max_tokens,
+                     "Tokens to generate at most (default: generation_config.json's max_new_tokens, else 128)");
+      sub.add_option("--temperature", o->temperature,
+                     "Sampling temperature; 0 = greedy (default: generation_config.json's, else greedy)");
+      sub.add_option("--repetition-penalty", o->repetition_penalty,
+                     "Repetition penalty (default: generation_config.json's, else 1)");
+      sub.add_option("--generation-config", o->generation_config,
+                     "auto (default): a model folder's generation_config.json gives the sampling defaults; vllm: "
+                     "ignore it; a folder: its generation_config.json");
       sub.add_option("--top-p", o->top_p, "Nucleus sampling mass in (0, 1]");
       sub.add_option("--top-k", o->top_k, "Sample among the k best tokens; 0 = all");
       sub.add_option("--min-p", o->min_p, "Drop tokens below min_p times the best probability");

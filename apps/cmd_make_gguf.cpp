@@ -2,7 +2,10 @@
 // writes the dummy load format's random-weights model as a GGUF file that
 // troupe and llama.cpp load (for side-by-side benchmarks without downloads).
 // The file holds the same bytes `--load-format dummy` builds in memory, so
-// both give the same logits. `--list` prints the shapes.
+// both give the same logits. `--list` prints the shapes. `--hf-folder DIR`
+// also writes the same weights as a Hugging Face folder (config.json,
+// safetensors, optionally `--shards N`, generation_config.json), with Q/K rows
+// and norms as HF stores them: the folder path is held to the GGUF with it.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -11,6 +14,7 @@
 #include "apps/command.hpp"
 #include "apps/load_format_options.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
+#include "runtime/model_files/hf/hf_folder_writer.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -20,6 +24,10 @@ struct Options {
   uint64_t seed = 0;
   int layers = 0;
   std::string output;
+  std::string hf_folder;
+  std::string hf_architecture;
+  int shards = 1;
+  std::string generation_config;  // JSON object merged into generation_config.json
   bool list = false;
 };
 
@@ -43,11 +51,26 @@ int list_shapes() {
 int run(const Options& o) {
   if (o.list) return list_shapes();
   if (o.load.model_shape.empty()) return fail("--model-shape is required (one of: " + model_shape_names() + ")");
-  if (o.output.empty()) return fail("-o/--output FILE is required");
+  if (o.output.empty() && o.hf_folder.empty()) return fail("-o/--output FILE or --hf-folder DIR is required");
   auto spec = dummy::make_dummy_spec(o.load.model_shape, o.load.weight_type, o.seed, o.layers);
   if (!spec) return fail(spec.status().message());
   auto builder = dummy::dummy_gguf(*spec);
   if (!builder) return fail(builder.status().message());
+  if (!o.hf_folder.empty()) {
+    hf::HfFolderOptions ho;
+    ho.shards = o.shards;
+    ho.architecture = o.hf_architecture;
+    if (!o.generation_config.empty()) {
+      ho.generation_config = nlohmann::json::parse(o.generation_config, nullptr, false);
+      if (!ho.generation_config.is_object()) return fail("--generation-config-json is not a JSON object");
+    }
+    auto image = builder->build_in_memory();
+    if (!image) return fail(image.status().message());
+    if (Status s = hf::write_hf_folder(spec->shape, *image->file, o.hf_folder, ho); !s.ok()) return fail(s.message());
+    std::printf("wrote %s: shape %s as a Hugging Face folder, %d shard(s)\n", o.hf_folder.c_str(),
+                spec->shape.name.c_str(), o.shards);
+    if (o.output.empty()) return 0;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   if (Status s = builder->write_file(o.output); !s.ok()) return fail(s.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -66,6 +89,14 @@ const CommandRegistration kRegistration(
       sub.add_option("--seed", o->seed, "Seed of the weights (default 0); --load-format dummy --seed N is the same model");
       sub.add_option("--layers", o->layers, "Keep only the first N blocks (small test files; default: all)");
       sub.add_option("-o,--output", o->output, "GGUF file to write");
+      sub.add_option("--hf-folder", o->hf_folder,
+                     "Also write the same weights as a Hugging Face folder DIR (f32, f16 or bf16 weights)");
+      sub.add_option("--shards", o->shards, "With --hf-folder: split the weights into N safetensors shards");
+      sub.add_option("--hf-architecture", o->hf_architecture,
+                     "With --hf-folder: config.json's architecture (default from the shape; MistralForCausalLM for a "
+                     "llama shape)");
+      sub.add_option("--generation-config-json", o->generation_config,
+                     "With --hf-folder: a JSON object merged into generation_config.json");
       sub.add_flag("--list", o->list, "List the model shapes and weight types");
       return [o]() { return run(*o); };
     });

@@ -33,7 +33,7 @@ struct Options {
   std::string model;
   std::string host = "0.0.0.0";
   int port = 8000;
-  std::string served_model_name;
+  std::vector<std::string> served_model_name;  // vLLM: NAME [NAME...]; the first is reported
   int64_t max_model_len = 0;
   int max_num_seqs = 256;
   int64_t max_num_batched_tokens = 2048;
@@ -130,7 +130,11 @@ int run_serve(Options o) {
                   o.port);
 
   c.model.model_path = model;
-  c.model.served_model_name = o.served_model_name;
+  if (!o.served_model_name.empty()) {
+    c.model.served_model_name = o.served_model_name.front();
+    c.model.served_model_aliases.assign(o.served_model_name.begin() + 1, o.served_model_name.end());
+  }
+  c.model.generation_config = o.vllm.generation_config.empty() ? "auto" : o.vllm.generation_config;
   c.model.max_model_len = o.max_model_len;
   c.model.seed = o.seed;
   c.model.runner = o.runner;
@@ -267,7 +271,10 @@ const CommandRegistration kRegistration(
                      "generate or pooling (embeddings: /v1/embeddings, /pooling, /score); default: from the model");
       sub.add_option("--host", o->host, "Address to listen on (default 0.0.0.0)");
       sub.add_option("--port", o->port, "Port to listen on (default 8000)");
-      sub.add_option("--served-model-name", o->served_model_name, "Model name in the API (default: file stem)");
+      sub.add_option("--served-model-name", o->served_model_name,
+                     "Model names in the API, NAME [NAME...]: the first is reported, all are accepted in \"model\" "
+                     "(default: a GGUF file's name, a folder's path as given)")
+          ->expected(1, -1);
       sub.add_option("--max-model-len", o->max_model_len, "Context length (default: the model's)");
       sub.add_option("--max-num-seqs", o->max_num_seqs, "Most sequences in one step (default 256)");
       sub.add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Most tokens in one step (default 2048)");

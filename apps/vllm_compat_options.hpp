@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,8 +47,8 @@ inline void add_vllm_compat_options(CLI::App& sub, VllmCompatOptions* o) {
   sub.add_flag("--trust-remote-code", o->trust_remote_code, "accepted, no effect: troupe runs no code from models")
       ->group(group);
   sub.add_option("--generation-config", o->generation_config,
-                 "vllm only: requests start from vLLM's sampling defaults (the model's generation_config.json is "
-                 "not read)")
+                 "auto (default): a model folder's generation_config.json sets the sampling defaults; vllm: "
+                 "vLLM's defaults; a folder: its generation_config.json")
       ->group(group);
   sub.add_option("--tokenizer", o->tokenizer, "the model itself only: troupe reads the tokenizer from the model")
       ->group(group);
@@ -86,10 +87,11 @@ inline Status apply_vllm_compat_options(const VllmCompatOptions& o, const std::s
     return refuse("--no-enable-chunked-prefill",
                   "troupe always splits long prefills by --max-num-batched-tokens");
   if (o.trust_remote_code) TROUPE_LOG_WARNING("--trust-remote-code has no effect: troupe runs no code from models");
-  if (!o.generation_config.empty() && o.generation_config != "vllm")
+  // --generation-config (auto, vllm or a folder) is the engine's ModelConfig::generation_config.
+  if (std::error_code ec; !o.generation_config.empty() && o.generation_config != "auto" &&
+                          o.generation_config != "vllm" && !std::filesystem::is_directory(o.generation_config, ec))
     return refuse("--generation-config " + o.generation_config,
-                  "troupe does not read a model's generation_config.json; requests start from vLLM's sampling "
-                  "defaults (--generation-config vllm)");
+                  "not a folder (auto, vllm or a folder holding generation_config.json)");
   if (!o.tokenizer.empty() && o.tokenizer != model)
     return refuse("--tokenizer " + o.tokenizer, "troupe reads the tokenizer from the model file or folder");
   if (!o.revision.empty()) return refuse("--revision " + o.revision, "troupe serves local files; nothing is downloaded");

@@ -79,7 +79,7 @@ int64_t max_model_len(const engine::Engine& e) {
 }
 
 std::string model_error(const engine::Engine& e, const std::string& model, std::optional<openai::ApiError>* out) {
-  if (!model.empty() && model != e.served_model_name()) *out = openai::model_not_found(model);
+  if (!e.serves_model(model)) *out = openai::model_not_found(model);
   return model;
 }
 

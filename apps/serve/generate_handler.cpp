@@ -31,7 +31,7 @@ using ChunkedResponse = restinio::response_builder_t<restinio::chunked_output_t>
 
 // The base model (empty or its served name) or a loaded LoRA adapter's name.
 bool known_model(const engine::Engine& e, const std::string& model) {
-  if (model.empty() || model == e.served_model_name()) return true;
+  if (e.serves_model(model)) return true;
   for (const auto& a : e.lora_adapters())
     if (a.name == model) return true;
   return false;
@@ -352,6 +352,12 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
   gen->req = req;
   gen->chat = chat;
 
+  // The model's generation_config.json defaults (vLLM's --generation-config auto).
+  openai::Limits limits = ctx.options.limits;
+  const GenerationDefaults& defaults = e->config().model.generation_defaults;
+  limits.sampling_defaults = {defaults.temperature, defaults.top_p, defaults.min_p, defaults.repetition_penalty,
+                              defaults.top_k};
+
   openai::CommonFields common;
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
@@ -360,13 +366,13 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
     openai::ChatCompletionRequest r;
     if (responses) {
       openai::ResponsesRequest rr;
-      if (auto err = openai::parse_responses_request(req->body(), ctx.options.limits, &rr))
+      if (auto err = openai::parse_responses_request(req->body(), limits, &rr))
         return respond_error(req, *err);
       r = std::move(rr.chat);
       gen->responses = true;
       gen->responses_echo = std::move(rr.echo);
       gen->id = rr.request_id.empty() ? openai::make_response_item_id("resp") : rr.request_id;
-    } else if (auto err = openai::parse_chat_request(req->body(), ctx.options.limits, &r)) {
+    } else if (auto err = openai::parse_chat_request(req->body(), limits, &r)) {
       return respond_error(req, *err);
     }
     common = std::move(r.common);
@@ -396,7 +402,7 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
     text_prompt.push_back(true);
   } else {
     openai::CompletionRequest r;
-    if (auto err = openai::parse_completion_request(req->body(), ctx.options.limits, &r))
+    if (auto err = openai::parse_completion_request(req->body(), limits, &r))
       return respond_error(req, *err);
     common = std::move(r.common);
     if (!known_model(*e, common.model)) return respond_error(req, openai::model_not_found(common.model));
@@ -425,7 +431,7 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
     gen->id = common.request_id.empty() ? engine_id : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", common.request_id);
   gen->created = openai::unix_time_now();
   // A LoRA adapter's name picks the adapter (vLLM); the response names what was asked for.
-  const bool lora = !common.model.empty() && common.model != e->served_model_name();
+  const bool lora = !e->serves_model(common.model);  // a LoRA adapter's name (known_model said it is one)
   gen->model = lora ? common.model : e->served_model_name();
   gen->prompt_texts = texts;
   gen->prompt_ids = ids;

@@ -84,7 +84,7 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 bool check_model(const engine::Engine& e, const restinio::request_handle_t& req, const std::string& model) {
-  if (model.empty() || model == e.served_model_name()) return true;
+  if (e.serves_model(model)) return true;
   respond_error(req, openai::model_not_found(model));
   return false;
 }

@@ -116,6 +116,7 @@ const std::vector<Field>& fields() {
       nested("model.architecture", &E::model, &ModelConfig::architecture),
       nested("model.dtype", &E::model, &ModelConfig::dtype),
       nested("model.enable_sleep_mode", &E::model, &ModelConfig::enable_sleep_mode),
+      nested("model.generation_config", &E::model, &ModelConfig::generation_config),
       nested("model.load_format", &E::model, &ModelConfig::load_format),
       nested("model.logits_processors", &E::model, &ModelConfig::logits_processors),
       nested("model.max_model_len", &E::model, &ModelConfig::max_model_len),

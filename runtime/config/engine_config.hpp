@@ -17,6 +17,20 @@
 
 namespace troupe {
 
+/// A model's sampling defaults (vLLM's "default sampling params" from the folder's
+/// generation_config.json): what a request that does not set a field gets instead of vLLM's
+/// default. Unset fields keep vLLM's defaults.
+struct GenerationDefaults {
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+  std::optional<int64_t> max_tokens;     // max_new_tokens: the default max_tokens (capped by the context)
+  std::vector<int32_t> eos_token_ids;    // eos_token_id (one or a list): also stop generation
+  std::string origin;                    // the file read, "" when none
+  bool empty() const {
+    return !temperature && !top_p && !min_p && !repetition_penalty && !top_k && !max_tokens && eos_token_ids.empty();
+  }
+};
+
 struct ModelConfig {
   std::string model_path;          // a GGUF file, or a Hugging Face model folder ("auto" load format)
   /// vLLM's --load-format: "auto" reads model_path; "dummy" builds random weights of the
@@ -24,7 +38,13 @@ struct ModelConfig {
   std::string load_format = "auto";
   std::string model_shape;         // dummy: a named shape ("llama-3.2-1b", ...)
   std::string weight_type;         // dummy: the type of every matrix ("q8_0", ...); empty: q8_0
-  std::string served_model_name;   // name in the API; default: file stem
+  std::string served_model_name;   // name in the API (the first of --served-model-name); default: the model path as given
+  /// Every name the API accepts in "model" (vLLM's --served-model-name NAME [NAME...]); empty: served_model_name.
+  std::vector<std::string> served_model_aliases;
+  /// vLLM's --generation-config: "auto" reads the model folder's generation_config.json, "vllm"
+  /// ignores it, any other value is a folder whose generation_config.json is read.
+  std::string generation_config = "auto";
+  GenerationDefaults generation_defaults;  // filled at load from that file
   std::string architecture;        // filled at load ("llama"), used by ModelRegistry
   int64_t max_model_len = 0;       // 0: the model's context length
   std::string dtype = "auto";      // activation/compute dtype request

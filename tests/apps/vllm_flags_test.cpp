@@ -60,7 +60,7 @@ TEST(VllmFlags, FlagsTroupeCannotHonourStopStartUpWithOneLine) {
       {{"--dtype", "bfloat16"}, "--dtype bfloat16: "},
       {{"--quantization", "awq"}, "--quantization awq: troupe reads the quantization from the GGUF file"},
       {{"--no-enable-chunked-prefill"}, "--no-enable-chunked-prefill: "},
-      {{"--generation-config", "auto"}, "--generation-config auto: "},
+      {{"--generation-config", "/nonexistent-folder"}, "--generation-config /nonexistent-folder: not a folder"},
       {{"--reasoning-parser", "nope"},
        "--reasoning-parser nope: reasoning parser 'nope' is not registered (known: deepseek_r1, qwen3)"},
       {{"--tokenizer", "meta-llama/Llama-3.2-1B"}, "--tokenizer meta-llama/Llama-3.2-1B: "},

@@ -87,15 +87,18 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   if (s.rope_theta_key) b.set_f32(a + "rope.freq_base", s.rope_theta);
   b.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   if (!s.gemma()) b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));  // Gemma's converters omit it
-  if (s.key_length > 0) {
-    b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.key_length));
-    b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.key_length));
+  if (s.key_length > 0 || s.gemma()) {  // Gemma's converters always write the head size
+    b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim()));
+    b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim()));
   }
   if (s.sliding_window > 0) b.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   if (s.attn_softcap > 0) b.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) b.set_f32(a + "final_logit_softcapping", s.final_softcap);
   if (s.rope_original_context > 0)
     b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
+  if (s.sliding_window_pattern > 0)
+    b.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.sliding_window_pattern));
+  if (s.rope_theta_swa > 0) b.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
   b.set_string("troupe.dummy.shape", s.name);
   b.set_string("troupe.dummy.weight_type", std::string(to_string(spec.weight_type)));
   b.set_u64("troupe.dummy.seed", spec.seed);

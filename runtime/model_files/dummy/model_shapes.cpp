@@ -82,6 +82,41 @@ const std::vector<ModelShape>& model_shapes() {
     v.back().key_length = 256;
     v.back().qk_norm = true;
     v.back().sliding_window = 512;
+    // troupe's own small shapes of every family (tests of the Hugging Face folder path: f32
+    // files of a few MiB); windows of 4 tokens so that short prompts reach past them.
+    auto tiny = [&](std::string name, std::string arch, std::string what) {
+      v.push_back(llama(std::move(name), "troupe's own test shape: " + std::move(what), 256, 2, 4, 2, 512, 512, 2048,
+                        10000.0f, 1e-5f, true));
+      v.back().arch = std::move(arch);
+      return &v.back();
+    };
+    tiny("tiny-llama3", "llama", "tiny with Llama 3's rope scaling (rope_freqs), untied")->llama3_rope = {8.0f, 1.0f, 4.0f, 64};
+    v.back().tied_embeddings = false;
+    v.back().rope_theta = 500000.0f;
+    tiny("tiny-qwen2", "qwen2", "tiny with qwen2's q/k/v biases")->qkv_bias = true;
+    v.back().rope_theta = 1000000.0f;
+    v.back().rms_eps = 1e-6f;
+    tiny("tiny-qwen3", "qwen3", "tiny with qwen3's q/k norms and head_dim 128")->qk_norm = true;
+    v.back().key_length = 128;
+    tiny("tiny-phi3", "phi3", "tiny with phi3's fused qkv and gate/up, untied")->fused_qkv = true;
+    v.back().fused_gate_up = true;
+    v.back().tied_embeddings = false;
+    v.back().n_head_kv = 4;
+    v.back().sliding_window = 2047;
+    v.back().rope_original_context = 2048;
+    tiny("tiny-gemma2", "gemma2", "tiny with gemma2's post-norms, soft-caps and alternating 4-token windows");
+    v.back().sliding_window = 4;
+    v.back().attn_softcap = 50.0f;
+    v.back().final_softcap = 30.0f;
+    v.back().rms_eps = 1e-6f;
+    tiny("tiny-gemma3", "gemma3", "tiny with gemma3's q/k norms, local rope base and 4-token windows (pattern 2)");
+    v.back().qk_norm = true;
+    v.back().key_length = 128;
+    v.back().sliding_window = 4;
+    v.back().sliding_window_pattern = 2;
+    v.back().rope_theta = 1000000.0f;
+    v.back().rope_theta_swa = 10000.0f;
+    v.back().rms_eps = 1e-6f;
     return v;
   }();
   return kShapes;

@@ -49,6 +49,10 @@ struct ModelShape {
   bool rope_theta_key = true;   // rope.freq_base written (gemma2's converter leaves it out: 10000)
   int64_t rope_original_context = 0;  // rope.scaling.original_context_length key (phi3)
   Llama3RopeScaling llama3_rope;      // rope_freqs.weight (Llama 3.x)
+  // Gemma 2/3 (post-attention and post-FFN norms; gemma3 also q/k norms): sliding_window
+  // above is every local layer's window.
+  int64_t sliding_window_pattern = 0; // attention.sliding_window_pattern (gemma3; gemma2 alternates)
+  float rope_theta_swa = 0;           // rope.freq_base_swa (gemma3's local layers)
   int64_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
   bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
 };

@@ -230,22 +230,21 @@ Result<std::unique_ptr<HfModelFolder>> HfModelFolder::open(const std::string& di
     f->st_ = std::move(stc);
   }
 
-  const std::string weights = dir + "/model.safetensors";
-  if (!exists(weights)) {
-    if (exists(dir + "/model.safetensors.index.json")) {
-      return not_supported(dir + "/model.safetensors.index.json: sharded safetensors checkpoints are not supported yet");
-    }
-    if (exists(dir + "/pytorch_model.bin")) {
-      return not_supported(dir + "/pytorch_model.bin: PyTorch pickles are not read; convert the model to safetensors");
-    }
+  const std::string gen_path = dir + "/generation_config.json";
+  if (exists(gen_path)) {
+    auto gen = read_object(gen_path);
+    if (!gen.ok()) return gen.status();
+    f->generation_json_ = std::move(*gen);
   }
-  auto file = safetensors::SafetensorsFile::open(weights);
-  if (!file.ok()) return file.status();
-  f->weights_ = std::move(*file);
 
-  auto tok = tokenizer::Tokenizer::from_tokenizer_json(dir + "/tokenizer.json");
-  if (!tok.ok()) return tok.status();
-  f->tokenizer_ = std::move(*tok);
+  auto shards = HfWeightShards::open(dir);
+  if (!shards.ok()) return shards.status();
+  f->shards_ = std::move(*shards);
+
+  if (f->encoder()) {
+    auto tok = f->tokenizer_ptr();
+    if (!tok.ok()) return tok.status();
+  }
   return f;
 }
 
@@ -253,6 +252,19 @@ int64_t HfModelFolder::max_seq_length() const {
   const int64_t pos = config_.max_position_embeddings;
   if (st_ && st_->max_seq_length) return pos > 0 ? std::min(*st_->max_seq_length, pos) : *st_->max_seq_length;
   return pos;
+}
+
+bool HfModelFolder::encoder() const {
+  return config_.model_type == "bert" || architecture() == "BertModel";
+}
+
+Result<std::shared_ptr<const tokenizer::Tokenizer>> HfModelFolder::tokenizer_ptr() const {
+  std::lock_guard lock(tokenizer_mu_);
+  if (tokenizer_) return tokenizer_;
+  auto tok = tokenizer::Tokenizer::from_tokenizer_json(dir_ + "/tokenizer.json");
+  if (!tok.ok()) return tok.status();
+  tokenizer_ = std::move(*tok);
+  return tokenizer_;
 }
 
 std::string HfModelFolder::architecture() const {

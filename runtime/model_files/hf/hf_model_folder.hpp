@@ -10,11 +10,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "runtime/model_files/hf/hf_weight_shards.hpp"
 #include "runtime/model_files/safetensors/safetensors_file.hpp"
 #include "runtime/request/tokenizer/tokenizer.hpp"
 #include "troupe/model.hpp"
@@ -76,12 +78,14 @@ struct SentenceTransformersConfig {
 
 class HfModelFolder {
  public:
-  /// Reads `dir`: config.json, tokenizer.json and model.safetensors are
-  /// required; modules.json (and what it names) and sentence_bert_config.json
-  /// are read when present. Errors name the file: not_found for a missing
-  /// file or folder, data_loss for bad JSON or a mistyped field, not_supported
-  /// for a sharded checkpoint (model.safetensors.index.json) or a tokenizer
-  /// the tokenizer.json reader does not know.
+  /// Reads `dir`: config.json, tokenizer.json and model.safetensors (or the
+  /// shards model.safetensors.index.json names) are required; modules.json (and
+  /// what it names), sentence_bert_config.json and generation_config.json are
+  /// read when present. Errors name the file: not_found for a missing file,
+  /// shard or folder, data_loss for bad JSON or a mistyped field, not_supported
+  /// for a tokenizer the tokenizer.json reader does not know. An encoder's
+  /// (BERT's) tokenizer is read here; a decoder's only when tokenizer_ptr() is
+  /// asked for (the workers that load weights never need it).
   static Result<std::unique_ptr<HfModelFolder>> open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
@@ -90,10 +94,16 @@ class HfModelFolder {
   const nlohmann::json& config_json() const { return config_json_; }
   /// Set when modules.json exists.
   const std::optional<SentenceTransformersConfig>& sentence_transformers() const { return st_; }
-  const safetensors::SafetensorsFile& weights() const { return *weights_; }
-  std::shared_ptr<const safetensors::SafetensorsFile> weights_ptr() const { return weights_; }
+  /// The weights: one file or every shard, mapped.
+  const HfWeightShards& shards() const { return *shards_; }
+  /// The tokenizer (tokenizer.json); must have been read (an encoder's always is).
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_ptr() const { return tokenizer_; }
+  /// The tokenizer, read from tokenizer.json on the first call; its error otherwise.
+  Result<std::shared_ptr<const tokenizer::Tokenizer>> tokenizer_ptr() const;
+  /// generation_config.json as parsed (null when the folder has none).
+  const nlohmann::json& generation_config_json() const { return generation_json_; }
+  /// An encoder folder (model_type bert / BertModel).
+  bool encoder() const;
   /// The longest input in tokens ([CLS] and [SEP] included): sentence_bert_config's
   /// max_seq_length when present (capped by max_position_embeddings), else max_position_embeddings.
   int64_t max_seq_length() const;
@@ -108,8 +118,10 @@ class HfModelFolder {
   nlohmann::json pooling_json_;        // the Pooling module's config.json, or null
   nlohmann::json sentence_bert_json_;  // sentence_bert_config.json, or null
   std::optional<SentenceTransformersConfig> st_;
-  std::shared_ptr<const safetensors::SafetensorsFile> weights_;
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  nlohmann::json generation_json_;     // generation_config.json, or null
+  std::unique_ptr<HfWeightShards> shards_;
+  mutable std::mutex tokenizer_mu_;
+  mutable std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   friend class HfModelSource;
 };
 
@@ -146,7 +158,7 @@ class HfModelSource final : public ModelSource {
  public:
   explicit HfModelSource(std::shared_ptr<const HfModelFolder> folder) : folder_(std::move(folder)) {}
   std::string architecture() const override { return folder_->architecture(); }
-  const WeightTensor* tensor(std::string_view name) const override { return folder_->weights().tensor(name); }
+  const WeightTensor* tensor(std::string_view name) const override { return folder_->shards().tensor(name); }
   std::optional<int64_t> get_int(std::string_view key) const override;
   std::optional<double> get_float(std::string_view key) const override;
   std::optional<std::string> get_string(std::string_view key) const override;

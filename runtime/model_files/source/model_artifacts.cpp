@@ -1,11 +1,13 @@
 #include "runtime/model_files/source/model_artifacts.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/model_files/hf/generation_config.hpp"
 #include "runtime/model_files/hf/hf_model_folder.hpp"
 
 namespace troupe::engine {
@@ -118,20 +120,20 @@ Status load_gguf(EngineConfig& config, ModelArtifacts& a, std::string* most) {
 Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
   const auto& folder = *std::static_pointer_cast<const hf::HfModelFolder>(a.model.owner);
   std::vector<const WeightTensor*> tensors;
-  for (const auto& t : folder.weights().tensors()) tensors.push_back(&t);
+  for (const WeightTensor* t : folder.shards().tensors()) tensors.push_back(t);
   weight_types(tensors, a, most);
   config.model.architecture = folder.architecture();
-  a.tokenizer = folder.tokenizer_ptr();
-  a.encoder = folder.config().model_type == "bert" || config.model.architecture == "BertModel";
+  auto tok = folder.tokenizer_ptr();
+  if (!tok) return tok.status();
+  a.tokenizer = std::move(tok).value();
+  a.encoder = folder.encoder();
   std::string origin;
   const auto jinja = folder_chat_template(config.model.model_path, &origin);
   TROUPE_RETURN_IF_ERROR(choose_chat_template(config, jinja, origin, a));
   if (!jinja && !a.chat_prompt.jinja && !a.chat_prompt.builtin)
     a.chat_prompt.error = "model " + base_name(config.model.model_path) + " has no chat template" +
                           (a.encoder ? " (an encoder)" : "; pass --chat-template");
-  if (!a.encoder)
-    return not_supported(config.model.model_path + ": Hugging Face folders of architecture '" +
-                         config.model.architecture + "' are not supported yet (BertModel only; use a GGUF file)");
+  if (!a.encoder) return {};  // a decoder (HfDecoderSource has checked its architecture and tensors)
   const auto& st = folder.sentence_transformers();
   if (st && !st->other_module_types.empty())
     return not_supported(config.model.model_path + ": sentence-transformers module " + st->other_module_types.front() +
@@ -167,6 +169,31 @@ Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
   return {};
 }
 
+// vLLM's --generation-config: "auto" reads the model folder's generation_config.json (a GGUF
+// file has none), "vllm" nothing, another value that folder's file.
+Status load_generation_defaults(ModelConfig& model, const ModelArtifacts& a) {
+  model.generation_defaults = {};
+  const std::string& mode = model.generation_config;
+  if (mode == "vllm") return {};
+  if (mode.empty() || mode == "auto") {
+    if (!a.model.folder) return {};
+    const auto& folder = *std::static_pointer_cast<const hf::HfModelFolder>(a.model.owner);
+    if (folder.generation_config_json().is_null()) return {};
+    auto d = hf::read_generation_defaults(folder.generation_config_json(), folder.dir() + "/generation_config.json");
+    if (!d) return d.status();
+    model.generation_defaults = std::move(d).value();
+    return {};
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(mode, ec))
+    return invalid_argument("--generation-config " + mode + ": not a folder (auto, vllm or a folder holding "
+                            "generation_config.json)");
+  auto d = hf::read_generation_defaults_file(mode);
+  if (!d) return d.status();
+  model.generation_defaults = std::move(d).value();
+  return {};
+}
+
 }  // namespace
 
 Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
@@ -183,12 +210,14 @@ Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
   std::string most;
   TROUPE_RETURN_IF_ERROR(a.model.folder ? load_folder(config, a, &most) : load_gguf(config, a, &most));
   if (config.model.quantization.empty()) config.model.quantization = most;
+  TROUPE_RETURN_IF_ERROR(load_generation_defaults(config.model, a));
   if (config.model.served_model_name.empty()) {
     if (dummy) {
       auto spec = dummy::dummy_spec(config.model);  // already valid: open_model built it
       if (spec) config.model.served_model_name = dummy::dummy_model_name(*spec);
     } else {
-      config.model.served_model_name = base_name(path);
+      // vLLM names a model by its path as given; a GGUF file keeps troupe's name, its stem.
+      config.model.served_model_name = a.model.folder ? path : base_name(path);
     }
   }
 

@@ -30,8 +30,9 @@ struct ModelArtifacts {
 /// string; a template that does not compile is invalid_argument), else the GGUF's
 /// tokenizer.chat_template or the folder's chat_template.jinja / tokenizer_config.json,
 /// else a built-in family recognized in the file's template.
-/// Fills config.model.architecture, .served_model_name (the file or folder
-/// name when empty), .quantization (the type holding most weight bytes, when
+/// Fills config.model.architecture, .served_model_name (when empty: a GGUF file's
+/// name, a folder's path as given, as vLLM), .generation_defaults (by
+/// .generation_config: a folder's generation_config.json), .quantization (the type holding most weight bytes, when
 /// empty), .runner ("auto" becomes "pooling" for encoders, else "generate";
 /// an explicit runner the model cannot run is invalid_argument) and, for the
 /// pooling runner, .pooling_type / .pooling_normalize from the model's pooling

@@ -4,6 +4,7 @@
 
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/model_files/hf/hf_decoder_source.hpp"
 #include "runtime/model_files/hf/hf_model_folder.hpp"
 #include "runtime/model_files/source/finite_weights.hpp"
 
@@ -16,8 +17,15 @@ Result<OpenedModel> open_model(const std::string& path) {
     auto folder = hf::HfModelFolder::open(path);
     if (!folder) return folder.status();
     std::shared_ptr<const hf::HfModelFolder> f(std::move(folder).value());
-    TROUPE_RETURN_IF_ERROR(check_finite_weights(f->weights().tensors(), path));
-    m.source = std::make_unique<hf::HfModelSource>(f);
+    for (const auto& shard : f->shards().files())
+      TROUPE_RETURN_IF_ERROR(check_finite_weights(shard->tensors(), path));
+    if (f->encoder()) {
+      m.source = std::make_unique<hf::HfModelSource>(f);
+    } else {
+      auto decoder = hf::HfDecoderSource::create(f);
+      if (!decoder) return decoder.status();
+      m.source = std::move(decoder).value();
+    }
     m.owner = f;
     m.folder = true;
     return m;

@@ -83,6 +83,12 @@ Result<GemmaHParams> read_gemma_hparams(const ModelSource& source) {
   // The 27B models scale queries by 1/sqrt(n_embd / n_head), the others by 1/sqrt(head_dim).
   const bool is_27b = (g2 && hp.n_layer == 46) || (!g2 && hp.n_layer == 62);
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? hp.n_embd / hp.n_head : hp.head_dim));
+  // A Hugging Face folder says it (config.json query_pre_attn_scalar); GGUF files do not.
+  if (auto scalar = source.get_float(p + "attention.query_pre_attn_scalar")) {
+    if (!(*scalar > 0) || !std::isfinite(*scalar))
+      return invalid_argument("model metadata: attention.query_pre_attn_scalar must be a positive number");
+    hp.attn_scale = static_cast<float>(1.0 / std::sqrt(*scalar));
+  }
   if (g2) {
     auto attn_cap = positive_float(source, p + "attn_logit_softcapping", 50.0);
     if (!attn_cap.ok()) return attn_cap.status();

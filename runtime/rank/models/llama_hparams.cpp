@@ -72,6 +72,8 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
                          decoder_arch_names());
   TROUPE_RETURN_IF_ERROR(refuse_mixture_of_experts(source, hp.arch));
   hp.rope_neox = traits->rope_neox;
+  // A Hugging Face folder keeps llama's Q/K rows unpermuted (rotary halves): its source says so.
+  if (auto neox = source.get_int("troupe.rope.neox")) hp.rope_neox = *neox != 0;
   hp.qk_norm = traits->qk_norm;
   hp.fused_gate_up = traits->fused_gate_up;
   const std::string p = hp.arch + ".";

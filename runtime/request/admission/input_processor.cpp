@@ -139,10 +139,18 @@ Status InputProcessor::check_generation(GenerateRequest& request, int64_t prompt
                                std::to_string(completion) +
                                " in the completion). Please reduce the length of the messages or completion."));
   };
+  const GenerationDefaults& defaults = setup_.config.model.generation_defaults;
   if (request.max_tokens_fills_context) {
     if (prompt_len >= max_len) return too_long(1);
-    s.max_tokens = static_cast<int32_t>(std::min<int64_t>(max_len - prompt_len, INT32_MAX));
+    // vLLM: generation_config.json's max_new_tokens, capped by what the context leaves.
+    const int64_t fill = defaults.max_tokens ? std::min(*defaults.max_tokens, max_len - prompt_len) : max_len - prompt_len;
+    s.max_tokens = static_cast<int32_t>(std::min<int64_t>(fill, INT32_MAX));
   }
+  // vLLM: generation_config.json's eos_token_id list stops generation too (not with ignore_eos).
+  if (!s.ignore_eos)
+    for (int32_t id : defaults.eos_token_ids)
+      if (id < vocab_size_ && std::find(s.stop_token_ids.begin(), s.stop_token_ids.end(), id) == s.stop_token_ids.end())
+        s.stop_token_ids.push_back(id);
   std::string param;
   if (Status st = s.validate(&param); !st.ok()) {
     if (field) *field = param;

@@ -317,6 +317,13 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
   }
   c->max_tokens = max_tokens;
 
+  // The model's defaults first; the request's fields override them.
+  const SamplingDefaults& d = limits.sampling_defaults;
+  if (d.temperature) s.temperature = static_cast<float>(*d.temperature);
+  if (d.top_p) s.top_p = static_cast<float>(*d.top_p);
+  if (d.min_p) s.min_p = static_cast<float>(*d.min_p);
+  if (d.repetition_penalty) s.repetition_penalty = static_cast<float>(*d.repetition_penalty);
+  if (d.top_k) s.top_k = static_cast<int32_t>(*d.top_k);
   // Numbers only here: their ranges are SamplingParams::validate's (below).
   for (auto [key, out] : {std::pair{"temperature", &s.temperature}, std::pair{"top_p", &s.top_p},
                           std::pair{"min_p", &s.min_p}, std::pair{"presence_penalty", &s.presence_penalty},

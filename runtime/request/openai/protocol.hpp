@@ -17,6 +17,13 @@
 namespace troupe::openai {
 
 /// Bounds that keep one request from taking the server down.
+/// The model's sampling defaults (generation_config.json, vLLM's --generation-config auto):
+/// a request that leaves a field out gets these instead of vLLM's defaults.
+struct SamplingDefaults {
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+};
+
 struct Limits {
   int max_n = 64;                      // choices per request
   size_t max_stop_strings = 64;
@@ -31,6 +38,7 @@ struct Limits {
   /// at the bottom: 2 * 32 + 8 lets every schema troupe accepts through.
   int max_json_depth = 72;
   size_t max_prompts = 256;            // prompts in one completions request
+  SamplingDefaults sampling_defaults;  // not a limit: what completions and chat start from
 };
 
 /// One prompt: text to tokenize, or token ids used as they are.

@@ -123,7 +123,7 @@ TEST(HfModelFolder, ReadsASentenceTransformersFolder) {
   EXPECT_TRUE(st.other_module_types.empty());
   EXPECT_EQ(m.max_seq_length(), 16);
   EXPECT_EQ(m.tokenizer().encode("Hello world", true, false), (std::vector<int32_t>{2, 4, 5, 3}));
-  ASSERT_NE(m.weights().tensor("embeddings.word_embeddings.weight"), nullptr);
+  ASSERT_NE(m.shards().tensor("embeddings.word_embeddings.weight"), nullptr);
 }
 
 TEST(HfModelFolder, ModelSourceKeyMapping) {
@@ -199,7 +199,7 @@ TEST(HfModelFolder, MissingFilesAreNamed) {
   sharded.write();
   sharded.remove("model.safetensors");
   sharded.write_text("model.safetensors.index.json", "{}");
-  expect_error(sharded, StatusCode::not_supported, "model.safetensors.index.json", "sharded");
+  expect_error(sharded, StatusCode::data_loss, "model.safetensors.index.json", "weight_map");
 }
 
 TEST(HfModelFolder, MalformedFilesAreNamed) {
@@ -319,7 +319,7 @@ TEST(HfModelFolder, RealMiniLm) {
   EXPECT_FALSE(st.do_lower_case);  // the tokenizer lowercases; this flag is sentence-transformers' own
   EXPECT_TRUE(st.other_module_types.empty());
   EXPECT_EQ(m.max_seq_length(), 256);
-  EXPECT_EQ(m.weights().tensors().size(), 103u);
+  EXPECT_EQ(m.shards().tensors().size(), 103u);
   EXPECT_EQ(m.tokenizer().encode("Hello, world!", true, false), (std::vector<int32_t>{101, 7592, 1010, 2088, 999, 102}));
 
   HfModelSource s(std::shared_ptr<const HfModelFolder>(std::move(*r)));
