@@ -71,10 +71,11 @@ TEST_F(EmbeddingsApi, OpenAIShapeMatchesTheReference) {
   const auto g = golden();
   json input = json::array();
   for (const auto& c : g["cases"]) input.push_back(c["text"]);
-  auto [status, body] = post("/v1/embeddings", {{"model", "all-MiniLM-L6-v2"}, {"input", input}});
+  // As with vLLM, a folder is served under its path as given.
+  auto [status, body] = post("/v1/embeddings", {{"model", minilm_dir()}, {"input", input}});
   ASSERT_EQ(status, 200) << body.dump();
   EXPECT_EQ(body["object"], "list");
-  EXPECT_EQ(body["model"], "all-MiniLM-L6-v2");
+  EXPECT_EQ(body["model"], minilm_dir());
   ASSERT_EQ(body["data"].size(), g["cases"].size());
   int64_t tokens = 0;
   for (size_t i = 0; i < body["data"].size(); ++i) {
@@ -254,9 +255,9 @@ TEST_F(EmbeddingsApi, RerankScoresAreTheCosinesOfTheEmbeddingsSortedDescending) 
   ASSERT_TRUE((order[0] == 1 && order[1] == 3) || (order[0] == 3 && order[1] == 1));
   for (size_t k = 1; k < order.size(); ++k) ASSERT_GT(cosines[order[k - 1]] - cosines[order[k]], 1e-4);
 
-  auto [status, body] = post("/rerank", {{"model", "all-MiniLM-L6-v2"}, {"query", kQuery}, {"documents", kDocs}});
+  auto [status, body] = post("/rerank", {{"model", minilm_dir()}, {"query", kQuery}, {"documents", kDocs}});
   ASSERT_EQ(status, 200) << body.dump();
-  EXPECT_EQ(body["model"], "all-MiniLM-L6-v2");
+  EXPECT_EQ(body["model"], minilm_dir());
   EXPECT_TRUE(body["id"].is_string() && !body["id"].get<std::string>().empty()) << body.dump();
   EXPECT_EQ(body["usage"]["total_tokens"], tokens);
   const json& results = body["results"];

@@ -209,6 +209,11 @@ Result<std::unique_ptr<HfDecoderSource>> HfDecoderSource::create(std::shared_ptr
         k[a + "rope.scaling.original_context_length"] = *it;
     }
   }
+  // Mistral v0.1 windows every layer (sliding_window 4096; later versions write null): troupe
+  // applies a llama file's window, as transformers and vLLM do.
+  if (s->arch_ == "llama") {
+    if (auto w = c.integer("sliding_window", std::nullopt); w.ok()) k[a + "attention.sliding_window"] = *w;
+  }
   if (s->arch_ == "phi3") {
     if (auto w = c.integer("sliding_window", std::nullopt); w.ok()) k[a + "attention.sliding_window"] = *w;
     if (auto o = c.integer("original_max_position_embeddings", std::nullopt); o.ok())
