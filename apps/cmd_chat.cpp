@@ -1,12 +1,28 @@
 // `troupe chat [--url URL]`: an interactive chat with a running OpenAI-compatible
-// server (troupe serve, vLLM, ...), as `vllm chat`: each stdin line is a user
+// server (troupe serve, vLLM, ...), as `vllm chat`; `troupe chat MODEL` first
+// starts `troupe serve MODEL` of its own on a free loopback port (its log in a
+// temporary file, shown when it fails to start) and stops it at the end, so a
+// model can be tried without a server or curl. Each stdin line is a user
 // message; the answer streams to stdout as it is generated (the reasoning of a
 // --reasoning-parser server first, in brackets); the conversation is kept and
 // sent whole each turn, so the server's chat template renders it. `--quick MSG`
 // asks once and exits. End of input ends the chat.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -22,7 +38,13 @@ namespace {
 
 using json = nlohmann::json;
 
+extern "C" char** environ;
+
 struct Options {
+  std::string model;       // set: serve this model locally for the chat
+  std::vector<std::string> serve_args;  // more `troupe serve` flags for the local server
+  double start_timeout_s = 300;
+  bool url_given = false;
   std::string url = "http://localhost:8000/v1";
   std::string model_name;  // empty: the server's first model
   std::string api_key;
@@ -139,7 +161,101 @@ class ChatClient {
   json messages_ = json::array();
 };
 
-int run_chat(const Options& o) {
+/// A `troupe serve MODEL` child on 127.0.0.1, stopped (SIGTERM, then SIGKILL) when destroyed.
+class LocalServer {
+ public:
+  ~LocalServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      for (int i = 0; i < 100 && ::waitpid(pid_, nullptr, WNOHANG) == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+      }
+    }
+    if (!log_.empty()) std::remove(log_.c_str());
+  }
+
+  /// Starts it and waits (bounded) until /health answers 200. Errors carry the end of its log.
+  Status start(const Options& o) {
+    const int port = free_port();
+    if (port <= 0) return unavailable("no free loopback port for the local server");
+    port_ = port;
+    log_ = "/tmp/troupe-chat-serve-" + std::to_string(::getpid()) + ".log";
+    std::vector<std::string> args = {"troupe", "serve", o.model, "--host", "127.0.0.1", "--port", std::to_string(port),
+                                     "--disable-log-stats"};
+    args.insert(args.end(), o.serve_args.begin(), o.serve_args.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    const int rc = posix_spawn(&pid_, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      pid_ = -1;
+      return unavailable("cannot start troupe serve: " + std::string(std::strerror(rc)));
+    }
+    std::fprintf(stderr, "troupe chat: starting troupe serve %s (log: %s) ...\n", o.model.c_str(), log_.c_str());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.start_timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return unavailable("troupe serve " + o.model + " exited before it served: " + log_tail());
+      }
+      auto r = http::request("127.0.0.1", port_, "GET", "/health", "", {}, {}, std::chrono::seconds(2));
+      if (r.ok() && r->status == 200) return {};
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return unavailable("troupe serve " + o.model + " did not become healthy within " +
+                       std::to_string(static_cast<int>(o.start_timeout_s)) + " s: " + log_tail());
+  }
+  int port() const { return port_; }
+
+ private:
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    ::close(fd);
+    return port;
+  }
+  // The last error line of the log (the serve command's one-line error), else its last line.
+  std::string log_tail() const {
+    std::ifstream in(log_);
+    std::string line, last, error;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      last = line;
+      if (line.find("error") != std::string::npos) error = line;
+    }
+    return error.empty() ? last : error;
+  }
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+int run_chat(Options o) {
+  if (!o.model.empty() && o.url_given) return fail("give a MODEL to serve or --url of a running server, not both");
+  std::unique_ptr<LocalServer> local;
+  if (!o.model.empty()) {
+    local = std::make_unique<LocalServer>();
+    if (Status st = local->start(o); !st.ok()) return fail(st.message());
+    o.url = "http://127.0.0.1:" + std::to_string(local->port()) + "/v1";
+  }
   auto url = http::parse_url(o.url);
   if (!url.ok()) return fail("--url " + o.url + ": " + url.status().message());
   if (o.timeout_s <= 0) return fail("--timeout must be positive");
@@ -163,9 +279,13 @@ int run_chat(const Options& o) {
 }
 
 const CommandRegistration kRegistration(
-    "chat", "Chat with a running OpenAI-compatible server in the terminal (as vllm chat)", [](CLI::App& sub) {
+    "chat", "Chat in the terminal: with MODEL served locally, or with a running server (--url, as vllm chat)",
+    [](CLI::App& sub) {
       auto o = std::make_shared<Options>();
-      sub.add_option("--url", o->url, "The server's OpenAI base URL (default http://localhost:8000/v1)");
+      sub.add_option("model", o->model,
+                     "A model (GGUF file or Hugging Face folder) to serve locally for the chat; without it, "
+                     "chat with --url");
+      auto* url = sub.add_option("--url", o->url, "The server's OpenAI base URL (default http://localhost:8000/v1)");
       sub.add_option("--model-name", o->model_name, "The model to ask (default: the server's first model)");
       sub.add_option("--api-key", o->api_key, "Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)")
           ->envname("OPENAI_API_KEY");
@@ -174,7 +294,14 @@ const CommandRegistration kRegistration(
       sub.add_option("--max-tokens", o->max_tokens, "max_tokens of each answer (default: the server's)");
       sub.add_option("--temperature", o->temperature, "temperature of each answer (default: the server's)");
       sub.add_option("--timeout", o->timeout_s, "Seconds one answer may take (default 600)");
-      return [o]() { return run_chat(*o); };
+      sub.add_option("--serve-arg", o->serve_args,
+                     "A flag for the local troupe serve (repeat it: --serve-arg=--threads --serve-arg=2)");
+      sub.add_option("--start-timeout", o->start_timeout_s,
+                     "Seconds the local server may take to load the model (default 300)");
+      return [o, url]() {
+        o->url_given = url->count() > 0;
+        return run_chat(*o);
+      };
     });
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include "tests/apps/serve_process.hpp"
 #include "tests/run_troupe.hpp"
 
+#include <cstdlib>
+
 namespace troupe {
 namespace {
 
@@ -62,6 +64,26 @@ TEST_F(ChatCli, QuickAsksOnceAndErrorsAreOneLine) {
   r = testing::run_troupe("chat --url http://127.0.0.1:1/v1 -q hi");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.rfind("troupe chat: error: cannot reach http://127.0.0.1:1/v1", 0), 0u) << r.err;
+}
+
+// `troupe chat MODEL` serves the model itself on loopback: the same answer as the
+// shared server of that model gives; a model that cannot load is one line, naming it.
+TEST_F(ChatCli, AModelGivenIsServedLocallyForTheChat) {
+  const std::string model = std::getenv("TROUPE_TEST_MODEL");  // set: the shared server started
+  auto r = testing::run_troupe("chat " + model + " -q 'What is the capital of France?' --max-tokens 16 "
+                               "--temperature 0 --serve-arg=--max-model-len --serve-arg=1024");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, chat_answer(*shared_, {{{"role", "user"}, {"content", "What is the capital of France?"}}}) + "\n");
+  EXPECT_NE(r.err.find("troupe chat: starting troupe serve " + model), std::string::npos) << r.err;
+
+  r = testing::run_troupe("chat /nonexistent/model.gguf -q hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("troupe chat: error: troupe serve /nonexistent/model.gguf exited before it served"),
+            std::string::npos)
+      << r.err;
+  r = testing::run_troupe("chat " + model + " --url " + url() + " -q hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
 }
 
 }  // namespace
