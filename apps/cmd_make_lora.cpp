@@ -32,6 +32,7 @@ int run(Options o) {
   std::stringstream list(o.targets);
   for (std::string kind; std::getline(list, kind, ',');)
     if (!kind.empty()) o.lora.kinds.push_back(kind);
+  o.lora.mergeable = !o.merged.empty();  // refused before the adapter is written, not after
   auto n = lora::write_random_lora(o.base, o.lora, o.output);
   if (!n.ok()) return fail(n.status().message());
   std::printf("wrote %s: %lld adapted tensors, rank %lld, alpha %g, seed %llu\n", o.output.c_str(),

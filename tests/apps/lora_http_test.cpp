@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -130,6 +131,22 @@ TEST_F(LoraHttp, AdaptersByNameLoadUnloadAndErrors) {
   EXPECT_EQ(call(s, "POST", "/v1/unload_lora_adapter", json{{"lora_name", "second"}}.dump()).status, 404);
   EXPECT_EQ(json::parse(call(s, "GET", "/v1/models").body)["data"].size(), 2u);
   EXPECT_EQ(complete(s, ""), base_text);
+}
+
+// --merged-output on a quantized model is refused before anything is written (it used to
+// write the adapter and then fail).
+TEST(MakeLora, MergedOutputOfAQuantizedModelIsRefusedBeforeWriting) {
+  const char* quantized = std::getenv("TROUPE_TEST_MODEL");  // SmolLM2 Q4_1
+  if (quantized == nullptr) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)";
+  const std::string adapter = temp_path("q.gguf"), merged = temp_path("q-merged.gguf");
+  auto r = testing::run_troupe("make-lora " + std::string(quantized) + " -o " + adapter + " --merged-output " + merged);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("is q4_1; --merged-output merges only into f32 matrices"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing was written"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(adapter)) << "the adapter was written";
+  EXPECT_FALSE(std::filesystem::exists(merged));
+  std::remove(adapter.c_str());
+  std::remove(merged.c_str());
 }
 
 TEST_F(LoraHttp, TheRoutesAreOffWithoutEnableLora) {

@@ -81,6 +81,10 @@ Result<int64_t> write_random_lora(const std::string& base_path, const RandomLora
       const WeightTensor* w = g.tensor(name);
       if (w == nullptr) continue;
       any = true;
+      if (o.mergeable && (w->type != DType::f32 || w->n_dims != 2))
+        return invalid_argument(base_path + ": " + name + " is " + std::string(to_string(w->type)) +
+                                "; --merged-output merges only into f32 matrices (an f32 copy of the model: "
+                                "troupe make-gguf --weight-type f32, or llama-quantize ... F32); nothing was written");
       const int64_t in = w->ne[0], out = w->rows();
       TROUPE_RETURN_IF_ERROR(add(name + ".lora_a", in, o.rank, random(in * o.rank)));
       TROUPE_RETURN_IF_ERROR(add(name + ".lora_b", o.rank, out, random(o.rank * out)));

@@ -19,6 +19,9 @@ struct RandomLoraOptions {
   float stddev = 0.05f;  // of every element of A and B (normal)
   /// Tensor kinds of every layer to adapt ("attn_q", ..., "ffn_down"); empty: all seven.
   std::vector<std::string> kinds;
+  /// Set (make-lora --merged-output): a targeted matrix that write_merged_model cannot merge
+  /// (not 2-D f32) is refused before anything is written.
+  bool mergeable = false;
 };
 
 /// Writes to `out_path` a random f32 adapter for the llama-family GGUF `base_path`.
