@@ -24,6 +24,7 @@ struct VllmCompatOptions {
   bool trust_remote_code = false;
   std::string generation_config;
   std::string tokenizer;
+  std::string pooler_config;
   std::string revision;
   std::string download_dir;
   bool disable_log_requests = false;
@@ -51,6 +52,9 @@ inline void add_vllm_compat_options(CLI::App& sub, VllmCompatOptions* o) {
                  "vLLM's defaults; a folder: its generation_config.json")
       ->group(group);
   sub.add_option("--tokenizer", o->tokenizer, "the model itself only: troupe reads the tokenizer from the model")
+      ->group(group);
+  sub.add_option("--pooler-config,--override-pooler-config", o->pooler_config,
+                 "refused: the pooling comes from the model (a folder's 1_Pooling/config.json)")
       ->group(group);
   sub.add_option("--revision", o->revision, "refused: troupe serves local files")->group(group);
   sub.add_option("--download-dir", o->download_dir, "refused: troupe serves local files")->group(group);
@@ -94,6 +98,10 @@ inline Status apply_vllm_compat_options(const VllmCompatOptions& o, const std::s
                   "not a folder (auto, vllm or a folder holding generation_config.json)");
   if (!o.tokenizer.empty() && o.tokenizer != model)
     return refuse("--tokenizer " + o.tokenizer, "troupe reads the tokenizer from the model file or folder");
+  if (!o.pooler_config.empty())
+    return refuse("--pooler-config " + o.pooler_config,
+                  "not implemented yet: troupe pools as the model says (a sentence-transformers folder's "
+                  "1_Pooling/config.json, a GGUF's pooling_type); edit that file to change it");
   if (!o.revision.empty()) return refuse("--revision " + o.revision, "troupe serves local files; nothing is downloaded");
   if (!o.download_dir.empty())
     return refuse("--download-dir " + o.download_dir, "troupe serves local files; nothing is downloaded");

@@ -64,6 +64,7 @@ TEST(VllmFlags, FlagsTroupeCannotHonourStopStartUpWithOneLine) {
       {{"--reasoning-parser", "nope"},
        "--reasoning-parser nope: reasoning parser 'nope' is not registered (known: deepseek_r1, qwen3)"},
       {{"--tokenizer", "meta-llama/Llama-3.2-1B"}, "--tokenizer meta-llama/Llama-3.2-1B: "},
+      {{"--pooler-config", "{\"pooling_type\":\"CLS\"}"}, "--pooler-config {\"pooling_type\":\"CLS\"}: not implemented yet"},
       {{"--revision", "main"}, "--revision main: "},
       {{"--download-dir", "/tmp/x"}, "--download-dir /tmp/x: "},
       {{"--uvicorn-log-level", "loud"}, "--uvicorn-log-level loud: "},
