@@ -1,7 +1,8 @@
 // Unicode Normalization Form C (canonical decomposition, canonical ordering,
 // canonical composition), for tokenizer.json's NFC normalizer (Qwen2). The
 // decompositions come from unicode_bert_nfd_table.cpp; combining classes and
-// composites from unicode_nfc_table.cpp (gen_unicode_nfc_table.py).
+// composites from unicode_nfc_ccc_table.cpp and unicode_nfc_composition_table.cpp
+// (gen_unicode_nfc_table.py).
 #pragma once
 
 #include <cstddef>
