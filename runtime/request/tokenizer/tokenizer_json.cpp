@@ -19,6 +19,7 @@ namespace {
 using json = nlohmann::json;
 using json_fields::kMaxTokenizerJsonBytes;
 using json_fields::quote;
+using json_fields::fill_tokens_by_id;
 using json_fields::Reader;
 using json_fields::TemplateIds;
 using json_fields::read_template;
@@ -161,18 +162,7 @@ Result<Vocab> vocab_from_tokenizer_json(const json& doc, const std::string& name
       TROUPE_RETURN_IF_ERROR(add(content, id, special ? TokenType::control : TokenType::user_defined, where));
     }
   }
-  if (by_id.empty()) return r.bad("model.vocab is empty");
-  // Ids must be 0..n-1: a map is sorted, so a hole shows as an id past its rank.
-  int64_t expect = 0;
-  for (const auto& [id, entry] : by_id) {
-    if (id != expect) {
-      return r.bad("token ids are not contiguous: no token has id " + std::to_string(expect) + " (" +
-                   std::to_string(by_id.size()) + " tokens, largest id " + std::to_string(by_id.rbegin()->first) + ")");
-    }
-    v.tokens.push_back(entry.first);
-    v.types.push_back(entry.second);
-    ++expect;
-  }
+  TROUPE_RETURN_IF_ERROR(fill_tokens_by_id(r, by_id, v));
   auto find_id = [&](const std::string& text) -> int32_t {
     for (size_t i = 0; i < v.tokens.size(); ++i)
       if (v.tokens[i] == text) return static_cast<int32_t>(i);

@@ -18,6 +18,7 @@ namespace {
 
 using json = nlohmann::json;
 using json_fields::quote;
+using json_fields::fill_tokens_by_id;
 using json_fields::Reader;
 
 std::string type_of(const json& j) {
@@ -348,17 +349,7 @@ Result<Vocab> vocab_from_bpe_tokenizer_json(const json& doc, const json* config,
       TROUPE_RETURN_IF_ERROR(add(content, id, special ? TokenType::control : TokenType::user_defined, where));
     }
   }
-  if (by_id.empty()) return r.bad("model.vocab is empty");
-  int64_t expect = 0;
-  for (const auto& [id, entry] : by_id) {
-    if (id != expect) {
-      return r.bad("token ids are not contiguous: no token has id " + std::to_string(expect) + " (" +
-                   std::to_string(by_id.size()) + " tokens, largest id " + std::to_string(by_id.rbegin()->first) + ")");
-    }
-    v.tokens.push_back(entry.first);
-    v.types.push_back(entry.second);
-    ++expect;
-  }
+  TROUPE_RETURN_IF_ERROR(fill_tokens_by_id(r, by_id, v));
   for (int64_t id : lstrip) hf.lstrip_ids.push_back(static_cast<int32_t>(id));
   for (int64_t id : rstrip) hf.rstrip_ids.push_back(static_cast<int32_t>(id));
   std::sort(hf.lstrip_ids.begin(), hf.lstrip_ids.end());

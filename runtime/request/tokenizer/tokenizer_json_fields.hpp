@@ -5,11 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "runtime/request/json/json_io.hpp"
+#include "runtime/request/tokenizer/vocab.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::tokenizer::json_fields {
@@ -135,6 +138,24 @@ inline Status read_template(const Reader& r, const json& p, TemplateIds* out) {
     slot = tid;
   }
   if (!seen_a) return r.unsupported("post_processor template '" + shape + "' has no $A");
+  return {};
+}
+
+/// The tokens read by id (model.vocab and added_tokens) as `v`'s tokens and types, in id
+/// order. Ids must be 0..n-1: a map is sorted, so a hole shows as an id past its rank.
+inline Status fill_tokens_by_id(const Reader& r, const std::map<int64_t, std::pair<std::string, TokenType>>& by_id,
+                                Vocab& v) {
+  if (by_id.empty()) return r.bad("model.vocab is empty");
+  int64_t expect = 0;
+  for (const auto& [id, entry] : by_id) {
+    if (id != expect) {
+      return r.bad("token ids are not contiguous: no token has id " + std::to_string(expect) + " (" +
+                   std::to_string(by_id.size()) + " tokens, largest id " + std::to_string(by_id.rbegin()->first) + ")");
+    }
+    v.tokens.push_back(entry.first);
+    v.types.push_back(entry.second);
+    ++expect;
+  }
   return {};
 }
 
