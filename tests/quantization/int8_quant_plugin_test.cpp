@@ -4,8 +4,8 @@
 // References, both computed here:
 //  - the "twin": the same file with each converted matrix replaced by the f32 values the
 //    int8 rows stand for (quantized independently in this test: scale = max|w| / 127,
-//    q = round(w / scale)). Only the kernels' arithmetic differs, so the logits agree to
-//    f32 rounding.
+//    q = round(w / scale)). Only the kernels' arithmetic differs, so with an f32 KV cache
+//    the logits agree to f32 rounding.
 //  - the f16 model itself: the quantization error, which per-channel int8 keeps small.
 // Through the CLI: generate with the method, an unknown method listing the registered
 // ones, a platform without the kernel declining in one line, and platform-check.
