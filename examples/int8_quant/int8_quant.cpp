@@ -51,11 +51,15 @@ void dequantize_row(const void* row, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
 }
 
-// sum_i q[i] * x[i] in 8 lanes (lane k takes i = k mod 8), the lanes added in order, then
-// the tail: the scalar and the AVX2 forms give the same bits (no FMA in either).
+// sum_i q[i] * x[i] in 32 lanes: lane k takes i = k mod 32 over whole 32-blocks, then lanes
+// 0-7 take the remaining whole 8-blocks; the lanes are added in order, then the tail. The
+// scalar and the AVX2 forms follow the same order without FMA: the same bits by
+// construction (no test compares them). Four AVX2 accumulators keep the adds independent.
 float dot_scalar(const int8_t* q, const float* x, int64_t n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float lane[32] = {};
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 32; ++k) lane[k] += static_cast<float>(q[i + k]) * x[i + k];
   for (; i + 8 <= n; i += 8)
     for (int k = 0; k < 8; ++k) lane[k] += static_cast<float>(q[i + k]) * x[i + k];
   float sum = 0;
@@ -65,16 +69,19 @@ float dot_scalar(const int8_t* q, const float* x, int64_t n) {
 }
 
 #if defined(__x86_64__)
+__attribute__((target("avx2"))) inline __m256 widen8(const int8_t* q) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+}
+
 __attribute__((target("avx2"))) float dot_avx2(const int8_t* q, const float* x, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i));
-    const __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(w, _mm256_loadu_ps(x + i)));
-  }
-  alignas(32) float lane[8];
-  _mm256_store_ps(lane, acc);
+  for (; i + 32 <= n; i += 32)
+    for (int a = 0; a < 4; ++a)
+      acc[a] = _mm256_add_ps(acc[a], _mm256_mul_ps(widen8(q + i + 8 * a), _mm256_loadu_ps(x + i + 8 * a)));
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_add_ps(acc[0], _mm256_mul_ps(widen8(q + i), _mm256_loadu_ps(x + i)));
+  alignas(32) float lane[32];
+  for (int a = 0; a < 4; ++a) _mm256_store_ps(lane + 8 * a, acc[a]);
   float sum = 0;
   for (float l : lane) sum += l;
   for (; i < n; ++i) sum += static_cast<float>(q[i]) * x[i];
