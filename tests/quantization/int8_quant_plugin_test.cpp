@@ -301,6 +301,18 @@ TEST(Int8QuantPlugin, GenerateThroughTheCliAndItsRefusals) {
   auto sim = testing::run_troupe("generate " + m.f16 + " --device sim --quantization int8_channel" + args, sim_env);
   EXPECT_EQ(sim.exit_code, 1);
   EXPECT_NE(sim.err.find("quantization int8_channel is not supported by platform sim"), std::string::npos) << sim.err;
+  // serve hands the method to the engine the same way (the sim would serve the f16 file).
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  auto served = testing::run_troupe("serve " + m.f16 + " --device sim --port " + port + " --quantization int8_channel",
+                                    sim_env);
+  EXPECT_EQ(served.exit_code, 1);
+  EXPECT_NE(served.err.find("quantization int8_channel is not supported by platform sim"), std::string::npos)
+      << served.err;
+  auto refused = testing::run_troupe("serve " + m.f16 + " --port " + port + " --quantization fp8", env);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("troupe serve: error: --quantization fp8: not a registered load-time method"),
+            std::string::npos)
+      << refused.err;
 }
 
 TEST(Int8QuantPlugin, TroupePluginsListsTheMethod) {
