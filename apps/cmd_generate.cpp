@@ -21,6 +21,7 @@
 #include "apps/default_model.hpp"
 #include "apps/load_format_options.hpp"
 #include "apps/policy_options.hpp"
+#include "apps/quantization_option.hpp"
 #include "apps/speculative_options.hpp"
 #include "runtime/request/chat/chat_template.hpp"
 #include "actors/engine.hpp"
@@ -52,6 +53,7 @@ struct Options {
   bool stats = false;
   int max_num_seqs = 256;
   std::string runner = "auto";
+  std::string quantization;  // --quantization: a load-time method (vLLM's flag)
   LoadFormatOptions load;
   PolicyOptions policy;
   std::string speculative_config;  // --speculative-config JSON
@@ -149,6 +151,7 @@ int run_generate(const Options& o) {
   if (Status s = apply_load_format(o.load, o.model, &eo.config.model); !s.ok()) return fail(s.message());
   if (Status s = apply_policy_options(o.policy, &eo.config); !s.ok()) return fail(s.message());
   if (Status s = apply_speculative_options(o.speculative_config, &eo.config); !s.ok()) return fail(s.message());
+  if (Status s = check_quantization_option(o.quantization); !s.ok()) return fail(s.message());
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
@@ -173,6 +176,7 @@ int run_generate(const Options& o) {
 
   eo.config.model.model_path = model;
   eo.config.model.generation_config = o.generation_config;
+  eo.config.model.quantization = o.quantization;
   eo.config.scheduler.max_num_seqs = std::max<int>(o.max_num_seqs, 1);
   if (o.seed) eo.config.model.seed = *o.seed;
   if (!o.chat_template.empty()) eo.config.extra["chat_template"] = o.chat_template;
@@ -297,6 +301,7 @@ const CommandRegistration kRegistration(
                      "'vllm_xargs'), e.g. '{\"banned_words\": [\"dragon\"]}'");
       sub.add_option("--runner", o->runner,
                      "generate or pooling (prints each prompt's embedding as JSON); default: from the model");
+      sub.add_option("--quantization,-q", o->quantization, kQuantizationHelp);
       sub.add_option("-p,--prompt", o->prompt, "Prompt text");
       sub.add_option("-n,--max-tokens", o->max_tokens,
                      "Tokens to generate at most (default: generation_config.json's max_new_tokens, else 128)");

@@ -40,6 +40,13 @@ void print_text(const nlohmann::json& j) {
       if (!p["reason"].get<std::string>().empty()) std::cout << "      " << p["reason"].get<std::string>() << "\n";
     }
   }
+  if (j.contains("weight_formats") && !j["weight_formats"].empty()) {
+    std::cout << "\nWeight formats from plugins (load-time methods go to --quantization):\n";
+    for (const auto& f : j["weight_formats"])
+      std::cout << "  " << f["name"].get<std::string>()
+                << (f["load_time_method"].get<bool>() ? "  [load-time method]" : "") << "  "
+                << f["description"].get<std::string>() << "\n";
+  }
   const auto& plat = j["platform"];
   std::cout << "\nPlatform candidates:" << (plat["candidates"].empty() ? " (none)" : "") << "\n";
   for (const auto& c : plat["candidates"]) {

@@ -134,6 +134,7 @@ int run_serve(Options o) {
     c.model.served_model_name = o.served_model_name.front();
     c.model.served_model_aliases.assign(o.served_model_name.begin() + 1, o.served_model_name.end());
   }
+  c.model.quantization = o.vllm.quantization;
   c.model.generation_config = o.vllm.generation_config.empty() ? "auto" : o.vllm.generation_config;
   c.model.max_model_len = o.max_model_len;
   c.model.seed = o.seed;

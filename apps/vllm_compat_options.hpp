@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/quantization_option.hpp"
 #include "troupe/log.hpp"
 #include "troupe/status.hpp"
 
@@ -39,9 +40,7 @@ inline void add_vllm_compat_options(CLI::App& sub, VllmCompatOptions* o) {
   const char* group = "vLLM compatibility (accepted or refused by name)";
   sub.add_option("--dtype", o->dtype, "auto only: troupe computes in the types of the GGUF file and the platform")
       ->group(group);
-  sub.add_option("--quantization,-q", o->quantization,
-                 "gguf or unset: troupe reads the quantization from the GGUF file")
-      ->group(group);
+  sub.add_option("--quantization,-q", o->quantization, kQuantizationHelp)->group(group);
   sub.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o->enable_chunked_prefill,
                "on only: long prefills are always split by --max-num-batched-tokens")
       ->group(group);
@@ -83,10 +82,8 @@ inline Status apply_vllm_compat_options(const VllmCompatOptions& o, const std::s
     return refuse("--dtype " + o.dtype,
                   "troupe computes in the weight types of the GGUF file and the platform's kernels; only auto is "
                   "accepted");
-  if (!o.quantization.empty() && o.quantization != "gguf")
-    return refuse("--quantization " + o.quantization,
-                  "troupe reads the quantization from the GGUF file (requantize with llama-quantize or troupe "
-                  "make-gguf); only gguf is accepted");
+  // --quantization becomes the engine's ModelConfig::quantization: a registered load-time method.
+  TROUPE_RETURN_IF_ERROR(check_quantization_option(o.quantization));
   if (!o.enable_chunked_prefill)
     return refuse("--no-enable-chunked-prefill",
                   "troupe always splits long prefills by --max-num-batched-tokens");

@@ -13,6 +13,7 @@ namespace troupe::conformance {
 void check_attention(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
 void check_communicator(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
 void check_token_selection(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
+void check_weight_formats(Session& target, const Options& options, Rng& rng, Report* report);
 
 namespace {
 
@@ -381,6 +382,7 @@ void check_kernels(const Platform& target, const Platform& reference, const Opti
   report->notes.push_back("weight types checked (claimed by both " + target.device_type() + " and " +
                           reference.device_type() + "): " + (names.empty() ? "none" : names));
   k.matmuls();
+  check_weight_formats(**t, options, rng, report);
   k.norms_and_elementwise();
   k.named_elementwise();
   k.rope_with_factors();

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "troupe/plugin.hpp"
+#include "troupe/quantization.hpp"
 
 namespace troupe::plugin_host {
 namespace {
@@ -51,7 +52,16 @@ std::string plugin_report_json(PluginHost& host, bool with_details, bool activat
   const auto& opts = host.options();
   nlohmann::json filter = nullptr;
   if (opts.allowed) filter = *opts.allowed;
-  nlohmann::json report = {{"groups", groups}, {"platform", plat}, {"plugin_dirs", opts.plugin_dirs}, {"allowed", filter}};
+  // The weight formats general plugins registered (troupe/quantization.hpp); load-time
+  // methods are what --quantization accepts.
+  nlohmann::json formats = nlohmann::json::array();
+  for (const WeightFormat* f : weight_formats::all())
+    if (!weight_formats::is_builtin(f->id))
+      formats.push_back({{"name", f->name},
+                         {"description", f->description},
+                         {"load_time_method", f->quantize_row != nullptr}});
+  nlohmann::json report = {{"groups", groups}, {"platform", plat}, {"plugin_dirs", opts.plugin_dirs},
+                           {"allowed", filter}, {"weight_formats", formats}};
   return report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

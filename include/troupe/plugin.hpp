@@ -15,6 +15,7 @@
 #include "troupe/logits_processor.hpp"
 #include "troupe/lora.hpp"
 #include "troupe/platform.hpp"
+#include "troupe/quantization.hpp"
 #include "troupe/scheduler_policy.hpp"
 #include "troupe/sdk_fingerprint.hpp"  // generated at build time: TROUPE_SDK_FINGERPRINT
 #include "troupe/stat_logger.hpp"
@@ -23,7 +24,7 @@
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
 /// (TROUPE_SDK_FINGERPRINT catches a forgotten bump; the version names the release.)
-#define TROUPE_ABI_VERSION 14u
+#define TROUPE_ABI_VERSION 15u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with
@@ -78,7 +79,7 @@ constexpr uint64_t sdk_layout_fingerprint() {
            sizeof(DeviceBuffer), sizeof(DeviceAllocator), sizeof(DeviceWeights),
            sizeof(SchedulingRequest), sizeof(SchedulerPolicy), sizeof(TokenizerView), sizeof(LogitsProcessorContext),
            sizeof(LogitsRequest), sizeof(LogitsRow), sizeof(LogitsBatch), sizeof(LogitsProcessor),
-           sizeof(LoraTargetSpec), sizeof(LoraAdapterSpec), sizeof(LoraWeights)})
+           sizeof(LoraTargetSpec), sizeof(LoraAdapterSpec), sizeof(LoraWeights), sizeof(WeightFormat)})
     mix(v);
   return h;
 }

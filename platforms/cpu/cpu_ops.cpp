@@ -14,6 +14,7 @@
 #include "troupe/dtype.hpp"
 #include "troupe/named_ops/named_ops.hpp"
 #include "troupe/named_ops/rope_ops.hpp"
+#include "troupe/quantization.hpp"
 
 namespace troupe::cpu {
 namespace {
@@ -37,16 +38,24 @@ constexpr int64_t kChunk = 4096;  // floats per work item of the flat element-wi
 
 }  // namespace
 
+// A plugin format runs here when a plugin offered its matmul to platform cpu.
+static bool plugin_format_runs_here(DType type) {
+  const WeightFormat* f = weight_formats::find(type);
+  return f != nullptr && !weight_formats::is_builtin(type) &&
+         weight_formats::find_kernel("cpu", weight_formats::matmul_op_name(f->name)) != nullptr;
+}
+
 std::vector<std::string> weight_type_names() {
   std::vector<std::string> names;
-  for (uint32_t id = 0; id < 256; ++id) {
-    auto tr = dtype_traits(id);
-    if (tr && kernels::cpu::supports_type(static_cast<DType>(id))) names.emplace_back(tr->name);
-  }
+  for (const WeightFormat* f : weight_formats::all())
+    if (weight_formats::is_builtin(f->id) ? kernels::cpu::supports_type(f->id) : plugin_format_runs_here(f->id))
+      names.push_back(f->name);
   return names;
 }
 
 Status CpuOps::check_weight_type(DType type) const {
+  if (!weight_formats::is_builtin(type) && weight_formats::find(type) != nullptr)
+    return plugin_format_runs_here(type) ? Status{} : weight_formats::no_kernel(type, "cpu");
   if (dtype_traits(static_cast<uint32_t>(type)) && kernels::cpu::supports_type(type)) return {};
   std::string list;
   for (const auto& n : weight_type_names()) list += (list.empty() ? "" : ", ") + n;
@@ -56,13 +65,19 @@ Status CpuOps::check_weight_type(DType type) const {
 }
 
 void CpuOps::matmul(const WeightTensor& w, const float* x, int64_t n_tokens, float* y) {
+  if (!weight_formats::is_builtin(w.type)) {
+    // A plugin format: the kernel its plugin offered (check_weight_type vouched for it at load).
+    if (WeightMatmulFn fn = weight_formats::find_matmul(*this, w.type)) fn(*this, w, x, n_tokens, y);
+    return;
+  }
   kernels::cpu::matmul(w.type, w.data, w.ne[0], w.rows(), x, n_tokens, y, pool_, w.row_stride);
 }
 
 void CpuOps::matmul_multi(const WeightTensor* const* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
   // The kernels take up to 4 matrices of one input width per pass.
   bool one_pass = n >= 1 && n <= 4;
-  for (int j = 0; j < n && one_pass; ++j) one_pass = ws[j]->ne[0] == ws[0]->ne[0];
+  for (int j = 0; j < n && one_pass; ++j)
+    one_pass = ws[j]->ne[0] == ws[0]->ne[0] && weight_formats::is_builtin(ws[j]->type);
   if (!one_pass) return Ops::matmul_multi(ws, ys, n, x, n_tokens);
   kernels::cpu::MatmulJob jobs[4];
   for (int j = 0; j < n; ++j) jobs[j] = {ws[j]->type, ws[j]->data, ws[j]->rows(), ys[j], ws[j]->row_stride};
@@ -71,7 +86,8 @@ void CpuOps::matmul_multi(const WeightTensor* const* ws, float* const* ys, int n
 
 void CpuOps::matmul_silu_mul(const WeightTensor& gate, const WeightTensor& up, const float* x, int64_t n_tokens,
                              float* out, float* scratch) {
-  if (gate.ne[0] != up.ne[0] || gate.rows() != up.rows())
+  if (gate.ne[0] != up.ne[0] || gate.rows() != up.rows() || !weight_formats::is_builtin(gate.type) ||
+      !weight_formats::is_builtin(up.type))
     return Ops::matmul_silu_mul(gate, up, x, n_tokens, out, scratch);
   kernels::cpu::matmul_silu_mul({gate.type, gate.data, gate.rows(), out, gate.row_stride},
                                 {up.type, up.data, up.rows(), scratch, up.row_stride}, gate.ne[0], x, n_tokens, pool_);
@@ -81,6 +97,13 @@ void CpuOps::embedding(const WeightTensor& w, const int32_t* ids, int64_t n, flo
   const int64_t dim = w.ne[0];
   const int64_t rb = w.row_stride > 0 ? w.row_stride : row_bytes(w.type, dim);
   const auto* base = static_cast<const uint8_t*>(w.data);
+  if (!weight_formats::is_builtin(w.type)) {
+    // A plugin format's rows through its reference dequantization.
+    const WeightFormat* f = weight_formats::find(w.type);
+    if (f == nullptr || f->dequantize_row == nullptr) return;
+    for (int64_t t = 0; t < n; ++t) f->dequantize_row(base + ids[t] * rb, dim, out + t * dim);
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) kernels::cpu::dequantize_row(w.type, base + ids[t] * rb, out + t * dim, dim);
 }
 
@@ -129,8 +152,16 @@ OpFn CpuOps::find_op(std::string_view name) const {
       }),
       named_ops::entry<named_ops::Scale>(
           +[](Ops&, float* x, int64_t n, float factor) { kernels::cpu::scale(x, n, factor); }),
+      named_ops::entry<named_ops::ParallelFor>(
+          +[](Ops& ops, int64_t n, named_ops::ParallelFor::Body body, void* ctx) {
+            kernels::cpu::ThreadPool* pool = static_cast<CpuOps&>(ops).pool_;
+            if (pool == nullptr || pool->size() < 2 || n < 2) return body(ctx, 0, n);
+            pool->parallel_for(n, [&](int64_t b, int64_t e) { body(ctx, b, e); });
+          }),
   };
-  return named_ops::lookup(table, name);
+  if (OpFn fn = named_ops::lookup(table, name)) return fn;
+  // Kernels plugins offer to this platform (a weight format's matmul, troupe/quantization.hpp).
+  return weight_formats::find_kernel("cpu", name);
 }
 
 void CpuOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {

@@ -10,7 +10,8 @@
 
 namespace troupe::cpu {
 
-/// Names of the weight types the CPU kernels compute (kernels::cpu::supports_type), in ggml id order.
+/// Names of the weight types the CPU computes: the built-in types its kernels read
+/// (kernels::cpu::supports_type), in ggml id order, then the plugin formats a plugin gave it a matmul for.
 std::vector<std::string> weight_type_names();
 
 class CpuOps final : public Ops {
@@ -41,8 +42,9 @@ class CpuOps final : public Ops {
   /// device platforms with it.
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out);
-  /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors) and Gemma's
-  /// gelu_tanh_mul, softcap and scale.
+  /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors), Gemma's
+  /// gelu_tanh_mul, softcap and scale, parallel_for (its pool), and the kernels plugins registered for
+  /// platform cpu (a weight format's matmul.<format>.v1, troupe/quantization.hpp).
   OpFn find_op(std::string_view name) const override;
   void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                          bool neox, const float* freq_factors, float mscale);

@@ -58,7 +58,7 @@ TEST(VllmFlags, FlagsTroupeCannotHonourStopStartUpWithOneLine) {
   const std::vector<Case> cases = {
       {{"--dtype", "float16"}, "--dtype float16: "},
       {{"--dtype", "bfloat16"}, "--dtype bfloat16: "},
-      {{"--quantization", "awq"}, "--quantization awq: troupe reads the quantization from the GGUF file"},
+      {{"--quantization", "awq"}, "--quantization awq: not a registered load-time method"},
       {{"--no-enable-chunked-prefill"}, "--no-enable-chunked-prefill: "},
       {{"--generation-config", "/nonexistent-folder"}, "--generation-config /nonexistent-folder: not a folder"},
       {{"--reasoning-parser", "nope"},

@@ -46,6 +46,15 @@ struct Scale {
   using Fn = void (*)(Ops& ops, float* x, int64_t n, float factor);
 };
 
+/// The platform's host threads for a kernel a plugin brings (a weight format's matmul on
+/// the CPU): body(ctx, begin, end) over parts of [0, n) that cover it once, possibly in
+/// parallel; returns when all have run. Parts must be independent.
+struct ParallelFor {
+  static constexpr std::string_view name = "parallel_for.v1";
+  using Body = void (*)(void* ctx, int64_t begin, int64_t end);
+  using Fn = void (*)(Ops& ops, int64_t n, Body body, void* ctx);
+};
+
 /// `ops`'s implementation of Op, or nullptr when it does not offer it.
 template <class Op>
 typename Op::Fn find(const Ops& ops) {

@@ -1,5 +1,6 @@
 #include "runtime/model_files/source/model_artifacts.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -9,6 +10,7 @@
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/model_files/hf/generation_config.hpp"
 #include "runtime/model_files/hf/hf_model_folder.hpp"
+#include "runtime/model_files/source/quantizing_source.hpp"
 
 namespace troupe::engine {
 namespace {
@@ -24,16 +26,38 @@ std::string model_label(const EngineConfig& config) {
   return config.model.load_format == "dummy" ? "dummy model " + config.model.model_shape : config.model.model_path;
 }
 
-/// The model's weight types, most bytes first in `most`.
-void weight_types(const std::vector<const WeightTensor*>& tensors, ModelArtifacts& a, std::string* most) {
+/// The model's weight types, most bytes first in `most`: as the workers will hold them, so a
+/// matrix a load-time method converts counts as the method's format.
+void weight_types(const std::vector<const WeightTensor*>& tensors, const WeightFormat* method, ModelArtifacts& a,
+                  std::string* most) {
   std::map<std::string, uint64_t> bytes;
-  for (const WeightTensor* t : tensors)
-    if (t->n_dims >= 2) bytes[std::string(to_string(t->type))] += t->nbytes;
+  for (const WeightTensor* t : tensors) {
+    if (t->n_dims < 2) continue;
+    if (method != nullptr && converts_at_load(*method, *t)) {
+      bytes[method->name] += static_cast<uint64_t>(std::max<int64_t>(0, row_bytes(method->id, t->ne[0])) * t->rows());
+      ++a.converted_at_load;
+    } else {
+      bytes[std::string(to_string(t->type))] += t->nbytes;
+    }
+  }
   uint64_t most_bytes = 0;
   for (const auto& [name, b] : bytes) {
     a.weight_types.push_back(name);
     if (b > most_bytes) most_bytes = b, *most = name;
   }
+}
+
+std::string join_names(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+/// The registered load-time methods, for errors.
+std::string load_time_methods_text() {
+  const auto methods = weight_formats::load_time_methods();
+  return "registered load-time methods: " + (methods.empty() ? std::string("none") : join_names(methods)) +
+         " (general plugins add them, see `troupe plugins`); gguf or unset runs the file's own weight types";
 }
 
 /// The chat template: --chat-template's, else the model's own Jinja text (`model_jinja`), else
@@ -103,11 +127,11 @@ std::optional<std::string> folder_chat_template(const std::string& dir, std::str
   return *t;
 }
 
-Status load_gguf(EngineConfig& config, ModelArtifacts& a, std::string* most) {
+Status load_gguf(EngineConfig& config, ModelArtifacts& a, const WeightFormat* method, std::string* most) {
   const auto& file = *std::static_pointer_cast<const gguf::GgufFile>(a.model.owner);
   std::vector<const WeightTensor*> tensors;
   for (const auto& t : file.tensors()) tensors.push_back(&t);
-  weight_types(tensors, a, most);
+  weight_types(tensors, method, a, most);
   config.model.architecture = file.architecture();
   auto tok = tokenizer::Tokenizer::from_gguf(file);
   if (!tok) return Status(tok.status().code(), model_label(config) + ": " + tok.status().message());
@@ -117,11 +141,11 @@ Status load_gguf(EngineConfig& config, ModelArtifacts& a, std::string* most) {
                               "GGUF tokenizer.chat_template", a);
 }
 
-Status load_folder(EngineConfig& config, ModelArtifacts& a, std::string* most) {
+Status load_folder(EngineConfig& config, ModelArtifacts& a, const WeightFormat* method, std::string* most) {
   const auto& folder = *std::static_pointer_cast<const hf::HfModelFolder>(a.model.owner);
   std::vector<const WeightTensor*> tensors;
   for (const WeightTensor* t : folder.shards().tensors()) tensors.push_back(t);
-  weight_types(tensors, a, most);
+  weight_types(tensors, method, a, most);
   config.model.architecture = folder.architecture();
   auto tok = folder.tokenizer_ptr();
   if (!tok) return tok.status();
@@ -207,9 +231,28 @@ Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
   auto opened = open_model(config.model);
   if (!opened) return opened.status();
   a.model = std::move(opened).value();
+  std::string& quantization = config.model.quantization;
+  if (quantization == "gguf") quantization.clear();  // vLLM's name for "the file's own types"
+  const WeightFormat* method = load_time_method(quantization);
+  if (method == nullptr && !quantization.empty() && weight_formats::find(quantization) == nullptr)
+    return not_found("quantization '" + quantization + "' (--quantization) is not a registered method; " +
+                     load_time_methods_text());
   std::string most;
-  TROUPE_RETURN_IF_ERROR(a.model.folder ? load_folder(config, a, &most) : load_gguf(config, a, &most));
-  if (config.model.quantization.empty()) config.model.quantization = most;
+  TROUPE_RETURN_IF_ERROR(a.model.folder ? load_folder(config, a, method, &most)
+                                        : load_gguf(config, a, method, &most));
+  if (method != nullptr && a.converted_at_load == 0)
+    return invalid_argument("quantization " + quantization + " (--quantization) converts f16, bf16 and f32 matrices at "
+                            "load, and " + model_label(config) + " has none (its matrices are " +
+                            join_names(a.weight_types) + ")");
+  // A weight type's name (not a method) is accepted only as what the file holds (an engine's
+  // config carries the type it found).
+  if (method == nullptr && !quantization.empty() &&
+      std::find(a.weight_types.begin(), a.weight_types.end(), quantization) == a.weight_types.end())
+    return invalid_argument("quantization " + quantization + " (--quantization) is a weight type, not a load-time "
+                            "method, and " + model_label(config) + " holds " + join_names(a.weight_types) +
+                            " (requantize files with llama-quantize or troupe make-gguf); " +
+                            load_time_methods_text());
+  if (quantization.empty()) quantization = most;
   TROUPE_RETURN_IF_ERROR(load_generation_defaults(config.model, a));
   if (config.model.served_model_name.empty()) {
     if (dummy) {

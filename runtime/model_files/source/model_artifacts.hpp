@@ -21,7 +21,8 @@ struct ModelArtifacts {
   OpenedModel model;                                // metadata and tensors (the workers open their own)
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   chat::ChatPromptSource chat_prompt;               // the model's template, --chat-template's, or a built-in fallback
-  std::vector<std::string> weight_types;            // distinct types of the matrices (2-D and up), sorted
+  std::vector<std::string> weight_types;            // distinct types of the matrices (2-D and up) as loaded, sorted
+  int converted_at_load = 0;                        // matrices the load-time method (--quantization) converts
   bool encoder = false;                             // an encoder (BERT): pooling only
 };
 
@@ -33,7 +34,8 @@ struct ModelArtifacts {
 /// Fills config.model.architecture, .served_model_name (when empty: a GGUF file's
 /// name, a folder's path as given, as vLLM), .generation_defaults (by
 /// .generation_config: a folder's generation_config.json), .quantization (the type holding most weight bytes, when
-/// empty), .runner ("auto" becomes "pooling" for encoders, else "generate";
+/// empty or "gguf"; a load-time method's name is checked against the registry, and the matrices it
+/// converts count as its format in .weight_types), .runner ("auto" becomes "pooling" for encoders, else "generate";
 /// an explicit runner the model cannot run is invalid_argument) and, for the
 /// pooling runner, .pooling_type / .pooling_normalize from the model's pooling
 /// config (sentence-transformers), else last-token and normalized as vLLM

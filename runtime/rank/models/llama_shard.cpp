@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "troupe/dtype.hpp"
+#include "troupe/quantization.hpp"
 
 namespace troupe::models {
 namespace {
@@ -33,6 +34,10 @@ WeightTensor element_slice(const WeightTensor* t, int64_t e0, int64_t e1) {
 // slice must fall on whole blocks of a quantized type.
 Result<WeightTensor> column_slice(const WeightTensor& t, int64_t c0, int64_t c1, int tp_rank, int tp_size) {
   if (c0 == 0 && c1 == t.ne[0]) return t;
+  if (const WeightFormat* f = weight_formats::find(t.type); f != nullptr && f->row_header_bytes > 0)
+    return not_supported("model tensor '" + t.name + "' cannot be split over tensor parallel size " +
+                         std::to_string(tp_size) + " by columns: its format " + f->name +
+                         " keeps a header per row (a per-channel scale) that a column slice would lose");
   const DTypeTraits tr = traits(t.type);
   if (c0 % tr.block_elems != 0 || c1 % tr.block_elems != 0)
     return invalid_argument("model tensor '" + t.name + "' cannot be split over tensor parallel size " +

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "runtime/model_files/source/model_artifacts.hpp"
+#include "runtime/model_files/source/quantizing_source.hpp"
 #include "runtime/rank/lora/lora_file.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "runtime/rank/sampling/rejection_sampler.hpp"
@@ -47,6 +48,17 @@ Result<std::unique_ptr<WorkerRunner>> WorkerRunner::create(const Platform& platf
   auto model = open_model(config.model);
   if (!model) return model.status();
   r->model_ = std::move(model).value();
+  const std::string& quantization = config.model.quantization;
+  if (!quantization.empty() && quantization != "gguf" && weight_formats::find(quantization) == nullptr)
+    return not_found("rank " + std::to_string(rank) + ": quantization method " + quantization +
+                     " is not registered in this process (its plugin must load on every node: TROUPE_PLUGIN_PATH)");
+  if (const WeightFormat* method = load_time_method(quantization)) {
+    // --quantization NAME: the model sees the method's format where the file has f16/bf16/f32 matrices.
+    auto quantized = quantize_at_load(std::move(r->model_.source), *method);
+    if (!quantized) return quantized.status();
+    r->model_.source = std::move(quantized).value();
+    TROUPE_LOG_INFO("rank {}: weights quantized at load to {} ({})", rank, method->name, method->description);
+  }
   TROUPE_RETURN_IF_ERROR(r->worker_->load_model(*r->model_.source));
   const ModelInfo* info = r->worker_->model_info();
   if (!info) return internal_error("platform " + platform.device_type() + ": load_model succeeded without model info");

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/model_files/source/quantizing_source.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "runtime/rank/models/llama_hparams.hpp"
 #include "runtime/rank/models/llama_model.hpp"
@@ -240,6 +241,38 @@ TEST(LlamaShardTest, StoriesSplitOverTwoByTwoRanksIsViewsIntoTheFile) {
   EXPECT_EQ(L.ffn_down.row_stride, 172 * 4);
   EXPECT_EQ(static_cast<const uint8_t*>(s->output.data), base(w->output) + 256 * 64 * 4);
   EXPECT_EQ(s->output.ne[1], 256);
+}
+
+// A weight format with a header per row (a per-channel scale, as --quantization
+// int8_channel) splits by rows but never by columns: the slice would lose the header.
+TEST(LlamaShardTest, RowHeaderFormatsAreNotSplitByColumns) {
+  WeightFormat f;
+  f.name = "shard_test_rows";
+  f.block_elems = 1;
+  f.block_bytes = 1;
+  f.row_header_bytes = 4;
+  f.dequantize_row = +[](const void*, int64_t n, float* out) { std::fill(out, out + n, 0.0f); };
+  f.quantize_row = +[](const float*, int64_t n, void* row) { std::memset(row, 0, static_cast<size_t>(4 + n)); };
+  auto id = weight_formats::register_format(f);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  auto file = gguf::GgufFile::open(kStories);
+  ASSERT_TRUE(file.ok());
+  auto src = engine::quantize_at_load(
+      std::make_unique<gguf::GgufModelSource>(std::shared_ptr<const gguf::GgufFile>(std::move(*file))),
+      *weight_formats::find(*id));
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  auto hp = read_llama_hparams(**src);
+  ASSERT_TRUE(hp.ok());
+  auto w = bind_llama_weights(**src, *hp);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w->layers[0].wo->type, *id);
+  EXPECT_TRUE(shard_llama_weights(*hp, *w, 0, 1, 0, 1).ok());  // one rank: no slices
+  EXPECT_TRUE(shard_llama_weights(*hp, *w, 0, 1, 1, 2).ok());  // pipeline stages take whole tensors
+  auto split = shard_llama_weights(*hp, *w, 1, 2, 0, 1);
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().code(), StatusCode::not_supported);
+  EXPECT_NE(split.status().message().find("its format shard_test_rows keeps a header per row"), std::string::npos)
+      << split.status().message();
 }
 
 // A column slice must be whole blocks: 3 heads of 64 are 192 columns, not a multiple of
