@@ -1,4 +1,4 @@
-// The 32-element block, Q4_K and Q6_K matmul kernels built with AVX-VNNI (this file
+// The 32-element block, Q4_K, Q5_K and Q6_K matmul kernels built with AVX-VNNI (this file
 // alone gets -mavx2 -mfma -mf16c -mavxvnni): vpdpwssd fuses each 16-bit multiply-add
 // with its accumulation. The integer sums are the same, so the results are
 // bit-identical to the AVX2 kernels (matmul_impl.hpp).

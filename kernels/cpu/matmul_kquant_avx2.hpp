@@ -1,4 +1,4 @@
-// The Q4_K and Q6_K matmul kernels against ActQ8K (8-bit) activations, included by
+// The Q4_K, Q5_K and Q6_K matmul kernels against ActQ8K (8-bit) activations, included by
 // the AVX2 translation units: plain AVX2 (matmul_avx2.cpp), AVX-VNNI
 // (matmul_avx2_vnni.cpp) and AVX-512 VNNI (matmul_avx512_vnni.cpp). They differ in
 // dot_pairs_acc only (matmul_q8_avx2.hpp: vpmaddwd + vpaddd, or one vpdpwssd).
@@ -7,8 +7,9 @@
 // group-scaled K-quants exactly: per super-block the exact integer sums S (and M, the
 // mins' term of Q4_K) are reduced to one int each, then
 //   acc = fma(float(S), d_w * d_x, acc);  acc = fma(-float(M), dmin_w * d_x, acc)
-// in super-block order, so the results are bit-identical to the portable kernels
-// and independent of the tile, the batch and the ISA.
+// in super-block order (Q4_K combines the two terms first: q4k_step), so the results
+// are bit-identical to the portable kernels and independent of the tile, the batch
+// and the ISA.
 //
 // A tile is R rows x T tokens with R * T = 8 (8 rows for decode, 1 row x 8 tokens
 // for prefill): a weight super-block is unpacked once for T tokens, and the 8
@@ -77,11 +78,24 @@ inline __m256 q4k_step(__m256 acc, __m256i s, __m256i m, __m256 dwx, __m256 dmx)
   return _mm256_add_ps(acc, _mm256_fmsub_ps(_mm256_cvtepi32_ps(s), dwx, _mm256_mul_ps(_mm256_cvtepi32_ps(m), dmx)));
 }
 
-// Q4_K: chunk c of qs holds sub-block 2c in its low nibbles and 2c + 1 in its high ones.
-template <int R, int T>
-void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+// Q5_K's float step (matmul_impl.hpp): the two terms one after the other, as the
+// portable kernel has them (fnmadd(m, dmx, a) is fma(-m, dmx, a) exactly).
+inline __m256 q5k_step(__m256 acc, __m256i s, __m256i m, __m256 dwx, __m256 dmx) {
+  return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmx, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dwx, acc));
+}
+
+// Bit `bit` of each of the 32 bytes of qh, as 16 (the fifth bit of Q5_K's levels).
+inline __m256i q5k_high(__m256i qh, int bit) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, bit), _mm256_set1_epi8(1)), 4);
+}
+
+// Q4_K, and Q5_K (kQ5): chunk c of qs holds sub-block 2c in its low nibbles and 2c + 1
+// in its high ones; Q5_K adds bits 2c and 2c + 1 of qh[0..31] as their fifth bits.
+template <bool kQ5, int R, int T>
+void tile_q45k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   static_assert(R * T == 8, "8 lanes");
-  const KTile<BlockQ4_K, R, T> k(a, o, t0, nr, nt);
+  using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  const KTile<Block, R, T> k(a, o, t0, nr, nt);
   const int64_t nb = a.in / kQKK;
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -91,22 +105,28 @@ void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
     __m256i s[8], m[8];
     alignas(32) float dw[8], dm[8], dx[8];
     for (int r = 0; r < R; ++r) {
-      const BlockQ4_K& blk = k.w[r][b];
-      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
+      const Block& blk = k.w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
       uint64_t sc, mn;
       q4k_scales_mins(blk.scales, &sc, &mn);
       const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
       // mins per 16 elements (the bsums' groups): each sub-block's min twice.
       const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn)), dup));
       for (int t = 0; t < T; ++t) s[t * R + r] = _mm256_setzero_si256();
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (kQ5) qh = load256u(blk.qh);
       for (int c = 0; c < 4; ++c) {
         const __m256i qb = load256u(blk.qs + 32 * c);
-        const __m256i lo = _mm256_and_si256(qb, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4);
+        __m256i lo = _mm256_and_si256(qb, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), low4);
+        if constexpr (kQ5) {
+          lo = _mm256_or_si256(lo, q5k_high(qh, 2 * c));
+          hi = _mm256_or_si256(hi, q5k_high(qh, 2 * c + 1));
+        }
         const __m256i s_lo = _mm256_shuffle_epi8(sc16, word_ctrl(2 * c));
         const __m256i s_hi = _mm256_shuffle_epi8(sc16, word_ctrl(2 * c + 1));
         for (int t = 0; t < T; ++t) {
-          // levels <= 15, |x| <= 127: the byte pairs' sums fit int16 (no saturation).
+          // levels <= 31, |x| <= 127: the byte pairs' sums fit int16 (no saturation).
           __m256i& acc_i = s[t * R + r];
           acc_i = dot_pairs_acc(acc_i, _mm256_maddubs_epi16(lo, load256u(k.x[t][b].qs + 64 * c)), s_lo);
           acc_i = dot_pairs_acc(acc_i, _mm256_maddubs_epi16(hi, load256u(k.x[t][b].qs + 64 * c + 32)), s_hi);
@@ -121,8 +141,12 @@ void tile_q4k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       }
     }
     const __m256 dxv = _mm256_load_ps(dx);
-    acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), _mm256_mul_ps(_mm256_load_ps(dw), dxv),
-                   _mm256_mul_ps(_mm256_load_ps(dm), dxv));
+    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(dm), dxv);
+    if constexpr (kQ5) {
+      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
+    } else {
+      acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
+    }
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -204,7 +228,11 @@ void range_rt(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t_begin) {
 
 template <int R, int T>
 struct Q4KTile {
-  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q4k<R, T>(a, o, t, nr, nt); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q45k<false, R, T>(a, o, t, nr, nt); }
+};
+template <int R, int T>
+struct Q5KTile {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q45k<true, R, T>(a, o, t, nr, nt); }
 };
 template <int R, int T>
 struct Q6KTile {
@@ -254,6 +282,23 @@ inline void unpack_q4k(const BlockQ4_K& blk, uint8_t* lv, uint8_t* sc, uint8_t* 
   std::memcpy(mn, &mn8, 8);
 }
 
+// A Q5_K block's 256 levels (0..31) as bytes in element order, its scales and mins.
+inline void unpack_q5k(const BlockQ5_K& blk, uint8_t* lv, uint8_t* sc, uint8_t* mn) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i qh = load256u(blk.qh);
+  for (int c = 0; c < 4; ++c) {
+    const __m256i qb = load256u(blk.qs + 32 * c);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 64 * c),
+                       _mm256_or_si256(_mm256_and_si256(qb, low4), q5k_high(qh, 2 * c)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 64 * c + 32),
+                       _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4), q5k_high(qh, 2 * c + 1)));
+  }
+  uint64_t sc8, mn8;
+  q4k_scales_mins(blk.scales, &sc8, &mn8);
+  std::memcpy(sc, &sc8, 8);
+  std::memcpy(mn, &mn8, 8);
+}
+
 // A Q6_K block's 256 levels (0..63) as bytes in element order.
 inline void unpack_q6k(const BlockQ6_K& blk, uint8_t* lv) {
   const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
@@ -283,10 +328,13 @@ inline int32_t int16_pair(int lo, int hi) {
 // tokens in lanes, as the AVX-512 kernels do with 16 (matmul_kquant_avx512.cpp): each
 // quad of levels is broadcast and multiplied with H halves' quads (vpdpbusd, or
 // vpmaddubsw + vpmaddwd), the groups' sums (kGroup elements) scaled once by vpmulld.
-// kQ6 selects Q6_K (16-element groups, signed scales, -32 through bs16) over Q4_K.
-template <bool kQ6, int R, int H>
+// Q6_K has 16-element groups, signed scales and its -32 through bs16; Q4_K and Q5_K
+// 32-element groups and mins.
+enum class KQuant { q4, q5, q6 };
+template <KQuant kKind, int R, int H>
 void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
-  using Block = std::conditional_t<kQ6, BlockQ6_K, BlockQ4_K>;
+  constexpr bool kQ6 = kKind == KQuant::q6;
+  using Block = std::conditional_t<kQ6, BlockQ6_K, std::conditional_t<kKind == KQuant::q5, BlockQ5_K, BlockQ4_K>>;
   constexpr int kGroup = kQ6 ? 16 : 32;
   const int64_t nb = a.in / kQKK;
   const Block* w[R];
@@ -312,7 +360,11 @@ void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
         unpack_q6k(blk, lv[r]);
         dm[r] = 0.0f;
       } else {
-        unpack_q4k(blk, lv[r], sc[r], mn[r]);
+        if constexpr (kKind == KQuant::q5) {
+          unpack_q5k(blk, lv[r], sc[r], mn[r]);
+        } else {
+          unpack_q4k(blk, lv[r], sc[r], mn[r]);
+        }
         dm[r] = h2f(blk.dmin);
       }
       dw[r] = h2f(blk.d);
@@ -362,7 +414,12 @@ void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
           for (int p = 0; p < 4; ++p)
             m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].bs[p] + lane[h])));
-          acc[r][h] = q4k_step(acc[r][h], S[r][h], m, dwx, _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx));
+          const __m256 dmx = _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx);
+          if constexpr (kKind == KQuant::q5) {
+            acc[r][h] = q5k_step(acc[r][h], S[r][h], m, dwx, dmx);
+          } else {
+            acc[r][h] = q4k_step(acc[r][h], S[r][h], m, dwx, dmx);
+          }
         }
       }
   }
@@ -378,21 +435,22 @@ void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
 
 // Whole groups of 16 tokens (a group's two halves per pass over the rows; 2-row tiles,
 // 16 registers), then the tokens after them in the R x T tiles.
-template <bool kQ6, template <int, int> class Tile>
+template <KQuant kKind, template <int, int> class Tile>
 void range_kquant_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (int64_t g = 0; g < a.n_groups_k; ++g) {
     int64_t o = o0;
-    for (; o + 2 <= o1; o += 2) tile_kquant_halves<kQ6, 2, 2>(a, o, 2 * g);
-    for (; o < o1; ++o) tile_kquant_halves<kQ6, 1, 2>(a, o, 2 * g);
+    for (; o + 2 <= o1; o += 2) tile_kquant_halves<kKind, 2, 2>(a, o, 2 * g);
+    for (; o < o1; ++o) tile_kquant_halves<kKind, 1, 2>(a, o, 2 * g);
   }
   range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
 }
 
-/// The Q4_K or Q6_K kernel, else nullptr.
+/// The Q4_K, Q5_K or Q6_K kernel, else nullptr.
 inline MatmulRangeFn kquant_kernel(DType type) {
   switch (type) {
-    case DType::q4_k: return range_kquant_groups<false, Q4KTile>;
-    case DType::q6_k: return range_kquant_groups<true, Q6KTile>;
+    case DType::q4_k: return range_kquant_groups<KQuant::q4, Q4KTile>;
+    case DType::q5_k: return range_kquant_groups<KQuant::q5, Q5KTile>;
+    case DType::q6_k: return range_kquant_groups<KQuant::q6, Q6KTile>;
     default: return nullptr;
   }
 }

@@ -1,4 +1,4 @@
-// The Q4_K and Q6_K matmul kernels on 512-bit vectors (this file alone is built with
+// The Q4_K, Q5_K and Q6_K matmul kernels on 512-bit vectors (this file alone is built with
 // -mavx512f -mavx512bw -mavx512vl -mavx512vnni besides AVX2): the tiles of
 // matmul_kquant_avx2.hpp with 64 weight levels per vpmaddubsw + vpdpwssd instead of
 // 32, i.e. half the instructions per super-block. The integer sums of a super-block
@@ -35,11 +35,19 @@ inline __m512i word_pair_index(int i, int j) {
                                  _mm512_set1_epi16(static_cast<int16_t>(j)));
 }
 
-// Q4_K: 64 elements (sub-blocks 2c and 2c + 1, chunk c of qs) per vector.
-template <int R, int T>
-void tile_q4k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+// Q5_K's fifth bits of chunk c as 16s: bit 2c of qh[0..31] for the first 32 elements
+// (sub-block 2c), bit 2c + 1 for the next 32 (qh2: qh in both halves).
+inline __m512i q5k_high64(__m512i qh2, int c) {
+  const __m512i shift = _mm512_setr_epi64(2 * c, 2 * c, 2 * c, 2 * c, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1);
+  return _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh2, shift), _mm512_set1_epi8(1)), 4);
+}
+
+// Q4_K, and Q5_K (kQ5): 64 elements (sub-blocks 2c and 2c + 1, chunk c of qs) per vector.
+template <bool kQ5, int R, int T>
+void tile_q45k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   static_assert(R * T == 8, "8 lanes");
-  const KTile<BlockQ4_K, R, T> k(a, o, t0, nr, nt);
+  using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+  const KTile<Block, R, T> k(a, o, t0, nr, nt);
   const int64_t nb = a.in / kQKK;
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
@@ -50,18 +58,21 @@ void tile_q4k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
     __m256i s[8], m[8];
     alignas(32) float dw[8], dm[8], dx[8];
     for (int r = 0; r < R; ++r) {
-      const BlockQ4_K& blk = k.w[r][b];
-      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
+      const Block& blk = k.w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
       uint64_t sc, mn;
       q4k_scales_mins(blk.scales, &sc, &mn);
       const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
       const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn)), dup));
       __m512i si[T];
       for (int t = 0; t < T; ++t) si[t] = _mm512_setzero_si512();
+      __m512i qh2 = _mm512_setzero_si512();
+      if constexpr (kQ5) qh2 = _mm512_broadcast_i64x4(load256u(blk.qh));
       for (int c = 0; c < 4; ++c) {
-        const __m512i lv = nibbles64(blk.qs + 32 * c);
+        __m512i lv = nibbles64(blk.qs + 32 * c);
+        if constexpr (kQ5) lv = _mm512_or_si512(lv, q5k_high64(qh2, c));
         const __m512i scv = _mm512_permutexvar_epi16(idx[c], sc16);
-        for (int t = 0; t < T; ++t)  // levels <= 15, |x| <= 127: pair sums fit int16
+        for (int t = 0; t < T; ++t)  // levels <= 31, |x| <= 127: pair sums fit int16
           si[t] = _mm512_dpwssd_epi32(si[t], _mm512_maddubs_epi16(lv, load512u(k.x[t][b].qs + 64 * c)), scv);
       }
       for (int t = 0; t < T; ++t) {
@@ -76,8 +87,12 @@ void tile_q4k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       }
     }
     const __m256 dxv = _mm256_load_ps(dx);
-    acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), _mm256_mul_ps(_mm256_load_ps(dw), dxv),
-                   _mm256_mul_ps(_mm256_load_ps(dm), dxv));
+    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(dm), dxv);
+    if constexpr (kQ5) {
+      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
+    } else {
+      acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
+    }
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -148,11 +163,13 @@ void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
 // whole sums, so there are no horizontal sums and one float step per super-block serves
 // 16 tokens. A sub-block's sums are scaled once (vpmulld) into S; the mins' term M takes
 // 4 vpdpwssd per (row, group) on the activations' 32-element sums.
-template <int R, int G>
-void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+// Q5_K (kQ5) the same, with its fifth bits in the unpacked levels and its float step.
+template <bool kQ5, int R, int G>
+void tile_q45k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+  using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const int64_t nb = a.in / kQKK;
-  const BlockQ4_K* w[R];
-  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ4_K*>(a.w + (o + r) * a.w_row_stride);
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
   const ActQ8Kx16* xg[G];
   for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
   // The same block of the next tile's rows.
@@ -165,9 +182,13 @@ void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
     alignas(8) uint8_t sc[R][8], mn[R][8];
     float dw[R], dm[R];
     for (int r = 0; r < R; ++r) {
-      const BlockQ4_K& blk = w[r][b];
-      prefetch_block<sizeof(BlockQ4_K)>(&blk, ahead);
-      unpack_q4k(blk, lv[r], sc[r], mn[r]);
+      const Block& blk = w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
+      if constexpr (kQ5) {
+        unpack_q5k(blk, lv[r], sc[r], mn[r]);
+      } else {
+        unpack_q4k(blk, lv[r], sc[r], mn[r]);
+      }
       dw[r] = h2f(blk.d);
       dm[r] = h2f(blk.dmin);
     }
@@ -203,10 +224,14 @@ void tile_q4k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
           m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(mn[r][2 * p] | (mn[r][2 * p + 1] << 16)),
                                   _mm512_load_si512(xg[g][b].bs[p]));
         const __m512 dx = _mm512_load_ps(xg[g][b].d);
-        // q4k_step on 16 lanes.
-        const __m512 mt = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx));
-        acc[r][g] = _mm512_add_ps(
-            acc[r][g], _mm512_fmsub_ps(_mm512_cvtepi32_ps(S[r][g]), _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx), mt));
+        const __m512 dwx = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx), dmx = _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx);
+        if constexpr (kQ5) {  // q5k_step on 16 lanes
+          acc[r][g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), dmx,
+                                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]), dwx, acc[r][g]));
+        } else {  // q4k_step on 16 lanes
+          const __m512 mt = _mm512_mul_ps(_mm512_cvtepi32_ps(m), dmx);
+          acc[r][g] = _mm512_add_ps(acc[r][g], _mm512_fmsub_ps(_mm512_cvtepi32_ps(S[r][g]), dwx, mt));
+        }
       }
     }
   }
@@ -302,7 +327,11 @@ void rows_groups(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
 
 template <int R, int G>
 struct Q4KGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q4k_groups<R, G>(a, o, g); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q45k_groups<false, R, G>(a, o, g); }
+};
+template <int R, int G>
+struct Q5KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q45k_groups<true, R, G>(a, o, g); }
 };
 template <int R, int G>
 struct Q6KGroups {
@@ -311,7 +340,15 @@ struct Q6KGroups {
 
 template <int R, int T>
 struct Q4KTile512 {
-  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q4k_512<R, T>(a, o, t, nr, nt); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) {
+    tile_q45k_512<false, R, T>(a, o, t, nr, nt);
+  }
+};
+template <int R, int T>
+struct Q5KTile512 {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) {
+    tile_q45k_512<true, R, T>(a, o, t, nr, nt);
+  }
 };
 template <int R, int T>
 struct Q6KTile512 {
@@ -367,6 +404,7 @@ void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* gr
 MatmulRangeFn matmul_kernel_kquant_avx512(DType type) {
   switch (type) {
     case DType::q4_k: return range_512<Q4KGroups, Q4KTile512>;
+    case DType::q5_k: return range_512<Q5KGroups, Q5KTile512>;
     case DType::q6_k: return range_512<Q6KGroups, Q6KTile512>;
     default: return nullptr;
   }

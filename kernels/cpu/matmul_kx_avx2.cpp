@@ -1,8 +1,9 @@
-// AVX2 matmul kernels of the group-scaled K-quants Q2_K, Q3_K, Q5_K and IQ4_XS
-// against ActQ8K activations (built with -mavx2 -mfma -mf16c). Each computes
-// matmul_impl.hpp's arithmetic exactly: the integer sums of a super-block are
-// reduced to one int before the float steps, so the results are bit-identical
-// to the portable kernels (matmul_scalar.cpp) on every ISA.
+// AVX2 matmul kernels of the group-scaled K-quants Q2_K, Q3_K and IQ4_XS against
+// ActQ8K activations (built with -mavx2 -mfma -mf16c; Q5_K is with Q4_K in
+// matmul_kquant_avx2.hpp). Each computes matmul_impl.hpp's arithmetic exactly: the
+// integer sums of a super-block are reduced to one int before the float steps, so
+// the results are bit-identical to the portable kernels (matmul_scalar.cpp) on
+// every ISA.
 //
 // A tile is one weight row x T tokens: a super-block's levels are unpacked once
 // and used for T tokens.
@@ -117,48 +118,6 @@ void tile_q3k(const MatmulArgs& a, int64_t o, int64_t t0) {
   for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o] = acc[t];
 }
 
-// Q5_K: Q4_K's nibbles (chunk c: low nibbles = sub-block 2c, high = 2c + 1) with
-// bits 2c and 2c + 1 of qh[0..31] as the fifth bits.
-template <int T>
-void tile_q5k(const MatmulArgs& a, int64_t o, int64_t t0) {
-  const auto* w = reinterpret_cast<const BlockQ5_K*>(a.w + o * a.w_row_stride);
-  const ActQ8K* xr[T];
-  for (int t = 0; t < T; ++t) xr[t] = act_row(a, t0 + t);
-  const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-  float acc[T] = {};
-  for (int64_t b = 0; b < a.in / kQKK; ++b) {
-    const BlockQ5_K& blk = w[b];
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk.scales, &sc[j], &mn[j]);
-    alignas(32) int16_t mins[16];
-    for (int g = 0; g < 16; ++g) mins[g] = static_cast<int16_t>(mn[g / 2]);  // bsums are per 16
-    const __m256i mins16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mins));
-    const __m256i qh = load256(blk.qh);
-    __m256i isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i qb = load256(blk.qs + 32 * c);
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, low4), h0);
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4), h1);
-      const __m256i s_lo = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
-      const __m256i s_hi = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
-      for (int t = 0; t < T; ++t) {
-        const __m256i p0 = dot_scaled(lo, xr[t][b].qs + 64 * c, s_lo);
-        const __m256i p1 = dot_scaled(hi, xr[t][b].qs + 64 * c + 32, s_hi);
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
-      }
-    }
-    const float dw = _cvtsh_ss(blk.d), dmin = _cvtsh_ss(blk.dmin);
-    for (int t = 0; t < T; ++t) {
-      const int msum = hsum_i32(_mm256_madd_epi16(load256(xr[t][b].bsums), mins16));
-      acc[t] = step(acc[t], hsum_i32(isum[t]), msum, dw, dmin, xr[t][b].d, true);
-    }
-  }
-  for (int t = 0; t < T; ++t) a.y[(t0 + t) * a.out + o] = acc[t];
-}
-
 // IQ4_XS: per sub-block the 32 nibbles look up signed grid levels (pshufb); maddubs
 // takes |level| and the activation with the level's sign (|x| <= 127, so no overflow).
 template <int T>
@@ -210,7 +169,6 @@ MatmulRangeFn matmul_kernel_kx_avx2(DType type) {
   switch (type) {
     case DType::q2_k: return range<tile_q2k<4>, tile_q2k<1>>;
     case DType::q3_k: return range<tile_q3k<4>, tile_q3k<1>>;
-    case DType::q5_k: return range<tile_q5k<4>, tile_q5k<1>>;
     case DType::iq4_xs: return range<tile_iq4xs<4>, tile_iq4xs<1>>;
     default: return nullptr;
   }
