@@ -6,10 +6,14 @@
 // also writes the same weights as a Hugging Face folder (config.json,
 // safetensors, optionally `--shards N`, generation_config.json), with Q/K rows
 // and norms as HF stores them: the folder path is held to the GGUF with it.
+// `--from-gguf FILE --hf-folder DIR` writes a real model's f32/f16/bf16 GGUF
+// (e.g. llama-quantize's F32 copy of a quantized file) as a folder instead,
+// checked against the named shape, so a folder with meaningful output can be served.
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "apps/command.hpp"
 #include "apps/load_format_options.hpp"
@@ -25,6 +29,7 @@ struct Options {
   int layers = 0;
   std::string output;
   std::string hf_folder;
+  std::string from_gguf;
   std::string hf_architecture;
   int shards = 1;
   std::string generation_config;  // JSON object merged into generation_config.json
@@ -48,9 +53,51 @@ int list_shapes() {
   return 0;
 }
 
+// The GGUF's hyperparameters must be the shape's: the folder's config.json comes from the shape.
+Status check_file_is_shape(const gguf::GgufFile& file, const dummy::ModelShape& s) {
+  const std::string arch = file.get_string("general.architecture").value_or("");
+  if (arch != s.arch) return invalid_argument("its architecture '" + arch + "' is not the shape's '" + s.arch + "'");
+  const std::pair<const char*, int64_t> keys[] = {
+      {"block_count", s.n_layer},         {"embedding_length", s.n_embd},       {"feed_forward_length", s.n_ff},
+      {"attention.head_count", s.n_head}, {"attention.head_count_kv", s.n_head_kv}};
+  for (const auto& [key, want] : keys) {
+    const auto got = file.get_int(arch + "." + key);
+    if (got != want)
+      return invalid_argument(arch + "." + key + " is " + (got ? std::to_string(*got) : std::string("missing")) +
+                              ", the shape's is " + std::to_string(want));
+  }
+  const auto tokens = file.get_string_array("tokenizer.ggml.tokens");
+  if (!tokens || static_cast<int64_t>(tokens->size()) != s.n_vocab)
+    return invalid_argument("its vocabulary is not the shape's " + std::to_string(s.n_vocab) + " tokens");
+  return {};
+}
+
+int from_gguf(const Options& o) {
+  if (o.hf_folder.empty()) return fail("--from-gguf writes a Hugging Face folder: --hf-folder DIR is required");
+  if (!o.output.empty()) return fail("--from-gguf takes no -o (the GGUF is the input)");
+  auto shape = dummy::find_model_shape(o.load.model_shape);
+  if (!shape) return fail(shape.status().message());
+  auto file = gguf::GgufFile::open(o.from_gguf);
+  if (!file) return fail(file.status().message());
+  if (Status s = check_file_is_shape(**file, *shape); !s.ok())
+    return fail(o.from_gguf + " is not shape " + shape->name + ": " + s.message());
+  hf::HfFolderOptions ho;
+  ho.shards = o.shards;
+  ho.architecture = o.hf_architecture;
+  if (!o.generation_config.empty()) {
+    ho.generation_config = nlohmann::json::parse(o.generation_config, nullptr, false);
+    if (!ho.generation_config.is_object()) return fail("--generation-config-json is not a JSON object");
+  }
+  if (Status s = hf::write_hf_folder(*shape, **file, o.hf_folder, ho); !s.ok()) return fail(o.from_gguf + ": " + s.message());
+  std::printf("wrote %s: %s (shape %s) as a Hugging Face folder, %d shard(s)\n", o.hf_folder.c_str(),
+              o.from_gguf.c_str(), shape->name.c_str(), o.shards);
+  return 0;
+}
+
 int run(const Options& o) {
   if (o.list) return list_shapes();
   if (o.load.model_shape.empty()) return fail("--model-shape is required (one of: " + model_shape_names() + ")");
+  if (!o.from_gguf.empty()) return from_gguf(o);
   if (o.output.empty() && o.hf_folder.empty()) return fail("-o/--output FILE or --hf-folder DIR is required");
   auto spec = dummy::make_dummy_spec(o.load.model_shape, o.load.weight_type, o.seed, o.layers);
   if (!spec) return fail(spec.status().message());
@@ -91,6 +138,9 @@ const CommandRegistration kRegistration(
       sub.add_option("-o,--output", o->output, "GGUF file to write");
       sub.add_option("--hf-folder", o->hf_folder,
                      "Also write the same weights as a Hugging Face folder DIR (f32, f16 or bf16 weights)");
+      sub.add_option("--from-gguf", o->from_gguf,
+                     "With --hf-folder and --model-shape: write this f32/f16/bf16 GGUF of that shape as the folder "
+                     "(no random weights)");
       sub.add_option("--shards", o->shards, "With --hf-folder: split the weights into N safetensors shards");
       sub.add_option("--hf-architecture", o->hf_architecture,
                      "With --hf-folder: config.json's architecture (default from the shape; MistralForCausalLM for a "

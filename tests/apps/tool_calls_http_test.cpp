@@ -2,7 +2,9 @@
 // function and tool_choice "required" are enforced by structured outputs, so their
 // tool_calls' arguments parse and hold to the tool's schema, whole and streamed; a
 // call's result goes back through the chat template for a final answer; "auto"
-// without a tool parser, and malformed tools, are 400s and the server keeps serving.
+// without a tool parser, and malformed tools, are 400s and the server keeps serving;
+// with a parser, "auto" streams a call's arguments in fragments that join to the whole
+// answer's arguments.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +74,7 @@ json weather_request(const json& tool_choice, bool stream) {
 struct Streamed {
   std::vector<json> chunks;
   std::map<int, json> calls;  // by index: {"id", "name", "arguments"}
+  std::map<int, int> fragments;  // by index: deltas with a non-empty arguments piece
   std::string finish_reason;
 };
 
@@ -98,7 +101,9 @@ Streamed stream_chat(const tests::ServeProcess& server, const json& body) {
                                  c["arguments"] = "";
                                }
                                EXPECT_TRUE(c.contains("id")) << "arguments before the call's first delta: " << d;
-                               c["arguments"] = c.value("arguments", "") + call["function"].value("arguments", "");
+                               const std::string piece = call["function"].value("arguments", "");
+                               c["arguments"] = c.value("arguments", "") + piece;
+                               out.fragments[call["index"].get<int>()] += !piece.empty();
                              }
                            });
                            return true;
@@ -233,6 +238,38 @@ TEST(ToolCallsHttp2, AutoWithHermesAnswersWholeAndStreamed) {
     for (const auto& chunk : s.chunks) content += chunk["choices"][0]["delta"].value("content", "");
     EXPECT_EQ(content, message["content"]);  // greedy: the same text
     EXPECT_TRUE(s.calls.empty());
+  }
+}
+
+// tool_choice "auto" with the llama3_json and pythonic parsers, the model held to one call's
+// text by a structured-outputs choice: streamed, the call's id and name come first, then its
+// arguments in several fragments (vLLM's way) that join to the whole answer's arguments.
+TEST(ToolCallsHttp2, AutoStreamsArgumentsInFragments) {
+  const char* model = std::getenv("TROUPE_TEST_MODEL");
+  if (!model || !*model) GTEST_SKIP() << "TROUPE_TEST_MODEL is not set (scripts/test.sh sets it)";
+  const std::pair<const char*, const char*> cases[] = {
+      {"llama3_json", R"({"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}})"},
+      {"pythonic", R"([get_weather(city='Paris', unit='celsius')])"},
+  };
+  for (const auto& [parser, text] : cases) {
+    SCOPED_TRACE(parser);
+    tests::ServeProcess server({"--max-model-len", "1024", "--enable-auto-tool-choice", "--tool-call-parser", parser},
+                               model);
+    ASSERT_TRUE(server.wait_healthy()) << server.log();
+    json body = weather_request("auto", false);
+    body["structured_outputs"] = {{"choice", json::array({text})}};
+    const json r = tests::post_json(server, "/v1/chat/completions", body);
+    const json& calls = r["choices"][0]["message"]["tool_calls"];
+    ASSERT_EQ(calls.size(), 1u) << r.dump();
+    EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Paris", "unit": "celsius"})");
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+    body["stream"] = true;
+    const Streamed s = stream_chat(server, body);
+    ASSERT_EQ(s.calls.size(), 1u);
+    EXPECT_EQ(s.calls.at(0)["name"], "get_weather");
+    EXPECT_EQ(s.calls.at(0)["arguments"], calls[0]["function"]["arguments"]);
+    EXPECT_GE(s.fragments.at(0), 3) << "the arguments in pieces";
+    EXPECT_EQ(s.finish_reason, "tool_calls");
   }
 }
 

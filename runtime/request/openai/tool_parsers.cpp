@@ -7,12 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/request/openai/partial_json.hpp"
 #include "runtime/request/openai/tools.hpp"
 
 namespace troupe::openai {
 namespace {
 
-using json = nlohmann::json;
+// Parsed in order: the arguments keep the keys in the order the model wrote them, as
+// vLLM's json.dumps does, so streamed fragments (written in that order) join to them.
+using json = nlohmann::ordered_json;
 
 std::string trim(std::string_view s) {
   size_t a = 0, b = s.size();
@@ -25,6 +28,38 @@ std::string trim(std::string_view s) {
 std::string arguments_text(const json& args) {
   if (args.is_string()) return args.get<std::string>();
   return python_json_dumps(args.is_null() ? json::object() : args);
+}
+
+// The fixed part of a call's arguments written so far (objects and lists stream; a string
+// or scalar, sent as its text or "{}", comes whole when the call completes).
+std::string streamable_arguments(const std::optional<std::string_view>& args) {
+  if (!args || args->empty() || ((*args)[0] != '{' && (*args)[0] != '[')) return {};
+  return stable_json_prefix(*args);
+}
+
+// The last of the JSON call objects that start at `at` in `s`, separated by whitespace and
+// `separator`: its index and what is written of it; nullopt when there is none or the
+// text between them is not a call.
+std::optional<ToolParser::PendingCall> last_json_call(std::string_view s, size_t at, char separator,
+                                                      std::initializer_list<std::string_view> argument_keys) {
+  while (at < s.size() && std::isspace(static_cast<unsigned char>(s[at]))) ++at;
+  size_t index = 0;
+  while (at < s.size() && s[at] == '{') {
+    const size_t end = json_value_end(s, at);
+    if (end != std::string_view::npos) {
+      size_t next = end;
+      while (next < s.size() && (std::isspace(static_cast<unsigned char>(s[next])) || s[next] == separator)) ++next;
+      if (next < s.size() && s[next] == '{') {
+        at = next;
+        ++index;
+        continue;
+      }
+    }
+    const PartialJsonCall call = scan_json_call(s.substr(at, end == std::string_view::npos ? end : end - at), argument_keys);
+    if (!call.name) return std::nullopt;
+    return ToolParser::PendingCall{index, *call.name, streamable_arguments(call.arguments)};
+  }
+  return std::nullopt;
 }
 
 // {"name", <args_key>} objects to calls; false when one is not such an object.
@@ -67,8 +102,8 @@ class HermesParser : public ToolParser {
   }
   std::vector<std::string> markers() const override { return {"<tool_call>"}; }
 
-  // The unclosed call at the end (calls are walked as parse() walks them), once the
-  // JSON string after its "name" key is complete.
+  // The last call (calls are walked as parse() walks them), once the JSON string of its
+  // "name" is complete, with its arguments so far.
   std::optional<PendingCall> pending_call(const std::string& region) const override {
     const std::string open = "<tool_call>", close = "</tool_call>";
     size_t index = 0;
@@ -76,30 +111,15 @@ class HermesParser : public ToolParser {
     while (at != std::string::npos) {
       const size_t body = at + open.size();
       const size_t end = region.find(close, body);
-      if (end == std::string::npos) return name_in(std::string_view(region).substr(body), index);
-      ++index;
-      at = region.find(open, end + close.size());
-    }
-    return std::nullopt;
-  }
-
- private:
-  static std::optional<PendingCall> name_in(std::string_view body, size_t index) {
-    const size_t key = body.find("\"name\"");
-    if (key == std::string::npos) return std::nullopt;
-    size_t i = body.find_first_not_of(" \t\r\n", key + 6);
-    if (i == std::string::npos || body[i] != ':') return std::nullopt;
-    i = body.find_first_not_of(" \t\r\n", i + 1);
-    if (i == std::string::npos || body[i] != '"') return std::nullopt;
-    for (size_t j = i + 1; j < body.size(); ++j) {
-      if (body[j] == '\\') {
-        ++j;
-        continue;
+      const size_t next = end == std::string::npos ? end : region.find(open, end + close.size());
+      if (next == std::string::npos) {
+        const std::string_view text = std::string_view(region).substr(body, end == std::string::npos ? end : end - body);
+        const PartialJsonCall call = scan_json_call(text, {"arguments"});
+        if (!call.name) return std::nullopt;
+        return PendingCall{index, *call.name, streamable_arguments(call.arguments)};
       }
-      if (body[j] != '"') continue;
-      const json name = json::parse(body.substr(i, j + 1 - i), nullptr, false);
-      if (!name.is_string()) return std::nullopt;
-      return PendingCall{index, name.get<std::string>()};
+      ++index;
+      at = next;
     }
     return std::nullopt;
   }
@@ -130,6 +150,13 @@ class Llama3JsonParser : public ToolParser {
   }
   std::vector<std::string> markers() const override { return {"<|python_tag|>", "{"}; }
   bool markers_anywhere() const override { return false; }
+  std::optional<PendingCall> pending_call(const std::string& region) const override {
+    const std::string tag = "<|python_tag|>";
+    size_t start = region.find_first_not_of(" \t\r\n");
+    if (start == std::string::npos) return std::nullopt;
+    if (region.compare(start, tag.size(), tag) == 0) start += tag.size();
+    return last_json_call(region, start, ';', {"parameters", "arguments"});
+  }
 
  private:
   static size_t object_end(const std::string& s, size_t at) {
@@ -171,6 +198,15 @@ class MistralParser : public ToolParser {
     return out;
   }
   std::vector<std::string> markers() const override { return {"[TOOL_CALLS]"}; }
+  std::optional<PendingCall> pending_call(const std::string& region) const override {
+    const std::string tag = "[TOOL_CALLS]";
+    size_t at = region.find(tag);
+    if (at == std::string::npos) return std::nullopt;
+    at = region.find_first_not_of(" \t\r\n", at + tag.size());
+    if (at == std::string::npos) return std::nullopt;
+    if (region[at] == '[') ++at;  // a list of calls, or one object
+    return last_json_call(region, at, ',', {"arguments", "parameters"});
+  }
 };
 
 // Pythonic (Llama 3.2/4 style): the whole output is a list of calls [f(a=1, b="x"), g()]
@@ -210,6 +246,37 @@ class PythonicParser : public ToolParser {
   }
   std::vector<std::string> markers() const override { return {"<|python_start|>", "["}; }
   bool markers_anywhere() const override { return false; }
+
+  // The last call once "name(" is written; its arguments grow by whole keyword arguments
+  // (a value counts once the ',' or ')' after it is written).
+  std::optional<PendingCall> pending_call(const std::string& region) const override {
+    size_t start = region.find_first_not_of(" \t\r\n");
+    if (start == std::string::npos) return std::nullopt;
+    const std::string tag = "<|python_start|>";
+    if (region.compare(start, tag.size(), tag) == 0) start += tag.size();
+    Reader r{region, start};
+    if (!r.eat('[')) return std::nullopt;
+    std::optional<PendingCall> last;
+    for (size_t index = 0;; ++index) {
+      std::string name = r.identifier();
+      r.ws();
+      if (name.empty() || r.at >= region.size() || region[r.at] != '(') return last;
+      ++r.at;
+      PendingCall call{index, name, "{"};
+      while (!r.eat(')')) {
+        std::string key = r.identifier();
+        json v;
+        if (key.empty() || !r.eat('=') || !r.literal(&v)) return call;
+        r.ws();
+        if (r.at >= region.size() || (region[r.at] != ',' && region[r.at] != ')')) return call;
+        call.arguments += (call.arguments.size() > 1 ? ", " : "") + python_json_dumps(json(key)) + ": " + python_json_dumps(v);
+        r.eat(',');
+      }
+      call.arguments += '}';
+      last = std::move(call);
+      if (!r.eat(',')) return last;
+    }
+  }
 
  private:
   struct Reader {
@@ -389,26 +456,39 @@ ToolCallStreamer::Delta ToolCallStreamer::advance(bool final) {
     }
   }
   if (in_calls_) {
+    // Arguments text of call i beyond what was sent, into this delta (with the call's
+    // first delta when it is in this one).
+    auto send_arguments = [&](size_t i, const std::string& args) {
+      std::string& sent = args_sent_[i];
+      if (args.size() <= sent.size() || args.compare(0, sent.size(), sent) != 0) return;
+      const std::string more = args.substr(sent.size());
+      sent = args;
+      if (!d.calls.empty() && d.calls.back().index == static_cast<int>(i)) d.calls.back().arguments += more;
+      else d.calls.push_back({static_cast<int>(i), std::nullopt, std::nullopt, more});
+    };
+    auto name_call = [&](size_t i, std::string id, std::string name) {
+      d.calls.push_back({static_cast<int>(i), std::move(id), std::move(name), ""});
+      named_ = i + 1;
+      args_sent_.resize(named_);
+    };
     // Calls complete while more may follow: send the ones a parse of the region finds
     // beyond those sent, except the last (it may still grow) until the end.
-    ParsedToolCalls p = parser_.parse(text_.substr(region_));
+    const std::string region = text_.substr(region_);
+    ParsedToolCalls p = parser_.parse(region);
     size_t ready = p.calls.size();
     if (!final && ready > 0) --ready;
     for (size_t i = sent_calls_; i < ready; ++i) {
-      if (i < named_) {  // its id and name went ahead
-        d.calls.push_back({static_cast<int>(i), std::nullopt, std::nullopt, p.calls[i].arguments});
-      } else {
-        d.calls.push_back({static_cast<int>(i), p.calls[i].id, p.calls[i].name, p.calls[i].arguments});
-        named_ = i + 1;
-      }
+      if (i >= named_) name_call(i, p.calls[i].id, p.calls[i].name);  // else its id and name went ahead
+      send_arguments(i, p.calls[i].arguments);
     }
     sent_calls_ = std::max(sent_calls_, ready);
-    // The next call's name, as soon as it is written (vLLM sends it before the arguments).
+    // The call being written: its name as soon as it is written (vLLM sends it before the
+    // arguments), then its arguments as far as they are fixed.
     if (!final) {
-      auto pending = parser_.pending_call(text_.substr(region_));
-      if (pending && pending->index == std::max(named_, sent_calls_)) {
-        d.calls.push_back({static_cast<int>(pending->index), make_tool_call_id(), pending->name, ""});
-        named_ = pending->index + 1;
+      auto pending = parser_.pending_call(region);
+      if (pending && pending->index >= sent_calls_ && pending->index <= named_) {
+        if (pending->index == named_) name_call(pending->index, make_tool_call_id(), pending->name);
+        send_arguments(pending->index, pending->arguments);
       }
     }
     if (final && p.calls.empty() && content_sent_ < text_.size()) {

@@ -34,12 +34,15 @@ class ToolParser {
   /// start of the output, leading whitespace aside).
   virtual std::vector<std::string> markers() const = 0;
   virtual bool markers_anywhere() const { return true; }
-  /// The call still being written at the end of `region` (the text from the first marker):
-  /// its index among the region's calls and its name, once the name is complete. Streaming
-  /// sends the name before the arguments; nullopt (the default): calls are sent whole.
+  /// The last call of `region` (the text from the first marker), being written or just
+  /// written: its index among the region's calls and its name, once the name is complete,
+  /// and the part of its final arguments text that is already fixed (stable_json_prefix;
+  /// "" when none). Streaming sends the name, then the arguments in pieces; nullopt (the
+  /// default): calls are sent whole.
   struct PendingCall {
     size_t index = 0;
     std::string name;
+    std::string arguments;
   };
   virtual std::optional<PendingCall> pending_call(const std::string& region) const {
     (void)region;
@@ -57,10 +60,11 @@ Result<std::unique_ptr<ToolParser>> make_tool_parser(const std::string& name);
 std::vector<std::string> tool_parser_names();
 
 /// Streams one choice through a parser: content until a call may begin (text that could be
-/// the start of a marker is held back), then the calls: a call whose name the parser reads
-/// while it is written (pending_call) first gets a delta with its id and name, then one with
-/// its whole arguments once it completes; others one delta with id, name and arguments.
-/// finish() flushes the rest.
+/// the start of a marker is held back), then the calls as vLLM sends them: a call whose name
+/// the parser reads while it is written (pending_call) first gets a delta with its id and
+/// name, then `function.arguments` fragments as its arguments grow, the rest once it
+/// completes, so the fragments join to the non-streamed arguments; other calls get one
+/// delta with id, name and arguments. finish() flushes the rest.
 class ToolCallStreamer {
  public:
   explicit ToolCallStreamer(const ToolParser& parser) : parser_(parser) {}
@@ -81,8 +85,8 @@ class ToolCallStreamer {
   bool in_calls_ = false;     // a marker was seen at region_
   size_t region_ = 0;
   size_t sent_calls_ = 0;
-  std::vector<std::string> sent_ids_;
   size_t named_ = 0;  // calls [0, named_) had their id and name sent (maybe ahead of their arguments)
+  std::vector<std::string> args_sent_;  // per named call: the arguments text sent so far
 };
 
 }  // namespace troupe::openai

@@ -59,14 +59,15 @@ json required_schema(const ToolsRequest& t) {
   return {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "object"}, {"anyOf", branches}}}};
 }
 
-void dump_python(const json& v, std::string* out) {
+template <class Json>
+void dump_python(const Json& v, std::string* out) {
   if (v.is_object()) {
     *out += '{';
     bool first = true;
     for (const auto& [k, x] : v.items()) {
       if (!first) *out += ", ";
       first = false;
-      *out += json(k).dump(-1, ' ', false, json::error_handler_t::replace);
+      *out += Json(k).dump(-1, ' ', false, Json::error_handler_t::replace);
       *out += ": ";
       dump_python(x, out);
     }
@@ -79,13 +80,19 @@ void dump_python(const json& v, std::string* out) {
     }
     *out += ']';
   } else {
-    *out += v.dump(-1, ' ', false, json::error_handler_t::replace);
+    *out += v.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
 }
 
 }  // namespace
 
 std::string python_json_dumps(const json& value) {
+  std::string out;
+  dump_python(value, &out);
+  return out;
+}
+
+std::string python_json_dumps(const nlohmann::ordered_json& value) {
   std::string out;
   dump_python(value, &out);
   return out;

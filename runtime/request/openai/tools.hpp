@@ -46,6 +46,9 @@ Result<std::vector<ToolCall>> forced_tool_calls(const ToolsRequest& tools, const
 /// JSON text as Python's json.dumps(ensure_ascii=False) writes it (", " and ": "), which is
 /// how vLLM writes a "required" call's arguments.
 std::string python_json_dumps(const nlohmann::json& value);
+/// The same with the keys in the order they were written (how json.dumps keeps a parsed
+/// model output's keys; the tool-call parsers use it).
+std::string python_json_dumps(const nlohmann::ordered_json& value);
 
 /// Streams a forced choice's output as tool-call deltas, as vLLM does: a named function's
 /// first delta carries the id, type and name with the text so far as arguments (its index

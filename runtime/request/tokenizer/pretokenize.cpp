@@ -113,6 +113,86 @@ void split_llama3(const Scan& s, size_t begin, size_t end, size_t max_digits, st
   }
 }
 
+// Tekken (Mistral-Nemo):
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|
+// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|
+// \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// Call U the first bracket (upper), W the second (lower): Lm, Lo and marks are
+// in both, and a mark may also be the optional leading character. The first
+// match of a backtracking engine is what the scanner returns: each
+// alternative is tried with the leading character, then without, in order.
+// (llama.cpp's adapted form tells case apart by ASCII only; this is the
+// original, which tokenizer.json and mistral-common's tekken.json carry.)
+void split_tekken(const Scan& s, size_t begin, size_t end, std::vector<Span>* out) {
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<uint8_t> side(end, 0);  // bit 1: in U, bit 2: in W
+  for (size_t k = begin; k < end; ++k) {
+    const uint8_t f = codepoint_flags(s.cps[k]);
+    if (f & kMark) {
+      side[k] = 3;
+    } else if (f & kLetter) {
+      const uint8_t c = codepoint_case(s.cps[k]);
+      side[k] = c == kUpper ? 1 : c == kLower ? 2 : 3;
+    }
+  }
+  auto upper = [&](size_t k) { return k < end && (side[k] & 1); };
+  auto lower = [&](size_t k) { return k < end && (side[k] & 2); };
+  // U*W+ from j: U* takes its longest run, then gives back until W+ can start.
+  auto upper_star_lower_plus = [&](size_t j) -> size_t {
+    size_t k = j;
+    while (upper(k)) ++k;
+    if (lower(k)) {
+      while (lower(k)) ++k;
+      return k;
+    }
+    for (size_t q = k; q > j; --q) {
+      if (lower(q - 1)) return q;  // W+ from q-1 stops at q: q is U-only or past the run
+    }
+    return kNone;
+  };
+  // U+W* from j.
+  auto upper_plus_lower_star = [&](size_t j) -> size_t {
+    size_t k = j;
+    while (upper(k)) ++k;
+    if (k == j) return kNone;
+    while (lower(k)) ++k;
+    return k;
+  };
+  for (size_t i = begin; i < end;) {
+    const uint32_t c = s.cps[i];
+    const Cls cl = s.cls[i];
+    const bool lead = !is_nl(c) && cl != Cls::letter && cl != Cls::number;  // [^\r\n\p{L}\p{N}]
+    size_t m = kNone;
+    if (lead) m = upper_star_lower_plus(i + 1);
+    if (m == kNone) m = upper_star_lower_plus(i);
+    if (m == kNone && lead) m = upper_plus_lower_star(i + 1);
+    if (m == kNone) m = upper_plus_lower_star(i);
+    size_t n = 0;
+    if (m != kNone) {
+      n = m - i;
+    } else if (cl == Cls::number) {
+      n = 1;
+    } else {
+      const size_t off = (c == ' ' && i + 1 < end && s.cls[i + 1] == Cls::other) ? 1 : 0;
+      if (s.cls[i + off] == Cls::other) {
+        // [\r\n/]* after the run: line breaks, and '/' again after them.
+        size_t j = run_of(s, i + off, end, Cls::other);
+        while (j < end && (is_nl(s.cps[j]) || s.cps[j] == '/')) ++j;
+        n = j - i;
+      } else {  // whitespace
+        const size_t j = run_of(s, i, end, Cls::space);
+        size_t last_nl = end;
+        for (size_t k = i; k < j; ++k) {
+          if (is_nl(s.cps[k])) last_nl = k;
+        }
+        n = last_nl != end ? last_nl + 1 - i : whitespace_tail(i, j, end);
+      }
+    }
+    out->emplace_back(i, i + n);
+    i += n;
+  }
+}
+
 // SmolLM: \p{N} first (every digit its own chunk), then the GPT-2 rules inside what is left.
 void split_smollm(const Scan& s, std::vector<Span>* out) {
   const size_t n = s.cps.size();
@@ -140,6 +220,7 @@ std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text) {
     case PreTokenizer::llama3: split_llama3(s, 0, s.cps.size(), 3, &spans); break;
     case PreTokenizer::qwen2:
     case PreTokenizer::qwen35: split_llama3(s, 0, s.cps.size(), 1, &spans); break;
+    case PreTokenizer::tekken: split_tekken(s, 0, s.cps.size(), &spans); break;
   }
   // Chunks are the code points encoded again (llama.cpp's words), so invalid
   // bytes come out as U+FFFD and overlong forms in their shortest encoding.
@@ -153,6 +234,9 @@ std::vector<std::string> pre_tokenize(PreTokenizer pre, std::string_view text) {
 }
 
 namespace {
+
+constexpr std::string_view kTekkenRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 struct HfRegex {
   PreTokenizer pre;
@@ -172,6 +256,9 @@ const HfRegex kHfRegexes[] = {
     {PreTokenizer::qwen35,
      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+    // llama.cpp's adapted tekken regex tells case apart by ASCII only, so it is a
+    // different split and not accepted as this one.
+    {PreTokenizer::tekken, kTekkenRegex, kTekkenRegex},
 };
 
 }  // namespace

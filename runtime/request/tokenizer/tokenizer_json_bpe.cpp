@@ -185,7 +185,7 @@ Status read_pre_tokenizer(const Reader& r, const json& doc, Vocab* v) {
   }
   if (!pre_tokenizer_of_hf_regex(regex, &v->pre)) {
     return r.unsupported("pre_tokenizer.Split regex " + quote(regex) +
-                         " is not supported (known: the GPT-2, Llama 3, Qwen2 and Qwen3.5 regexes)");
+                         " is not supported (known: the GPT-2, Llama 3, Qwen2, Qwen3.5 and Mistral tekken regexes)");
   }
   return {};
 }

@@ -253,6 +253,7 @@ Result<HfTokenizerFiles> write_hf_tokenizer(const Vocab& input, const std::strin
       case PreTokenizer::llama3:
       case PreTokenizer::qwen2:
       case PreTokenizer::qwen35:
+      case PreTokenizer::tekken:
         doc["pre_tokenizer"] = {
             {"type", "Sequence"},
             {"pretokenizers",

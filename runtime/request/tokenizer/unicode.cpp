@@ -5,15 +5,23 @@
 
 namespace troupe::tokenizer {
 
-uint8_t codepoint_flags(uint32_t cp) {
-  using unicode_detail::kRangeCount;
-  using unicode_detail::kRanges;
-  const auto* end = kRanges + kRangeCount;
+namespace {
+
+uint8_t flags_in(const unicode_detail::CodepointRange* ranges, size_t count, uint32_t cp) {
+  const auto* end = ranges + count;
   // First range whose last >= cp.
-  const auto* it = std::lower_bound(kRanges, end, cp,
+  const auto* it = std::lower_bound(ranges, end, cp,
                                     [](const unicode_detail::CodepointRange& r, uint32_t v) { return r.last < v; });
   if (it == end || it->first > cp) return 0;
   return it->flags;
+}
+
+}  // namespace
+
+uint8_t codepoint_flags(uint32_t cp) { return flags_in(unicode_detail::kRanges, unicode_detail::kRangeCount, cp); }
+
+uint8_t codepoint_case(uint32_t cp) {
+  return flags_in(unicode_detail::kCaseRanges, unicode_detail::kCaseRangeCount, cp);
 }
 
 size_t utf8_len(unsigned char lead) {

@@ -18,12 +18,17 @@ struct CodepointRange {
 };
 extern const CodepointRange kRanges[];
 extern const size_t kRangeCount;
+extern const CodepointRange kCaseRanges[];  // unicode_case_table.cpp
+extern const size_t kCaseRangeCount;
 }  // namespace unicode_detail
 
 enum CodepointFlag : uint8_t { kLetter = 1, kNumber = 2, kWhitespace = 4, kMark = 8 };
 
 /// Category flags of `cp` (0 for everything that is not a letter, number, space or mark).
 uint8_t codepoint_flags(uint32_t cp);
+enum CaseFlag : uint8_t { kUpper = 1, kLower = 2 };
+/// kUpper for \p{Lu} and \p{Lt}, kLower for \p{Ll}, 0 for everything else.
+uint8_t codepoint_case(uint32_t cp);
 inline bool is_letter(uint32_t cp) { return codepoint_flags(cp) & kLetter; }
 inline bool is_number(uint32_t cp) { return codepoint_flags(cp) & kNumber; }
 inline bool is_whitespace(uint32_t cp) { return codepoint_flags(cp) & kWhitespace; }

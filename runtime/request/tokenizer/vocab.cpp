@@ -19,8 +19,9 @@ Result<PreTokenizer> parse_pre_tokenizer(const std::string& pre) {
     if (pre == name) return PreTokenizer::qwen2;
   }
   if (pre == "qwen35") return PreTokenizer::qwen35;
+  if (pre == "tekken") return PreTokenizer::tekken;
   return not_supported(fmt::format(
-      "pre-tokenizer '{}' is not supported (known: gpt-2, smollm, llama-bpe/llama3, qwen2, qwen35)", pre));
+      "pre-tokenizer '{}' is not supported (known: gpt-2, smollm, llama-bpe/llama3, qwen2, qwen35, tekken)", pre));
 }
 
 Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
@@ -42,7 +43,8 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& file) {
     auto p = parse_pre_tokenizer(pre);
     if (!p.ok()) return p.status();
     v.pre = *p;
-    if (v.pre == PreTokenizer::llama3) {
+    // As llama.cpp b11434 sets them for these two.
+    if (v.pre == PreTokenizer::llama3 || v.pre == PreTokenizer::tekken) {
       v.ignore_merges = true;
       v.add_bos = true;
     }

@@ -26,7 +26,7 @@ enum class TokenType : int32_t {
 enum class VocabKind { spm, bpe, wpm };
 
 /// Pre-tokenizer of a byte-level BPE vocabulary (tokenizer.ggml.pre).
-enum class PreTokenizer { gpt2, smollm, llama3, qwen2, qwen35 };
+enum class PreTokenizer { gpt2, smollm, llama3, qwen2, qwen35, tekken };
 
 /// How a WordPiece vocabulary splits text into words and words into pieces.
 struct WordPieceConfig {

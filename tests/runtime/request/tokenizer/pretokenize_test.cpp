@@ -1,6 +1,9 @@
 // Pre-tokenizer scanners against hand-derived splits of their regexes, and
 // consistency with llama.cpp's ids for the vocabularies we have no GGUF for.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 
 #include "runtime/request/tokenizer/pretokenize.hpp"
 #include "runtime/request/tokenizer/unicode.hpp"
@@ -54,12 +57,54 @@ TEST(PreTokenize, Qwen35MarksAreLetters) {
   EXPECT_EQ(pre_tokenize(PreTokenizer::qwen35, "x 12"), (Chunks{"x", " ", "1", "2"}));
 }
 
+// Tekken (Mistral-Nemo): a letter run splits where lower case is followed by
+// upper case (by Unicode category, not ASCII); no contractions; one digit a
+// chunk; '/' ends punctuation runs with the line breaks after them.
+TEST(PreTokenize, TekkenSplitsOnCase) {
+  const auto p = PreTokenizer::tekken;
+  EXPECT_EQ(pre_tokenize(p, "Hello World"), (Chunks{"Hello", " World"}));
+  EXPECT_EQ(pre_tokenize(p, "camelCase HTTPServer"), (Chunks{"camel", "Case", " HTTPServer"}));
+  EXPECT_EQ(pre_tokenize(p, "ABC def"), (Chunks{"ABC", " def"}));  // U+ W* when no lower letter follows
+  EXPECT_EQ(pre_tokenize(p, "I'm don't"), (Chunks{"I", "'m", " don", "'t"}));
+  EXPECT_EQ(pre_tokenize(p, "x 12ab"), (Chunks{"x", " ", "1", "2", "ab"}));
+  EXPECT_EQ(pre_tokenize(p, "x/y a/\nb"), (Chunks{"x", "/y", " a", "/\n", "b"}));
+  EXPECT_EQ(pre_tokenize(p, "x-\n/y"), (Chunks{"x", "-\n/", "y"}));  // '/' after the line break too
+  EXPECT_EQ(pre_tokenize(p, "\tHi\nThere"), (Chunks{"\tHi", "\n", "There"}));
+  // É is Lu, é Ll: the case split holds beyond ASCII (llama.cpp's adapted regex keeps "aÉb" whole).
+  EXPECT_EQ(pre_tokenize(p, "a\xC3\x89" "b \xC3\x89T\xC3\x89"), (Chunks{"a", "\xC3\x89" "b", " \xC3\x89T\xC3\x89"}));
+  // Lo (日本) and marks count as both cases.
+  EXPECT_EQ(pre_tokenize(p, "\xE6\x97\xA5\xE6\x9C\xAC" "Text"), (Chunks{"\xE6\x97\xA5\xE6\x9C\xAC" "Text"}));
+  const std::string acute = "\xCC\x81";  // U+0301
+  EXPECT_EQ(pre_tokenize(p, "e" + acute + "t"), (Chunks{"e" + acute + "t"}));
+  EXPECT_EQ(pre_tokenize(p, "!" + acute + "x"), (Chunks{"!" + acute + "x"}));  // the mark after the leading '!'
+  EXPECT_EQ(pre_tokenize(p, "A" + acute + "B"), (Chunks{"A" + acute, "B"}));  // U* gives the mark back to W+
+  EXPECT_EQ(pre_tokenize(p, "a" + acute + "B"), (Chunks{"a" + acute, "B"}));
+  EXPECT_EQ(pre_tokenize(p, " " + acute + " "), (Chunks{" " + acute, " "}));
+}
+
+// Hugging Face `tokenizers`' Split with the tekken regex on random strings over every
+// character class the regex tells apart (hf_tokenizers_tekken.json "pre_tokenized").
+TEST(PreTokenize, TekkenMatchesHuggingFaceSplit) {
+  std::ifstream f(std::string(TROUPE_TEST_DATA_DIR) + "/golden/hf_tokenizers_tekken.json");
+  ASSERT_TRUE(f);
+  const auto golden = nlohmann::json::parse(f);
+  ASSERT_GE(golden["pre_tokenized"].size(), 1000u);
+  int failures = 0;
+  for (const auto& c : golden["pre_tokenized"]) {
+    const auto want = c["chunks"].get<Chunks>();
+    const auto got = pre_tokenize(PreTokenizer::tekken, c["text"].get<std::string>());
+    EXPECT_EQ(got, want) << "text: '" << c["text"].get<std::string>() << "'";
+    failures += got != want;
+  }
+  EXPECT_EQ(failures, 0);
+}
+
 // As llama.cpp's unicode_cpts_from_utf8: each invalid byte (a stray
 // continuation, a lead byte without its continuations) is one U+FFFD.
 TEST(PreTokenize, InvalidUtf8BecomesReplacementCharacters) {
   const std::string fffd = "\xEF\xBF\xBD";
   for (auto p : {PreTokenizer::gpt2, PreTokenizer::smollm, PreTokenizer::llama3, PreTokenizer::qwen2,
-                 PreTokenizer::qwen35}) {
+                 PreTokenizer::qwen35, PreTokenizer::tekken}) {
     std::string joined;
     for (const auto& c : pre_tokenize(p, "a\xFF\xC3 b\xE2\x82")) joined += c;
     EXPECT_EQ(joined, "a" + fffd + fffd + " b" + fffd + fffd);
