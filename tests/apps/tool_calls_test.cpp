@@ -58,6 +58,17 @@ TEST(ToolCalls, ToolChoiceAndItsConstraint) {
   // empty parameters.
   EXPECT_FALSE(admitted(R"([{"name":"get_weather","parameters":{"city":"Oslo","note":"x"}}])"));
   EXPECT_FALSE(admitted(R"([{"name":"now","parameters":{"x":1}}])"));
+  // parallel_tool_calls false: at most one call (a model cannot write calls until max_tokens).
+  ASSERT_FALSE(parse(kTools + R"(,"tool_choice":"required","parallel_tool_calls":false)", &r));
+  auto single = structured::compile_json_schema(r.common.sampling.json_schema);
+  ASSERT_TRUE(single.ok()) << single.status().message();
+  auto admitted_single = [&](const std::string& text) {
+    structured::JsonMatcher m(single->get());
+    return m.feed(text) && m.complete();
+  };
+  EXPECT_TRUE(admitted_single(R"([{"name":"now","parameters":{}}])"));
+  EXPECT_FALSE(admitted_single(R"([{"name":"get_weather","parameters":{"city":"Oslo"}},{"name":"now","parameters":{}}])"));
+  EXPECT_FALSE(admitted_single(R"([])"));
   // Parameters without a "type" are an object.
   ASSERT_FALSE(parse(R"("tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"type":"integer"}}}}}],
                         "tool_choice":{"type":"function","function":{"name":"f"}})",

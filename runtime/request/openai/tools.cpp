@@ -48,7 +48,8 @@ json parameters_schema(const json& parameters) {
 }
 
 // vLLM's schema of tool_choice "required": a non-empty list of {"name", "parameters"},
-// one branch per tool.
+// one branch per tool; with parallel_tool_calls false (OpenAI: at most one call) a list
+// of one, so a model cannot go on writing calls until max_tokens cuts the list.
 json required_schema(const ToolsRequest& t) {
   json branches = json::array();
   for (size_t i = 0; i < t.names.size(); ++i)
@@ -56,7 +57,9 @@ json required_schema(const ToolsRequest& t) {
                          {{"name", {{"type", "string"}, {"enum", json::array({t.names[i]})}}},
                           {"parameters", parameters_schema(t.parameters[i])}}},
                         {"required", json::array({"name", "parameters"})}});
-  return {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "object"}, {"anyOf", branches}}}};
+  json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "object"}, {"anyOf", branches}}}};
+  if (!t.parallel_calls) schema["maxItems"] = 1;
+  return schema;
 }
 
 template <class Json>
@@ -121,6 +124,10 @@ std::optional<ApiError> parse_tools(const json& j, ToolsRequest* out, sampling::
       out->names.push_back(name->get<std::string>());
       out->parameters.push_back(params ? *params : json(nullptr));
     }
+  }
+  if (const json* parallel = field(j, "parallel_tool_calls"); parallel && !parallel->is_null()) {
+    if (!parallel->is_boolean()) return invalid_param("parallel_tool_calls", "must be a boolean");
+    out->parallel_calls = parallel->get<bool>();
   }
   const json* choice = field(j, "tool_choice");
   if (!choice) {

@@ -27,6 +27,7 @@ struct ToolsRequest {
   std::string named;               // the function of ToolChoice::named
   std::vector<std::string> names;  // every tool's function name, in request order
   nlohmann::json parameters = nlohmann::json::array();  // each tool's parameters schema (null: none)
+  bool parallel_calls = true;      // parallel_tool_calls: false makes "required" at most one call
   bool forced() const { return choice == ToolChoice::required || choice == ToolChoice::named; }
 };
 
