@@ -53,6 +53,11 @@ Result<std::string> cluster_secret() {
   return line;
 }
 
+Result<std::string> secret_of_world(const std::string& world_secret) {
+  if (!world_secret.empty()) return world_secret;
+  return cluster_secret();
+}
+
 Result<std::string> make_challenge(std::string* nonce_s) {
   auto nonce = random_bytes(kAuthNonceBytes);
   if (!nonce.ok()) return nonce.status();

@@ -37,6 +37,9 @@ constexpr size_t kAuthVerdictBytes = 1 + 32;
 
 /// The cluster secret of this process (TROUPE_CLUSTER_SECRET_FILE; empty without it).
 Result<std::string> cluster_secret();
+/// What a world's connections prove: `world_secret` (parallel.communicator_secret, which a
+/// head reaching its nodes over TLS alone sends them over those links), else cluster_secret().
+Result<std::string> secret_of_world(const std::string& world_secret);
 
 /// The listener's side, as steps a poll loop can drive: the challenge to send...
 Result<std::string> make_challenge(std::string* nonce_s);

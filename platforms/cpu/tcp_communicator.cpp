@@ -62,7 +62,7 @@ Result<std::unique_ptr<TcpCommunicator>> TcpCommunicator::create(const TcpOption
   if (o.world_size < 2 || o.world_size > 256 || o.rank < 0 || o.rank >= o.world_size)
     return invalid_argument("cpu communicator: rank " + std::to_string(o.rank) + " is outside a world of " +
                             std::to_string(o.world_size) + " ranks (2 to 256)");
-  auto mesh = tcp::join_world(o.id, o.where, o.rank, o.world_size, o.timeout);
+  auto mesh = tcp::join_world(o.id, o.where, o.rank, o.world_size, o.timeout, o.secret);
   if (!mesh.ok()) return mesh.status();
   return std::unique_ptr<TcpCommunicator>(new TcpCommunicator(o.id, o.rank, o.world_size, o.timeout,
                                                               std::move(mesh->endpoint), "", std::move(mesh->table),

@@ -52,7 +52,8 @@ Result<TcpId> parse_tcp_id(const std::string& id) {
   return out;
 }
 
-Result<std::string> make_tcp_communicator_id(const std::string& host, milliseconds unused_lifetime) {
+Result<std::string> make_tcp_communicator_id(const std::string& host, milliseconds unused_lifetime,
+                                             const std::string& secret) {
   if (host.empty()) return invalid_argument("a cpu tcp communicator needs the host rank 0 listens on");
   uint16_t port = 0;
   auto fd = tcp::listen_on(host, 0, &port);
@@ -65,7 +66,7 @@ Result<std::string> make_tcp_communicator_id(const std::string& host, millisecon
   for (size_t i = 0; i < sizeof raw; ++i) std::snprintf(token + 2 * i, 3, "%02x", raw[i]);
   const std::string id = std::string(kTcpIdPrefix) + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                          ":" + std::to_string(port) + ":" + token;
-  auto ep = tcp::open_endpoint(std::move(*fd), token, id);
+  auto ep = tcp::open_endpoint(std::move(*fd), token, id, secret);
   if (!ep.ok()) return ep.status();
   tcp::PendingListener l;
   l.endpoint = std::move(*ep);
@@ -439,8 +440,9 @@ struct Endpoint {
   }
 };
 
-Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id) {
-  auto secret = cluster_secret();
+Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id,
+                                                const std::string& world_secret) {
+  auto secret = secret_of_world(world_secret);
   if (!secret.ok()) return secret.status();
   auto timeout = comm_timeout_from_env();
   if (!timeout.ok()) return timeout.status();
@@ -534,7 +536,8 @@ Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& 
 
 }  // namespace
 
-Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W, milliseconds timeout) {
+Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W, milliseconds timeout,
+                        const std::string& world_secret) {
   const auto deadline = Clock::now() + timeout;
   const std::string t = seconds_text(timeout);
   std::shared_ptr<Endpoint> ep;
@@ -591,7 +594,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
       TROUPE_RETURN_IF_ERROR(send_message(links[static_cast<size_t>(r)].get(), reply_ok(&table), deadline,
                                                rank_text(r, table[static_cast<size_t>(r)])));
   } else {
-    auto secret = cluster_secret();
+    auto secret = secret_of_world(world_secret);
     if (!secret.ok()) return secret.status();
     auto fd0 = connect_to(where.host, where.port, deadline);
     if (!fd0.ok())
@@ -609,7 +612,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     uint16_t port = 0;
     auto l = listen_on(*local, 0, &port);
     if (!l.ok()) return l.status();
-    auto opened = open_endpoint(std::move(*l), where.token, id);
+    auto opened = open_endpoint(std::move(*l), where.token, id, *secret);
     if (!opened.ok()) return opened.status();
     ep = std::move(*opened);
     Hello h;
