@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -62,11 +63,18 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::load(const TlsFiles& files
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   if (SSL_CTX_use_certificate_chain_file(ctx, files.cert.c_str()) != 1)
     return invalid_argument("--tls-cert: " + files.cert + " is not a PEM certificate (" + openssl_error() + ")");
-  if (SSL_CTX_use_PrivateKey_file(ctx, files.key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return invalid_argument("--tls-key: " + files.key + " is not a PEM private key (" + openssl_error() + ")");
-  if (SSL_CTX_check_private_key(ctx) != 1)
-    return invalid_argument("--tls-key: " + files.key + " is not the key of the certificate " + files.cert + " (" +
-                            openssl_error() + ")");
+  {
+    std::FILE* f = std::fopen(files.key.c_str(), "rb");
+    EVP_PKEY* key = f != nullptr ? PEM_read_PrivateKey(f, nullptr, nullptr, nullptr) : nullptr;
+    if (f != nullptr) std::fclose(f);
+    if (key == nullptr)
+      return invalid_argument("--tls-key: " + files.key + " is not a PEM private key (" + openssl_error() + ")");
+    const bool used = SSL_CTX_use_PrivateKey(ctx, key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
+    EVP_PKEY_free(key);
+    if (!used)
+      return invalid_argument("--tls-key: " + files.key + " is not the key of the certificate " + files.cert + " (" +
+                              openssl_error() + ")");
+  }
   // The cluster CA is the only trust anchor: no system store.
   {
     std::FILE* f = std::fopen(files.ca.c_str(), "rb");
@@ -163,7 +171,7 @@ LinkStream::Io LinkStream::result(int rc, const char* what, bool reading) {
     case SSL_ERROR_SYSCALL: {
       std::string text = openssl_error();
       if (text.empty()) text = saved_errno != 0 ? std::strerror(saved_errno) : "the connection closed";
-      error_ = std::string(what) + ": " + text;
+      error_ = *what != '\0' ? std::string(what) + ": " + text : text;
       return saved_errno == 0 ? Io::closed : Io::failed;
     }
     default: {
@@ -171,7 +179,7 @@ LinkStream::Io LinkStream::result(int rc, const char* what, bool reading) {
       const long verify = SSL_get_verify_result(ssl_);
       if (verify != X509_V_OK) text += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
       if (text.empty()) text = "TLS error " + std::to_string(e);
-      error_ = std::string(what) + ": " + text;
+      error_ = *what != '\0' ? std::string(what) + ": " + text : text;
       return Io::failed;
     }
   }
@@ -186,7 +194,7 @@ LinkStream::Io LinkStream::handshake() {
     handshake_wants_ = 0;
     return Io::done;
   }
-  const Io r = result(rc, "TLS handshake", true);
+  const Io r = result(rc, "", true);
   read_wants_write_ = false;
   return r;
 }
