@@ -81,7 +81,7 @@ std::string judge_answer(const std::string& secret, const std::string& nonce_s, 
   return std::string(1, '\0') + proof(secret, "server", nonce_s, nonce_c);
 }
 
-Status authenticate_to(int fd, const std::string& secret, Clock::time_point deadline, const std::string& who) {
+Status authenticate_to(Fd& fd, const std::string& secret, Clock::time_point deadline, const std::string& who) {
   std::string challenge(kAuthChallengeBytes, '\0');
   TROUPE_RETURN_IF_ERROR(read_all(fd, challenge.data(), challenge.size(), deadline, who));
   if (challenge.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0 ||

@@ -52,6 +52,6 @@ std::string judge_answer(const std::string& secret, const std::string& nonce_s, 
 /// checks the verdict and the listener's proof. Errors start with `who`: unavailable (it
 /// closed or was silent), invalid_argument (it refused our proof, could not prove its
 /// own, or does not speak this protocol).
-Status authenticate_to(int fd, const std::string& secret, Clock::time_point deadline, const std::string& who);
+Status authenticate_to(Fd& fd, const std::string& secret, Clock::time_point deadline, const std::string& who);
 
 }  // namespace troupe::cpu::tcp

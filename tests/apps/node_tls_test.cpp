@@ -103,6 +103,9 @@ TEST_F(NodeTls, TlsOnlyNodesOnTwoHostsServeTensorParallelOverTcp) {
   EXPECT_EQ(two.out, one.out);
   EXPECT_NE(two.err.find("ranks meet through communicator cpu-tcp:127.0.0.2:"), std::string::npos) << two.err;
   EXPECT_NE(two.err.find("a fresh world secret"), std::string::npos) << two.err;
+  // The ranks' own connections are TLS too (the node names its files to the platform).
+  EXPECT_TRUE(log_shows(other_host, "connected to 1 rank(s) over TLS")) << other_host.log();
+  EXPECT_TRUE(log_shows(here, "connected to 1 rank(s) over TLS")) << here.log();
 }
 
 TEST_F(NodeTls, HeadsOfAnotherCaOrWithoutTlsAreRefusedOnBothSides) {

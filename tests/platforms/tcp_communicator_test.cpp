@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -227,6 +229,38 @@ INSTANTIATE_TEST_SUITE_P(Transports, EitherTransport, ::testing::Values(Transpor
                          [](const ::testing::TestParamInfo<Transport>& i) {
                            return std::string(i.param == Transport::shm ? "shm" : "tcp");
                          });
+
+// With TROUPE_TLS_CERT_FILE, TROUPE_TLS_KEY_FILE and TROUPE_TLS_CA_FILE (what `troupe node
+// --tls-*` sets), every connection between ranks is mutual TLS (certificates from the real
+// `troupe certs`), and every operation still gives exact values.
+TEST(TcpCommunicatorProcesses, OverTlsEveryOperationGivesExactValues) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  TempDir dir;
+  const std::string certs = dir.path() + "/certs";
+  ASSERT_EQ(std::system((std::string(TROUPE_EXE) + " certs --out " + certs + " --hosts 127.0.0.1 >/dev/null").c_str()),
+            0);
+  const std::map<std::string, std::string> env = {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"},
+                                                  {"TROUPE_TLS_CERT_FILE", certs + "/127.0.0.1.pem"},
+                                                  {"TROUPE_TLS_KEY_FILE", certs + "/127.0.0.1-key.pem"},
+                                                  {"TROUPE_TLS_CA_FILE", certs + "/ca.pem"}};
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(world);
+    std::vector<int> ranks;
+    for (int r = 0; r < world; ++r) ranks.push_back(r);
+    auto exits = run_comm(Transport::tcp, world, "all", ranks, env, 120);
+    expect_all_ok(exits);
+    for (const auto& e : exits) EXPECT_NE(e.output.find("over TLS"), std::string::npos) << e.output;
+  }
+  // A bad file: rank 0 (which makes the id) fails with a line naming it.
+  auto bad = env;
+  bad["TROUPE_TLS_CA_FILE"] = certs + "/missing.pem";
+  bad["TROUPE_CPU_COMM_TIMEOUT_S"] = "3";
+  auto exits = run_comm(Transport::tcp, 2, "all", {0, 1}, bad, 10);  // rank 1 waits for an id that never comes
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_NE(exits[0].output.find("TROUPE_TLS_CA_FILE: cannot use " + certs + "/missing.pem"), std::string::npos)
+      << exits[0].output;
+  EXPECT_NE(exits[0].code, 0);
+}
 
 // ---------------------------------------------------------------------------------------
 // In one process

@@ -8,9 +8,9 @@
 #   tests/apps/netns/netns_tls_test.sh TROUPE_BIN MODEL.gguf
 #
 # Checks:
-#   - TP=2 over two TLS nodes in two namespaces (collectives over TCP between them,
-#     authenticated with the world secret the head sends over TLS) gives the greedy
-#     output of one process;
+#   - TP=2 over two TLS nodes in two namespaces (collectives over TLS between them, with
+#     the world secret the head sends over the node links inside) gives the greedy output
+#     of one process;
 #   - a node whose certificate is of another CA is refused by the head before anything
 #     is spawned on it, and a head whose certificate is of another CA by a node, each
 #     with a log line on both sides.
@@ -105,6 +105,7 @@ check "the ranks meet over TCP between the namespaces" grep -q "ranks meet throu
   "$work/two.err"
 check "the collectives prove a fresh world secret" grep -q "fresh world secret" "$work/two.err"
 check "node 1 accepted the head" grep -q "node accepted a peer" "$work/node1.log"
+check "the collectives between the namespaces run over TLS" grep -q "connected to 1 rank(s) over TLS" "$work/node1.log"
 
 echo "== a node with a certificate of another CA"
 # Its certificate is of CA B (it trusts CA A, whose certificate is no secret).
