@@ -48,6 +48,7 @@ struct LinkAuth {
   LinkAuth() = default;
   /// A secret alone (no TLS).
   LinkAuth(std::string s) : secret(std::move(s)) {}  // NOLINT: implicit, a secret is the common case
+  LinkAuth(const char* s) : secret(s) {}             // NOLINT: as above, for literals
   LinkAuth(std::string s, std::shared_ptr<const TlsContext> t) : secret(std::move(s)), tls(std::move(t)) {}
   std::string secret;
   std::shared_ptr<const TlsContext> tls;
