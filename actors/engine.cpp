@@ -20,6 +20,7 @@
 #include "actors/plugin_host_actor.hpp"
 #include "actors/ranks.hpp"
 #include "actors/status_error.hpp"
+#include "runtime/core/crypto/crypto.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "runtime/core/engine_core/kv_cache_setup.hpp"
 #include "runtime/request/admission/input_processor.hpp"
@@ -92,6 +93,7 @@ struct Engine::Impl {
   actors::node_supervisor_actor supervisor;
   actors::stats_gate_actor stats_gate;
   std::unique_ptr<actors::LinkGuard> stats_guard;  // the stats port, in front of stats_gate
+  std::shared_ptr<const actors::TlsContext> tls;   // options' TLS files, loaded; null: none
   mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
   std::vector<actors::worker_actor> workers;
   std::shared_ptr<LoraRegistry> loras = std::make_shared<LoraRegistry>();
@@ -203,7 +205,12 @@ Status Engine::Impl::connect_nodes() {
     std::string host;
     uint16_t port = 0;
     TROUPE_RETURN_IF_ERROR(actors::parse_host_port(address, "--nodes", &host, &port));
-    auto node = actors::connect_node(*system, host, port, secret, std::chrono::seconds(30));
+    // Local node processes (loopback, a fresh secret) run without TLS.
+    const actors::LinkAuth auth(secret, local_nodes ? nullptr : tls);
+    if (!auth.authenticates() && !actors::is_loopback_host(host))
+      return invalid_argument("node " + address + " is not on loopback: its link needs --secret-file or TLS "
+                              "(--tls-cert, --tls-key, --tls-ca), as the node itself does");
+    auto node = actors::connect_node(*system, host, port, auth, std::chrono::seconds(30));
     if (!node) return node.status();
     TROUPE_LOG_INFO("connected to node {}", address);
     layout.nodes.push_back(*node);
@@ -221,6 +228,15 @@ Status Engine::Impl::connect_nodes() {
 Status Engine::Impl::start_ranks() {
   TROUPE_RETURN_IF_ERROR(connect_nodes());
   const int world = config.parallel.tensor_parallel_size * config.parallel.pipeline_parallel_size;
+  if (world > 1 && tls && !local_nodes && options.node_secret.empty() &&
+      config.parallel.communicator_secret.empty()) {
+    // Nodes reached over TLS alone share no secret: the ranks' own connections (the CPU
+    // platform's TCP collectives) prove a fresh one, sent to the nodes only over the TLS links.
+    auto fresh = crypto::random_hex(32);
+    if (!fresh.ok()) return fresh.status();
+    config.parallel.communicator_secret = *fresh;
+    TROUPE_LOG_INFO("the ranks' own connections prove a fresh world secret, sent to the nodes over TLS");
+  }
   if (world > 1 && config.parallel.communicator_id.empty()) {
     // Made by rank 0's node, where rank 0's communicator will run.
     auto id = actors::make_communicator_id(*system, layout, config.parallel, config.device, kStartTimeout);
@@ -284,7 +300,7 @@ void Engine::Impl::spawn_actors() {
   if (node_addresses.empty()) return;
   actors::NodeSupervisorSetup sup;
   sup.addresses = node_addresses;
-  sup.secret = options.node_secret;
+  sup.auth = actors::LinkAuth(options.node_secret, local_nodes ? nullptr : tls);
   sup.layout = layout;
   sup.config = config;
   sup.plan = kv_plan;
@@ -328,6 +344,12 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
   }
   impl->config = std::move(options.config);
   impl->options = std::move(options);
+  {
+    auto tls = actors::TlsContext::load(
+        {impl->options.tls_cert_file, impl->options.tls_key_file, impl->options.tls_ca_file});
+    if (!tls.ok()) return tls.status();
+    impl->tls = std::move(*tls);
+  }
   runtime::register_builtin_models();
   TROUPE_RETURN_IF_ERROR(impl->load_artifacts());
   TROUPE_RETURN_IF_ERROR(impl->start_ranks());
@@ -470,13 +492,15 @@ Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& h
   auto& sys = *im.system;
   if (!sys.has_middleman())
     return not_supported("the actor system has no middleman; call configure_actor_system() on its config");
-  if (secret.empty() && !actors::is_loopback_host(host))
+  const actors::LinkAuth auth(secret, im.tls);
+  if (!auth.authenticates() && !actors::is_loopback_host(host))
     return invalid_argument("publishing stat events on " + (host.empty() ? std::string("every interface") : host) +
-                            " needs a secret (--secret-file): anyone could subscribe otherwise");
+                            " needs a secret (--secret-file) or TLS (--tls-cert/--tls-key/--tls-ca): anyone could "
+                            "subscribe otherwise");
   if (im.stats_gate) caf::anon_send_exit(im.stats_gate, caf::exit_reason::user_shutdown);
   im.stats_gate = actors::spawn_stats_gate(sys, im.actors.stat_logger, secret);
   im.stats_guard.reset();
-  auto guard = actors::publish_guarded(sys, im.stats_gate, host, port, secret);
+  auto guard = actors::publish_guarded(sys, im.stats_gate, host, port, auth);
   if (!guard.ok())
     return unavailable("cannot publish the stat logger on " + host + ":" + std::to_string(port) + ": " +
                        guard.status().message());

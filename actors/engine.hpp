@@ -51,6 +51,10 @@ struct EngineOptions {
   std::vector<std::string> nodes;
   /// The secret the nodes ask for (their --secret-file); empty: none.
   std::string node_secret;
+  /// Mutual TLS (--tls-cert, --tls-key, --tls-ca: PEM files of this process's certificate,
+  /// its key and the cluster CA) on the links to `nodes` and on the stats port; all empty:
+  /// none. Local node processes (no `nodes`) are on loopback with a fresh secret, no TLS.
+  std::string tls_cert_file, tls_key_file, tls_ca_file;
   /// The troupe CLI that local node processes run (default: LocalNodes::find_executable).
   std::string node_executable;
   /// A rank that does not answer a step within this fails it.
@@ -89,7 +93,8 @@ class Engine {
   /// Actor subscribers (a stats_subscriber_actor, local or remote): actors/engine_caf.hpp.
   /// Publish the stat logger on host:port (CAF middleman; port 0 = any free
   /// port) behind a gate, so other processes can subscribe (`troupe stats
-  /// --connect`, actors::connect_stats). A non-loopback host needs a secret.
+  /// --connect`, actors::connect_stats), with the engine's TLS when it has some. A
+  /// non-loopback host needs a secret or TLS.
   /// Returns the port.
   Result<uint16_t> publish_stat_logger(uint16_t port, const std::string& host = "127.0.0.1",
                                        const std::string& secret = "");

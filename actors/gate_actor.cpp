@@ -68,7 +68,8 @@ typename gate_actor<Handle>::behavior_type gate_behavior(
 
 template <class Handle>
 Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, uint16_t port,
-                            const std::string& secret, std::chrono::milliseconds timeout, const std::string& what) {
+                            const LinkAuth& auth, std::chrono::milliseconds timeout, const std::string& what) {
+  const std::string& secret = auth.secret;
   const std::string where = what + " " + host + ":" + std::to_string(port);
   if (!system.has_middleman()) return not_supported("the actor system has no middleman (configure_actor_system)");
   caf::scoped_actor self{system};
@@ -82,7 +83,7 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   for (int attempt = 1;; ++attempt) {
     // Every connection passes the link guard's handshake first (link_guard.hpp); CAF
     // connects to the loopback end of the authenticated link.
-    auto link = dial_link(host, port, secret, what, timeout);
+    auto link = dial_link(host, port, auth, what, timeout);
     if (!link.ok()) return link.status();
     caf::error failed;
     self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, std::string("127.0.0.1"),
@@ -112,25 +113,25 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
 template <class Handle>
 Result<std::unique_ptr<LinkGuard>> publish_guarded_impl(caf::actor_system& system, const Handle& gate,
                                                         const std::string& host, uint16_t port,
-                                                        const std::string& secret, const std::string& what) {
+                                                        const LinkAuth& auth, const std::string& what) {
   auto limits = link_limits_from_env();
   if (!limits.ok()) return limits.status();
   auto inner = system.middleman().publish(gate, 0, "127.0.0.1", /*reuse_addr=*/false);
   if (!inner)
     return unavailable("cannot publish the " + what + " on 127.0.0.1: " + system.render(inner.error()));
-  return LinkGuard::listen(host, port, *inner, secret, what, *limits);
+  return LinkGuard::listen(host, port, *inner, auth, what, *limits);
 }
 
 }  // namespace
 
 Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
-                                                   const std::string& host, uint16_t port, const std::string& secret) {
-  return publish_guarded_impl(system, gate, host, port, secret, "node");
+                                                   const std::string& host, uint16_t port, const LinkAuth& auth) {
+  return publish_guarded_impl(system, gate, host, port, auth, "node");
 }
 
 Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const stats_gate_actor& gate,
-                                                   const std::string& host, uint16_t port, const std::string& secret) {
-  return publish_guarded_impl(system, gate, host, port, secret, "stat logger");
+                                                   const std::string& host, uint16_t port, const LinkAuth& auth) {
+  return publish_guarded_impl(system, gate, host, port, auth, "stat logger");
 }
 
 std::string gate_proof(const std::string& secret, const std::string& nonce) {
@@ -147,13 +148,13 @@ stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor g
 }
 
 Result<plugin_host_actor> connect_node(caf::actor_system& system, const std::string& host, uint16_t port,
-                                       const std::string& secret, std::chrono::milliseconds timeout) {
-  return connect_gate<plugin_host_actor>(system, host, port, secret, timeout, "node");
+                                       const LinkAuth& auth, std::chrono::milliseconds timeout) {
+  return connect_gate<plugin_host_actor>(system, host, port, auth, timeout, "node");
 }
 
 Result<stat_logger_actor> connect_stats(caf::actor_system& system, const std::string& host, uint16_t port,
-                                        const std::string& secret, std::chrono::milliseconds timeout) {
-  return connect_gate<stat_logger_actor>(system, host, port, secret, timeout, "stat logger");
+                                        const LinkAuth& auth, std::chrono::milliseconds timeout) {
+  return connect_gate<stat_logger_actor>(system, host, port, auth, timeout, "stat logger");
 }
 
 Status parse_host_port(const std::string& text, const std::string& what, std::string* host, uint16_t* port) {

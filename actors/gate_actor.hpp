@@ -7,7 +7,8 @@
 // (loopback only; the CLI enforces that) any answer is accepted.
 // Gates are published only behind a link guard (publish_guarded), and
 // connect_node/connect_stats dial through one: CAF's middleman never reads a
-// byte from a peer that has not proven the secret (link_guard.hpp).
+// byte from a peer that has not proven the secret, nor (with TLS) one without a
+// certificate of the cluster CA (link_guard.hpp, link_tls.hpp).
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -27,23 +28,25 @@ node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor gua
 stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor guarded, std::string secret);
 
 /// Publishes `gate` through CAF's middleman on 127.0.0.1 (any free port) behind a link
-/// guard listening on host:port (link_guard.hpp: a handshake on `secret`, a frame cap, a
-/// deadline; limits from link_limits_from_env). The guard's port() is the one to announce.
+/// guard listening on host:port (link_guard.hpp: TLS when `auth` has it, a handshake on
+/// its secret, a frame cap, a deadline; limits from link_limits_from_env). The guard's
+/// port() is the one to announce.
 Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
-                                                   const std::string& host, uint16_t port, const std::string& secret);
+                                                   const std::string& host, uint16_t port, const LinkAuth& auth);
 Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const stats_gate_actor& gate,
-                                                   const std::string& host, uint16_t port, const std::string& secret);
+                                                   const std::string& host, uint16_t port, const LinkAuth& auth);
 
 /// The proof for `nonce`: lower-case hex of HMAC-SHA256(secret, nonce).
 std::string gate_proof(const std::string& secret, const std::string& nonce);
 
-/// Connect to the gate published at host:port and pass it. Errors:
-/// unavailable (unreachable, no answer within `timeout`), invalid_argument
-/// (the gate refused our proof: wrong secret).
+/// Connect to the gate published at host:port (through its link guard, with `auth`) and
+/// pass it. Errors: unavailable (unreachable, no answer within `timeout`), invalid_argument
+/// (the gate refused our proof: wrong secret; or TLS failed: a certificate not of the
+/// cluster CA on either side).
 Result<plugin_host_actor> connect_node(caf::actor_system& system, const std::string& host, uint16_t port,
-                                       const std::string& secret, std::chrono::milliseconds timeout);
+                                       const LinkAuth& auth, std::chrono::milliseconds timeout);
 Result<stat_logger_actor> connect_stats(caf::actor_system& system, const std::string& host, uint16_t port,
-                                        const std::string& secret, std::chrono::milliseconds timeout);
+                                        const LinkAuth& auth, std::chrono::milliseconds timeout);
 
 /// "HOST:PORT" → host and port; invalid_argument naming `what` otherwise.
 Status parse_host_port(const std::string& text, const std::string& what, std::string* host, uint16_t* port);

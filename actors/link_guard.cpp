@@ -148,20 +148,27 @@ Result<int> connect_until(const std::string& host, uint16_t port, Clock::time_po
   return unavailable(last);
 }
 
-Status io_exact(int fd, char* data, size_t n, bool writing, Clock::time_point deadline, const std::string& who) {
+/// Exactly `n` bytes through `s` before `deadline` (the dialing side's handshake).
+Status io_exact(LinkStream& s, char* data, size_t n, bool writing, Clock::time_point deadline, const std::string& who) {
   size_t done = 0;
   while (done < n) {
-    const ssize_t r = writing ? ::send(fd, data + done, n - done, MSG_NOSIGNAL) : ::recv(fd, data + done, n - done, 0);
-    if (r > 0) {
-      done += static_cast<size_t>(r);
+    size_t k = 0;
+    const auto r = writing ? s.write(data + done, n - done, &k) : s.read(data + done, n - done, &k);
+    if (r == LinkStream::Io::done) {
+      done += k;
       continue;
     }
-    if (r == 0 && !writing) return unavailable(who + " closed the connection during the link handshake");
-    const int e = errno;
-    if (r < 0 && e != EAGAIN && e != EWOULDBLOCK && e != EINTR)
-      return unavailable(who + " reset the connection during the link handshake (" + errno_text(e) + ")");
+    if (r == LinkStream::Io::closed)
+      return unavailable(who + " closed the connection during the link handshake" +
+                         (s.is_tls() ? " (" + s.error() + ")" : ""));
+    if (r == LinkStream::Io::failed) {
+      // A TLS alert here is the guard refusing our certificate (TLS 1.3 tells the client after
+      // its side of the handshake is over).
+      if (s.is_tls()) return invalid_argument(who + " refused the TLS connection: " + s.error());
+      return unavailable(who + " reset the connection during the link handshake (" + s.error() + ")");
+    }
     if (Clock::now() >= deadline) return unavailable(who + " did not answer the link handshake in time");
-    pollfd p{fd, static_cast<short>(writing ? POLLOUT : POLLIN), 0};
+    pollfd p{s.fd(), s.events(!writing, writing), 0};
     ::poll(&p, 1, poll_ms(deadline));
   }
   return {};
@@ -198,11 +205,12 @@ Result<LinkLimits> link_limits_from_env() {
 // -- The relay: one thread, one poll() over everything ---------------------------------------
 
 struct LinkGuard::Relay {
-  /// A connection in the guard's handshake.
+  /// A connection in the guard's handshake: TLS first (when on), then the secret handshake.
   struct Handshake {
-    int fd = -1;
+    LinkStream s;
     std::string peer;
     Clock::time_point deadline;
+    bool tls_done = false;  // the TLS handshake is over (or there is none)
     std::string nonce;
     std::string out;       // challenge, then verdict
     size_t out_done = 0;
@@ -212,16 +220,18 @@ struct LinkGuard::Relay {
   /// A dialed link waiting for CAF's connection on a one-shot loopback listener.
   struct Waiting {
     int listener = -1;
-    int outer = -1;
+    LinkStream outer;
     std::string label;
     Clock::time_point deadline;
   };
   /// A relayed connection: `outer` is the remote side (its BASP checked), `inner` CAF's.
   struct Pair {
-    int outer = -1, inner = -1;
+    LinkStream outer;
+    int inner = -1;
     std::string label;
     std::string to_inner, to_outer;
     size_t to_inner_done = 0, to_outer_done = 0;
+    std::string outer_end;  // why the remote side ended; the pair closes once to_inner is out
     BaspFrameCheck check;
     explicit Pair(uint32_t cap) : check(cap) {}
   };
@@ -229,7 +239,7 @@ struct LinkGuard::Relay {
   // Server side (a LinkGuard); unused by the dialing relay.
   int listener = -1;
   uint16_t inner_port = 0;
-  std::string secret;
+  LinkAuth auth;
   std::string what;
   LinkLimits limits;
 
@@ -251,10 +261,10 @@ struct LinkGuard::Relay {
     poke();
     if (thread.joinable()) thread.join();
     close_fd(listener);
-    for (auto& h : handshakes) close_fd(h.fd);
-    for (auto& w : waiting) close_fd(w.listener), close_fd(w.outer);
-    for (auto& w : incoming) close_fd(w.listener), close_fd(w.outer);
-    for (auto& p : pairs) close_fd(p.outer), close_fd(p.inner);
+    handshakes.clear();
+    for (auto& w : waiting) close_fd(w.listener);
+    for (auto& w : incoming) close_fd(w.listener);
+    for (auto& p : pairs) close_fd(p.inner);
     close_fd(wake[0]);
     close_fd(wake[1]);
   }
@@ -289,33 +299,50 @@ struct LinkGuard::Relay {
         ::close(fd);
         continue;
       }
-      auto nonce = crypto::random_bytes(kNonceBytes);
-      if (!nonce.ok()) {
-        TROUPE_LOG_ERROR("{} dropped a connection from {}: {}", what, peer, nonce.status().message());
-        ::close(fd);
-        continue;
-      }
       Handshake h;
-      h.fd = fd;
       h.peer = peer;
       h.deadline = Clock::now() + limits.handshake_timeout;
-      h.nonce = std::move(*nonce);
-      h.out = std::string(kMagic, sizeof kMagic) + static_cast<char>(kVersion) + h.nonce;
+      if (auth.tls) {
+        auto s = LinkStream::tls(fd, *auth.tls, /*server=*/true, "");
+        if (!s.ok()) {
+          TROUPE_LOG_ERROR("{} dropped a connection from {}: {}", what, peer, s.status().message());
+          continue;
+        }
+        h.s = std::move(*s);
+      } else {
+        h.s = LinkStream(fd);
+        if (!start_secret_handshake(h)) continue;
+      }
       handshakes.push_back(std::move(h));
-      flush(handshakes.back());
+      if (!step(handshakes.back(), POLLOUT)) handshakes.pop_back();
     }
+  }
+
+  /// Queues the challenge; false (logged, closed) when no nonce could be made.
+  bool start_secret_handshake(Handshake& h) {
+    h.tls_done = true;
+    auto nonce = crypto::random_bytes(kNonceBytes);
+    if (!nonce.ok()) {
+      TROUPE_LOG_ERROR("{} dropped a connection from {}: {}", what, h.peer, nonce.status().message());
+      h.s.close();
+      return false;
+    }
+    h.nonce = std::move(*nonce);
+    h.out = std::string(kMagic, sizeof kMagic) + static_cast<char>(kVersion) + h.nonce;
+    h.out_done = 0;
+    return true;
   }
 
   /// Writes what is pending; false when the connection failed.
   static bool flush(Handshake& h) {
     while (h.out_done < h.out.size()) {
-      const ssize_t w = ::send(h.fd, h.out.data() + h.out_done, h.out.size() - h.out_done, MSG_NOSIGNAL);
-      if (w > 0) {
-        h.out_done += static_cast<size_t>(w);
+      size_t put = 0;
+      const auto r = h.s.write(h.out.data() + h.out_done, h.out.size() - h.out_done, &put);
+      if (r == LinkStream::Io::done) {
+        h.out_done += put;
         continue;
       }
-      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
-      return false;
+      return r == LinkStream::Io::again;
     }
     return true;
   }
@@ -325,60 +352,65 @@ struct LinkGuard::Relay {
     auto drop = [&](const std::string& why, bool warn) {
       if (warn) TROUPE_LOG_WARNING("{} refused a peer ({}): {}", what, h.peer, why);
       else TROUPE_LOG_INFO("{}: a peer ({}) left during the link handshake: {}", what, h.peer, why);
-      close_fd(h.fd);
+      h.s.close();
       return false;
     };
-    if ((revents & POLLOUT) && !flush(h)) return drop("the connection failed", false);
     if (!h.accepted && Clock::now() >= h.deadline)
       return drop("it did not finish the link handshake within " +
-                      std::to_string(limits.handshake_timeout.count()) + " ms",
+                      std::to_string(limits.handshake_timeout.count()) + " ms" +
+                      (h.tls_done ? "" : " (TLS: a peer without TLS waits for a challenge that never comes)"),
                   true);
+    if (!h.tls_done) {
+      const auto r = h.s.handshake();
+      if (r == LinkStream::Io::again) return true;
+      // A peer that is refused (its certificate) or refuses ours (an alert) is logged as refused.
+      if (r != LinkStream::Io::done) return drop("TLS handshake failed: " + h.s.error(), true);
+      if (!start_secret_handshake(h)) return false;
+      revents = POLLOUT;
+    }
+    if ((revents & POLLOUT) && !flush(h)) return drop("the connection failed: " + h.s.error(), false);
     if (h.accepted) {
       if (h.out_done < h.out.size()) return true;
-      int inner = -1;
       auto fd = connect_until("127.0.0.1", inner_port, Clock::now() + milliseconds(2000));
       if (!fd.ok()) {
         TROUPE_LOG_ERROR("{}: cannot reach its own actor system on 127.0.0.1:{}: {}", what, inner_port,
                          fd.status().message());
-        close_fd(h.fd);
+        h.s.close();
         return false;
       }
-      inner = *fd;
       Pair p(limits.max_frame_bytes);
-      p.outer = h.fd;
-      p.inner = inner;
-      p.label = what + " link from " + h.peer;
-      h.fd = -1;
+      p.outer = std::move(h.s);
+      p.inner = *fd;
+      p.label = what + " link from " + h.peer + (p.outer.is_tls() ? " (TLS)" : "");
       pairs.push_back(std::move(p));
       TROUPE_LOG_DEBUG("{} passed the link handshake", pairs.back().label);
       return false;
     }
-    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (revents != 0 || h.s.pending()) {
       char buf[kAnswerBytes];
-      const ssize_t r = ::recv(h.fd, buf, kAnswerBytes - h.in.size(), 0);
-      if (r == 0) return drop("it closed the connection", false);
-      if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
-        return drop(errno_text(errno), false);
-      }
-      h.in.append(buf, static_cast<size_t>(r));
+      size_t got = 0;
+      const auto r = h.s.read(buf, kAnswerBytes - h.in.size(), &got);
+      if (r == LinkStream::Io::again) return true;
+      if (r == LinkStream::Io::closed) return drop("it closed the connection", false);
+      if (r == LinkStream::Io::failed) return drop(h.s.error(), h.s.is_tls());
+      h.in.append(buf, got);
       if (h.in.size() < kAnswerBytes) return true;
       if (h.in.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0)
         return drop("it does not speak the troupe link handshake (another program, or a troupe older than it)",
                     true);
       const std::string nonce_c = h.in.substr(sizeof kMagic, kNonceBytes);
-      const std::string got = h.in.substr(sizeof kMagic + kNonceBytes, kProofBytes);
-      if (!crypto::equal_constant_time(got, proof(secret, "client", h.nonce, nonce_c))) {
+      const std::string got_proof = h.in.substr(sizeof kMagic + kNonceBytes, kProofBytes);
+      if (!crypto::equal_constant_time(got_proof, proof(auth.secret, "client", h.nonce, nonce_c))) {
         // Told, so the refused side can say why; nothing else follows.
         h.out = std::string(1, '\1') + std::string(kProofBytes, '\0');
         h.out_done = 0;
         flush(h);
         return drop("wrong secret", true);
       }
-      h.out = std::string(1, '\0') + proof(secret, "server", h.nonce, nonce_c);
+      h.out = std::string(1, '\0') + proof(auth.secret, "server", h.nonce, nonce_c);
       h.out_done = 0;
       h.accepted = true;
-      if (!flush(h)) return drop("the connection failed", false);
+      if (!flush(h)) return drop("the connection failed: " + h.s.error(), false);
       return step(h, 0);
     }
     return true;
@@ -391,7 +423,7 @@ struct LinkGuard::Relay {
     auto end = [&](const std::string& why, bool warn) {
       if (warn) TROUPE_LOG_WARNING("{}: dropped: {}", p.label, why);
       else TROUPE_LOG_DEBUG("{}: closed: {}", p.label, why);
-      close_fd(p.outer);
+      p.outer.close();
       close_fd(p.inner);
       return false;
     };
@@ -401,20 +433,28 @@ struct LinkGuard::Relay {
     if ((outer_ev & POLLERR) || (inner_ev & POLLERR) || (in_busy && (outer_ev & POLLHUP)) ||
         (out_busy && (inner_ev & POLLHUP)))
       return end("a side hung up", false);
-    // Remote -> CAF, checked.
-    if (p.to_inner_done == p.to_inner.size() && (outer_ev & (POLLIN | POLLHUP | POLLERR))) {
+    if (!p.outer_end.empty() && !in_busy) return end(p.outer_end, false);
+    // Remote -> CAF, checked. TLS hands out one record per read: take what is there.
+    if (p.outer_end.empty() && !in_busy && (outer_ev != 0 || p.outer.pending())) {
       p.to_inner.resize(kRelayChunk);
-      const ssize_t r = ::recv(p.outer, p.to_inner.data(), kRelayChunk, 0);
-      if (r == 0) return end("the remote side closed it", false);
-      if (r < 0) {
-        p.to_inner.clear();
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return end(errno_text(errno), false);
-      } else {
-        p.to_inner.resize(static_cast<size_t>(r));
-        p.to_inner_done = 0;
-        if (!p.check.feed(reinterpret_cast<const uint8_t*>(p.to_inner.data()), p.to_inner.size()))
-          return end("the remote side sent " + p.check.error(), true);
+      size_t have = 0;
+      for (;;) {
+        size_t got = 0;
+        const auto r = p.outer.read(p.to_inner.data() + have, kRelayChunk - have, &got);
+        if (r == LinkStream::Io::done) {
+          have += got;
+          if (p.outer.is_tls() && have < kRelayChunk) continue;
+          break;
+        }
+        if (r == LinkStream::Io::closed) p.outer_end = "the remote side closed it";
+        if (r == LinkStream::Io::failed) p.outer_end = p.outer.error();
+        break;
       }
+      p.to_inner.resize(have);
+      p.to_inner_done = 0;
+      if (have > 0 && !p.check.feed(reinterpret_cast<const uint8_t*>(p.to_inner.data()), have))
+        return end("the remote side sent " + p.check.error(), true);
+      if (have == 0 && !p.outer_end.empty()) return end(p.outer_end, false);
     }
     // CAF -> remote.
     if (p.to_outer_done == p.to_outer.size() && (inner_ev & (POLLIN | POLLHUP | POLLERR))) {
@@ -429,21 +469,31 @@ struct LinkGuard::Relay {
         p.to_outer_done = 0;
       }
     }
-    auto push = [&](int fd, std::string& buf, size_t& done) -> bool {
-      while (done < buf.size()) {
-        const ssize_t w = ::send(fd, buf.data() + done, buf.size() - done, MSG_NOSIGNAL);
-        if (w > 0) {
-          done += static_cast<size_t>(w);
-          continue;
-        }
-        return w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+    // To CAF's side.
+    while (p.to_inner_done < p.to_inner.size()) {
+      const ssize_t w =
+          ::send(p.inner, p.to_inner.data() + p.to_inner_done, p.to_inner.size() - p.to_inner_done, MSG_NOSIGNAL);
+      if (w > 0) {
+        p.to_inner_done += static_cast<size_t>(w);
+        continue;
       }
-      buf.clear();
-      done = 0;
-      return true;
-    };
-    if (!push(p.inner, p.to_inner, p.to_inner_done)) return end("this process's side failed", false);
-    if (!push(p.outer, p.to_outer, p.to_outer_done)) return end("the remote side failed", false);
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+      return end("this process's side failed", false);
+    }
+    if (p.to_inner_done == p.to_inner.size()) p.to_inner.clear(), p.to_inner_done = 0;
+    // To the remote side.
+    while (p.to_outer_done < p.to_outer.size()) {
+      size_t put = 0;
+      const auto r = p.outer.write(p.to_outer.data() + p.to_outer_done, p.to_outer.size() - p.to_outer_done, &put);
+      if (r == LinkStream::Io::done) {
+        p.to_outer_done += put;
+        continue;
+      }
+      if (r == LinkStream::Io::again) break;
+      return end("the remote side failed: " + p.outer.error(), false);
+    }
+    if (p.to_outer_done == p.to_outer.size()) p.to_outer.clear(), p.to_outer_done = 0;
+    if (!p.outer_end.empty() && p.to_inner.empty()) return end(p.outer_end, false);
     return true;
   }
 
@@ -462,8 +512,9 @@ struct LinkGuard::Relay {
       const size_t hs0 = fds.size();
       auto next = Clock::now() + milliseconds(1000);
       for (auto& h : handshakes) {
-        fds.push_back({h.fd, static_cast<short>(POLLIN | (h.out_done < h.out.size() ? POLLOUT : 0)), 0});
+        fds.push_back({h.s.fd(), h.s.events(true, h.out_done < h.out.size()), 0});
         next = std::min(next, h.deadline);
+        if (h.s.pending()) next = Clock::now();
       }
       const size_t w0 = fds.size();
       for (auto& w : waiting) {
@@ -473,8 +524,10 @@ struct LinkGuard::Relay {
       const size_t p0 = fds.size();
       for (auto& p : pairs) {
         const bool in_busy = p.to_inner_done < p.to_inner.size(), out_busy = p.to_outer_done < p.to_outer.size();
-        fds.push_back({p.outer, static_cast<short>((in_busy ? 0 : POLLIN) | (out_busy ? POLLOUT : 0)), 0});
+        fds.push_back({p.outer.fd(), p.outer.events(!in_busy && p.outer_end.empty(), out_busy), 0});
         fds.push_back({p.inner, static_cast<short>((out_busy ? 0 : POLLIN) | (in_busy ? POLLOUT : 0)), 0});
+        // Bytes TLS decrypted already (poll cannot see them), or an end to deliver.
+        if (!in_busy && (p.outer.pending() || !p.outer_end.empty())) next = Clock::now();
       }
       ::poll(fds.data(), fds.size(), poll_ms(next));
       if (stop) return;
@@ -486,8 +539,10 @@ struct LinkGuard::Relay {
       if (listener >= 0 && fds[1].revents) accept_all();
       {
         size_t i = hs0;
-        for (auto it = handshakes.begin(); it != handshakes.end() && i < w0; ++i) {
-          if (!step(*it, fds[i].revents)) it = handshakes.erase(it);
+        for (auto it = handshakes.begin(); it != handshakes.end(); ++i) {
+          // Handshakes accepted above this round have no poll entry yet: give them a zero round.
+          const bool polled = i < w0 && fds[i].fd == it->s.fd();
+          if (!step(*it, polled ? fds[i].revents : short(0))) it = handshakes.erase(it);
           else ++it;
         }
       }
@@ -496,12 +551,12 @@ struct LinkGuard::Relay {
         std::vector<Waiting> keep;
         for (size_t k = 0; k < waiting.size(); ++k) {
           Waiting& w = waiting[k];
-          if (fds[w0 + k].revents) {
+          if (w0 + k < p0 && fds[w0 + k].revents) {
             int inner = ::accept4(w.listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (inner >= 0) {
               close_fd(w.listener);  // one connection per dialed link
               Pair p(limits.max_frame_bytes);
-              p.outer = w.outer;
+              p.outer = std::move(w.outer);
               p.inner = inner;
               p.label = w.label;
               pairs.push_back(std::move(p));
@@ -511,7 +566,7 @@ struct LinkGuard::Relay {
           if (now >= w.deadline) {
             TROUPE_LOG_DEBUG("{}: nothing in this process took the link in time", w.label);
             close_fd(w.listener);
-            close_fd(w.outer);
+            w.outer.close();
             continue;
           }
           keep.push_back(std::move(w));
@@ -522,7 +577,7 @@ struct LinkGuard::Relay {
         size_t i = p0;
         for (auto it = pairs.begin(); it != pairs.end(); i += 2) {
           // Pairs added above this round have no poll entry yet: give them a zero round.
-          const bool polled = i + 1 < fds.size() && fds[i].fd == it->outer && fds[i + 1].fd == it->inner;
+          const bool polled = i + 1 < fds.size() && fds[i].fd == it->outer.fd() && fds[i + 1].fd == it->inner;
           if (!relay(*it, polled ? fds[i].revents : short(0), polled ? fds[i + 1].revents : short(0)))
             it = pairs.erase(it);
           else
@@ -534,7 +589,7 @@ struct LinkGuard::Relay {
 };
 
 Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, uint16_t port, uint16_t inner_port,
-                                                     std::string secret, std::string what, LinkLimits limits) {
+                                                     LinkAuth auth, std::string what, LinkLimits limits) {
   std::unique_ptr<LinkGuard> g(new LinkGuard());
   g->relay_ = std::make_unique<Relay>();
   if (g->relay_->wake[0] < 0) return unavailable("link guard: cannot create a pipe: " + errno_text(errno));
@@ -542,7 +597,7 @@ Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, ui
   if (!fd.ok()) return fd.status();
   g->relay_->listener = *fd;
   g->relay_->inner_port = inner_port;
-  g->relay_->secret = std::move(secret);
+  g->relay_->auth = std::move(auth);
   g->relay_->what = std::move(what);
   g->relay_->limits = limits;
   g->relay_->start();
@@ -567,9 +622,25 @@ LinkGuard::Relay* dial_relay(const LinkLimits& limits) {
   return relay;
 }
 
+/// The client side of the TLS handshake on `s`, blocking until `deadline`.
+Status tls_handshake(LinkStream& s, Clock::time_point deadline, const std::string& who) {
+  for (;;) {
+    const auto r = s.handshake();
+    if (r == LinkStream::Io::done) return {};
+    if (r != LinkStream::Io::again)
+      return invalid_argument("TLS handshake with the " + who + " failed: " + s.error() +
+                              " (both sides need --tls-cert/--tls-key from the same --tls-ca; the certificate "
+                              "must name the address dialed)");
+    if (Clock::now() >= deadline)
+      return unavailable("the " + who + " did not finish the TLS handshake in time (does it run with TLS?)");
+    pollfd p{s.fd(), s.events(true, false), 0};
+    ::poll(&p, 1, poll_ms(deadline));
+  }
+}
+
 }  // namespace
 
-Result<uint16_t> dial_link(const std::string& host, uint16_t port, const std::string& secret, const std::string& what,
+Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
                            milliseconds timeout) {
   auto limits = link_limits_from_env();
   if (!limits.ok()) return limits.status();
@@ -577,14 +648,27 @@ Result<uint16_t> dial_link(const std::string& host, uint16_t port, const std::st
   const auto deadline = Clock::now() + timeout;
   auto fd = connect_until(host, port, deadline);
   if (!fd.ok()) return unavailable("cannot reach the " + where + ": " + fd.status().message());
-  int outer = *fd;
+  LinkStream outer(*fd);
   auto fail = [&](Status s) {
-    close_fd(outer);
+    outer.close();
     return s;
+  };
+  if (auth.tls) {
+    auto t = LinkStream::tls(outer.release_fd(), *auth.tls, /*server=*/false, host);
+    if (!t.ok()) return t.status();
+    outer = std::move(*t);
+    if (Status s = tls_handshake(outer, deadline, where); !s.ok()) {
+      TROUPE_LOG_ERROR("{}", s.message());
+      return fail(s);
+    }
+  }
+  auto logged = [&](Status s) {
+    if (outer.is_tls()) TROUPE_LOG_ERROR("{}", s.message());
+    return fail(s);
   };
   std::string challenge(kChallengeBytes, '\0');
   Status s = io_exact(outer, challenge.data(), challenge.size(), false, deadline, "the " + where);
-  if (!s.ok()) return fail(s);
+  if (!s.ok()) return logged(s);
   if (challenge.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0 ||
       static_cast<uint8_t>(challenge[sizeof kMagic]) != kVersion)
     return fail(unavailable("the " + where +
@@ -592,17 +676,18 @@ Result<uint16_t> dial_link(const std::string& host, uint16_t port, const std::st
   const std::string nonce_s = challenge.substr(sizeof kMagic + 1, kNonceBytes);
   auto nonce_c = crypto::random_bytes(kNonceBytes);
   if (!nonce_c.ok()) return fail(nonce_c.status());
-  std::string answer = std::string(kMagic, sizeof kMagic) + *nonce_c + proof(secret, "client", nonce_s, *nonce_c);
+  std::string answer =
+      std::string(kMagic, sizeof kMagic) + *nonce_c + proof(auth.secret, "client", nonce_s, *nonce_c);
   s = io_exact(outer, answer.data(), answer.size(), true, deadline, "the " + where);
-  if (!s.ok()) return fail(s);
+  if (!s.ok()) return logged(s);
   std::string verdict(kVerdictBytes, '\0');
   s = io_exact(outer, verdict.data(), verdict.size(), false, deadline, "the " + where);
-  if (!s.ok()) return fail(s);
+  if (!s.ok()) return logged(s);
   if (verdict[0] != 0) {
     TROUPE_LOG_ERROR("the {} refused the connection: wrong secret", where);
     return fail(invalid_argument("the " + where + " refused the connection: wrong secret"));
   }
-  if (!crypto::equal_constant_time(verdict.substr(1), proof(secret, "server", nonce_s, *nonce_c))) {
+  if (!crypto::equal_constant_time(verdict.substr(1), proof(auth.secret, "server", nonce_s, *nonce_c))) {
     TROUPE_LOG_ERROR("the {} did not prove the secret: it is not the peer we share it with", where);
     return fail(invalid_argument("the " + where + " did not prove the cluster secret (wrong secret on its side, or "
                                  "another program at its address)"));
@@ -612,8 +697,8 @@ Result<uint16_t> dial_link(const std::string& host, uint16_t port, const std::st
   if (!l.ok()) return fail(l.status());
   LinkGuard::Relay::Waiting w;
   w.listener = *l;
-  w.outer = outer;
-  w.label = "link to the " + where;
+  w.outer = std::move(outer);
+  w.label = "link to the " + where + (w.outer.is_tls() ? " (TLS)" : "");
   w.deadline = Clock::now() + std::max(timeout, milliseconds(10'000));
   dial_relay(*limits)->hand_over(std::move(w));
   return local;

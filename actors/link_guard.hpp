@@ -23,19 +23,38 @@
 // (dial_link) runs the same handshake, then gives CAF a one-shot loopback
 // port relayed by a process-wide thread, with the same frame check.
 //
-// With an empty secret (loopback only; the CLI enforces that) the proofs are
-// HMACs under the empty key: the handshake and the frame cap still hold, but
-// nothing is authenticated.
+// With TLS (LinkAuth::tls, link_tls.hpp) every connection first passes a
+// mutual TLS 1.3 handshake (both certificates must chain to the cluster CA),
+// and everything above (the secret handshake, then BASP) runs inside TLS.
+//
+// With an empty secret the proofs are HMACs under the empty key: the
+// handshake and the frame cap still hold, but the secret authenticates
+// nothing (TLS then does, or the link is loopback only; the CLI enforces that).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "actors/link_tls.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::actors {
+
+/// What a link proves: the cluster secret (empty: none) and, when set, mutual TLS.
+struct LinkAuth {
+  LinkAuth() = default;
+  /// A secret alone (no TLS).
+  LinkAuth(std::string s) : secret(std::move(s)) {}  // NOLINT: implicit, a secret is the common case
+  LinkAuth(const char* s) : secret(s) {}             // NOLINT: as above, for literals
+  LinkAuth(std::string s, std::shared_ptr<const TlsContext> t) : secret(std::move(s)), tls(std::move(t)) {}
+  std::string secret;
+  std::shared_ptr<const TlsContext> tls;
+  /// Whether a peer must prove anything (a secret or a certificate of the cluster CA).
+  bool authenticates() const { return !secret.empty() || tls != nullptr; }
+};
 
 struct LinkLimits {
   /// The largest BASP payload a peer may send (TROUPE_LINK_MAX_FRAME_MB, default 64 MiB).
@@ -53,9 +72,10 @@ Result<LinkLimits> link_limits_from_env();
 class LinkGuard {
  public:
   /// Listens on host:port (port 0: any free port) for `what` ("node", "stat logger": for
-  /// log lines) and relays connections that prove `secret` to 127.0.0.1:inner_port.
+  /// log lines) and relays connections that pass `auth` (TLS, then the secret handshake)
+  /// to 127.0.0.1:inner_port.
   static Result<std::unique_ptr<LinkGuard>> listen(const std::string& host, uint16_t port, uint16_t inner_port,
-                                                   std::string secret, std::string what, LinkLimits limits);
+                                                   LinkAuth auth, std::string what, LinkLimits limits);
   ~LinkGuard();  // closes the listener and every connection it relays
   LinkGuard(const LinkGuard&) = delete;
   LinkGuard& operator=(const LinkGuard&) = delete;
@@ -70,11 +90,12 @@ class LinkGuard {
   std::unique_ptr<Relay> relay_;
 };
 
-/// Connects to the guard of `what` at host:port and passes its handshake with `secret`;
+/// Connects to the guard of `what` at host:port and passes its handshake with `auth`
+/// (with TLS: the guard's certificate must chain to the cluster CA and name `host`);
 /// returns a loopback port for CAF to connect to (once, within `timeout`), relayed to it.
 /// Errors: unavailable (unreachable, silent, not a troupe link), invalid_argument (the
-/// other side refused our proof, or could not prove the secret itself).
-Result<uint16_t> dial_link(const std::string& host, uint16_t port, const std::string& secret, const std::string& what,
+/// other side refused our proof or certificate, or could not prove its own).
+Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
                            std::chrono::milliseconds timeout);
 
 }  // namespace troupe::actors

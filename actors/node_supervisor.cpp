@@ -43,7 +43,7 @@ void retry(Self self) {
     std::string host;
     uint16_t port = 0;
     (void)parse_host_port(setup.addresses[*it], "node", &host, &port);
-    auto node = connect_node(self->system(), host, port, setup.secret, setup.connect_timeout);
+    auto node = connect_node(self->system(), host, port, setup.auth, setup.connect_timeout);
     if (!node) {
       ++it;
       continue;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/link_guard.hpp"
 #include "actors/messages.hpp"
 #include "actors/ranks.hpp"
 #include "runtime/config/engine_config.hpp"
@@ -23,7 +24,7 @@ namespace troupe::actors {
 
 struct NodeSupervisorSetup {
   std::vector<std::string> addresses;   // "HOST:PORT" of each node of layout.nodes
-  std::string secret;
+  LinkAuth auth;                        // the nodes' secret and TLS, as at start
   RankLayout layout;
   EngineConfig config;
   KvCachePlan plan;

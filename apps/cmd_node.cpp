@@ -1,4 +1,5 @@
-// `troupe node --host H --port P [--secret-file F] [--port-file F]`: a worker
+// `troupe node --host H --port P [--secret-file F] [--tls-cert C --tls-key K
+// --tls-ca CA] [--port-file F]`: a worker
 // node. Its actor system loads this process's plugins through its plugin-host
 // actor, activates its platform, and publishes the plugin host behind a gate
 // (actors/gate_actor.hpp) through CAF's middleman; a head (`troupe serve
@@ -13,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -22,6 +24,7 @@
 #include "actors/plugin_host_actor.hpp"
 #include "actors/status_error.hpp"
 #include "apps/command.hpp"
+#include "apps/tls_options.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps {
@@ -32,6 +35,7 @@ struct Options {
   int port = 0;
   std::string secret_file;
   std::string port_file;
+  actors::TlsFiles tls;
 };
 
 int fail(const std::string& message) {
@@ -53,9 +57,20 @@ int run_node(const Options& o) {
     ::setenv("TROUPE_CLUSTER_SECRET_FILE", std::filesystem::absolute(o.secret_file).c_str(), 1);
   else
     ::unsetenv("TROUPE_CLUSTER_SECRET_FILE");
-  if (secret.empty() && !actors::is_loopback_host(o.host))
+  auto tls = actors::TlsContext::load(o.tls);
+  if (!tls) return fail(tls.status().message());
+  // The platform's links between ranks (the CPU platform's TCP collectives) use the same
+  // certificates; platforms see no CLI, so they get the files' names here.
+  for (const auto& [name, path] : {std::pair{"TROUPE_TLS_CERT_FILE", &o.tls.cert},
+                                   std::pair{"TROUPE_TLS_KEY_FILE", &o.tls.key},
+                                   std::pair{"TROUPE_TLS_CA_FILE", &o.tls.ca}}) {
+    if (*tls) ::setenv(name, std::filesystem::absolute(*path).c_str(), 1);
+    else ::unsetenv(name);
+  }
+  if (secret.empty() && !*tls && !actors::is_loopback_host(o.host))
     return fail("a node listening on " + o.host +
-                " (not loopback) needs --secret-file: without it any peer could run models here");
+                " (not loopback) needs --secret-file or TLS (--tls-cert, --tls-key, --tls-ca): without either any "
+                "peer could run models here");
 
   // Signals are taken by sigwait below; block them before CAF starts its threads.
   sigset_t stop_signals;
@@ -79,11 +94,13 @@ int run_node(const Options& o) {
   }
   auto gate = actors::spawn_node_gate(*system, host, secret);
   // CAF listens on loopback only; the network reaches it through the link guard.
-  auto guard = actors::publish_guarded(*system, gate, o.host, static_cast<uint16_t>(o.port), secret);
+  auto guard = actors::publish_guarded(*system, gate, o.host, static_cast<uint16_t>(o.port),
+                                       actors::LinkAuth(secret, *tls));
   if (!guard.ok()) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + guard.status().message());
   const uint16_t port = (*guard)->port();
-  TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{})", o.host, port, platform,
-                  secret.empty() ? ", no secret: loopback only" : ", peers must prove the secret");
+  TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{}{})", o.host, port, platform,
+                  *tls ? ", TLS: peers need a certificate of " + o.tls.ca : std::string(),
+                  secret.empty() ? (*tls ? "" : ", no secret: loopback only") : ", peers must prove the secret");
   if (!o.port_file.empty()) {
     // Written whole, then renamed, so a reader never sees half a number.
     const std::string tmp = o.port_file + ".tmp";
@@ -125,11 +142,13 @@ const CommandRegistration kRegistration(
     "node", "Run a worker node: publish this process's plugin host for a head (troupe serve --nodes)",
     [](CLI::App& sub) {
       auto o = std::make_shared<Options>();
-      sub.add_option("--host", o->host, "Address to listen on (default 127.0.0.1; others need --secret-file)");
+      sub.add_option("--host", o->host,
+                     "Address to listen on (default 127.0.0.1; others need --secret-file or --tls-*)");
       sub.add_option("--port", o->port, "Port to listen on (0: any free port, see --port-file)");
       sub.add_option("--secret-file", o->secret_file,
                      "File whose first line is the secret a head must prove it knows (HMAC challenge)");
       sub.add_option("--port-file", o->port_file, "Write the port listened on to this file once listening");
+      add_tls_options(sub, &o->tls);
       return [o]() { return run_node(*o); };
     });
 

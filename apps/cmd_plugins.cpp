@@ -14,6 +14,7 @@
 #include "actors/engine_caf.hpp"
 #include "actors/gate_actor.hpp"
 #include "actors/status_error.hpp"
+#include "apps/tls_options.hpp"
 #include "plugin_host/report.hpp"
 #include "troupe/plugin.hpp"
 
@@ -69,7 +70,8 @@ void print_text(const nlohmann::json& j) {
 }
 
 /// The report of the node at `address` (its own plugins and platform).
-int node_report(const std::string& address, const std::string& secret_file, bool json) {
+int node_report(const std::string& address, const std::string& secret_file, const actors::TlsFiles& tls_files,
+                bool json) {
   auto fail = [](const std::string& m) {
     std::fprintf(stderr, "troupe plugins: error: %s\n", m.c_str());
     return 1;
@@ -83,10 +85,12 @@ int node_report(const std::string& address, const std::string& secret_file, bool
     if (!s) return fail(s.status().message());
     secret = *s;
   }
+  auto tls = actors::TlsContext::load(tls_files);
+  if (!tls) return fail(tls.status().message());
   caf::actor_system_config cfg;
   engine::configure_actor_system(cfg);
   caf::actor_system system{cfg};
-  auto node = actors::connect_node(system, host, port, secret, std::chrono::seconds(10));
+  auto node = actors::connect_node(system, host, port, actors::LinkAuth(secret, *tls), std::chrono::seconds(10));
   if (!node) return fail(node.status().message());
   std::string text;
   Status status;
@@ -122,8 +126,10 @@ CommandRegistration plugins_command(
       sub.add_flag("--json", *json, "Print the report as JSON");
       sub.add_option("--node", *node, "Report what the node at HOST:PORT (troupe node) loaded and activated");
       sub.add_option("--secret-file", *secret_file, "The node's secret (with --node)");
-      return [json, node, secret_file]() {
-        if (!node->empty()) return node_report(*node, *secret_file, *json);
+      auto tls = std::make_shared<actors::TlsFiles>();
+      add_tls_options(sub, tls.get());
+      return [json, node, secret_file, tls]() {
+        if (!node->empty()) return node_report(*node, *secret_file, *tls, *json);
         nlohmann::json report = nlohmann::json::parse(ph::plugin_report_json(ph::PluginHost::instance(), !*json));
         if (*json) {
           std::cout << report.dump(2) << std::endl;

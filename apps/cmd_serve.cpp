@@ -104,6 +104,7 @@ int run_serve(Options o) {
     if (const char* k = std::getenv("TROUPE_API_KEY"); k && *k) o.api_key = k;
   std::string secret;
   if (Status st = read_optional_secret(o.placement.secret_file, &secret); !st.ok()) return fail(st.message());
+  if (auto tls = actors::TlsContext::load(o.placement.tls); !tls.ok()) return fail(tls.status().message());
 
   std::mutex mu;
   std::condition_variable cv;
@@ -174,6 +175,9 @@ int run_serve(Options o) {
     return fail(st.message());
   }
   eo.node_secret = secret;
+  eo.tls_cert_file = o.placement.tls.cert;
+  eo.tls_key_file = o.placement.tls.key;
+  eo.tls_ca_file = o.placement.tls.ca;
 
   const auto t0 = std::chrono::steady_clock::now();
   auto engine = engine::Engine::start(eo);
@@ -195,7 +199,9 @@ int run_serve(Options o) {
       return fail(port.status().message());
     }
     TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{}{})", o.stats_host,
-                    *port, *port, secret.empty() ? "" : " --secret-file FILE");
+                    *port, *port,
+                    std::string(secret.empty() ? "" : " --secret-file FILE") +
+                        (o.placement.tls.any() ? " --tls-cert C --tls-key K --tls-ca CA" : ""));
   }
   // The flag wins; else the model folder's config may name one.
   if (o.io_processor_plugin.empty() && cfg.extra.count("io_processor_plugin"))
@@ -315,7 +321,7 @@ const CommandRegistration kRegistration(
       sub.add_option("--stats-port", o->stats_port,
                      "Publish the stat logger on this port so other processes can subscribe (troupe stats)");
       sub.add_option("--stats-host", o->stats_host,
-                     "Address for --stats-port (default 127.0.0.1; others need --secret-file)");
+                     "Address for --stats-port (default 127.0.0.1; others need --secret-file or --tls-*)");
       add_placement_options(sub, &o->placement);
       sub.add_flag("--log-requests,--enable-log-requests", o->log_requests, "Log one line per HTTP request");
       add_vllm_compat_options(sub, &o->vllm);

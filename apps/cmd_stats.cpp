@@ -17,6 +17,7 @@
 #include "actors/gate_actor.hpp"
 #include "actors/messages.hpp"
 #include "apps/command.hpp"
+#include "apps/tls_options.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -24,6 +25,7 @@ namespace {
 struct Options {
   std::string connect;
   std::string secret_file;
+  actors::TlsFiles tls;
   int64_t count = 0;      // 0: until the engine goes away
   double timeout_s = 0;   // 0: no limit
 };
@@ -67,11 +69,13 @@ int run_stats(const Options& o) {
     if (!s) return fail(s.status().message());
     secret = *s;
   }
+  auto tls = actors::TlsContext::load(o.tls);
+  if (!tls) return fail(tls.status().message());
   caf::actor_system_config cfg;
   engine::configure_actor_system(cfg);
   cfg.set("scheduler.max-threads", size_t{2});
   caf::actor_system system{cfg};
-  auto remote = actors::connect_stats(system, host, port, secret, std::chrono::seconds(10));
+  auto remote = actors::connect_stats(system, host, port, actors::LinkAuth(secret, *tls), std::chrono::seconds(10));
   if (!remote) return fail("cannot subscribe at " + o.connect + ": " + remote.status().message());
   std::mutex mu;
   std::condition_variable cv;
@@ -118,6 +122,7 @@ const CommandRegistration kRegistration(
       sub.add_option("--connect", o->connect, "HOST:PORT of a published stat logger (troupe serve --stats-port)")
           ->required();
       sub.add_option("--secret-file", o->secret_file, "File whose first line is the engine's secret (if it has one)");
+      add_tls_options(sub, &o->tls);
       sub.add_option("--count", o->count, "Stop after this many events (default: until the engine stops)");
       sub.add_option("--timeout", o->timeout_s, "Give up after this many seconds (default: no limit)");
       return [o]() { return run_stats(*o); };

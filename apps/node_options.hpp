@@ -2,7 +2,7 @@
 // (PlacementOptions): --threads, --kv-cache-dtype, --device,
 // --gpu-memory-utilization, --enforce-eager, and for ranks on other processes
 // and nodes --tensor-parallel-size, --pipeline-parallel-size, --nodes and
-// --secret-file.
+// --secret-file, --tls-cert, --tls-key, --tls-ca.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/gate_actor.hpp"
+#include "apps/tls_options.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
@@ -28,6 +29,7 @@ struct PlacementOptions {
   int pipeline_parallel_size = 1;
   std::string nodes;                  // HOST:PORT[,HOST:PORT...]
   std::string secret_file;            // the nodes' secret
+  actors::TlsFiles tls;               // mutual TLS on the links to the nodes and the stats port
 };
 
 /// --device (vLLM's flag): the platform to run on; TROUPE_DEVICE when not given.
@@ -72,6 +74,7 @@ inline void add_placement_options(CLI::App& sub, PlacementOptions* p) {
   add_device_option(sub, &p->device, &p->gpu_memory_utilization);
   add_enforce_eager_option(sub, &p->enforce_eager);
   add_parallel_options(sub, &p->tensor_parallel_size, &p->pipeline_parallel_size, &p->nodes, &p->secret_file);
+  add_tls_options(sub, &p->tls);
 }
 
 /// The engine config's share of `p` (the nodes and the secret are the executor's).

@@ -54,7 +54,8 @@ Result<std::string> CpuPlatform::make_communicator_id(const ConfigView& config) 
     auto timeout = comm_timeout_from_env();
     if (!timeout.ok()) return timeout.status();
     return make_tcp_communicator_id(parallel.communicator_host,
-                                    std::max<std::chrono::milliseconds>(*timeout, std::chrono::minutes(10)));
+                                    std::max<std::chrono::milliseconds>(*timeout, std::chrono::minutes(10)),
+                                    config.get("parallel.communicator_secret").value_or(""));
   }
   static std::atomic<uint64_t> counter{0};
   std::random_device rd;
@@ -93,6 +94,7 @@ Result<std::unique_ptr<DeviceCommunicator>> CpuPlatform::make_device_communicato
     o.world_size = world;
     o.rank = rank;
     o.timeout = *timeout;
+    o.secret = config.get("parallel.communicator_secret").value_or("");
     auto comm = TcpCommunicator::create(o);
     if (!comm.ok()) return comm.status();
     return std::unique_ptr<DeviceCommunicator>(std::move(*comm));

@@ -53,6 +53,11 @@ Result<std::string> cluster_secret() {
   return line;
 }
 
+Result<std::string> secret_of_world(const std::string& world_secret) {
+  if (!world_secret.empty()) return world_secret;
+  return cluster_secret();
+}
+
 Result<std::string> make_challenge(std::string* nonce_s) {
   auto nonce = random_bytes(kAuthNonceBytes);
   if (!nonce.ok()) return nonce.status();
@@ -76,7 +81,7 @@ std::string judge_answer(const std::string& secret, const std::string& nonce_s, 
   return std::string(1, '\0') + proof(secret, "server", nonce_s, nonce_c);
 }
 
-Status authenticate_to(int fd, const std::string& secret, Clock::time_point deadline, const std::string& who) {
+Status authenticate_to(Fd& fd, const std::string& secret, Clock::time_point deadline, const std::string& who) {
   std::string challenge(kAuthChallengeBytes, '\0');
   TROUPE_RETURN_IF_ERROR(read_all(fd, challenge.data(), challenge.size(), deadline, who));
   if (challenge.compare(0, sizeof kMagic, kMagic, sizeof kMagic) != 0 ||

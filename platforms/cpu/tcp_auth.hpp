@@ -37,6 +37,9 @@ constexpr size_t kAuthVerdictBytes = 1 + 32;
 
 /// The cluster secret of this process (TROUPE_CLUSTER_SECRET_FILE; empty without it).
 Result<std::string> cluster_secret();
+/// What a world's connections prove: `world_secret` (parallel.communicator_secret, which a
+/// head reaching its nodes over TLS alone sends them over those links), else cluster_secret().
+Result<std::string> secret_of_world(const std::string& world_secret);
 
 /// The listener's side, as steps a poll loop can drive: the challenge to send...
 Result<std::string> make_challenge(std::string* nonce_s);
@@ -49,6 +52,6 @@ std::string judge_answer(const std::string& secret, const std::string& nonce_s, 
 /// checks the verdict and the listener's proof. Errors start with `who`: unavailable (it
 /// closed or was silent), invalid_argument (it refused our proof, could not prove its
 /// own, or does not speak this protocol).
-Status authenticate_to(int fd, const std::string& secret, Clock::time_point deadline, const std::string& who);
+Status authenticate_to(Fd& fd, const std::string& secret, Clock::time_point deadline, const std::string& who);
 
 }  // namespace troupe::cpu::tcp

@@ -62,8 +62,11 @@ Result<std::unique_ptr<TcpCommunicator>> TcpCommunicator::create(const TcpOption
   if (o.world_size < 2 || o.world_size > 256 || o.rank < 0 || o.rank >= o.world_size)
     return invalid_argument("cpu communicator: rank " + std::to_string(o.rank) + " is outside a world of " +
                             std::to_string(o.world_size) + " ranks (2 to 256)");
-  auto mesh = tcp::join_world(o.id, o.where, o.rank, o.world_size, o.timeout);
+  auto mesh = tcp::join_world(o.id, o.where, o.rank, o.world_size, o.timeout, o.secret);
   if (!mesh.ok()) return mesh.status();
+  const bool tls = std::any_of(mesh->links.begin(), mesh->links.end(), [](const Fd& l) { return l.tls(); });
+  TROUPE_LOG_INFO("cpu communicator {}: rank {} connected to {} rank(s) over {}", o.id, o.rank, o.world_size - 1,
+                  tls ? "TLS" : "TCP");
   return std::unique_ptr<TcpCommunicator>(new TcpCommunicator(o.id, o.rank, o.world_size, o.timeout,
                                                               std::move(mesh->endpoint), "", std::move(mesh->table),
                                                               std::move(mesh->links)));
@@ -141,7 +144,23 @@ uint8_t* TcpCommunicator::scratch(size_t bytes) {
 }
 
 Status TcpCommunicator::progress_send(Part& p, const char* op) {
-  const int fd = links_[static_cast<size_t>(p.peer)].get();
+  Fd& link = links_[static_cast<size_t>(p.peer)];
+  const int fd = link.get();
+  while (p.send_pending() && link.tls()) {
+    // TLS: the header, then the payload (no gather-write through a TLS session).
+    const bool head = p.out_done < kHeaderBytes;
+    const uint8_t* from = head ? p.out_head + p.out_done : p.out + (p.out_done - kHeaderBytes);
+    const size_t n = head ? kHeaderBytes - p.out_done : kHeaderBytes + p.out_bytes - p.out_done;
+    size_t put = 0;
+    const auto r = link.write_some(from, n, &put);
+    if (r == Fd::Io::done) {
+      p.out_done += put;
+      continue;
+    }
+    if (r == Fd::Io::again) return {};
+    return unavailable(who(p.peer) + " closed its connection to rank " + std::to_string(rank_) + " during " + op +
+                       " (" + link.error() + "): its process ended or it left the communicator");
+  }
   while (p.send_pending()) {
     iovec iov[2];
     int n = 0;
@@ -166,17 +185,34 @@ Status TcpCommunicator::progress_send(Part& p, const char* op) {
 }
 
 Status TcpCommunicator::progress_recv(Part& p, const char* op) {
-  const int fd = links_[static_cast<size_t>(p.peer)].get();
+  Fd& link = links_[static_cast<size_t>(p.peer)];
+  const int fd = link.get();
   while (p.recv_pending()) {
-    iovec iov[2];
-    int n = 0;
-    if (p.in_done < kHeaderBytes) iov[n++] = {p.in_head + p.in_done, kHeaderBytes - p.in_done};
-    const size_t data_done = p.in_done > kHeaderBytes ? p.in_done - kHeaderBytes : 0;
-    if (p.in_bytes > data_done) iov[n++] = {p.in + data_done, p.in_bytes - data_done};
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = static_cast<size_t>(n);
-    const ssize_t r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+    ssize_t r = 0;
+    if (link.tls()) {
+      // TLS: into the header, then the payload; never past what this round expects.
+      const bool head = p.in_done < kHeaderBytes;
+      uint8_t* to = head ? p.in_head + p.in_done : p.in + (p.in_done - kHeaderBytes);
+      const size_t n = head ? kHeaderBytes - p.in_done : kHeaderBytes + p.in_bytes - p.in_done;
+      size_t got = 0;
+      const auto io = link.read_some(to, n, &got);
+      if (io == Fd::Io::again) return {};
+      if (io == Fd::Io::closed) r = 0;
+      else if (io == Fd::Io::failed)
+        return unavailable(who(p.peer) + " broke its TLS connection to rank " + std::to_string(rank_) + " during " +
+                           op + " (" + link.error() + ")");
+      else r = static_cast<ssize_t>(got);
+    } else {
+      iovec iov[2];
+      int n = 0;
+      if (p.in_done < kHeaderBytes) iov[n++] = {p.in_head + p.in_done, kHeaderBytes - p.in_done};
+      const size_t data_done = p.in_done > kHeaderBytes ? p.in_done - kHeaderBytes : 0;
+      if (p.in_bytes > data_done) iov[n++] = {p.in + data_done, p.in_bytes - data_done};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<size_t>(n);
+      r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+    }
     if (r > 0) {
       p.in_done += static_cast<size_t>(r);
       if (!p.checked && p.in_done >= kHeaderBytes) {
@@ -227,21 +263,23 @@ Status TcpCommunicator::exchange(std::vector<Part>& parts, Wait what, const char
   for (;;) {
     fds.clear();
     busy.clear();
+    bool buffered = false;  // TLS holds decrypted bytes poll() cannot see
     for (Part& p : parts) {
-      const short events =
-          static_cast<short>((p.send_pending() ? POLLOUT : 0) | (p.recv_pending() ? POLLIN : 0));
-      if (events == 0) continue;
-      fds.push_back({links_[static_cast<size_t>(p.peer)].get(), events, 0});
+      if (!p.send_pending() && !p.recv_pending()) continue;
+      const Fd& link = links_[static_cast<size_t>(p.peer)];
+      fds.push_back({link.get(), link.events(p.recv_pending(), p.send_pending()), 0});
       busy.push_back(&p);
+      buffered |= p.recv_pending() && link.pending();
     }
     if (busy.empty()) return {};
     const auto left = std::chrono::duration_cast<milliseconds>(idle_deadline - Clock::now()).count();
-    const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(left + 1, 0, 1000)));
+    const int ready = ::poll(fds.data(), fds.size(),
+                             buffered ? 0 : static_cast<int>(std::clamp<int64_t>(left + 1, 0, 1000)));
     if (ready < 0 && errno != EINTR)
       return unavailable(std::string("cpu communicator: poll failed: ") + std::strerror(errno));
     bool progress = false;
-    for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
+    for (size_t i = 0; (ready > 0 || buffered) && i < fds.size(); ++i) {
+      if (fds[i].revents == 0 && !links_[static_cast<size_t>(busy[i]->peer)].pending()) continue;
       Part& p = *busy[i];
       const size_t before = p.out_done + p.in_done;
       if (p.recv_pending()) TROUPE_RETURN_IF_ERROR(progress_recv(p, op));

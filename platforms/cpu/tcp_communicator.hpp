@@ -57,6 +57,7 @@ struct TcpOptions {
   int world_size = 0;
   int rank = 0;
   std::chrono::milliseconds timeout{600'000};  // the rendezvous, and every wait without progress
+  std::string secret;             // what connections prove (parallel.communicator_secret); empty: the cluster's
 };
 
 class TcpCommunicator final : public HostCommunicator {

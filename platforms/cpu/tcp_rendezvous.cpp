@@ -19,6 +19,7 @@
 
 #include "platforms/cpu/host_communicator.hpp"  // seconds_text, comm_timeout_from_env
 #include "platforms/cpu/tcp_auth.hpp"
+#include "platforms/cpu/tcp_tls.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::cpu {
@@ -52,7 +53,8 @@ Result<TcpId> parse_tcp_id(const std::string& id) {
   return out;
 }
 
-Result<std::string> make_tcp_communicator_id(const std::string& host, milliseconds unused_lifetime) {
+Result<std::string> make_tcp_communicator_id(const std::string& host, milliseconds unused_lifetime,
+                                             const std::string& secret) {
   if (host.empty()) return invalid_argument("a cpu tcp communicator needs the host rank 0 listens on");
   uint16_t port = 0;
   auto fd = tcp::listen_on(host, 0, &port);
@@ -65,7 +67,7 @@ Result<std::string> make_tcp_communicator_id(const std::string& host, millisecon
   for (size_t i = 0; i < sizeof raw; ++i) std::snprintf(token + 2 * i, 3, "%02x", raw[i]);
   const std::string id = std::string(kTcpIdPrefix) + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                          ":" + std::to_string(port) + ":" + token;
-  auto ep = tcp::open_endpoint(std::move(*fd), token, id);
+  auto ep = tcp::open_endpoint(std::move(*fd), token, id, secret);
   if (!ep.ok()) return ep.status();
   tcp::PendingListener l;
   l.endpoint = std::move(*ep);
@@ -155,7 +157,7 @@ std::string reply_refused(StatusCode code, const std::string& message) {
 
 /// The answer of the rank `who` to a hello: ok (with the table when `table` is given) or
 /// its refusal as a Status.
-Status read_reply(int fd, Clock::time_point deadline, const std::string& who, const std::string& me,
+Status read_reply(Fd& fd, Clock::time_point deadline, const std::string& who, const std::string& me,
                   std::vector<Address>* table) {
   auto body = receive_message(fd, deadline, who);
   if (!body.ok()) return body.status();
@@ -183,7 +185,7 @@ Status read_reply(int fd, Clock::time_point deadline, const std::string& who, co
   return {};
 }
 
-void refuse(int fd, StatusCode code, const std::string& message) {
+void refuse(Fd& fd, StatusCode code, const std::string& message) {
   // Best effort, briefly: the peer learns why; a peer that does not read gets nothing more.
   (void)send_message(fd, reply_refused(code, message), Clock::now() + milliseconds(500), "the peer");
 }
@@ -203,6 +205,7 @@ struct Endpoint {
   std::string token;
   std::string id;
   std::string secret;
+  ssl_ctx_st* tls = nullptr;  // TLS on every connection (tcp_tls.hpp), or none
   milliseconds auth_wait{10'000};
 
   std::mutex mu;
@@ -225,6 +228,8 @@ struct Endpoint {
     Fd fd;
     std::string peer;
     Clock::time_point deadline;
+    bool tls_done = true;        // the TLS handshake is over (or there is none)
+    short tls_events = POLLIN;   // what the TLS handshake waits for
     std::string nonce_s;
     std::string out;
     size_t out_done = 0;
@@ -253,18 +258,51 @@ struct Endpoint {
 
   static bool flush(Pending& p) {
     while (p.out_done < p.out.size()) {
-      const ssize_t w = ::send(p.fd.get(), p.out.data() + p.out_done, p.out.size() - p.out_done, MSG_NOSIGNAL);
-      if (w > 0) {
-        p.out_done += static_cast<size_t>(w);
+      size_t put = 0;
+      const auto r = p.fd.write_some(p.out.data() + p.out_done, p.out.size() - p.out_done, &put);
+      if (r == Fd::Io::done) {
+        p.out_done += put;
         continue;
       }
-      return w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+      return r == Fd::Io::again;
+    }
+    return true;
+  }
+
+  /// Queues the challenge of the handshake on the secret; false (logged) when it cannot.
+  bool challenge(Pending& p) {
+    auto c = make_challenge(&p.nonce_s);
+    if (!c.ok()) {
+      refuse_logged(p, c.status().message());
+      return false;
+    }
+    p.out = std::move(*c);
+    p.out_done = 0;
+    if (!flush(p)) {
+      refuse_logged(p, "it reset the connection");
+      return false;
     }
     return true;
   }
 
   /// Progress of one connection; false once it is closed or handed over.
   bool step(Pending& p, short revents) {
+    if (!p.tls_done) {
+      if (Clock::now() >= p.deadline) {
+        refuse_logged(p, "it did not finish the TLS handshake within " + seconds_text(auth_wait) +
+                             " s (a peer without TLS waits for a challenge that never comes)");
+        return false;
+      }
+      const auto r = tls_handshake_step(p.fd, &p.tls_events);
+      if (r == Fd::Io::again) return true;
+      if (r != Fd::Io::done) {
+        refuse_logged(p, p.fd.error());
+        return false;
+      }
+      p.tls_done = true;
+      if (!challenge(p)) return false;
+      revents = 0;
+    }
     if ((revents & POLLOUT) && !flush(p)) {
       refuse_logged(p, "it reset the connection during the handshake");
       return false;
@@ -274,24 +312,25 @@ struct Endpoint {
                            " within " + seconds_text(auth_wait) + " s");
       return false;
     }
-    if (!(revents & (POLLIN | POLLHUP | POLLERR))) return true;
+    if (!(revents & (POLLIN | POLLHUP | POLLERR)) && !p.fd.pending()) return true;
     // What is wanted next: the answer (fixed size), the hello's length, then the hello.
     size_t want = 0;
     if (!p.authenticated) want = kAuthAnswerBytes - p.in.size();
     else if (p.in.size() < 4) want = 4 - p.in.size();
     else want = 4 + p.hello_bytes - p.in.size();
     std::string buf(std::min<size_t>(want, 64 << 10), '\0');
-    const ssize_t r = ::recv(p.fd.get(), buf.data(), buf.size(), 0);
-    if (r == 0) {
+    size_t got = 0;
+    const auto r = p.fd.read_some(buf.data(), buf.size(), &got);
+    if (r == Fd::Io::again) return true;
+    if (r == Fd::Io::closed) {
       refuse_logged(p, "it closed the connection during the handshake");
       return false;
     }
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
-      refuse_logged(p, std::string("it reset the connection during the handshake (") + std::strerror(errno) + ")");
+    if (r == Fd::Io::failed) {
+      refuse_logged(p, "it reset the connection during the handshake (" + p.fd.error() + ")");
       return false;
     }
-    p.in.append(buf.data(), static_cast<size_t>(r));
+    p.in.append(buf.data(), got);
     if (!p.authenticated) {
       if (p.in.size() < kAuthAnswerBytes) return true;
       bool ok = false;
@@ -318,12 +357,12 @@ struct Endpoint {
     if (p.in.size() < 4 + size_t{p.hello_bytes}) return true;
     Hello h;
     if (!decode(p.in.substr(4), &h)) {
-      refuse(p.fd.get(), StatusCode::invalid_argument, "not a troupe cpu communicator hello (or another version)");
+      refuse(p.fd, StatusCode::invalid_argument, "not a troupe cpu communicator hello (or another version)");
       refuse_logged(p, "it is not a troupe cpu communicator hello (or another troupe version)");
       return false;
     }
     if (h.token != token) {
-      refuse(p.fd.get(), StatusCode::invalid_argument,
+      refuse(p.fd, StatusCode::invalid_argument,
              "the communicator token does not match (a stale or foreign communicator id)");
       TROUPE_LOG_WARNING("cpu communicator {}: refused rank {}: its communicator token does not match (a stale "
                          "or foreign communicator id; from {})", id, h.rank, p.peer);
@@ -366,15 +405,15 @@ struct Endpoint {
         refuse_logged(p, std::to_string(pending.size()) + " connections are in their handshake already");
         continue;
       }
-      auto challenge = make_challenge(&p.nonce_s);
-      if (!challenge.ok()) {
-        refuse_logged(p, challenge.status().message());
-        continue;
-      }
-      p.out = std::move(*challenge);
       p.deadline = Clock::now() + auth_wait;
-      if (!flush(p)) {
-        refuse_logged(p, "it reset the connection");
+      if (tls != nullptr) {
+        // TLS first; the challenge follows inside it.
+        if (Status s = start_tls(p.fd, tls, /*server=*/true); !s.ok()) {
+          refuse_logged(p, s.message());
+          continue;
+        }
+        p.tls_done = false;
+      } else if (!challenge(p)) {
         continue;
       }
       pending.push_back(std::move(p));
@@ -389,8 +428,10 @@ struct Endpoint {
       fds.push_back({listener.get(), POLLIN, 0});
       auto next = Clock::now() + milliseconds(1000);
       for (auto& p : pending) {
-        fds.push_back({p.fd.get(), static_cast<short>(POLLIN | (p.out_done < p.out.size() ? POLLOUT : 0)), 0});
+        const short ev = !p.tls_done ? p.tls_events : p.fd.events(true, p.out_done < p.out.size());
+        fds.push_back({p.fd.get(), ev, 0});
         next = std::min(next, p.deadline);
+        if (p.fd.pending()) next = Clock::now();
       }
       const auto left = std::chrono::duration_cast<milliseconds>(next - Clock::now()).count();
       ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(left + 1, 0, 1000)));
@@ -439,12 +480,16 @@ struct Endpoint {
   }
 };
 
-Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id) {
-  auto secret = cluster_secret();
+Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id,
+                                                const std::string& world_secret) {
+  auto secret = secret_of_world(world_secret);
   if (!secret.ok()) return secret.status();
+  auto tls = comm_tls();
+  if (!tls.ok()) return tls.status();
   auto timeout = comm_timeout_from_env();
   if (!timeout.ok()) return timeout.status();
   auto ep = std::make_shared<Endpoint>();
+  ep->tls = *tls;
   ep->token = token;
   ep->id = id;
   ep->secret = std::move(*secret);
@@ -499,10 +544,10 @@ Status accept_higher(Endpoint& ep, const std::string& channel, int self, int wor
       why = "rank " + std::to_string(h.rank) + " does not connect to rank " + std::to_string(self);
     else if (links[static_cast<size_t>(r)].valid()) why = "rank " + std::to_string(r) + " connected twice";
     if (!why.empty()) {
-      refuse(fd.get(), StatusCode::invalid_argument, why);
+      refuse(fd, StatusCode::invalid_argument, why);
       return invalid_argument("cpu communicator " + name + ": refused a link: " + why);
     }
-    TROUPE_RETURN_IF_ERROR(send_message(fd.get(), reply_ok(nullptr), deadline, "rank " + std::to_string(r)));
+    TROUPE_RETURN_IF_ERROR(send_message(fd, reply_ok(nullptr), deadline, "rank " + std::to_string(r)));
     links[static_cast<size_t>(r)] = std::move(fd);
   }
   return {};
@@ -510,7 +555,7 @@ Status accept_higher(Endpoint& ep, const std::string& channel, int self, int wor
 
 /// Connects rank `self` to the ranks `lower` (their listeners in `table`) on `channel`.
 Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& table, const std::string& secret,
-                     const std::string& token, const std::string& channel, int self, int world,
+                     ssl_ctx_st* tls, const std::string& token, const std::string& channel, int self, int world,
                      std::vector<Fd>& links, Clock::time_point deadline) {
   for (int r : lower) {
     const auto& a = table[static_cast<size_t>(r)];
@@ -518,15 +563,16 @@ Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& 
     auto fd = connect_to(a.host, a.port, deadline);
     if (!fd.ok())
       return unavailable("rank " + std::to_string(self) + " cannot reach " + who + ": " + fd.status().message());
-    TROUPE_RETURN_IF_ERROR(authenticate_to(fd->get(), secret, deadline, who));
+    if (tls) TROUPE_RETURN_IF_ERROR(tls_handshake(*fd, tls, /*server=*/false, deadline, who));
+    TROUPE_RETURN_IF_ERROR(authenticate_to(*fd, secret, deadline, who));
     Hello h;
     h.kind = kPair;
     h.world = static_cast<uint32_t>(world);
     h.rank = static_cast<uint32_t>(self);
     h.token = token;
     h.channel = channel;
-    TROUPE_RETURN_IF_ERROR(send_message(fd->get(), encode(h), deadline, who));
-    TROUPE_RETURN_IF_ERROR(read_reply(fd->get(), deadline, who, "rank " + std::to_string(self), nullptr));
+    TROUPE_RETURN_IF_ERROR(send_message(*fd, encode(h), deadline, who));
+    TROUPE_RETURN_IF_ERROR(read_reply(*fd, deadline, who, "rank " + std::to_string(self), nullptr));
     links[static_cast<size_t>(r)] = std::move(*fd);
   }
   return {};
@@ -534,7 +580,8 @@ Status connect_lower(const std::vector<int>& lower, const std::vector<Address>& 
 
 }  // namespace
 
-Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W, milliseconds timeout) {
+Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W, milliseconds timeout,
+                        const std::string& world_secret) {
   const auto deadline = Clock::now() + timeout;
   const std::string t = seconds_text(timeout);
   std::shared_ptr<Endpoint> ep;
@@ -575,7 +622,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
       else if (h.host.empty() || h.port == 0 || h.port > 65535)
         why = "rank " + std::to_string(r) + " sent no listener address";
       if (!why.empty()) {
-        refuse(fd.get(), StatusCode::invalid_argument, why);
+        refuse(fd, StatusCode::invalid_argument, why);
         failed = invalid_argument("cpu communicator " + id + ": refused a rank: " + why);
         break;
       }
@@ -584,21 +631,26 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     }
     if (!failed.ok()) {
       for (auto& fd : links)
-        if (fd.valid()) refuse(fd.get(), failed.code(), "rank 0 gave up: " + failed.message());
+        if (fd.valid()) refuse(fd, failed.code(), "rank 0 gave up: " + failed.message());
       return failed;
     }
     for (int r = 1; r < W; ++r)
-      TROUPE_RETURN_IF_ERROR(send_message(links[static_cast<size_t>(r)].get(), reply_ok(&table), deadline,
+      TROUPE_RETURN_IF_ERROR(send_message(links[static_cast<size_t>(r)], reply_ok(&table), deadline,
                                                rank_text(r, table[static_cast<size_t>(r)])));
   } else {
-    auto secret = cluster_secret();
+    auto secret = secret_of_world(world_secret);
     if (!secret.ok()) return secret.status();
+    auto tls_context = comm_tls();
+    if (!tls_context.ok()) return tls_context.status();
+    ssl_ctx_st* tls = *tls_context;
     auto fd0 = connect_to(where.host, where.port, deadline);
     if (!fd0.ok())
       return unavailable("rank 0 of cpu communicator " + id + " is not reachable within " + t + " s: " +
                          fd0.status().message());
     const std::string self = "rank " + std::to_string(me);
-    if (Status a = authenticate_to(fd0->get(), *secret, deadline, rank0); !a.ok()) {
+    Status a = tls != nullptr ? tls_handshake(*fd0, tls, /*server=*/false, deadline, rank0) : Status();
+    if (a.ok()) a = authenticate_to(*fd0, *secret, deadline, rank0);
+    if (!a.ok()) {
       if (a.code() == StatusCode::unavailable && a.message().find("did not answer in time") != std::string::npos)
         return unavailable(rank0 + " of cpu communicator " + id + " did not answer " + self + " within " + t + " s");
       return Status(a.code(), "cpu communicator " + id + ": " + a.message());
@@ -609,7 +661,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     uint16_t port = 0;
     auto l = listen_on(*local, 0, &port);
     if (!l.ok()) return l.status();
-    auto opened = open_endpoint(std::move(*l), where.token, id);
+    auto opened = open_endpoint(std::move(*l), where.token, id, *secret);
     if (!opened.ok()) return opened.status();
     ep = std::move(*opened);
     Hello h;
@@ -619,8 +671,8 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     h.token = where.token;
     h.host = *local;
     h.port = port;
-    Status s = send_message(fd0->get(), encode(h), deadline, rank0);
-    if (s.ok()) s = read_reply(fd0->get(), deadline, rank0, self, &table);
+    Status s = send_message(*fd0, encode(h), deadline, rank0);
+    if (s.ok()) s = read_reply(*fd0, deadline, rank0, self, &table);
     if (!s.ok()) {
       if (s.code() == StatusCode::unavailable && s.message().find("did not answer in time") != std::string::npos)
         return unavailable(rank0 + " of cpu communicator " + id + " did not answer " + self + " within " + t +
@@ -633,7 +685,7 @@ Result<Mesh> join_world(const std::string& id, const TcpId& where, int me, int W
     links[0] = std::move(*fd0);
     std::vector<int> lower;
     for (int r = 1; r < me; ++r) lower.push_back(r);
-    s = connect_lower(lower, table, ep->secret, where.token, "", me, W, links, deadline);
+    s = connect_lower(lower, table, ep->secret, ep->tls, where.token, "", me, W, links, deadline);
     if (!s.ok()) return Status(s.code(), "cpu communicator " + id + ": " + s.message());
   }
   TROUPE_RETURN_IF_ERROR(accept_higher(*ep, "", me, W, links, deadline, timeout, id));
@@ -648,7 +700,7 @@ Result<std::vector<Fd>> join_group(Endpoint& ep, const std::vector<Address>& tab
   const auto deadline = Clock::now() + timeout;
   std::vector<int> lower;
   for (int i = 0; i < index; ++i) lower.push_back(i);
-  TROUPE_RETURN_IF_ERROR(connect_lower(lower, table, ep.secret, ep.token, channel, index, n, links, deadline));
+  TROUPE_RETURN_IF_ERROR(connect_lower(lower, table, ep.secret, ep.tls, ep.token, channel, index, n, links, deadline));
   TROUPE_RETURN_IF_ERROR(accept_higher(ep, channel, index, n, links, deadline, timeout, name));
   return links;
 }

@@ -34,8 +34,10 @@ Result<TcpId> parse_tcp_id(const std::string& id);
 
 /// Opens rank 0's listener on `host` (any free port), keeps it in this process until rank
 /// 0's communicator takes it (one nobody took within `unused_lifetime` is closed the next
-/// time the registry is used), and returns the id.
-Result<std::string> make_tcp_communicator_id(const std::string& host, std::chrono::milliseconds unused_lifetime);
+/// time the registry is used), and returns the id. Connections must prove `secret`
+/// (parallel.communicator_secret; empty: the cluster secret, tcp_auth.hpp).
+Result<std::string> make_tcp_communicator_id(const std::string& host, std::chrono::milliseconds unused_lifetime,
+                                             const std::string& secret = "");
 
 namespace tcp {
 
@@ -53,8 +55,10 @@ struct Endpoint;
 /// Serves `listener` from a thread of its own: every connection must pass the handshake on
 /// the cluster secret (tcp_auth.hpp) and send its hello within min(10 s,
 /// TROUPE_CPU_COMM_TIMEOUT_S), else it is closed and logged; hellos with another token
-/// are refused. `token` and `id` name the world (for checks and log lines).
-Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id);
+/// are refused. `token` and `id` name the world (for checks and log lines); `secret` is
+/// the world's (empty: the cluster secret).
+Result<std::shared_ptr<Endpoint>> open_endpoint(Fd listener, const std::string& token, const std::string& id,
+                                                const std::string& secret);
 
 /// A connected mesh: a link to every other rank (none to itself), every rank's listener.
 struct Mesh {
@@ -66,9 +70,10 @@ struct Mesh {
 /// Rank `rank` of a world of `world` meeting at `where`: rank 0 takes its listener from this
 /// process's registry (else an error saying rank 0 must run where the id was made); every
 /// other rank joins through it and opens a listener of its own. Returns once every link is
-/// up, or fails by `timeout` (refusals name their reason on both sides).
+/// up, or fails by `timeout` (refusals name their reason on both sides). Every connection
+/// proves `secret` (empty: the cluster secret).
 Result<Mesh> join_world(const std::string& id, const TcpId& where, int rank, int world,
-                        std::chrono::milliseconds timeout);
+                        std::chrono::milliseconds timeout, const std::string& secret = "");
 
 /// The links of group rank `index` of a group whose members listen at `table`: connects to
 /// the lower members, accepts the higher ones on `endpoint` (hellos naming `channel`).

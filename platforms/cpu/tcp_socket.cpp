@@ -1,6 +1,10 @@
 #include "platforms/cpu/tcp_socket.hpp"
 
+#include "platforms/cpu/tcp_tls.hpp"
+
 #include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -56,9 +60,92 @@ Status resolve(const std::string& host, uint16_t port, bool passive, AddrInfo* o
 }  // namespace
 
 void Fd::reset() {
+  if (tls_ != nullptr) {
+    ERR_clear_error();
+    if (SSL_is_init_finished(tls_)) SSL_shutdown(tls_);  // one close_notify, not waited for
+    SSL_free(tls_);
+    tls_ = nullptr;
+  }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  read_wants_write_ = write_wants_read_ = false;
 }
+
+Fd::Io Fd::tls_result(int rc, bool reading) {
+  const int saved_errno = errno;
+  const int e = SSL_get_error(tls_, rc);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    ERR_clear_error();
+    if (reading) read_wants_write_ = e == SSL_ERROR_WANT_WRITE;
+    else write_wants_read_ = e == SSL_ERROR_WANT_READ;
+    return Io::again;
+  }
+  if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && saved_errno == 0 && ERR_peek_error() == 0)) {
+    ERR_clear_error();
+    error_ = "it closed the connection";
+    return Io::closed;
+  }
+  error_ = tls_error_text(tls_, e == SSL_ERROR_SYSCALL ? saved_errno : 0);
+  return Io::failed;
+}
+
+Fd::Io Fd::read_some(void* data, size_t n, size_t* count) {
+  *count = 0;
+  if (tls_ == nullptr) {
+    const ssize_t r = ::recv(fd_, data, n, 0);
+    if (r > 0) {
+      *count = static_cast<size_t>(r);
+      return Io::done;
+    }
+    if (r == 0) {
+      error_ = "it closed the connection";
+      return Io::closed;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Io::again;
+    error_ = errno_text(errno);
+    return Io::failed;
+  }
+  ERR_clear_error();
+  read_wants_write_ = false;
+  const int r = SSL_read(tls_, data, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+  if (r > 0) {
+    *count = static_cast<size_t>(r);
+    return Io::done;
+  }
+  return tls_result(r, true);
+}
+
+Fd::Io Fd::write_some(const void* data, size_t n, size_t* count) {
+  *count = 0;
+  if (n == 0) return Io::done;
+  if (tls_ == nullptr) {
+    const ssize_t w = ::send(fd_, data, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      *count = static_cast<size_t>(w);
+      return Io::done;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Io::again;
+    error_ = w == 0 ? "the connection closed" : errno_text(errno);
+    return Io::failed;
+  }
+  ERR_clear_error();
+  write_wants_read_ = false;
+  const int w = SSL_write(tls_, data, static_cast<int>(std::min<size_t>(n, 1 << 30)));
+  if (w > 0) {
+    *count = static_cast<size_t>(w);
+    return Io::done;
+  }
+  return tls_result(w, false);
+}
+
+short Fd::events(bool want_read, bool want_write) const {
+  short ev = 0;
+  if (want_read) ev |= read_wants_write_ ? POLLOUT : POLLIN;
+  if (want_write) ev |= write_wants_read_ ? POLLIN : POLLOUT;
+  return ev;
+}
+
+bool Fd::pending() const { return tls_ != nullptr && SSL_has_pending(tls_) == 1; }
 
 std::string host_port(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
@@ -172,40 +259,42 @@ Result<Fd> accept_until(int listener, Clock::time_point deadline) {
   }
 }
 
-Status write_all(int fd, const void* data, size_t n, Clock::time_point deadline, const std::string& who) {
+Status write_all(Fd& fd, const void* data, size_t n, Clock::time_point deadline, const std::string& who) {
   const auto* p = static_cast<const uint8_t*>(data);
   size_t done = 0;
   while (done < n) {
-    const ssize_t w = ::send(fd, p + done, n - done, MSG_NOSIGNAL);
-    if (w > 0) {
-      done += static_cast<size_t>(w);
+    size_t put = 0;
+    const auto r = fd.write_some(p + done, n - done, &put);
+    if (r == Fd::Io::done) {
+      done += put;
       continue;
     }
-    const int e = errno;
-    if (w < 0 && e != EAGAIN && e != EWOULDBLOCK && e != EINTR)
-      return unavailable(who + " closed or reset the connection (" + errno_text(e) + ")");
+    if (r == Fd::Io::failed && fd.tls()) return invalid_argument(who + " refused the TLS connection: " + fd.error());
+    if (r != Fd::Io::again) return unavailable(who + " closed or reset the connection (" + fd.error() + ")");
     if (Clock::now() >= deadline) return unavailable(who + " did not take what was sent in time");
-    pollfd pf{fd, POLLOUT, 0};
+    pollfd pf{fd.get(), fd.events(false, true), 0};
     ::poll(&pf, 1, poll_ms(deadline));
   }
   return {};
 }
 
-Status read_all(int fd, void* data, size_t n, Clock::time_point deadline, const std::string& who) {
+Status read_all(Fd& fd, void* data, size_t n, Clock::time_point deadline, const std::string& who) {
   auto* p = static_cast<uint8_t*>(data);
   size_t done = 0;
   while (done < n) {
-    const ssize_t r = ::recv(fd, p + done, n - done, 0);
-    if (r > 0) {
-      done += static_cast<size_t>(r);
+    size_t got = 0;
+    const auto r = fd.read_some(p + done, n - done, &got);
+    if (r == Fd::Io::done) {
+      done += got;
       continue;
     }
-    if (r == 0) return unavailable(who + " closed the connection");
-    const int e = errno;
-    if (e != EAGAIN && e != EWOULDBLOCK && e != EINTR)
-      return unavailable(who + " reset the connection (" + errno_text(e) + ")");
+    if (r == Fd::Io::closed) return unavailable(who + " closed the connection");
+    // A TLS alert here is the peer refusing this side's certificate (TLS 1.3 tells the
+    // connecting side after its half of the handshake).
+    if (r == Fd::Io::failed && fd.tls()) return invalid_argument(who + " refused the TLS connection: " + fd.error());
+    if (r == Fd::Io::failed) return unavailable(who + " reset the connection (" + fd.error() + ")");
     if (Clock::now() >= deadline) return unavailable(who + " did not answer in time");
-    pollfd pf{fd, POLLIN, 0};
+    pollfd pf{fd.get(), fd.events(true, false), 0};
     ::poll(&pf, 1, poll_ms(deadline));
   }
   return {};
@@ -251,14 +340,14 @@ std::string Reader::str() {
   return s;
 }
 
-Status send_message(int fd, const std::string& body, Clock::time_point deadline, const std::string& who) {
+Status send_message(Fd& fd, const std::string& body, Clock::time_point deadline, const std::string& who) {
   Writer w;
   w.u32(static_cast<uint32_t>(body.size()));
   std::string framed = w.bytes() + body;
   return write_all(fd, framed.data(), framed.size(), deadline, who);
 }
 
-Result<std::string> receive_message(int fd, Clock::time_point deadline, const std::string& who) {
+Result<std::string> receive_message(Fd& fd, Clock::time_point deadline, const std::string& who) {
   uint8_t len_bytes[4] = {};
   TROUPE_RETURN_IF_ERROR(read_all(fd, len_bytes, 4, deadline, who));
   const uint32_t len = Reader(std::string(reinterpret_cast<char*>(len_bytes), 4)).u32();

@@ -19,21 +19,31 @@
 
 #include "troupe/status.hpp"
 
+struct ssl_st;
+
 namespace troupe::cpu::tcp {
 
 using Clock = std::chrono::steady_clock;
 
-/// Owns one file descriptor (closes it when destroyed).
+/// Owns one file descriptor (closes it when destroyed) and, on a connection, the TLS
+/// session on it when there is one (tcp_tls.hpp). Reads and writes go through it, so
+/// callers never care which.
 class Fd {
  public:
+  enum class Io { done, again, closed, failed };
+
   Fd() = default;
   explicit Fd(int fd) : fd_(fd) {}
   ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd(Fd&& o) noexcept { *this = std::move(o); }
   Fd& operator=(Fd&& o) noexcept {
     if (this != &o) {
       reset();
       fd_ = std::exchange(o.fd_, -1);
+      tls_ = std::exchange(o.tls_, nullptr);
+      read_wants_write_ = o.read_wants_write_;
+      write_wants_read_ = o.write_wants_read_;
+      error_ = std::move(o.error_);
     }
     return *this;
   }
@@ -41,11 +51,27 @@ class Fd {
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
   void reset();
 
+  bool tls() const { return tls_ != nullptr; }
+  /// Up to `n` bytes in or out: done (`*count` of them), again (poll for events()), closed
+  /// or failed (error() says why).
+  Io read_some(void* data, size_t n, size_t* count);
+  Io write_some(const void* data, size_t n, size_t* count);
+  /// The poll() events to wait for before reading or writing again (TLS may need the other
+  /// direction).
+  short events(bool want_read, bool want_write) const;
+  /// TLS holds decrypted bytes poll() cannot see: read again without waiting.
+  bool pending() const;
+  const std::string& error() const { return error_; }
+
  private:
+  friend struct TlsAccess;  // tcp_tls.cpp: puts a session on the connection
+  Io tls_result(int rc, bool reading);
   int fd_ = -1;
+  ssl_st* tls_ = nullptr;
+  bool read_wants_write_ = false, write_wants_read_ = false;
+  std::string error_;
 };
 
 /// "host:port" ("[v6]:port" for an IPv6 literal).
@@ -64,9 +90,10 @@ Result<Fd> connect_to(const std::string& host, uint16_t port, Clock::time_point 
 Result<Fd> accept_until(int listener, Clock::time_point deadline);
 
 /// Reads or writes exactly `n` bytes before `deadline`. Errors are unavailable and start
-/// with `who` ("rank 0 (10.0.0.5:4000)"): it closed the connection, reset it, or was silent.
-Status write_all(int fd, const void* data, size_t n, Clock::time_point deadline, const std::string& who);
-Status read_all(int fd, void* data, size_t n, Clock::time_point deadline, const std::string& who);
+/// with `who` ("rank 0 (10.0.0.5:4000)"): it closed the connection, reset it, or was silent;
+/// with TLS, invalid_argument when it refused this side's certificate (an alert).
+Status write_all(Fd& fd, const void* data, size_t n, Clock::time_point deadline, const std::string& who);
+Status read_all(Fd& fd, void* data, size_t n, Clock::time_point deadline, const std::string& who);
 
 /// Little-endian writer of the rendezvous messages.
 class Writer {
@@ -103,9 +130,9 @@ class Reader {
 constexpr uint32_t kMaxMessageBytes = 1 << 20;
 
 /// Sends a length-prefixed message.
-Status send_message(int fd, const std::string& body, Clock::time_point deadline, const std::string& who);
+Status send_message(Fd& fd, const std::string& body, Clock::time_point deadline, const std::string& who);
 /// Receives one length-prefixed message (at most kMaxMessageBytes).
-Result<std::string> receive_message(int fd, Clock::time_point deadline, const std::string& who);
+Result<std::string> receive_message(Fd& fd, Clock::time_point deadline, const std::string& who);
 
 struct Endpoint;  // tcp_rendezvous.hpp
 

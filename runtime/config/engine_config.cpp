@@ -133,6 +133,7 @@ const std::vector<Field>& fields() {
       nested("model.weight_type", &E::model, &ModelConfig::weight_type),
       nested("parallel.communicator_host", &E::parallel, &ParallelConfig::communicator_host),
       nested("parallel.communicator_id", &E::parallel, &ParallelConfig::communicator_id),
+      nested("parallel.communicator_secret", &E::parallel, &ParallelConfig::communicator_secret),
       nested("parallel.num_threads", &E::parallel, &ParallelConfig::num_threads),
       nested("parallel.pipeline_parallel_size", &E::parallel, &ParallelConfig::pipeline_parallel_size),
       nested("parallel.tensor_parallel_size", &E::parallel, &ParallelConfig::tensor_parallel_size),

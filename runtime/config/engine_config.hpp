@@ -94,6 +94,11 @@ struct ParallelConfig final : ConfigView {
   /// run on several hosts; empty: one host (the CPU platform then uses shared memory). Read
   /// by Platform::make_communicator_id, in rank 0's process.
   std::string communicator_host;
+  /// A fresh secret the head makes for a world whose nodes it reaches over TLS alone (no
+  /// cluster secret): sent to the nodes only over those TLS links, it is what the platform's
+  /// own connections between ranks prove (the CPU platform's TCP collectives: an HMAC
+  /// challenge per connection). Empty: the cluster secret (TROUPE_CLUSTER_SECRET_FILE).
+  std::string communicator_secret;
   int num_threads = 0;                   // CPU compute threads; 0 = all cores
   std::string worker_cls;                // set by the platform
   int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }

@@ -313,6 +313,7 @@ TEST(Serialization, ACommunicatorRequestRoundTripsInsideAMessage) {
   p.tensor_parallel_size = 2;
   p.pipeline_parallel_size = 3;
   p.communicator_host = "192.168.1.20";
+  p.communicator_secret = "a fresh world secret";
   auto msg = message_round_trip(comm_id_atom_v, p, std::string("cpu"));
   ASSERT_TRUE((msg.match_elements<comm_id_atom, ParallelConfig, std::string>()));
   EXPECT_EQ(msg.get_as<std::string>(2), "cpu");
@@ -320,6 +321,7 @@ TEST(Serialization, ACommunicatorRequestRoundTripsInsideAMessage) {
   EXPECT_EQ(b.tensor_parallel_size, 2);
   EXPECT_EQ(b.pipeline_parallel_size, 3);
   EXPECT_EQ(b.communicator_host, "192.168.1.20");
+  EXPECT_EQ(b.communicator_secret, "a fresh world secret");
   EXPECT_EQ(b.communicator_id, "");
 }
 

@@ -24,12 +24,15 @@ namespace troupe::tests {
 
 class NodeProcess {
  public:
-  /// Starts `troupe node --host HOST --port PORT --secret-file SECRET_FILE`
+  /// Starts `troupe node --host HOST --port PORT --secret-file SECRET_FILE EXTRA_ARGS...`
   /// with `env` ("NAME=value") added to this process's environment. HOST: a
   /// loopback address (127.0.0.2 stands for a second host).
   NodeProcess(std::string secret_file, int port = 0, std::vector<std::string> env = {},
-              std::string host = "127.0.0.1")
-      : secret_file_(std::move(secret_file)), env_(std::move(env)), host_(std::move(host)) {
+              std::string host = "127.0.0.1", std::vector<std::string> extra_args = {})
+      : secret_file_(std::move(secret_file)),
+        env_(std::move(env)),
+        host_(std::move(host)),
+        extra_args_(std::move(extra_args)) {
     static int counter = 0;
     tag_ = fmt::format("{}_{}", ::getpid(), counter++);
     start(port);
@@ -105,6 +108,7 @@ class NodeProcess {
       args.push_back("--secret-file");
       args.push_back(secret_file_);
     }
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -133,6 +137,7 @@ class NodeProcess {
   std::string secret_file_;
   std::vector<std::string> env_;
   std::string host_;
+  std::vector<std::string> extra_args_;
   std::string tag_;
   std::string log_path_;
   std::string port_file_;

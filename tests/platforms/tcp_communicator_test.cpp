@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -228,6 +230,38 @@ INSTANTIATE_TEST_SUITE_P(Transports, EitherTransport, ::testing::Values(Transpor
                            return std::string(i.param == Transport::shm ? "shm" : "tcp");
                          });
 
+// With TROUPE_TLS_CERT_FILE, TROUPE_TLS_KEY_FILE and TROUPE_TLS_CA_FILE (what `troupe node
+// --tls-*` sets), every connection between ranks is mutual TLS (certificates from the real
+// `troupe certs`), and every operation still gives exact values.
+TEST(TcpCommunicatorProcesses, OverTlsEveryOperationGivesExactValues) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  TempDir dir;
+  const std::string certs = dir.path() + "/certs";
+  ASSERT_EQ(std::system((std::string(TROUPE_EXE) + " certs --out " + certs + " --hosts 127.0.0.1 >/dev/null").c_str()),
+            0);
+  const std::map<std::string, std::string> env = {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"},
+                                                  {"TROUPE_TLS_CERT_FILE", certs + "/127.0.0.1.pem"},
+                                                  {"TROUPE_TLS_KEY_FILE", certs + "/127.0.0.1-key.pem"},
+                                                  {"TROUPE_TLS_CA_FILE", certs + "/ca.pem"}};
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(world);
+    std::vector<int> ranks;
+    for (int r = 0; r < world; ++r) ranks.push_back(r);
+    auto exits = run_comm(Transport::tcp, world, "all", ranks, env, 120);
+    expect_all_ok(exits);
+    for (const auto& e : exits) EXPECT_NE(e.output.find("over TLS"), std::string::npos) << e.output;
+  }
+  // A bad file: rank 0 (which makes the id) fails with a line naming it.
+  auto bad = env;
+  bad["TROUPE_TLS_CA_FILE"] = certs + "/missing.pem";
+  bad["TROUPE_CPU_COMM_TIMEOUT_S"] = "3";
+  auto exits = run_comm(Transport::tcp, 2, "all", {0, 1}, bad, 10);  // rank 1 waits for an id that never comes
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_NE(exits[0].output.find("TROUPE_TLS_CA_FILE: cannot use " + certs + "/missing.pem"), std::string::npos)
+      << exits[0].output;
+  EXPECT_NE(exits[0].code, 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // In one process
 
@@ -403,6 +437,55 @@ TEST(TcpCommunicatorAuth, StrangersAreDroppedAndOnlyRanksThatProveTheSecretMeet)
     EXPECT_EQ(values[r][1], 22.0f);
   }
   ::unsetenv("TROUPE_CLUSTER_SECRET_FILE");
+}
+
+// A head that reaches its nodes over TLS alone sends them a fresh world secret
+// (parallel.communicator_secret) over those links: it, not the (absent) cluster secret, is
+// what every connection proves.
+TEST(TcpCommunicatorAuth, AWorldSecretFromTheConfigIsWhatConnectionsProve) {
+  Platform* platform = testing::cpu_platform();
+  ASSERT_NE(platform, nullptr);
+  ::unsetenv("TROUPE_CLUSTER_SECRET_FILE");
+  ::setenv("TROUPE_CPU_COMM_TIMEOUT_S", "3", 1);
+  ParallelConfig p;
+  p.tensor_parallel_size = 2;
+  p.communicator_host = "127.0.0.1";
+  p.communicator_secret = "a fresh world secret";
+  auto id = platform->make_communicator_id(p);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  const std::string rest = id->substr(std::string("cpu-tcp:127.0.0.1:").size());
+  const int port = std::stoi(rest.substr(0, rest.find(':')));
+  // The empty key (what a node without a secret would prove) is refused.
+  const int empty_key = testing::connect_loopback(port);
+  std::string challenge, verdict;
+  ASSERT_TRUE(testing::read_exact(empty_key, &challenge, 41));
+  testing::send_some(empty_key, answer_for(challenge, ""));
+  ASSERT_TRUE(testing::read_exact(empty_key, &verdict, 33));
+  EXPECT_EQ(verdict[0], 1);
+  ::close(empty_key);
+  // So is a rank without the world secret...
+  p.communicator_id = *id;
+  ParallelConfig without = p;
+  without.communicator_secret.clear();
+  auto stranger = platform->make_device_communicator(without, 1);
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_EQ(stranger.status().code(), StatusCode::invalid_argument) << stranger.status().to_string();
+  // ...while ranks that have it meet.
+  Result<std::unique_ptr<DeviceCommunicator>> ranks[2] = {internal_error("unset"), internal_error("unset")};
+  float values[2][2] = {{1, 2}, {10, 20}};
+  Status sums[2];
+  std::thread t1([&] {
+    ranks[1] = platform->make_device_communicator(p, 1);
+    if (ranks[1].ok()) sums[1] = (*ranks[1])->all_reduce(values[1], 2, DType::f32);
+  });
+  ranks[0] = platform->make_device_communicator(p, 0);
+  if (ranks[0].ok()) sums[0] = (*ranks[0])->all_reduce(values[0], 2, DType::f32);
+  t1.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(ranks[r].ok()) << ranks[r].status().to_string();
+    EXPECT_TRUE(sums[r].ok()) << sums[r].to_string();
+    EXPECT_EQ(values[r][1], 22.0f);
+  }
 }
 
 }  // namespace
