@@ -150,7 +150,13 @@ start_serve() {  # start_serve HOST:PORT...: troupe serve in host 0, one rank pe
     >"$work/serve.$serve_port.log" 2>&1 &
   for _ in $(seq 1 100); do [[ -s $work/serve.pid ]] && break; sleep 0.05; done
   pids[serve]=$(<"$work/serve.pid")
-  wait_health 200 120 || { echo "serve did not become healthy:"; tail -30 "$work/serve.$serve_port.log"; return 1; }
+  local deadline=$((SECONDS + 120))
+  until [[ $(health) == 200 ]]; do
+    if ((SECONDS >= deadline)) || ! kill -0 "${pids[serve]}" 2>/dev/null; then
+      echo "serve did not become healthy:"; tail -30 "$work/serve.$serve_port.log"; return 1
+    fi
+    sleep 0.2
+  done
 }
 health() { in_host 0 curl -s -o "$work/health.body" -w '%{http_code}' --max-time 5 "http://$(addr 0):$serve_port/health"; }
 wait_health() {  # wait_health CODE SECONDS
