@@ -42,7 +42,9 @@ void deliver(Self self, engine::RequestOutput out) {
 void on_outputs(Self self, EngineCoreOutputs& batch) {
   auto& st = self->state;
   auto& c = *st.counters;
-  if (batch.health.ok() != c.healthy.load()) {  // lost, or back after the ranks were rebuilt
+  // Lost, back after the ranks were rebuilt, or a better reason (the node actually lost
+  // replaces a surviving rank's failed step: EngineCore::fail_lost).
+  if (batch.health.ok() != c.healthy.load() || !batch.health.ok()) {
     std::lock_guard lock(c.mu);
     c.healthy = batch.health.ok();
     c.unhealthy_reason = batch.health.message();

@@ -87,7 +87,7 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
     const auto& ws = rank_workers(self);
     for (size_t r = 0; r < ws.size(); ++r)
       if (ws[r].address() == dm.source)
-        st.core->fail_all(unavailable(
+        st.core->fail_lost(unavailable(
             st.executor->group().name(r) +
             (dm.reason == caf::exit_reason::remote_link_unreachable
                  ? " is unreachable: the connection to its node was lost (killed, or its heartbeats stopped)"
@@ -135,7 +135,7 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
       [=](reset_atom, std::vector<worker_actor>& workers) -> bool {
         auto& st = self->state;
         if (st.core->healthy() && st.core->has_unfinished_requests())
-          st.core->fail_all(unavailable("the engine restarted its ranks"));
+          st.core->fail_lost(unavailable("the engine restarted its ranks"));
         install_core(self, std::move(workers));
         EngineCoreOutputs healthy;  // tells the engine actor (and /health) it serves again
         self->send(st.setup->engine, outputs_atom_v, std::move(healthy));

@@ -184,6 +184,12 @@ class Cluster {
   const Status& start_error() const { return start_error_; }
   const KvCachePlan& plan() const { return plan_; }
   EngineCounters& counters() { return *counters_; }
+  std::string unhealthy_reason() {
+    std::lock_guard lock(counters_->mu);
+    return counters_->unhealthy_reason;
+  }
+  /// The worker of `rank` goes away, as when its node is lost.
+  void kill_worker(int rank) { caf::anon_send_exit(workers_[static_cast<size_t>(rank)], caf::exit_reason::kill); }
 
   /// Submit greedy requests and wait (bounded) for all to finish.
   std::vector<engine::FinalOutput> run(const std::vector<std::vector<int32_t>>& prompts, int max_tokens) {
@@ -282,6 +288,28 @@ TEST(MultiRank, AFailingRankFailsTheStepWithItsStatus) {
   EXPECT_FALSE(c.counters().healthy.load());
   std::lock_guard lock(c.counters().mu);
   EXPECT_NE(c.counters().unhealthy_reason.find("rank 3"), std::string::npos) << c.counters().unhealthy_reason;
+}
+
+// A node dies: the surviving rank's step fails first (its collective peer went away) and
+// sets the first reason, naming the survivor; then the lost rank's down message comes.
+// /health must name the rank actually lost.
+TEST(MultiRank, TheLostRankIsNamedEvenWhenTheSurvivorsFailedStepCameFirst) {
+  Behaviour b;
+  b.fail_rank = 0;
+  b.fail_at = 2;
+  Cluster c(2, b);
+  ASSERT_TRUE(c.start_error().ok()) << c.start_error().to_string();
+  auto outs = c.run({kPrompts[0]}, 20);
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::error);
+  EXPECT_NE(c.unhealthy_reason().find("rank 0 read a corrupt shard"), std::string::npos) << c.unhealthy_reason();
+  c.kill_worker(1);
+  bool named = false;
+  for (int i = 0; i < 200 && !named; ++i) {
+    named = c.unhealthy_reason().find("the worker of rank 1 died") != std::string::npos;
+    if (!named) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(named) << c.unhealthy_reason();
+  EXPECT_FALSE(c.counters().healthy.load());
 }
 
 TEST(MultiRank, ARankThatNeverAnswersFailsTheStepAfterTheTimeout) {

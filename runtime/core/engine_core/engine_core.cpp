@@ -128,6 +128,16 @@ void EngineCore::emit(EngineCoreOutputs out, bool with_stats) {
   sink_(std::move(out));
 }
 
+void EngineCore::fail_lost(const Status& reason) {
+  TROUPE_CHECK(!reason.ok(), "fail_lost needs an error");
+  if (!health_.ok() && !health_is_loss_) {
+    TROUPE_LOG_ERROR("engine is unhealthy: {} (first reported as: {})", reason.message(), health_.message());
+    health_ = reason;
+  }
+  health_is_loss_ = true;
+  fail_all(reason);  // sets health_ when it was still ok
+}
+
 void EngineCore::fail_all(const Status& error) {
   TROUPE_CHECK(!error.ok(), "fail_all needs an error");
   if (health_.ok()) {

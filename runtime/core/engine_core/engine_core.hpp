@@ -94,8 +94,13 @@ class EngineCore {
   bool abort_request(const std::string& request_id);
   /// Schedule one step and run it on `executor`.
   StepStatus step(Executor& executor);
-  /// End every live request with `error` and mark the core unhealthy.
+  /// End every live request with `error` and mark the core unhealthy (the first reason stays).
   void fail_all(const Status& error);
+  /// A rank was lost (its process or its node's link is gone): as fail_all, but `reason`
+  /// replaces an earlier reason that was not a loss. When a node dies, the surviving rank's
+  /// step often fails first (its collective peer went away) and would name the wrong node;
+  /// the loss names the one actually gone. A later loss keeps the first.
+  void fail_lost(const Status& reason);
   /// Sleep mode (vLLM's) on every rank of `ranks`: refused for a level other than 1 or 2, an
   /// unhealthy core or unfinished requests; else no step starts from now on (requests wait),
   /// the prefix cache is forgotten (the KV cache's contents do not survive), and every rank
@@ -149,6 +154,7 @@ class EngineCore {
   std::chrono::milliseconds sleep_wait_limit_;
   bool weights_asleep_ = false, kv_asleep_ = false;  // sleep mode: the parts not woken yet
   Status health_;
+  bool health_is_loss_ = false;  // health_ came from fail_lost
   // Answers of the ranks may outlive the core (the scheduler actor replaces it after a
   // rebuild): their callbacks check this first.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);

@@ -13,6 +13,15 @@
 #              and service comes back by itself once the link is up
 #   kill       kill -9 of a node: the same, and a node restarted at that address serves again
 #   stop       SIGSTOP of a node: noticed through heartbeats; SIGCONT: serves again
+#   slow       the head reaches a node through a relay (delay_relay.py, in a namespace of its
+#              own) that delays every byte 150 ms each way: completions still give the output
+#              of one process; then the relay stalls (connections open, nothing forwarded)
+#              for 6 s during a stream: the same as linkdown, naming the node as the head
+#              knows it (the relay's address), and service returns by itself on resume.
+#              The collective between the nodes does not pass the relay: rank 0 listens on its
+#              node's own address, so only the head's link to the node is slow or stalled.
+# In every fault case /health must name the node actually lost, not the surviving rank
+# whose step failed when its collective peer went away.
 # Every namespace (and with it every veth and the bridge) is removed on exit,
 # whatever happens.
 set -uo pipefail
@@ -20,12 +29,14 @@ troupe=${1:?usage: netns_cluster_test.sh TROUPE_BIN MODEL.gguf [CASE...]}
 model=${2:?usage: netns_cluster_test.sh TROUPE_BIN MODEL.gguf [CASE...]}
 shift 2
 cases=("$@")
-[[ ${#cases[@]} -gt 0 ]] || cases=(split linkdown kill stop)
+[[ ${#cases[@]} -gt 0 ]] || cases=(split linkdown kill stop slow)
 
 skip() { echo "SKIP: $*"; exit 77; }
 [[ $(id -u) == 0 ]] || skip "network namespaces need root"
 command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
 command -v curl >/dev/null || skip "curl is not installed"
+command -v python3 >/dev/null || skip "python3 is not installed"
+relay_py=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/delay_relay.py
 
 tag=tn$$                      # namespace names: tn<pid>sw, tn<pid>h0 ...
 sw=${tag}sw
@@ -124,18 +135,28 @@ case_split() {
 }
 
 serve_port=8000
-start_serve() {  # start_serve NODES...: troupe serve in host 0, one rank per node (TP)
+start_serve() {  # start_serve HOST:PORT...: troupe serve in host 0, one rank per node (TP); none: one process
   serve_port=$((serve_port + 1))  # a fresh port per case: the last one's sockets may linger
-  local nodes
-  nodes=$(printf '%s:7100,' "$@"); nodes=${nodes%,}
+  local -a split=()
+  if (($# > 0)); then
+    local nodes
+    nodes=$(printf '%s,' "$@"); nodes=${nodes%,}
+    split=(--tensor-parallel-size $# --nodes "$nodes")
+  fi
   rm -f "$work/serve.pid"
   in_host 0 bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$work/serve.pid" \
     env -u TROUPE_CPU_COMM "$troupe" serve "$model" --host "$(addr 0)" --port $serve_port --threads 1 \
-    --tensor-parallel-size $# --nodes "$nodes" --secret-file "$secret" --disable-log-stats \
+    "${split[@]}" --secret-file "$secret" --disable-log-stats \
     >"$work/serve.$serve_port.log" 2>&1 &
   for _ in $(seq 1 100); do [[ -s $work/serve.pid ]] && break; sleep 0.05; done
   pids[serve]=$(<"$work/serve.pid")
-  wait_health 200 120 || { echo "serve did not become healthy:"; tail -30 "$work/serve.$serve_port.log"; return 1; }
+  local deadline=$((SECONDS + 120))
+  until [[ $(health) == 200 ]]; do
+    if ((SECONDS >= deadline)) || ! kill -0 "${pids[serve]}" 2>/dev/null; then
+      echo "serve did not become healthy:"; tail -30 "$work/serve.$serve_port.log"; return 1
+    fi
+    sleep 0.2
+  done
 }
 health() { in_host 0 curl -s -o "$work/health.body" -w '%{http_code}' --max-time 5 "http://$(addr 0):$serve_port/health"; }
 wait_health() {  # wait_health CODE SECONDS
@@ -171,21 +192,36 @@ stop_all() {
   local p=${pids[serve]:-}
   [[ -n $p ]] && kill -9 "$p" 2>/dev/null
   for n in 1 2 3 4; do stop_node "$n"; done
+  stop_relay
   for _ in $(seq 1 100); do [[ -n $p ]] && kill -0 "$p" 2>/dev/null && sleep 0.05; done
   unset "pids[serve]"
 }
 
-expect_failure_then_recovery() {  # NAME NODE SECONDS_TAKEN RECOVER_ACTION
-  local name=$1 node=$2 took=$3 recover=$4
+# health_names LOST SURVIVOR: /health answers 503 naming the lost node (HOST:PORT as the
+# head knows it) and not the survivor. The scheduler hears of the loss a moment after the
+# surviving rank's failed step may have set a first reason: up to 5 s for it to win.
+health_names() {
+  local lost=$1 survivor=$2 deadline=$((SECONDS + 5))
+  while :; do
+    if [[ $(health) == 503 ]] && grep -qF "(node $lost)" "$work/health.body" &&
+      ! grep -qF "(node $survivor)" "$work/health.body"; then
+      return 0
+    fi
+    ((SECONDS < deadline)) || { cat "$work/health.body"; echo; return 1; }
+    sleep 0.2
+  done
+}
+expect_failure_then_recovery() {  # NAME LOST_HOST:PORT SURVIVOR_HOST:PORT SECONDS_TAKEN RECOVER_ACTION
+  local name=$1 lost=$2 survivor=$3 took=$4 recover=$5
   check "$name: the stream ends with an error" grep -q '"error"' "$work/stream"
   grep -q '"error"' "$work/stream" || tail -c 400 "$work/stream"
+  # The lost node itself, or (the surviving rank failed first) its rank's collective endpoint
+  # on that host.
+  check "$name: the error names the lost node's host" grep -qF "${lost%:*}" "$work/stream"
   check "$name: within 10 s (took $took s)" test "$took" -lt 10
   local code; code=$(health)
   check "$name: the head is up and /health says 503 (got $code)" test "$code" = 503
-  # The first failure sets the message: the node's address (a lost link), or its rank's
-  # collective endpoint on that host (the surviving rank saw the reset first).
-  check "$name: /health names the node's host" grep -q "$(addr "$node"):" "$work/health.body"
-  grep -q "$(addr "$node"):" "$work/health.body" || cat "$work/health.body"
+  check "$name: /health names the lost node ($lost), not the survivor" health_names "$lost" "$survivor"
   $recover
   check "$name: service comes back by itself" wait_health 200 60
   check "$name: the same greedy output afterwards" test "$(complete)" = "$greedy"
@@ -194,42 +230,97 @@ expect_failure_then_recovery() {  # NAME NODE SECONDS_TAKEN RECOVER_ACTION
 link_down_4s() { ip -n "$sw" link set v2 down; sleep 4; }
 link_up() { ip -n "$sw" link set v2 up; }
 case_linkdown() {
-  start_node 1 && start_node 2 && start_serve "$(addr 1)" "$(addr 2)" || { fail "linkdown: start"; return; }
+  start_node 1 && start_node 2 && start_serve "$(addr 1):7100" "$(addr 2):7100" || { fail "linkdown: start"; return; }
   greedy=$(complete)
   [[ -n $greedy ]] || { fail "linkdown: a first completion"; return; }
   local took
   took=$(stream_with link_down_4s)
   took=$((took + 4))  # the action's own 4 s are part of the time to the stream's end
-  expect_failure_then_recovery linkdown 2 "$took" link_up
+  expect_failure_then_recovery linkdown "$(addr 2):7100" "$(addr 1):7100" "$took" link_up
   stop_all
 }
 
 kill_node2() { stop_node 2; }
 restart_node2() { start_node 2; }
 case_kill() {
-  start_node 1 && start_node 2 && start_serve "$(addr 1)" "$(addr 2)" || { fail "kill: start"; return; }
+  start_node 1 && start_node 2 && start_serve "$(addr 1):7100" "$(addr 2):7100" || { fail "kill: start"; return; }
   greedy=$(complete)
   local took
   took=$(stream_with kill_node2)
-  expect_failure_then_recovery kill 2 "$took" restart_node2
+  expect_failure_then_recovery kill "$(addr 2):7100" "$(addr 1):7100" "$took" restart_node2
   stop_all
 }
 
 stop_node2() { kill -STOP "${pids[node2]}"; }
 cont_node2() { kill -CONT "${pids[node2]}"; }
 case_stop() {
-  start_node 1 && start_node 2 && start_serve "$(addr 1)" "$(addr 2)" || { fail "stop: start"; return; }
+  start_node 1 && start_node 2 && start_serve "$(addr 1):7100" "$(addr 2):7100" || { fail "stop: start"; return; }
   greedy=$(complete)
   local took
   took=$(stream_with stop_node2)
-  expect_failure_then_recovery stop 2 "$took" cont_node2
+  expect_failure_then_recovery stop "$(addr 2):7100" "$(addr 1):7100" "$took" cont_node2
+  stop_all
+}
+
+# start_relay HOST PORT TARGET_HOST:TARGET_PORT DELAY_MS: delay_relay.py in host HOST.
+start_relay() {
+  local n=$1 port=$2 target=$3 delay=$4
+  local log=$work/relay.log pidf=$work/relay.pid
+  rm -f "$pidf"
+  in_host "$n" bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidf" \
+    python3 "$relay_py" "$(addr "$n")" "$port" "${target%:*}" "${target##*:}" --delay-ms "$delay" >"$log" 2>&1 &
+  for _ in $(seq 1 100); do
+    [[ -s $pidf ]] && pids[relay]=$(<"$pidf")
+    [[ -n ${pids[relay]:-} ]] && grep -q "relay listening" "$log" && return 0
+    sleep 0.05
+  done
+  echo "the relay did not start:"; cat "$log"; return 1
+}
+stop_relay() {
+  local p=${pids[relay]:-}
+  [[ -n $p ]] && kill -9 "$p" 2>/dev/null
+  unset "pids[relay]"
+}
+
+# The greedy completion of one process (no nodes), once.
+one_process=""
+one_process_completion() {
+  [[ -n $one_process ]] && return 0
+  start_serve || return 1
+  one_process=$(complete)
+  stop_all
+  [[ -n $one_process ]]
+}
+
+stall_relay() { kill -USR1 "${pids[relay]}"; }
+resume_relay() {  # after the link was stalled for 6 s in all
+  ((stall_left > 0)) && sleep "$stall_left"
+  kill -USR2 "${pids[relay]}"
+}
+case_slow() {
+  one_process_completion || { fail "slow: one process"; return; }
+  # The head reaches node 2 only through the relay in host 3; node 1 directly.
+  local relayed
+  relayed="$(addr 3):7300"
+  start_node 1 && start_node 2 && start_relay 3 7300 "$(addr 2):7100" 150 &&
+    start_serve "$(addr 1):7100" "$relayed" || { fail "slow: start"; return; }
+  greedy=$(complete)
+  check "slow: a completion over a link 150 ms each way gives the output of one process" \
+    test "$greedy" = "$one_process"
+  [[ -n $greedy ]] || { fail "slow: a first completion"; return; }
+  local took
+  took=$(stream_with stall_relay)
+  stall_left=$((6 - took))
+  expect_failure_then_recovery stall "$relayed" "$(addr 1):7100" "$took" resume_relay
+  grep -q "relay stalled" "$work/relay.log" && grep -q "relay resumed" "$work/relay.log" ||
+    fail "stall: the relay stalled and resumed (its log: $(tr '\n' ' ' <"$work/relay.log"))"
   stop_all
 }
 
 for c in "${cases[@]}"; do
   echo "== $c"
   case "$c" in
-    split | linkdown | kill | stop) "case_$c" ;;
+    split | linkdown | kill | stop | slow) "case_$c" ;;
     *) fail "unknown case '$c'" ;;
   esac
 done

@@ -331,6 +331,32 @@ TEST_F(EngineCoreTest, FailAllEndsLiveRequestsOnce) {
   EXPECT_EQ(core_.health().message(), "the worker actor of rank 0 died");  // the first reason stays
 }
 
+TEST_F(EngineCoreTest, ALostRankIsNamedOverAnEarlierStepFailure) {
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  // A node dies: the surviving rank's step fails first, naming its own node.
+  core_.fail_all(unavailable("step on rank 0 (node A): rank 1 closed its connection"));
+  EXPECT_EQ(finals()["a"].finish_reason, FinishReason::error);
+  const size_t before = events_.size();
+  core_.fail_lost(unavailable("rank 1 (node B) is unreachable"));
+  EXPECT_EQ(core_.health().message(), "rank 1 (node B) is unreachable");
+  ASSERT_GT(events_.size(), before) << "the new reason must reach the sink";
+  EXPECT_EQ(events_.back().health.message(), "rank 1 (node B) is unreachable");
+  // The first loss stays, whatever comes after it.
+  core_.fail_lost(unavailable("rank 0 (node A) is unreachable"));
+  core_.fail_all(internal_error("later"));
+  EXPECT_EQ(core_.health().message(), "rank 1 (node B) is unreachable");
+}
+
+TEST_F(EngineCoreTest, ALostRankOnAHealthyCoreFailsItsRequests) {
+  ASSERT_TRUE(core_.add_request(request("a", 10)).ok());
+  core_.fail_lost(unavailable("rank 1 (node B) is unreachable"));
+  auto f = finals();
+  EXPECT_EQ(f["a"].finish_reason, FinishReason::error);
+  EXPECT_EQ(f["a"].error.message(), "rank 1 (node B) is unreachable");
+  EXPECT_FALSE(core_.healthy());
+  EXPECT_FALSE(core_.add_request(request("b", 10)).ok());
+}
+
 // Sleep mode and LoRA: the core's state and the commands its ranks get, without actors.
 
 template <class T>
