@@ -20,7 +20,12 @@ Result<int64_t> required_int(const troupe::ModelSource& s, const std::string& ke
 }
 
 std::string shape_text(int64_t ne0, int64_t ne1) {
-  return "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]";
+  std::string s = "[";
+  s += std::to_string(ne0);
+  s += ", ";
+  s += std::to_string(ne1);
+  s += "]";
+  return s;
 }
 
 // A view of part of a tensor: rows [r0, r1) of a matrix, or elements [r0, r1) of a vector

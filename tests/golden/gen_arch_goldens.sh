@@ -140,10 +140,10 @@ TEXT = "Hello world! It's 2026, and GPT-2's tokenizer splits   spaces, numbers l
 for k, spec in enumerate(prompts.split(",")):
     first, n_predict = spec.split(":")
     n_predict = int(n_predict)
-    text = None
+    prompt_text = None
     if first == "text":
-        text = TEXT
-        ids = post("/tokenize", {"content": text, "add_special": True, "parse_special": False})["tokens"]
+        prompt_text = TEXT
+        ids = post("/tokenize", {"content": prompt_text, "add_special": True, "parse_special": False})["tokens"]
     else:
         # A fixed LCG over ids 300..9999 (plain synthetic-vocab tokens of every shape).
         x = 12345 + 977 * k
@@ -168,8 +168,8 @@ for k, spec in enumerate(prompts.split(",")):
                       "top": [[t["id"], t["logprob"]] for t in p["top_logprobs"]]})
     assert j == len(probs) and len(tokens) == n_predict, (j, len(probs), len(tokens))
     run = {"prompt_ids": ids, "output_ids": tokens, "steps": steps}
-    if text is not None:
-        run["prompt_text"] = text
+    if prompt_text is not None:
+        run["prompt_text"] = prompt_text
     runs.append(run)
 json.dump({"shape": shape, "layers": int(layers), "seed": int(seed), "weight_type": wtype, "runs": runs},
           open(dst, "w"))
