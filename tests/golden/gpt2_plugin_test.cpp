@@ -7,6 +7,7 @@
 //    those of the token-id runs to ref_forward.py's float64 forward (arch_goldens_numpy.json);
 //  - `troupe generate` on the English prompt: llama.cpp's tokens for the prompt and its
 //    greedy continuation, also with the prompt twice in one run (batching, prefix cache);
+//  - the same model on the simulated accelerator, token for token as on the CPU;
 //  - one-line refusals naming the missing tensor, key or op, and the file refused by name
 //    when the plugin is not loaded.
 // Tolerances are the architecture goldens' (arch_golden_check.hpp). Measured on this file:
@@ -175,6 +176,31 @@ TEST(Gpt2ExamplePlugin, GenerateMatchesLlamaCppGreedyTokens) {
   EXPECT_EQ(without.exit_code, 1);
   EXPECT_NE(without.err.find("'gpt2'"), std::string::npos) << without.err;
   EXPECT_NE(without.err.find("llama"), std::string::npos) << without.err;
+}
+
+// The plugin's model on the simulated accelerator (examples/sim_accelerator: device memory
+// the core cannot read; f16 weights, the types the sim computes) gives the CPU's greedy
+// tokens (measured: all 16 equal).
+TEST(Gpt2ExamplePlugin, RunsOnTheSimAcceleratorAsOnTheCpu) {
+  SKIP_WITHOUT_EXAMPLES();
+  auto spec = dummy::make_dummy_spec("gpt2", "f16", 7, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto builder = dummy::dummy_gguf(*spec);
+  ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+  const std::string file = "/tmp/troupe_gpt2_f16_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(builder->write_file(file).ok());
+  const std::string env = "env -u TROUPE_DEVICE TROUPE_PLUGIN_PATH=" + std::string(SIM_PLUGIN_DIR) + ":" +
+                          kExamplePlugins + " TROUPE_PLUGINS=gpt2_model,sim";
+  const std::string gen = "generate " + file + " -p " + quote("Hello world! It's 2026") + " -n 16 --json --threads 2";
+  auto sim = testing::run_troupe(gen + " --device sim", env);
+  auto cpu = testing::run_troupe(gen + " --device cpu", env);
+  std::remove(file.c_str());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_NE(sim.err.find("Platform plugin sim is activated"), std::string::npos) << sim.err;
+  const auto on_sim = nlohmann::json::parse(sim.out)["token_ids"].get<std::vector<int32_t>>();
+  EXPECT_EQ(on_sim.size(), 16u);
+  EXPECT_EQ(on_sim, nlohmann::json::parse(cpu.out)["token_ids"].get<std::vector<int32_t>>());
 }
 
 // A source that hides one tensor or key of the file it wraps.
