@@ -194,9 +194,11 @@ struct Checker {
         }
   }
 
-  // Gemma's named ops: the GELU-tanh gate, soft-capping (values far past the cap too), scaling.
+  // Gemma's named ops: the GELU-tanh gate, soft-capping (values far past the cap too), scaling;
+  // GPT-2's plain GELU-tanh.
   void named_elementwise() {
     const bool gelu = both_offer<named_ops::GeluTanhMul>();
+    const bool gelu_plain = both_offer<named_ops::GeluTanh>("gpt2 (examples/gpt2_model)");
     const bool cap = both_offer<named_ops::SoftCap>();
     const bool scale = both_offer<named_ops::Scale>();
     for (int64_t n : {1, 7, 4097, 40000}) {
@@ -209,6 +211,13 @@ struct Checker {
           CONFORMANCE_ASSIGN(bd, s.put(b));
           CONFORMANCE_ASSIGN(out, s.scratch(n * 4));
           named_ops::find<named_ops::GeluTanhMul>(s.ops())(s.ops(), ad, bd, n, static_cast<float*>(out));
+          return s.get(static_cast<float*>(out), n);
+        });
+      if (gelu_plain)
+        run(named_ops::GeluTanh::name.data(), shp, "f32", kF32Tolerance, [&](Session& s) -> Result<std::vector<float>> {
+          CONFORMANCE_ASSIGN(ad, s.put(a));
+          CONFORMANCE_ASSIGN(out, s.scratch(n * 4));
+          named_ops::find<named_ops::GeluTanh>(s.ops())(s.ops(), ad, n, static_cast<float*>(out));
           return s.get(static_cast<float*>(out), n);
         });
       if (cap)

@@ -115,6 +115,13 @@ void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void gelu_tanh(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    out[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (v + 0.044715 * v * v * v))));
+  }
+}
+
 void softcap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
 }

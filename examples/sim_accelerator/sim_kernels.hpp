@@ -34,6 +34,8 @@ void gelu(const float* x, int64_t n, float* out);
 /// Gemma's: gelu_tanh(gate) * up; cap * tanh(x / cap) in place; x *= factor in place.
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 void softcap(float* x, int64_t n, float cap);
+/// GPT-2's: gelu_tanh(x) (out may alias x).
+void gelu_tanh(const float* x, int64_t n, float* out);
 void scale(float* x, int64_t n, float factor);
 void add_bias(float* y, const float* bias, int64_t n_tokens, int64_t dim);
 void dense_attention(const float* q, const float* k, const float* v, float* out, const int32_t* seq_starts,

@@ -92,6 +92,12 @@ void SimOps::gelu_tanh_mul(const float* gate, const float* up, int64_t n, float*
   maybe_break("gelu_tanh_mul", o, n);
 }
 
+void SimOps::gelu_tanh(const float* x, int64_t n, float* out) {
+  float* o = dev_f32(d_, out, n, "gelu_tanh");
+  kernels::gelu_tanh(dev_f32(d_, x, n, "gelu_tanh"), n, o);
+  maybe_break("gelu_tanh", o, n);
+}
+
 void SimOps::softcap(float* x, int64_t n, float cap) {
   float* xr = dev_f32(d_, x, n, "softcap");
   kernels::softcap(xr, n, cap);
@@ -156,6 +162,9 @@ troupe::OpFn SimOps::find_op(std::string_view name) const {
           +[](troupe::Ops& ops, const float* gate, const float* up, int64_t n, float* out) {
             static_cast<SimOps&>(ops).gelu_tanh_mul(gate, up, n, out);
           }),
+      troupe::named_ops::entry<troupe::named_ops::GeluTanh>(+[](troupe::Ops& ops, const float* x, int64_t n, float* out) {
+        static_cast<SimOps&>(ops).gelu_tanh(x, n, out);
+      }),
       troupe::named_ops::entry<troupe::named_ops::SoftCap>(+[](troupe::Ops& ops, float* x, int64_t n, float cap) {
         static_cast<SimOps&>(ops).softcap(x, n, cap);
       }),

@@ -39,8 +39,10 @@ class SimOps final : public troupe::Ops {
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
   void softcap(float* x, int64_t n, float cap);
   void scale(float* x, int64_t n, float factor);
-  /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors and Gemma's gelu_tanh_mul,
-  /// softcap, scale.
+  /// GPT-2's MLP activation (named_ops::GeluTanh).
+  void gelu_tanh(const float* x, int64_t n, float* out);
+  /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors, Gemma's gelu_tanh_mul,
+  /// softcap, scale, and GPT-2's gelu_tanh.
   troupe::OpFn find_op(std::string_view name) const override;
 
  private:

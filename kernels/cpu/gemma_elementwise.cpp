@@ -4,14 +4,22 @@
 
 namespace troupe::kernels::cpu {
 
-void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+namespace {
+
+float gelu_tanh_of(float x) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCoef = 0.044715f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    const float g = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
-    out[i] = g * up[i];
-  }
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+}  // namespace
+
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh_of(gate[i]) * up[i];
+}
+
+void gelu_tanh(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh_of(x[i]);
 }
 
 void softcap(float* x, int64_t n, float cap) {

@@ -18,6 +18,13 @@ __global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, int64_t
   }
 }
 
+__global__ void gelu_tanh_kernel(const float* x, int64_t n, float* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * v * (1.0f + 0.044715f * v * v)));
+  }
+}
+
 __global__ void softcap_kernel(float* x, int64_t n, float cap, float inv) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     x[i] = cap * tanhf(x[i] * inv);
@@ -36,6 +43,14 @@ Status gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out, 
   if (gate == nullptr || up == nullptr || out == nullptr) return invalid_argument("cuda gelu_tanh_mul: null pointer");
   gelu_tanh_mul_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(gate, up, n, out);
   return launch_status("cuda gelu_tanh_mul kernel");
+}
+
+Status gelu_tanh(const float* x, int64_t n, float* out, cudaStream_t stream) {
+  if (n < 0) return invalid_argument("cuda gelu_tanh: negative size");
+  if (n == 0) return {};
+  if (x == nullptr || out == nullptr) return invalid_argument("cuda gelu_tanh: null pointer");
+  gelu_tanh_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, n, out);
+  return launch_status("cuda gelu_tanh kernel");
 }
 
 Status softcap(float* x, int64_t n, float cap, cudaStream_t stream) {

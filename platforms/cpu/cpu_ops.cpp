@@ -147,6 +147,9 @@ OpFn CpuOps::find_op(std::string_view name) const {
           kernels::cpu::gelu_tanh_mul(gate + b, up + b, e - b, out + b);
         });
       }),
+      named_ops::entry<named_ops::GeluTanh>(+[](Ops& ops, const float* x, int64_t n, float* out) {
+        static_cast<CpuOps&>(ops).split(n, [=](int64_t b, int64_t e) { kernels::cpu::gelu_tanh(x + b, e - b, out + b); });
+      }),
       named_ops::entry<named_ops::SoftCap>(+[](Ops& ops, float* x, int64_t n, float cap) {
         static_cast<CpuOps&>(ops).split(n, [=](int64_t b, int64_t e) { kernels::cpu::softcap(x + b, e - b, cap); });
       }),

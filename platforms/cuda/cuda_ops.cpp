@@ -125,6 +125,9 @@ OpFn CudaOps::find_op(std::string_view name) const {
       named_ops::entry<named_ops::GeluTanhMul>(+[](Ops& ops, const float* gate, const float* up, int64_t n, float* out) {
         static_cast<CudaOps&>(ops).run_elementwise([=](cudaStream_t st) { return kc::gelu_tanh_mul(gate, up, n, out, st); });
       }),
+      named_ops::entry<named_ops::GeluTanh>(+[](Ops& ops, const float* x, int64_t n, float* out) {
+        static_cast<CudaOps&>(ops).run_elementwise([=](cudaStream_t st) { return kc::gelu_tanh(x, n, out, st); });
+      }),
       named_ops::entry<named_ops::SoftCap>(+[](Ops& ops, float* x, int64_t n, float cap) {
         static_cast<CudaOps&>(ops).run_elementwise([=](cudaStream_t st) { return kc::softcap(x, n, cap, st); });
       }),

@@ -51,7 +51,7 @@ class CudaOps final : public Ops {
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out);
   /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors) and Gemma's
-  /// gelu_tanh_mul, softcap and scale.
+  /// gelu_tanh_mul, softcap and scale, and GPT-2's gelu_tanh.
   OpFn find_op(std::string_view name) const override;
   void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                          bool neox, const float* freq_factors, float mscale);

@@ -91,9 +91,9 @@ TEST(Node, ItLoadsItsOwnPluginsAndReportsThem) {
   const std::string secret = write_file("secret_c", "plugins");
   NodeProcess node(secret, 0,
                    {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_BINARY_DIR + "/examples/plugins",
-                    "TROUPE_PLUGINS=dummy_model"});
+                    "TROUPE_PLUGINS=gpt2_model"});
   ASSERT_TRUE(node.wait_listening()) << node.log();
-  EXPECT_TRUE(log_shows(node, "plugin dummy_model loaded.")) << node.log();
+  EXPECT_TRUE(log_shows(node, "plugin gpt2_model loaded.")) << node.log();
   auto r = run_troupe("plugins --json --node " + node.address() + " --secret-file " + secret,
                       "env -u TROUPE_PLUGIN_PATH -u TROUPE_PLUGINS");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -101,7 +101,7 @@ TEST(Node, ItLoadsItsOwnPluginsAndReportsThem) {
   EXPECT_EQ(report["node"], node.address());
   bool loaded = false;
   for (const auto& p : report["groups"]["troupe.general_plugins"])
-    loaded |= p["name"] == "dummy_model" && p["status"] == "loaded";
+    loaded |= p["name"] == "gpt2_model" && p["status"] == "loaded";
   EXPECT_TRUE(loaded) << report.dump(2);
   // The head chooses a node's platform; until one does, the node names its own pick.
   EXPECT_TRUE(report["platform"]["activated"].is_null()) << report.dump(2);
@@ -109,7 +109,7 @@ TEST(Node, ItLoadsItsOwnPluginsAndReportsThem) {
   // This process (no TROUPE_PLUGIN_PATH) never saw that plugin: the report is the node's.
   auto local = run_troupe("plugins --json", "env -u TROUPE_PLUGIN_PATH -u TROUPE_PLUGINS");
   ASSERT_EQ(local.exit_code, 0);
-  EXPECT_EQ(local.out.find("dummy_model"), std::string::npos);
+  EXPECT_EQ(local.out.find("gpt2_model"), std::string::npos);
 }
 
 // Ranks on node processes of two "hosts" (127.0.0.2 and 127.0.0.1: two loopback addresses)

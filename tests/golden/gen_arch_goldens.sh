@@ -19,7 +19,11 @@
 # cross their sliding windows (gemma3-270m: 512 on 5 of its 6 layers; gemma2-2b: 4096 on
 # layer 0 of 2; mistral-7b-v0.1: 4096 on its layer). llama.cpp b11434 does not read a
 # window under arch llama (src/models/llama.cpp never asks for attention.sliding_window),
-# so the mistral case is referenced by numpy only.
+# so the mistral case is referenced by numpy only. gpt2 (GPT-2 124M's shape, 2 layers) is
+# the model of the example plugin examples/gpt2_model; its 900-token prompt
+# reaches far into the 1024 learned positions, and its "text:N" run starts from an English
+# prompt that llama.cpp tokenizes (recorded as prompt_text and prompt_ids; llama.cpp's
+# reference only), so that `troupe generate` on the text is checked too (gpt2_plugin_test).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 reference=${1:?usage: gen_arch_goldens.sh llama.cpp|numpy [TROUPE_BIN] [LLAMA_CPP_BIN_DIR]}
@@ -36,7 +40,7 @@ cleanup() { [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null; rm -rf "$wor
 trap cleanup EXIT
 port=18231
 
-# shape layers seed weight_type ctx prompts(len:n_predict,...) references(both|llama.cpp|numpy)
+# shape layers seed weight_type ctx prompts(len:n_predict or text:n_predict,...) references(both|llama.cpp|numpy)
 cases=(
   "qwen2.5-0.5b 2 7 q8_0 512 24:12,7:12 both"
   "qwen3-0.6b 2 7 q8_0 512 24:12,7:12 both"
@@ -45,6 +49,7 @@ cases=(
   "gemma3-270m 6 7 q8_0 1024 24:8,700:8 both"
   "gemma2-2b 2 7 q8_0 4608 24:8,4300:4 both"
   "mistral-7b-v0.1 1 7 q8_0 8448 24:8,8200:4 numpy"
+  "gpt2 2 7 q8_0 1024 24:12,900:8,text:16 both"
 )
 
 if [[ $reference == llama.cpp ]]; then
@@ -66,6 +71,8 @@ import json, subprocess, sys
 ref, gguf, shape, layers, seed, wtype, prompts, dst = sys.argv[1:]
 runs = []
 for k, spec in enumerate(prompts.split(",")):
+    if spec.startswith("text:"):
+        continue  # a text prompt needs llama.cpp's tokenizer: llama.cpp references only
     n_prompt, n_predict = (int(x) for x in spec.split(":"))
     x = 12345 + 977 * k  # the same ids as the llama.cpp branch
     ids = []
@@ -127,14 +134,23 @@ def post(path, body):
 props = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/props"))
 n_vocab = None
 runs = []
+# The text of a "text:N" run: GPT-2's pre-tokenizer splits contractions, digits, runs of
+# spaces and punctuation.
+TEXT = "Hello world! It's 2026, and GPT-2's tokenizer splits   spaces, numbers like 12345 and words."
 for k, spec in enumerate(prompts.split(",")):
-    n_prompt, n_predict = (int(x) for x in spec.split(":"))
-    # A fixed LCG over ids 300..9999 (plain synthetic-vocab tokens of every shape).
-    x = 12345 + 977 * k
-    ids = []
-    for _ in range(n_prompt):
-        x = (1103515245 * x + 12345) % (1 << 31)
-        ids.append(300 + x % 9700)
+    first, n_predict = spec.split(":")
+    n_predict = int(n_predict)
+    prompt_text = None
+    if first == "text":
+        prompt_text = TEXT
+        ids = post("/tokenize", {"content": prompt_text, "add_special": True, "parse_special": False})["tokens"]
+    else:
+        # A fixed LCG over ids 300..9999 (plain synthetic-vocab tokens of every shape).
+        x = 12345 + 977 * k
+        ids = []
+        for _ in range(int(first)):
+            x = (1103515245 * x + 12345) % (1 << 31)
+            ids.append(300 + x % 9700)
     r = post("/completion", {"prompt": ids, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
                              "n_probs": 8, "cache_prompt": False, "ignore_eos": True, "return_tokens": True,
                              "post_sampling_probs": False, "samplers": ["top_k"]})
@@ -151,7 +167,10 @@ for k, spec in enumerate(prompts.split(",")):
         steps.append({"id": p["id"], "logprob": p["logprob"],
                       "top": [[t["id"], t["logprob"]] for t in p["top_logprobs"]]})
     assert j == len(probs) and len(tokens) == n_predict, (j, len(probs), len(tokens))
-    runs.append({"prompt_ids": ids, "output_ids": tokens, "steps": steps})
+    run = {"prompt_ids": ids, "output_ids": tokens, "steps": steps}
+    if prompt_text is not None:
+        run["prompt_text"] = prompt_text
+    runs.append(run)
 json.dump({"shape": shape, "layers": int(layers), "seed": int(seed), "weight_type": wtype, "runs": runs},
           open(dst, "w"))
 PY

@@ -12,13 +12,16 @@ final norm, output head (tied to token_embd when output.weight is absent). gemma
 after attention and the MLP too, GELU-tanh gating, queries scaled by 1/sqrt(head_dim);
 layer l windowed (keys at (p - w, p]) when l mod pattern < pattern - 1 (2 for gemma2, 6 for
 gemma3); gemma2 soft-caps attention scores (50) and logits (30); gemma3 norms each head's
-q and k and rotates its windowed layers with base 10000 (rope.freq_base_swa). Weights are
+q and k and rotates its windowed layers with base 10000 (rope.freq_base_swa). gpt2
+(src/models/gpt2.cpp): token plus learned position embeddings, pre-norm layer norms with
+biases, fused attn_qkv with its bias, biased attn_output, ffn_up and ffn_down, a tanh-GELU
+MLP, no RoPE, causal attention scaled by 1/sqrt(head_dim). Weights are
 dequantized exactly (f32, f16, q8_0); all arithmetic is float64, activations unquantized.
 
   ref_forward.py FILE.gguf PROMPT_IDS_JSON N_PREDICT N_PROBS  ->  JSON on stdout
 
-REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped|window computes a deliberately wrong model (that
-part left out, or phi3's halves swapped): how far such a model lands from the right one
+REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped|window|positions|gelu_erf computes a deliberately wrong model (that
+part left out, phi3's halves swapped, or gpt2's GELU in its erf form): how far such a model lands from the right one
 is what the test's tolerance has to stay below.
 """
 import os
@@ -106,6 +109,12 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
+def layer_norm(x, w, b, eps):
+    mu = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
 def rope(x, pos, theta, neox, factors, mscale):
     """x: [T][H][D]; rotate pairs by pos * theta^(-2i/D) / factors[i]."""
     d = x.shape[-1]
@@ -128,14 +137,17 @@ class Model:
     def __init__(self, path):
         g = self.g = Gguf(path)
         a = self.arch = g.kv["general.architecture"]
-        assert a in ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"), a
+        assert a in ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gpt2"), a
         self.gemma = a in ("gemma2", "gemma3")
+        self.gpt2 = a == "gpt2"
         k = lambda key, default=None: g.kv.get(f"{a}.{key}", default)
         self.n_embd, self.n_layer = k("embedding_length"), k("block_count")
         self.n_head = k("attention.head_count")
         self.n_kv = k("attention.head_count_kv", self.n_head)
         self.hd = k("attention.key_length", self.n_embd // self.n_head)
         self.theta, self.eps = k("rope.freq_base", 10000.0), k("attention.layer_norm_rms_epsilon")
+        if self.gpt2:
+            self.eps = k("attention.layer_norm_epsilon")
         self.neox = a != "llama"
         # llama.cpp disables phi3's window; a window under llama applies to every layer.
         self.window = k("attention.sliding_window", 0) if a == "llama" and DROP != "window" else 0
@@ -156,8 +168,47 @@ class Model:
         self.n_ff = k("feed_forward_length")
         self.out_name = "output.weight" if g.has("output.weight") else "token_embd.weight"
         self.n_vocab = g.tensors["token_embd.weight"][0][1]
-        self.layers = [self.load_layer(l) for l in range(self.n_layer)]
+        self.layers = [self.load_gpt2_layer(l) if self.gpt2 else self.load_layer(l) for l in range(self.n_layer)]
         self.out_norm = g.rows("output_norm.weight")[0]
+        self.out_norm_b = g.rows("output_norm.bias")[0] if g.has("output_norm.bias") else None
+
+    def load_gpt2_layer(self, l):
+        g, b = self.g, f"blk.{l}."
+        E = self.n_embd
+        L = {x: g.rows(b + x)[0] for x in ("attn_norm.weight", "attn_norm.bias", "attn_qkv.bias", "attn_output.bias",
+                                          "ffn_norm.weight", "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias")}
+        qkv = g.rows(b + "attn_qkv.weight")
+        L["wq"], L["wk"], L["wv"] = qkv[:E], qkv[E:2 * E], qkv[2 * E:]
+        bqkv = L["attn_qkv.bias"]
+        L["bq"], L["bk"], L["bv"] = bqkv[:E], bqkv[E:2 * E], bqkv[2 * E:]
+        if DROP == "bias":
+            L["bq"] = np.zeros(E)
+        for x in ("attn_output", "ffn_up", "ffn_down"):
+            L[x] = g.rows(b + x + ".weight")
+        return L
+
+    def gpt2_layer(self, L, x, rows, pos):
+        """One GPT-2 block over the whole sequence x; returns the rows asked for."""
+        T = x.shape[0]
+        h = layer_norm(x, L["attn_norm.weight"], L["attn_norm.bias"], self.eps)
+        q = (h[rows] @ L["wq"].T + L["bq"]).reshape(len(rows), self.n_head, self.hd)
+        k = (h @ L["wk"].T + L["bk"]).reshape(T, self.n_head, self.hd)
+        v = (h @ L["wv"].T + L["bv"]).reshape(T, self.n_head, self.hd)
+        att = np.empty((len(rows), self.n_head, self.hd))
+        for hh in range(self.n_head):
+            s = q[:, hh, :] @ k[:, hh, :].T / np.sqrt(self.hd)
+            s[pos[rows][:, None] < pos[None, :]] = -np.inf
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            att[:, hh, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, hh, :]
+        x = x[rows] + att.reshape(len(rows), -1) @ L["attn_output"].T + L["attn_output.bias"]
+        h = layer_norm(x, L["ffn_norm.weight"], L["ffn_norm.bias"], self.eps)
+        u = h @ L["ffn_up"].T + L["ffn_up.bias"]
+        if DROP == "gelu_erf":
+            from math import erf
+            gelu = 0.5 * u * (1 + np.vectorize(erf)(u / np.sqrt(2)))
+        else:
+            gelu = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+        return x + gelu @ L["ffn_down"].T + L["ffn_down.bias"]
 
     def load_layer(self, l):
         g, b = self.g, f"blk.{l}."
@@ -196,7 +247,13 @@ class Model:
         if self.gemma:
             x = x * np.sqrt(self.n_embd)
         pos = np.arange(T)
+        if self.gpt2 and DROP != "positions":
+            x = x + self.g.rows("position_embd.weight", 0, T)
         for li, L in enumerate(self.layers):
+            if self.gpt2:
+                rows = np.arange(first, T) if li == self.n_layer - 1 else np.arange(T)
+                x = self.gpt2_layer(L, x, rows, pos)
+                continue
             window = self.window if self.local[li] else 0
             theta = self.theta_local if self.local[li] else self.theta
             last = li == self.n_layer - 1
@@ -235,7 +292,10 @@ class Model:
             h = rms_norm(x, L["ffn_norm"], self.eps)
             gt, up = h @ L["gate"].T, h @ L["up"].T
             x = x + (gt / (1 + np.exp(-gt)) * up) @ L["down"].T
-        h = rms_norm(x, self.out_norm, self.eps)
+        if self.gpt2:
+            h = layer_norm(x, self.out_norm, self.out_norm_b, self.eps)
+        else:
+            h = rms_norm(x, self.out_norm, self.eps)
         logits = np.empty((h.shape[0], self.n_vocab))
         for r0 in range(0, self.n_vocab, 16384):  # the head in slices (the embedding may be ~1 GB as f64)
             r1 = min(self.n_vocab, r0 + 16384)

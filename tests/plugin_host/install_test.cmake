@@ -1,5 +1,5 @@
 # Run by ctest (plugin_host.install_and_build_example): install the build tree
-# into a fresh prefix, build examples/dummy_model against it as a third party
+# into a fresh prefix, build examples/gpt2_model against it as a third party
 # would, then check that the installed troupe loads it.
 foreach(v TROUPE_BUILD_DIR TROUPE_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${v})
@@ -25,7 +25,7 @@ foreach(f bin/troupe include/troupe/plugin.hpp include/troupe/sdk_fingerprint.hp
   endif()
 endforeach()
 # A plugin built against the install must stamp the fingerprint the installed troupe checks
-# (the dummy_model load below shows it end to end).
+# (the gpt2_model load below shows it end to end).
 file(READ ${prefix}/include/troupe/sdk_fingerprint.hpp installed_fp)
 file(READ ${TROUPE_BUILD_DIR}/generated/troupe/sdk_fingerprint.hpp built_fp)
 if(NOT installed_fp STREQUAL built_fp)
@@ -40,12 +40,12 @@ if(NOT cpu_manifest)
   message(FATAL_ERROR "the install lacks the built-in cpu plugin")
 endif()
 
-set(example_build ${WORK_DIR}/dummy_model_build)
-run_step("configuring examples/dummy_model against the install"
-  ${CMAKE_COMMAND} -S ${TROUPE_SOURCE_DIR}/examples/dummy_model -B ${example_build} -G ${GENERATOR}
+set(example_build ${WORK_DIR}/gpt2_model_build)
+run_step("configuring examples/gpt2_model against the install"
+  ${CMAKE_COMMAND} -S ${TROUPE_SOURCE_DIR}/examples/gpt2_model -B ${example_build} -G ${GENERATOR}
   -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release)
-run_step("building examples/dummy_model" ${CMAKE_COMMAND} --build ${example_build})
-if(NOT EXISTS ${example_build}/plugins/dummy_model.troupe-plugin.json)
+run_step("building examples/gpt2_model" ${CMAKE_COMMAND} --build ${example_build})
+if(NOT EXISTS ${example_build}/plugins/gpt2_model.troupe-plugin.json)
   message(FATAL_ERROR "the standalone build wrote no manifest in ${example_build}/plugins")
 endif()
 
@@ -58,18 +58,39 @@ math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
   string(JSON name GET "${step_out}" groups troupe.general_plugins ${i} name)
   string(JSON status GET "${step_out}" groups troupe.general_plugins ${i} status)
-  if(name STREQUAL "dummy_model")
+  if(name STREQUAL "gpt2_model")
     set(found "${status}")
   endif()
 endforeach()
 if(NOT found STREQUAL "loaded")
-  message(FATAL_ERROR "dummy_model is '${found}' in the installed troupe's report:\n${step_out}\n${step_err}")
+  message(FATAL_ERROR "gpt2_model is '${found}' in the installed troupe's report:\n${step_out}\n${step_err}")
 endif()
 string(JSON activated GET "${step_out}" platform activated)
 if(NOT activated MATCHES "^(cpu|cuda)$")
   message(FATAL_ERROR "the installed troupe activated '${activated}', expected its built-in platform:\n${step_out}")
 endif()
-message(STATUS "installed troupe loaded the standalone dummy_model; platform ${activated}")
+message(STATUS "installed troupe loaded the standalone gpt2_model; platform ${activated}")
+
+# The standalone plugin's model runs in the installed troupe: a one-layer random GPT-2 file
+# generates, and without the plugin the architecture is refused by name.
+set(gpt2_file ${WORK_DIR}/gpt2-1layer.gguf)
+run_step("installed troupe make-gguf --model-shape gpt2"
+  ${prefix}/bin/troupe make-gguf --model-shape gpt2 --layers 1 --weight-type q8_0 --seed 7 -o ${gpt2_file})
+run_step("installed troupe generate on the gpt2 file with the standalone plugin"
+  ${CMAKE_COMMAND} -E env --unset=TROUPE_PLUGINS --unset=TROUPE_BUILTIN_PLUGIN_DIR --unset=TROUPE_DEVICE
+  TROUPE_PLUGIN_PATH=${example_build}/plugins ${prefix}/bin/troupe generate ${gpt2_file} -p "Hello" -n 4 --json
+  --device cpu --threads 2)
+string(JSON n_generated LENGTH "${step_out}" token_ids)
+if(NOT n_generated EQUAL 4)
+  message(FATAL_ERROR "the gpt2 plugin model generated ${n_generated} tokens, expected 4:\n${step_out}\n${step_err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=TROUPE_PLUGINS --unset=TROUPE_PLUGIN_PATH
+  --unset=TROUPE_BUILTIN_PLUGIN_DIR ${prefix}/bin/troupe generate ${gpt2_file} -p "Hello" -n 1 --device cpu
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "gpt2")
+  message(FATAL_ERROR "without the plugin, the gpt2 file must be refused naming its architecture (${rc}):\n${err}")
+endif()
+file(REMOVE ${gpt2_file})
 
 # The simulated accelerator, built against the install as a hardware vendor starts
 # (docs/writing-a-platform-plugin.md), must pass the installed `troupe platform-check`,

@@ -354,7 +354,7 @@ TEST(PluginHost, PluginsBuiltAgainstTheseHeadersCarryTheHostsSdkFingerprint) {
                                         dir("fake_cpu") + "/fake_cpu.troupe-plugin.json",
                                         dir("echo_io") + "/echo_io.troupe-plugin.json"};
 #if TROUPE_HAVE_EXAMPLES
-  manifests.push_back(std::string(TROUPE_EXAMPLES_PLUGIN_DIR) + "/dummy_model.troupe-plugin.json");
+  manifests.push_back(std::string(TROUPE_EXAMPLES_PLUGIN_DIR) + "/gpt2_model.troupe-plugin.json");
 #endif
   for (const auto& path : manifests) {
     ph::Manifest m;
@@ -531,7 +531,7 @@ TEST(Examples, DummyPlatformWinsAndChangesTheConfig) {
   ASSERT_FALSE(worker.ok());
   EXPECT_EQ(worker.status().code(), troupe::StatusCode::not_supported);
   // The example general plugin registered its architecture in this process.
-  EXPECT_TRUE(troupe::model_registry::is_registered("MyLlama"));
+  EXPECT_TRUE(troupe::model_registry::is_registered("gpt2"));
 }
 
 TEST(Examples, JsonlStatLoggerAppendsOneLinePerInterval) {

@@ -113,7 +113,7 @@ TEST(PluginsCli, AllPluginsLoadWhenTroupePluginsIsUnset) {
   CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(status_of(r, kGeneral, "good_general"), "loaded");
-  EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "loaded");
+  EXPECT_EQ(status_of(r, kGeneral, "gpt2_model"), "loaded");
   EXPECT_EQ(status_of(r, "troupe.stat_logger_plugins", "stat_logger_jsonl"), "loaded");
   EXPECT_EQ(r.report["platform"]["activated"], "dummy");
   EXPECT_EQ(r.report["platform"]["device_name"], "DummyDevice");
@@ -132,7 +132,7 @@ TEST(PluginsCli, EmptyTroupePluginsLoadsNoPluginButBuiltins) {
   CliRun r = run_plugins({"TROUPE_PLUGIN_PATH=" + dir("good_general") + ":" + TROUPE_EXAMPLES_PLUGIN_DIR, "TROUPE_PLUGINS="});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(status_of(r, kGeneral, "good_general"), "filtered");
-  EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "filtered");
+  EXPECT_EQ(status_of(r, kGeneral, "gpt2_model"), "filtered");
   EXPECT_EQ(status_of(r, kPlatform, "dummy"), "filtered");
   EXPECT_EQ(status_of(r, kPlatform, "cpu"), "loaded");  // built-in, as vLLM's built-in platforms
   EXPECT_NE(r.report["platform"]["activated"], "dummy");
@@ -144,7 +144,7 @@ TEST(PluginsCli, ListedPluginsOnlyAndWarningForUnknownNames) {
                        "TROUPE_PLUGINS= good_general , no_such_plugin "});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(status_of(r, kGeneral, "good_general"), "loaded");
-  EXPECT_EQ(status_of(r, kGeneral, "dummy_model"), "filtered");
+  EXPECT_EQ(status_of(r, kGeneral, "gpt2_model"), "filtered");
   EXPECT_EQ(status_of(r, kPlatform, "dummy"), "filtered");
   EXPECT_NE(r.err.find("WARNING"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("plugin no_such_plugin is named in TROUPE_PLUGINS but was not found"), std::string::npos)

@@ -34,6 +34,13 @@ struct GeluTanhMul {
   using Fn = void (*)(Ops& ops, const float* gate, const float* up, int64_t n, float* out);
 };
 
+/// The tanh GELU (GPT-2's MLP activation, ggml_gelu): out[i] = gelu_tanh(x[i]), the formula
+/// of GeluTanhMul. Device memory; out may alias x.
+struct GeluTanh {
+  static constexpr std::string_view name = "gelu_tanh.v1";
+  using Fn = void (*)(Ops& ops, const float* x, int64_t n, float* out);
+};
+
 /// Soft-capping in place (Gemma 2's final logits): x[i] = cap * tanh(x[i] / cap), cap > 0.
 struct SoftCap {
   static constexpr std::string_view name = "softcap.v1";

@@ -40,6 +40,43 @@ std::string cache_key(const DummyModelSpec& s) {
          std::to_string(s.seed);
 }
 
+// The hyperparameters of the llama-style families, as their converters write them.
+void add_decoder_keys(const ModelShape& s, gguf::GgufBuilder& b) {
+  const std::string a = s.arch + ".";  // llama.cpp's per-architecture key prefix
+  if (s.arch == "llama") b.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));  // only llama's converter
+  b.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  b.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  b.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  b.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  b.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  b.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  if (s.rope_theta_key) b.set_f32(a + "rope.freq_base", s.rope_theta);
+  b.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (!s.gemma()) b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));  // Gemma's converters omit it
+  if (s.key_length > 0 || s.gemma()) {  // Gemma's converters always write the head size
+    b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim()));
+    b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim()));
+  }
+  if (s.sliding_window > 0) b.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  if (s.attn_softcap > 0) b.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap > 0) b.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  if (s.rope_original_context > 0)
+    b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
+  if (s.sliding_window_pattern > 0)
+    b.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.sliding_window_pattern));
+  if (s.rope_theta_swa > 0) b.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
+}
+
+// GPT-2's keys, the ones llama.cpp's GPT2Model converter writes (no RoPE, no KV-head count).
+void add_gpt2_keys(const ModelShape& s, gguf::GgufBuilder& b) {
+  b.set_u32("gpt2.context_length", static_cast<uint32_t>(s.n_ctx));
+  b.set_u32("gpt2.embedding_length", static_cast<uint32_t>(s.n_embd));
+  b.set_u32("gpt2.block_count", static_cast<uint32_t>(s.n_layer));
+  b.set_u32("gpt2.feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  b.set_u32("gpt2.attention.head_count", static_cast<uint32_t>(s.n_head));
+  b.set_f32("gpt2.attention.layer_norm_epsilon", s.rms_eps);
+}
+
 }  // namespace
 
 Result<DummyModelSpec> make_dummy_spec(std::string_view shape, std::string_view weight_type, uint64_t seed,
@@ -71,34 +108,16 @@ std::string dummy_model_name(const DummyModelSpec& spec) {
 Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   const ModelShape& s = spec.shape;
   gguf::GgufBuilder b;
-  const std::string a = s.arch + ".";  // llama.cpp's per-architecture key prefix
   b.set_string("general.architecture", s.arch);
   b.set_string("general.name", "troupe dummy " + s.name + " " + std::string(to_string(spec.weight_type)) +
                                    " seed " + std::to_string(spec.seed));
   b.set_u32("general.file_type", file_type(spec.weight_type));
   if (traits(spec.weight_type).quantized) b.set_u32("general.quantization_version", 2);
-  if (s.arch == "llama") b.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));  // only llama's converter
-  b.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
-  b.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
-  b.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
-  b.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  b.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
-  b.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  if (s.rope_theta_key) b.set_f32(a + "rope.freq_base", s.rope_theta);
-  b.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
-  if (!s.gemma()) b.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim()));  // Gemma's converters omit it
-  if (s.key_length > 0 || s.gemma()) {  // Gemma's converters always write the head size
-    b.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim()));
-    b.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim()));
+  if (s.gpt2()) {
+    add_gpt2_keys(s, b);
+  } else {
+    add_decoder_keys(s, b);
   }
-  if (s.sliding_window > 0) b.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
-  if (s.attn_softcap > 0) b.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
-  if (s.final_softcap > 0) b.set_f32(a + "final_logit_softcapping", s.final_softcap);
-  if (s.rope_original_context > 0)
-    b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
-  if (s.sliding_window_pattern > 0)
-    b.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.sliding_window_pattern));
-  if (s.rope_theta_swa > 0) b.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
   b.set_string("troupe.dummy.shape", s.name);
   b.set_string("troupe.dummy.weight_type", std::string(to_string(spec.weight_type)));
   b.set_u64("troupe.dummy.seed", spec.seed);
@@ -127,6 +146,30 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   };
   const int64_t q_dim = s.head_dim() * s.n_head, kv_dim = s.head_dim() * s.n_head_kv;
   TROUPE_RETURN_IF_ERROR(matrix("token_embd.weight", s.n_embd, s.n_vocab));
+  if (s.gpt2()) {
+    // GPT-2 in llama.cpp's layout: a learned position per context slot, layer norms with
+    // biases, one fused and biased attn_qkv, biased attn_output, ffn_up and ffn_down.
+    TROUPE_RETURN_IF_ERROR(matrix("position_embd.weight", s.n_embd, s.n_ctx));
+    for (int l = 0; l < s.n_layer; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      TROUPE_RETURN_IF_ERROR(norm(p + "attn_norm.weight", s.n_embd));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_norm.bias", s.n_embd));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", s.n_embd, 3 * s.n_embd));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_qkv.bias", 3 * s.n_embd));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "attn_output.weight", s.n_embd, s.n_embd));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_output.bias", s.n_embd));
+      TROUPE_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
+      TROUPE_RETURN_IF_ERROR(bias(p + "ffn_norm.bias", s.n_embd));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
+      TROUPE_RETURN_IF_ERROR(bias(p + "ffn_up.bias", s.n_ff));
+      TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+      TROUPE_RETURN_IF_ERROR(bias(p + "ffn_down.bias", s.n_embd));
+    }
+    TROUPE_RETURN_IF_ERROR(norm("output_norm.weight", s.n_embd));
+    TROUPE_RETURN_IF_ERROR(bias("output_norm.bias", s.n_embd));
+    if (!s.tied_embeddings) TROUPE_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));
+    return b;
+  }
   if (s.llama3_rope.factor > 0) {
     models::Llama3RopeParams p{s.llama3_rope.factor, s.llama3_rope.low_freq_factor, s.llama3_rope.high_freq_factor,
                                static_cast<float>(s.llama3_rope.original_context_length)};

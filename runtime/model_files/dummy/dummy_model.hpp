@@ -1,14 +1,16 @@
 // The dummy load format (vLLM's --load-format dummy): a model of a named shape
-// (llama, qwen2, qwen3, phi3: model_shapes.hpp) with random weights of one type, built as a GGUF image, so that it
-// reaches the model code through the same GgufFile / GgufModelSource as a file
-// on disk. The same builder writes it to a file (`troupe make-gguf`) that
-// troupe and llama.cpp load: same seed, same bytes, same logits.
+// (llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2: model_shapes.hpp) with random
+// weights of one type, built as a GGUF image, so that it reaches the model code
+// through the same GgufFile / GgufModelSource as a file on disk. The same builder
+// writes it to a file (`troupe make-gguf`) that troupe and llama.cpp load: same
+// seed, same bytes, same logits.
 //
 // Contents: the shape's general.architecture with its hyperparameters under that
 // prefix, every tensor and key a real file of the family has in llama.cpp's
 // layout (Llama 3.x's rope_freqs, qwen2's biases, qwen3's q/k norms, phi3's fused
 // attn_qkv and ffn_up, Gemma's post-norms, soft-capping and window keys, a Mistral
-// window), every matrix in the weight type, norms f32 and 1, biases f32 random, tied
+// window; GPT-2's learned positions, layer-norm biases and biased projections), every
+// matrix in the weight type, norms f32 and 1, biases f32 random, tied
 // shapes without output.weight; the synthetic byte-level BPE tokenizer
 // (synthetic_vocab.hpp) with the family's special tokens and chat template; provenance
 // in troupe.dummy.{shape,weight_type,seed}.

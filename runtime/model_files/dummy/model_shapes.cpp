@@ -82,6 +82,11 @@ const std::vector<ModelShape>& model_shapes() {
     v.back().key_length = 256;
     v.back().qk_norm = true;
     v.back().sliding_window = 512;
+    // GPT-2 124M (openai-community/gpt2): a model troupe runs only through the example plugin
+    // examples/gpt2_model. Its 50257 tokens are the 256 bytes, 50000 merges and <|endoftext|>.
+    v.push_back(llama("gpt2", "openai-community/gpt2's config.json (learned positions, layer norms, biases)", 768, 12,
+                      12, 12, 3072, 50257, 1024, 10000.0f, 1e-5f, true));
+    v.back().arch = "gpt2";
     // troupe's own small shapes of every family (tests of the Hugging Face folder path: f32
     // files of a few MiB); windows of 4 tokens so that short prompts reach past them.
     auto tiny = [&](std::string name, std::string arch, std::string what) {

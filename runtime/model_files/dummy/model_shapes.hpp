@@ -2,7 +2,10 @@
 // --load-format dummy): the architecture and hyperparameters of a known model,
 // with the optional tensors and keys its real GGUF has, and the weight types a
 // dummy model can be built in. gemma2/gemma3 shapes get Gemma's block (post-attention
-// and post-FFN norms) from their architecture; their keys are the fields below.
+// and post-FFN norms) from their architecture; their keys are the fields below. The gpt2
+// shape gets GPT-2's block from its architecture (learned positions, layer norms with
+// biases, fused attn_qkv, every projection biased, a GELU MLP); rms_eps is its
+// layer_norm_epsilon, and the RoPE and KV-head fields do not apply.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,7 @@ struct Llama3RopeScaling {
 struct ModelShape {
   std::string name;         // "llama-3.2-1b"
   std::string source;       // where the numbers come from
-  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3, gemma2, gemma3
+  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2
   int64_t n_embd = 0;       // hidden size
   int n_layer = 0;
   int n_head = 0;
@@ -55,6 +58,7 @@ struct ModelShape {
   float rope_theta_swa = 0;           // rope.freq_base_swa (gemma3's local layers)
   int64_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
   bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
+  bool gpt2() const { return arch == "gpt2"; }
 };
 
 /// Every named shape, in a fixed order.

@@ -33,6 +33,7 @@ struct Specials {
   std::vector<const char*> tokens;
   int bos, eos, eot, unk, pad;
   const char* chat_template;
+  bool add_bos = true;
 };
 
 // ChatML, the format the <|im_start|> / <|im_end|> tokens serve.
@@ -56,6 +57,8 @@ Specials specials_of(VocabStyle style) {
               1, 3, 6, 0, 3, kPhi3Template};
     case VocabStyle::gemma:
       return {{"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"}, 2, 1, 5, 3, 0, kGemmaTemplate};
+    case VocabStyle::gpt2:  // GPT-2's one special token (id 50256 in its 50257), no template
+      return {{"<|endoftext|>"}, 0, 0, -1, 0, -1, "", false};
     case VocabStyle::chatml:
       break;
   }
@@ -67,6 +70,7 @@ Specials specials_of(VocabStyle style) {
 VocabStyle vocab_style_of(std::string_view arch) {
   if (arch == "phi3") return VocabStyle::phi3;
   if (arch == "gemma2" || arch == "gemma3") return VocabStyle::gemma;
+  if (arch == "gpt2") return VocabStyle::gpt2;
   return VocabStyle::chatml;
 }
 
@@ -120,6 +124,7 @@ Result<SyntheticVocab> make_synthetic_vocab(int64_t n_vocab, VocabStyle style) {
   v.unk_id = id(sp.unk);
   v.pad_id = id(sp.pad);
   v.chat_template = sp.chat_template;
+  v.add_bos = sp.add_bos;
   return v;
 }
 
@@ -131,12 +136,12 @@ void add_tokenizer_metadata(const SyntheticVocab& v, gguf::GgufBuilder& b) {
   b.set_string_array("tokenizer.ggml.merges", v.merges);
   b.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos_id));
   b.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos_id));
-  b.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(v.eot_id));
+  if (v.eot_id >= 0) b.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(v.eot_id));
   if (v.unk_id >= 0) b.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk_id));
-  b.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad_id));
-  b.set_bool("tokenizer.ggml.add_bos_token", true);
+  if (v.pad_id >= 0) b.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad_id));
+  b.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   b.set_bool("tokenizer.ggml.add_eos_token", false);
-  b.set_string("tokenizer.chat_template", v.chat_template);
+  if (!v.chat_template.empty()) b.set_string("tokenizer.chat_template", v.chat_template);
 }
 
 }  // namespace troupe::dummy

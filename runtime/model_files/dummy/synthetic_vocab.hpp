@@ -17,6 +17,8 @@
 //                                 llama.cpp looks up in a file whose general.name says phi3
 //                         gemma:  <pad>, <eos> (EOS), <bos> (BOS), <unk>, <start_of_turn>,
 //                                 <end_of_turn> (end of turn)
+//                         gpt2:   <|endoftext|> (BOS, EOS and unknown), no chat template and
+//                                 no BOS added to prompts, as GPT-2's converted files have
 //
 // Any text encodes (every byte is a token) and decodes back to the same bytes;
 // English splits into tokens of about two bytes.
@@ -33,22 +35,23 @@
 namespace troupe::dummy {
 
 /// The special tokens and chat template of a family's real vocabulary.
-enum class VocabStyle { chatml, phi3, gemma };
-/// The style of a general.architecture: phi3 and gemma2/gemma3 have their own, the rest ChatML.
+enum class VocabStyle { chatml, phi3, gemma, gpt2 };
+/// The style of a general.architecture: phi3, gemma2/gemma3 and gpt2 have their own, the rest ChatML.
 VocabStyle vocab_style_of(std::string_view arch);
 
 struct SyntheticVocab {
   std::vector<std::string> tokens;  // GGUF text (byte-level characters)
   std::vector<int32_t> types;       // GGUF token types: 1 normal, 3 control
   std::vector<std::string> merges;  // "left right", highest priority first
-  int32_t bos_id = -1, eos_id = -1, eot_id = -1, unk_id = -1, pad_id = -1;
-  std::string chat_template;        // Jinja
+  int32_t bos_id = -1, eos_id = -1, eot_id = -1, unk_id = -1, pad_id = -1;  // -1: none
+  bool add_bos = true;              // tokenizer.ggml.add_bos_token
+  std::string chat_template;        // Jinja; empty: none
 };
 
 /// The vocabulary of `n_vocab` tokens; invalid_argument when n_vocab leaves no room for
 /// the bytes, the style's specials and one merge, or is above 256 + 256^2 + 256^3 + specials.
 Result<SyntheticVocab> make_synthetic_vocab(int64_t n_vocab, VocabStyle style = VocabStyle::chatml);
-/// Writes it as tokenizer.ggml.* metadata, with its tokenizer.chat_template.
+/// Writes it as tokenizer.ggml.* metadata, with its tokenizer.chat_template when it has one.
 void add_tokenizer_metadata(const SyntheticVocab& vocab, gguf::GgufBuilder& builder);
 
 }  // namespace troupe::dummy

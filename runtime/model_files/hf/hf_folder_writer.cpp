@@ -112,7 +112,10 @@ std::string hf_architecture_for(const dummy::ModelShape& shape) {
 Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, const std::string& dir,
                        const HfFolderOptions& options) {
   const std::string arch = options.architecture.empty() ? hf_architecture_for(s) : options.architecture;
-  if (arch.empty() || gguf_architecture_of(arch) != s.arch)
+  if (arch.empty())  // gpt2: troupe reads no GPT-2 folder (its model is a plugin's, over GGUF)
+    return invalid_argument("shape " + s.name + " (" + s.arch +
+                            ") has no Hugging Face folder form; write it as a GGUF file");
+  if (gguf_architecture_of(arch) != s.arch)
     return invalid_argument("shape " + s.name + " (" + s.arch + ") cannot be written as a '" + arch + "' folder");
   if (options.shards < 1 || options.shards > 999)
     return invalid_argument("--shards " + std::to_string(options.shards) + " must be 1..999");

@@ -208,6 +208,18 @@ TEST(SyntheticVocab, EachFamilyHasItsRealSpecialTokensAndTemplate) {
   EXPECT_EQ(vocab_style_of("phi3"), VocabStyle::phi3);
   EXPECT_EQ(vocab_style_of("gemma3"), VocabStyle::gemma);
   EXPECT_EQ(vocab_style_of("qwen2"), VocabStyle::chatml);
+  EXPECT_EQ(vocab_style_of("gpt2"), VocabStyle::gpt2);
+  auto gpt2 = make_synthetic_vocab(1000, VocabStyle::gpt2);
+  ASSERT_TRUE(gpt2.ok());
+  EXPECT_EQ(gpt2->tokens.back(), "<|endoftext|>");
+  EXPECT_EQ(gpt2->types.back(), 3);
+  EXPECT_EQ(gpt2->bos_id, 999);
+  EXPECT_EQ(gpt2->eos_id, 999);
+  EXPECT_EQ(gpt2->unk_id, 999);
+  EXPECT_EQ(gpt2->eot_id, -1);
+  EXPECT_EQ(gpt2->pad_id, -1);
+  EXPECT_FALSE(gpt2->add_bos);
+  EXPECT_TRUE(gpt2->chat_template.empty());
 }
 
 TEST(DummyWeights, SameSeedSameBytesAnyThreadCount) {
@@ -294,6 +306,72 @@ TEST(DummyWeights, MetadataDescribesTheShape) {
   EXPECT_EQ(f->get_string("troupe.dummy.shape"), "stories260k");
   EXPECT_EQ(f->get_int("troupe.dummy.seed"), 1);
   EXPECT_EQ(f->tensor("blk.4.ffn_down.weight")->type, DType::f16);
+}
+
+// GPT-2 in llama.cpp's gpt2 layout (src/models/gpt2.cpp's required tensors and keys; the
+// keys its converter writes), with GPT-2's one special token and no chat template.
+TEST(DummyWeights, Gpt2HasLlamaCppsGpt2Layout) {
+  auto spec = make_dummy_spec("gpt2", "q8_0", 3, 2);
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto b = dummy_gguf(*spec);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  auto image = b->build_in_memory();
+  ASSERT_TRUE(image.ok()) << image.status().to_string();
+  const gguf::GgufFile& f = *image->file;
+  EXPECT_EQ(f.architecture(), "gpt2");
+  for (auto [key, value] : {std::pair{"gpt2.context_length", 1024}, std::pair{"gpt2.embedding_length", 768},
+                            std::pair{"gpt2.block_count", 2}, std::pair{"gpt2.feed_forward_length", 3072},
+                            std::pair{"gpt2.attention.head_count", 12}})
+    EXPECT_EQ(f.get_int(key), value) << key;
+  EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("gpt2.attention.layer_norm_epsilon").value_or(0)), 1e-5f);
+  for (const char* absent : {"gpt2.attention.head_count_kv", "gpt2.rope.freq_base", "gpt2.rope.dimension_count",
+                             "gpt2.attention.layer_norm_rms_epsilon", "tokenizer.chat_template",
+                             "tokenizer.ggml.eot_token_id", "tokenizer.ggml.padding_token_id"})
+    EXPECT_FALSE(f.has(absent)) << absent;
+  struct Want {
+    std::string name;
+    int64_t ne0, rows;
+    DType type;
+  };
+  std::vector<Want> wants = {{"token_embd.weight", 768, 50257, DType::q8_0},
+                             {"position_embd.weight", 768, 1024, DType::q8_0},
+                             {"output_norm.weight", 768, 1, DType::f32},
+                             {"output_norm.bias", 768, 1, DType::f32}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const Want& w : std::vector<Want>{{p + "attn_norm.weight", 768, 1, DType::f32},
+                                           {p + "attn_norm.bias", 768, 1, DType::f32},
+                                           {p + "attn_qkv.weight", 768, 3 * 768, DType::q8_0},
+                                           {p + "attn_qkv.bias", 3 * 768, 1, DType::f32},
+                                           {p + "attn_output.weight", 768, 768, DType::q8_0},
+                                           {p + "attn_output.bias", 768, 1, DType::f32},
+                                           {p + "ffn_norm.weight", 768, 1, DType::f32},
+                                           {p + "ffn_norm.bias", 768, 1, DType::f32},
+                                           {p + "ffn_up.weight", 768, 3072, DType::q8_0},
+                                           {p + "ffn_up.bias", 3072, 1, DType::f32},
+                                           {p + "ffn_down.weight", 3072, 768, DType::q8_0},
+                                           {p + "ffn_down.bias", 768, 1, DType::f32}})
+      wants.push_back(w);
+  }
+  EXPECT_EQ(f.tensors().size(), wants.size());  // tied: no output.weight, and nothing else
+  for (const Want& w : wants) {
+    const WeightTensor* t = f.tensor(w.name);
+    ASSERT_NE(t, nullptr) << w.name;
+    EXPECT_EQ(t->ne[0], w.ne0) << w.name;
+    EXPECT_EQ(t->rows(), w.rows) << w.name;
+    EXPECT_EQ(t->type, w.type) << w.name;
+  }
+  // GPT-2's vocabulary: 256 bytes, 50000 merges, <|endoftext|> last as BOS, EOS and unknown.
+  auto tok = tokenizer::Tokenizer::from_gguf(f);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ((*tok)->token_id("<|endoftext|>"), 50256);
+  EXPECT_EQ((*tok)->bos_id(), 50256);
+  EXPECT_EQ((*tok)->eos_id(), 50256);
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.merges")->size(), 50000u);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "gpt-2");
+  const auto ids = (*tok)->encode("Hello", /*add_special=*/true, false);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_NE(ids.front(), 50256);  // no BOS added, as converted GPT-2 files say
 }
 
 TEST(DummyWeights, TheWrittenFileHoldsTheSameModel) {

@@ -1,6 +1,6 @@
-// The dummy_model example's registration, compiled into this test and run
-// twice: the second run must change nothing (plugins re-register per process
-// and embedders may load them more than once).
+// The gpt2_model example's registration, compiled into this test and run twice: the
+// second run must change nothing (plugins re-register per process and embedders may load
+// them more than once). Its model runs in tests/golden/gpt2_plugin_test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@ extern "C" const troupe::PluginDescriptor* troupe_plugin_entry();
 namespace {
 class NoSource final : public troupe::ModelSource {
  public:
-  std::string architecture() const override { return "MyLlama"; }
+  std::string architecture() const override { return "gpt2"; }
   const troupe::WeightTensor* tensor(std::string_view) const override { return nullptr; }
   std::optional<int64_t> get_int(std::string_view) const override { return std::nullopt; }
   std::optional<double> get_float(std::string_view) const override { return std::nullopt; }
@@ -21,7 +21,7 @@ class NoSource final : public troupe::ModelSource {
 };
 }  // namespace
 
-TEST(DummyModelExample, RegistrationIsIdempotent) {
+TEST(Gpt2ModelExample, RegistrationIsIdempotent) {
   const troupe::PluginDescriptor* d = troupe_plugin_entry();
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->abi_version, TROUPE_ABI_VERSION);
@@ -33,11 +33,12 @@ TEST(DummyModelExample, RegistrationIsIdempotent) {
   ASSERT_TRUE(d->register_fn().ok());
   auto second = troupe::model_registry::supported_architectures();
   EXPECT_EQ(first, second);
-  EXPECT_EQ(std::count(second.begin(), second.end(), "MyLlama"), 1);
+  EXPECT_EQ(std::count(second.begin(), second.end(), "gpt2"), 1);
 
+  // Without a platform's services the factory refuses before reading anything.
   NoSource source;
-  auto model = troupe::model_registry::create("MyLlama", source, troupe::ModelContext{});
+  auto model = troupe::model_registry::create("gpt2", source, troupe::ModelContext{});
   ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().code(), troupe::StatusCode::not_supported);
-  EXPECT_NE(model.status().message().find("MyLlama is an example architecture"), std::string::npos);
+  EXPECT_EQ(model.status().code(), troupe::StatusCode::invalid_argument);
+  EXPECT_EQ(model.status().message(), "the gpt2 model needs the platform's ops, attention backend and allocator");
 }
