@@ -19,7 +19,11 @@
 # cross their sliding windows (gemma3-270m: 512 on 5 of its 6 layers; gemma2-2b: 4096 on
 # layer 0 of 2; mistral-7b-v0.1: 4096 on its layer). llama.cpp b11434 does not read a
 # window under arch llama (src/models/llama.cpp never asks for attention.sliding_window),
-# so the mistral case is referenced by numpy only.
+# so the mistral case is referenced by numpy only. phi3.5-mini carries Phi-3's long-context
+# RoPE (rope_factors_long/short, original context 4096): llama.cpp runs the long set because
+# its context (-c 4608) exceeds 4096, and the 4300-token prompt puts positions past 4096,
+# where the long and short sets rotate the low-frequency pairs furthest apart (ref_forward.py
+# gets the context as REF_CONTEXT and picks the set as llama.cpp does).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 reference=${1:?usage: gen_arch_goldens.sh llama.cpp|numpy [TROUPE_BIN] [LLAMA_CPP_BIN_DIR]}
@@ -45,6 +49,7 @@ cases=(
   "gemma3-270m 6 7 q8_0 1024 24:8,700:8 both"
   "gemma2-2b 2 7 q8_0 4608 24:8,4300:4 both"
   "mistral-7b-v0.1 1 7 q8_0 8448 24:8,8200:4 numpy"
+  "phi3.5-mini 1 7 q8_0 4608 24:8,4300:4 both"
 )
 
 if [[ $reference == llama.cpp ]]; then
@@ -60,8 +65,8 @@ for c in "${cases[@]}"; do
   gguf=$work/$shape.gguf
   "$troupe" make-gguf --model-shape "$shape" --layers "$layers" --seed "$seed" --weight-type "$wtype" -o "$gguf" >&2
   if [[ $reference == numpy ]]; then
-    python3 - "$here/tests/golden/ref_forward.py" "$gguf" "$shape" "$layers" "$seed" "$wtype" "$prompts" \
-      "$work/case.json" <<'PY'
+    REF_CONTEXT=$ctx python3 - "$here/tests/golden/ref_forward.py" "$gguf" "$shape" "$layers" "$seed" "$wtype" \
+      "$prompts" "$work/case.json" <<'PY'
 import json, subprocess, sys
 ref, gguf, shape, layers, seed, wtype, prompts, dst = sys.argv[1:]
 runs = []
