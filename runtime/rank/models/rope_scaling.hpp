@@ -19,10 +19,12 @@
 // position of every sequence then rotates with that set. Hugging Face transformers instead
 // switches per forward on the sequence's length (long once max(position_ids) + 1 exceeds
 // original_max_position_embeddings), so keys cached while a sequence was short keep the
-// short rotation after the switch; vLLM switched per batch the same way before it moved to
-// the one-time rule (max_model_len > original), since a block computed under one set and
-// reused from the prefix cache under the other gives results that depend on the cache. With
-// one set per engine a block's keys depend only on its tokens, so prefix caching stays exact.
+// short rotation after the switch. vLLM switched per batch (long when a position passed the
+// original length) before it moved to the one-time rule (max_model_len > original) "to
+// prevent KV cache invalidation when sequences cross this threshold": under a switch, keys
+// already cached, and prefix-cache blocks reused later, were rotated with the other set, so
+// results depended on what the cache held. With one set per engine a block's keys depend
+// only on its tokens, so prefix caching stays exact.
 // YaRN is refused by name.
 #pragma once
 
