@@ -262,6 +262,7 @@ Status Engine::Impl::start_ranks() {
   auto plan = set_up_kv_cache(ranks, config, model_info.context_length);
   if (!plan) return plan.status();
   kv_plan = *plan;
+  kv_plan.sliding_window = model_info.sliding_window;
   config.cache.block_size = kv_plan.spec.block_size;
   config.model.max_model_len = kv_plan.max_model_len;
   auto chain = LogitsProcessorChain::create(config, model_info.vocab_size, artifacts.tokenizer);

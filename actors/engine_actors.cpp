@@ -18,6 +18,7 @@ engine::EngineCoreConfig core_config(const EngineConfig& config, const engine::K
   core.kv.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan.num_blocks, INT32_MAX));
   core.kv.block_size = plan.spec.block_size;
   core.kv.enable_prefix_caching = config.cache.enable_prefix_caching;
+  core.kv.sliding_window = plan.sliding_window;
   core.sleep_wait_limit = std::chrono::milliseconds(static_cast<int64_t>(config.model.sleep_wait_timeout_s * 1000));
   // A pooling input runs whole in one step: its hidden states are pooled at once,
   // so neither chunks nor prefix-cache hits (an encoder keeps no KV to reuse).

@@ -57,7 +57,7 @@ typename Inspector::result_type inspect(Inspector& f, EngineConfig& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelInfo& x) {
   return f(caf::meta::type_name("ModelInfo"), x.architecture, x.vocab_size, x.context_length, x.num_layers,
-           x.num_heads, x.num_kv_heads, x.head_dim, x.hidden_size, x.weight_bytes);
+           x.num_heads, x.num_kv_heads, x.head_dim, x.hidden_size, x.weight_bytes, x.sliding_window);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, KvCacheSpec& x) {
@@ -146,7 +146,7 @@ typename Inspector::result_type inspect(Inspector& f, KvSizing& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, KvCachePlan& x) {
-  return f(caf::meta::type_name("KvCachePlan"), x.spec, x.num_blocks, x.max_model_len);
+  return f(caf::meta::type_name("KvCachePlan"), x.spec, x.num_blocks, x.max_model_len, x.sliding_window);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PoolingParams& x) {

@@ -65,6 +65,10 @@ struct ModelInfo {
   int head_dim = 0;
   int64_t hidden_size = 0;
   uint64_t weight_bytes = 0;  // bytes read per token (all weights touched by one forward)
+  /// > 0 when EVERY layer sees only its last sliding_window keys (Mistral 7B v0.1): the KV
+  /// cache may free blocks that fall out of the window. 0 when any layer is global (Gemma's
+  /// global layers keep every block) or there is no window.
+  int32_t sliding_window = 0;
 };
 
 /// One step's flattened batch. Sequence i owns tokens
@@ -104,6 +108,10 @@ struct ModelContext {
   /// The LoRA adapters that ForwardBatch::lora_ids name (troupe/lora.hpp); owned by the
   /// worker, alive as long as the model. nullptr: LoRA is off.
   const LoraLookup* loras = nullptr;
+  /// The longest sequence the engine will run (--max-model-len); 0: the model's own context
+  /// length. Phi-3's long-context RoPE picks its factor set from it, as llama.cpp picks from
+  /// its per-sequence context.
+  int64_t max_model_len = 0;
 };
 
 /// What this rank's share of a model keeps in the KV cache.

@@ -1,5 +1,6 @@
-// qwen2, qwen3, phi3, Llama 3.2 (with rope_freqs, past position 8192), gemma2, gemma3 and a
-// Mistral-style window (prompts past their sliding windows) against recorded
+// qwen2, qwen3, phi3, Llama 3.2 (with rope_freqs, past position 8192), Phi-3.5 (long-context
+// RoPE, past position 4096), gemma2, gemma3 and a Mistral-style window (prompts past their
+// sliding windows) against recorded
 // references: the random-weight files `troupe make-gguf` writes (same shape, layers, seed
 // and type as tests/golden/gen_arch_goldens.sh used) are rebuilt here, and troupe's
 // log-probabilities at every generated step (teacher-forced on the reference's tokens,
@@ -58,6 +59,25 @@ TEST(ArchGoldensLlamaCpp, Gemma2PastItsWindow) {
 // not read a window for llama files, so the reference is ref_forward.py's.
 TEST(ArchGoldens, MistralSlidingWindowMatchesTheReferencePastTheWindow) {
   check_against("mistral-7b-v0.1", "arch_goldens_numpy.json", kNumpyTol);
+}
+// Phi-3.5's long-context RoPE (rope_factors_long/short, original context 4096) on a
+// 4300-token prompt: llama.cpp ran with -c 4608 and troupe runs with max_model_len 4368, both
+// past 4096, so both rotate with the long set (and scale cos/sin by attn_factor 1.19).
+TEST(ArchGoldens, Phi35LongRopePast4kMatchesTheReference) {
+  check_against("phi3.5-mini", "arch_goldens_numpy.json", kNumpyTol);
+}
+TEST(ArchGoldensLlamaCpp, Phi35LongRopePast4k) {
+  check_against("phi3.5-mini", "arch_goldens_llamacpp.json", kLlamaCppTol);
+}
+
+// Phi-3.5's long-context RoPE (rope_factors_long/short, original context 4096) on a
+// 4300-token prompt: llama.cpp ran with -c 4608 and troupe runs with max_model_len 4368, both
+// past 4096, so both rotate with the long set (and scale cos/sin by attn_factor 1.19).
+TEST(ArchGoldens, Phi35LongRopePast4kMatchesTheReference) {
+  check_against("phi3.5-mini", "arch_goldens_numpy.json", kNumpyTol);
+}
+TEST(ArchGoldensLlamaCpp, Phi35LongRopePast4k) {
+  check_against("phi3.5-mini", "arch_goldens_llamacpp.json", kLlamaCppTol);
 }
 
 }  // namespace

@@ -24,6 +24,11 @@
 # reaches far into the 1024 learned positions, and its "text:N" run starts from an English
 # prompt that llama.cpp tokenizes (recorded as prompt_text and prompt_ids; llama.cpp's
 # reference only), so that `troupe generate` on the text is checked too (gpt2_plugin_test).
+# phi3.5-mini carries Phi-3's long-context
+# RoPE (rope_factors_long/short, original context 4096): llama.cpp runs the long set because
+# its context (-c 4608) exceeds 4096, and the 4300-token prompt puts positions past 4096,
+# where the long and short sets rotate the low-frequency pairs furthest apart (ref_forward.py
+# gets the context as REF_CONTEXT and picks the set as llama.cpp does).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 reference=${1:?usage: gen_arch_goldens.sh llama.cpp|numpy [TROUPE_BIN] [LLAMA_CPP_BIN_DIR]}
@@ -50,6 +55,7 @@ cases=(
   "gemma2-2b 2 7 q8_0 4608 24:8,4300:4 both"
   "mistral-7b-v0.1 1 7 q8_0 8448 24:8,8200:4 numpy"
   "gpt2 2 7 q8_0 1024 24:12,900:8,text:16 both"
+  "phi3.5-mini 1 7 q8_0 4608 24:8,4300:4 both"
 )
 
 if [[ $reference == llama.cpp ]]; then
@@ -65,8 +71,8 @@ for c in "${cases[@]}"; do
   gguf=$work/$shape.gguf
   "$troupe" make-gguf --model-shape "$shape" --layers "$layers" --seed "$seed" --weight-type "$wtype" -o "$gguf" >&2
   if [[ $reference == numpy ]]; then
-    python3 - "$here/tests/golden/ref_forward.py" "$gguf" "$shape" "$layers" "$seed" "$wtype" "$prompts" \
-      "$work/case.json" <<'PY'
+    REF_CONTEXT=$ctx python3 - "$here/tests/golden/ref_forward.py" "$gguf" "$shape" "$layers" "$seed" "$wtype" \
+      "$prompts" "$work/case.json" <<'PY'
 import json, subprocess, sys
 ref, gguf, shape, layers, seed, wtype, prompts, dst = sys.argv[1:]
 runs = []

@@ -4,7 +4,9 @@ troupe runs (llama, qwen2, qwen3, phi3), from a GGUF file, written from the mode
 definitions as llama.cpp b11434 builds its graphs (src/models/{llama,qwen2,qwen3,phi3}.cpp):
 pre-norm RMSNorm, Q/K/V (fused attn_qkv split as Q|K|V rows; optional biases), qwen3's
 per-head q/k RMS norms before RoPE, RoPE (pairs (2i,2i+1) for llama, (i,i+d/2) otherwise;
-frequencies divided by rope_freqs factors when the file has them), causal GQA attention
+frequencies divided by rope_freqs factors when the file has them, or by Phi-3's
+rope_factors_long/short as llama.cpp picks them from the context REF_CONTEXT, cos and sin
+times rope.scaling.attn_factor), causal GQA attention
 scaled by 1/sqrt(head_dim) (under llama, attention.sliding_window = w limits every query at
 position p to the keys at (p - w, p], Mistral 7B's window as transformers applies it), SwiGLU (phi3: the first half of ffn_up's rows is the gate),
 final norm, output head (tied to token_embd when output.weight is absent). gemma2/gemma3
@@ -20,8 +22,9 @@ dequantized exactly (f32, f16, q8_0); all arithmetic is float64, activations unq
 
   ref_forward.py FILE.gguf PROMPT_IDS_JSON N_PREDICT N_PROBS  ->  JSON on stdout
 
-REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped|window|positions|gelu_erf computes a deliberately wrong model (that
-part left out, phi3's halves swapped, or gpt2's GELU in its erf form): how far such a model lands from the right one
+REF_DROP=bias|qk_norm|rope_freqs|gate_up_swapped|window|positions|gelu_erf|longrope computes a deliberately wrong
+model (that part left out, phi3's halves swapped, gpt2's GELU in its erf form, or Phi-3's other factor set):
+how far such a model lands from the right one
 is what the test's tolerance has to stay below.
 """
 import os
@@ -165,6 +168,15 @@ class Model:
         self.factors = g.rows("rope_freqs.weight")[0] if g.has("rope_freqs.weight") else None
         if DROP == "rope_freqs":
             self.factors = None
+        self.mscale = k("rope.scaling.attn_factor", 1.0)
+        if g.has("rope_factors_long.weight"):
+            # Phi-3's long-context RoPE as llama.cpp picks it: the long set when the context
+            # (REF_CONTEXT, llama.cpp's -c; else context_length) exceeds original_context_length.
+            ctx = int(os.environ.get("REF_CONTEXT", "0")) or k("context_length")
+            use_long = ctx > k("rope.scaling.original_context_length", k("context_length"))
+            if DROP == "longrope":
+                use_long = not use_long
+            self.factors = g.rows("rope_factors_long.weight" if use_long else "rope_factors_short.weight")[0]
         self.n_ff = k("feed_forward_length")
         self.out_name = "output.weight" if g.has("output.weight") else "token_embd.weight"
         self.n_vocab = g.tensors["token_embd.weight"][0][1]
@@ -268,8 +280,8 @@ class Model:
             v = v.reshape(T, self.n_kv, self.hd)
             if L["q_norm"] is not None:
                 q, k = rms_norm(q, L["q_norm"], self.eps), rms_norm(k, L["k_norm"], self.eps)
-            q = rope(q, pos[rows], theta, self.neox, self.factors, 1.0)
-            k = rope(k, pos, theta, self.neox, self.factors, 1.0)
+            q = rope(q, pos[rows], theta, self.neox, self.factors, self.mscale)
+            k = rope(k, pos, theta, self.neox, self.factors, self.mscale)
             group = self.n_head // self.n_kv
             att = np.empty((len(rows), self.n_head, self.hd))
             for hh in range(self.n_head):

@@ -15,6 +15,8 @@ struct KvCachePlan {
   KvCacheSpec spec;
   int64_t num_blocks = 0;
   int64_t max_model_len = 0;  // tokens one request may hold (prompt + output)
+  int32_t sliding_window = 0; // the model's window on every layer (ModelInfo::sliding_window): the
+                              // scheduler releases blocks out of it; set by the caller, not planned
   int64_t capacity_tokens() const { return num_blocks * spec.block_size; }
 };
 

@@ -45,6 +45,7 @@ Result<std::unique_ptr<OfflineGenerator>> OfflineGenerator::create(Platform& pla
   core.kv.num_blocks = static_cast<int32_t>(std::min<int64_t>(plan->num_blocks, INT32_MAX));
   core.kv.block_size = plan->spec.block_size;
   core.kv.enable_prefix_caching = g->config_.cache.enable_prefix_caching;
+  core.kv.sliding_window = info.sliding_window;
   auto* outputs = &g->outputs_;
   auto* spec = &g->spec_;
   g->core_ = std::make_unique<engine::EngineCore>(

@@ -62,6 +62,8 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(
 
   const int64_t num_computed = request.num_computed_tokens() + num_new_computed_tokens;
   const int64_t num_need_slots = num_computed + num_new_tokens;
+  // Blocks out of the window go back first, so that this step may reuse them.
+  release_out_of_window(request.id(), table, num_computed);
   const int64_t have = static_cast<int64_t>(table.size() + computed_blocks.size());
   const int64_t to_allocate = std::max<int64_t>(0, cdiv(num_need_slots, config_.block_size) - have);
 
@@ -83,6 +85,8 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(
   auto fresh = pool_.get_new_blocks(static_cast<int32_t>(to_allocate));
   TROUPE_CHECK(fresh.has_value(), "free block count was checked");
   table.insert(table.end(), fresh->begin(), fresh->end());
+  // Cache hits before the window (a new request's): taken above, released again now.
+  release_out_of_window(request.id(), table, num_computed);
 
   if (caching_) {
     // Blocks the step will fill with known tokens become findable now, as in
@@ -91,6 +95,9 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(
     const int64_t cacheable_tokens = std::min(num_need_slots, request.num_tokens());
     const auto num_full = static_cast<size_t>(cacheable_tokens / config_.block_size);
     size_t& done = num_cached_blocks_[request.id()];
+    // Released entries name another block now: never offered to the cache under their hash
+    // (they were when they filled, unless caching was off then).
+    if (auto r = num_released_.find(request.id()); r != num_released_.end()) done = std::max(done, r->second);
     if (num_full > done) {
       pool_.cache_full_blocks(table, request.block_hashes(), done, num_full);
       done = num_full;
@@ -100,13 +107,42 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(
   return std::move(*fresh);
 }
 
+void KvCacheManager::release_out_of_window(const std::string& request_id, std::vector<BlockId>& table,
+                                          int64_t num_computed) {
+  const int64_t w = config_.sliding_window;
+  if (w <= 0 || table.empty()) return;
+  const int64_t first_key = num_computed - w + 1;  // the step's first query sees keys from here on
+  if (first_key <= 0) return;
+  const auto out_of_window =
+      std::min(static_cast<size_t>(first_key / config_.block_size), table.size() - 1);  // keep one block
+  size_t& released = num_released_[request_id];
+  if (out_of_window <= released) return;
+  std::vector<BlockId> last_first(table.rend() - static_cast<std::ptrdiff_t>(out_of_window),
+                                  table.rend() - static_cast<std::ptrdiff_t>(released));
+  pool_.free_blocks(last_first);  // the later blocks are evicted first: the chain's head stays findable longer
+  released = out_of_window;
+  std::fill(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(released), table[released]);
+}
+
 void KvCacheManager::free(const std::string& request_id) {
   num_cached_blocks_.erase(request_id);
+  size_t released = 0;
+  if (auto r = num_released_.find(request_id); r != num_released_.end()) {
+    released = r->second;
+    num_released_.erase(r);
+  }
   auto it = tables_.find(request_id);
   if (it == tables_.end()) return;
-  std::vector<BlockId> reversed(it->second.rbegin(), it->second.rend());
+  std::vector<BlockId> reversed(it->second.rbegin(), it->second.rend() - static_cast<std::ptrdiff_t>(released));
   pool_.free_blocks(reversed);
   tables_.erase(it);
+}
+
+int64_t KvCacheManager::num_held_blocks(const std::string& request_id) const {
+  auto it = tables_.find(request_id);
+  if (it == tables_.end()) return 0;
+  auto r = num_released_.find(request_id);
+  return static_cast<int64_t>(it->second.size() - (r == num_released_.end() ? 0 : r->second));
 }
 
 const std::vector<BlockId>& KvCacheManager::block_table(const std::string& request_id) const {

@@ -1,6 +1,7 @@
 #include "runtime/model_files/dummy/dummy_model.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -35,6 +36,20 @@ uint32_t file_type(DType type) {
   }
 }
 
+// Phi-3's long-context RoPE factors of `pairs` rotary pairs, shaped like Phi-3.5-mini's
+// config.json lists (not its values): divisors that grow with the pair index (lower
+// frequencies are stretched more), short 1.0 -> 2.7, long 1.08 -> 64.
+std::vector<float> longrope_factors(int64_t pairs, bool long_set) {
+  std::vector<float> f(static_cast<size_t>(pairs));
+  for (int64_t i = 0; i < pairs; ++i) {
+    const double t = pairs > 1 ? static_cast<double>(i) / static_cast<double>(pairs - 1) : 0.0;
+    const double smooth = t * t * (3 - 2 * t);
+    f[static_cast<size_t>(i)] = static_cast<float>(long_set ? 1.08 * std::exp(std::log(64.0 / 1.08) * smooth)
+                                                            : 1.0 + 1.7 * t * t);
+  }
+  return f;
+}
+
 std::string cache_key(const DummyModelSpec& s) {
   return s.shape.name + "/" + std::to_string(s.shape.n_layer) + "/" + std::string(to_string(s.weight_type)) + "/" +
          std::to_string(s.seed);
@@ -62,6 +77,13 @@ void add_decoder_keys(const ModelShape& s, gguf::GgufBuilder& b) {
   if (s.final_softcap > 0) b.set_f32(a + "final_logit_softcapping", s.final_softcap);
   if (s.rope_original_context > 0)
     b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_original_context));
+  if (s.longrope && s.rope_original_context > 0) {
+    // llama.cpp's converter (Phi3MiniModel): sqrt(1 + ln(scale) / ln(original)) for scale > 1.
+    const double scale = static_cast<double>(s.n_ctx) / static_cast<double>(s.rope_original_context);
+    const double attn = scale > 1.0 ? std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(s.rope_original_context)))
+                                    : 1.0;
+    b.set_f32(a + "rope.scaling.attn_factor", static_cast<float>(attn));
+  }
   if (s.sliding_window_pattern > 0)
     b.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.sliding_window_pattern));
   if (s.rope_theta_swa > 0) b.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
@@ -178,6 +200,16 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
                                         [f](uint8_t* dst, int64_t, int64_t) {
                                           std::memcpy(dst, f.data(), f.size() * sizeof(float));
                                         }));
+  }
+  if (s.longrope) {
+    for (bool long_set : {true, false}) {
+      const std::vector<float> f = longrope_factors(s.head_dim() / 2, long_set);
+      TROUPE_RETURN_IF_ERROR(b.add_tensor(long_set ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                                          DType::f32, static_cast<int64_t>(f.size()), 0,
+                                          [f](uint8_t* dst, int64_t, int64_t) {
+                                            std::memcpy(dst, f.data(), f.size() * sizeof(float));
+                                          }));
+    }
   }
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

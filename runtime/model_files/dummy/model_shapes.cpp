@@ -63,6 +63,16 @@ const std::vector<ModelShape>& model_shapes() {
     v.back().fused_gate_up = true;
     v.back().sliding_window = 2047;
     v.back().rope_original_context = 4096;
+    // Phi-3.5-mini: Phi-3-mini's block with the long-context RoPE of a 128k context trained
+    // from 4k (rope_factors_long/short; llama.cpp runs the long set when its context exceeds 4096).
+    v.push_back(llama("phi3.5-mini", "Phi-3.5-mini-instruct's config.json (longrope: 128k context from 4k)", 3072, 32,
+                      32, 32, 8192, 32064, 131072, 10000.0f, 1e-5f, false));
+    v.back().arch = "phi3";
+    v.back().fused_qkv = true;
+    v.back().fused_gate_up = true;
+    v.back().sliding_window = 262144;
+    v.back().rope_original_context = 4096;
+    v.back().longrope = true;
     // Mistral 7B v0.1: Llama's block under `llama`, every layer windowed to 4096 keys
     // (llama.cpp's converter does not write the window; troupe applies it when a file has it).
     v.push_back(llama("mistral-7b-v0.1", "Mistral-7B-v0.1's config.json (sliding_window 4096 on every layer)", 4096,
@@ -109,6 +119,12 @@ const std::vector<ModelShape>& model_shapes() {
     v.back().n_head_kv = 4;
     v.back().sliding_window = 2047;
     v.back().rope_original_context = 2048;
+    tiny("tiny-phi3.5", "phi3", "tiny with phi3's long-context RoPE (original context 32 of 2048)")->fused_qkv = true;
+    v.back().fused_gate_up = true;
+    v.back().tied_embeddings = false;
+    v.back().n_head_kv = 4;
+    v.back().rope_original_context = 32;
+    v.back().longrope = true;
     tiny("tiny-gemma2", "gemma2", "tiny with gemma2's post-norms, soft-caps and alternating 4-token windows");
     v.back().sliding_window = 4;
     v.back().attn_softcap = 50.0f;

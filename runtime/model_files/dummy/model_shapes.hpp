@@ -51,6 +51,8 @@ struct ModelShape {
   float final_softcap = 0;      // final_logit_softcapping key (gemma2)
   bool rope_theta_key = true;   // rope.freq_base written (gemma2's converter leaves it out: 10000)
   int64_t rope_original_context = 0;  // rope.scaling.original_context_length key (phi3)
+  bool longrope = false;              // Phi-3's long-context RoPE: rope_factors_long/short.weight and
+                                      // rope.scaling.attn_factor, as llama.cpp's converter writes them
   Llama3RopeScaling llama3_rope;      // rope_freqs.weight (Llama 3.x)
   // Gemma 2/3 (post-attention and post-FFN norms; gemma3 also q/k norms): sliding_window
   // above is every local layer's window.

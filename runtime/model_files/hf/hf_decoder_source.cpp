@@ -219,6 +219,49 @@ Result<std::unique_ptr<HfDecoderSource>> HfDecoderSource::create(std::shared_ptr
     if (auto o = c.integer("original_max_position_embeddings", std::nullopt); o.ok())
       k[a + "rope.scaling.original_context_length"] = *o;
   }
+  // Phi-3's long-context RoPE ("longrope", first "su"): the two factor lists become the
+  // tensors llama.cpp's converter writes (rope_factors_long/short.weight), and the attention
+  // factor, unless config.json gives attention_factor (transformers uses it then; the
+  // converter ignores it), is transformers' and the converter's sqrt(1 + ln(s) / ln(original))
+  // with s = max_position_embeddings / original_max_position_embeddings.
+  if (k.contains(a + "rope.scaling.type") && k[a + "rope.scaling.type"] == "longrope") {
+    if (s->arch_ != "phi3")
+      return not_supported(cfile + ": rope_scaling type longrope is read for Phi3ForCausalLM only, not " + hf_arch);
+    const json& rs = *c.find("rope_scaling");
+    const size_t pairs = static_cast<size_t>(*head_dim / 2);
+    for (const char* key : {"long_factor", "short_factor"}) {
+      auto it = rs.find(key);
+      bool good = it != rs.end() && it->is_array() && it->size() == pairs;
+      std::vector<float> v;
+      for (size_t i = 0; good && i < pairs; ++i) {
+        const json& x = (*it)[i];
+        good = x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() > 0;
+        if (good) v.push_back(static_cast<float>(x.get<double>()));
+      }
+      if (!good)
+        return invalid_argument(cfile + ": rope_scaling." + key + " must be a list of " + std::to_string(pairs) +
+                                " positive numbers (head_dim / 2)");
+      const std::string name = std::string(key) == "long_factor" ? "rope_factors_long.weight" : "rope_factors_short.weight";
+      auto owned = std::make_unique<WeightTensor>();
+      owned->name = name;
+      owned->type = DType::f32;
+      owned->n_dims = 1;
+      owned->ne[0] = static_cast<int64_t>(pairs);
+      owned->nbytes = pairs * sizeof(float);
+      s->owned_data_.push_back(std::move(v));
+      owned->data = s->owned_data_.back().data();
+      s->tensors_[name] = owned.get();
+      s->owned_.push_back(std::move(owned));
+    }
+    if (!k.contains(a + "rope.scaling.attn_factor")) {
+      const int64_t original = k.value(a + "rope.scaling.original_context_length", int64_t{0});
+      if (original <= 1)
+        return invalid_argument(cfile + ": rope_scaling longrope needs original_max_position_embeddings (> 1)");
+      const double scale = static_cast<double>(*ctx) / static_cast<double>(original);
+      k[a + "rope.scaling.attn_factor"] =
+          scale > 1.0 ? std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(original))) : 1.0;
+    }
+  }
   if (s->arch_ == "qwen2" || s->arch_ == "qwen3") {
     if (const json* u = c.find("use_sliding_window"); u && u->is_boolean() && u->get<bool>())
       return not_supported(cfile + ": use_sliding_window true is not supported for " + hf_arch);

@@ -153,7 +153,9 @@ Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, 
   uint64_t total = 0;
   std::string matrix_dtype = "F32";
   for (const WeightTensor& t : model.tensors()) {
-    if (t.name == "rope_freqs.weight") continue;  // config.json's rope_scaling says it
+    // config.json's rope_scaling says these.
+    if (t.name == "rope_freqs.weight" || t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight")
+      continue;
     const std::string name = hf_name(t.name);
     if (name.empty()) return invalid_argument("tensor '" + t.name + "' has no Hugging Face name here");
     OutTensor o;
@@ -255,6 +257,12 @@ Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, 
   if (s.arch == "phi3") {
     if (s.sliding_window > 0) c["sliding_window"] = s.sliding_window;
     if (s.rope_original_context > 0) c["original_max_position_embeddings"] = s.rope_original_context;
+    // Phi-3.5's long-context RoPE as its config.json has it: the GGUF's two factor tensors
+    // as lists; transformers derives the attention factor from the two lengths.
+    const WeightTensor* lf = model.tensor("rope_factors_long.weight");
+    const WeightTensor* sf = model.tensor("rope_factors_short.weight");
+    if (lf != nullptr && sf != nullptr)
+      c["rope_scaling"] = {{"type", "longrope"}, {"long_factor", as_f32(*lf)}, {"short_factor", as_f32(*sf)}};
   }
   if (s.arch == "qwen2" || s.arch == "qwen3") c["use_sliding_window"] = false;
   if (gemma) {

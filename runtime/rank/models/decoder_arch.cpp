@@ -13,7 +13,7 @@ constexpr std::array<DecoderArch, 4> kArchs = {{
     {"llama", false, false, false, true, true},
     {"qwen2", true, false, false, false},
     {"qwen3", true, true, false, false},
-    {"phi3", true, false, true, true},
+    {"phi3", true, false, true, true, false, true},
 }};
 
 }  // namespace

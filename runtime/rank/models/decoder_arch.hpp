@@ -22,6 +22,7 @@ struct DecoderArch {
   bool rope_freqs = false;    // reads rope_freqs.weight (llama.cpp's qwen graphs pass no factors)
   bool sliding_window = false;// attention.sliding_window windows every layer (Mistral-style; phi3's key is
                               // ignored, as llama.cpp disables Phi's window)
+  bool long_short_factors = false; // reads rope_factors_long/short.weight (Phi-3's long-context RoPE)
 };
 
 /// The row of `arch`, or nullptr.

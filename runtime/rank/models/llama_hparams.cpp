@@ -62,7 +62,7 @@ Result<const WeightTensor*> expect_weight(const ModelSource& src, const std::str
   return t;
 }
 
-Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
+Result<LlamaHParams> read_llama_hparams(const ModelSource& source, int64_t engine_context) {
   LlamaHParams hp;
   hp.arch = source.architecture();
   if (hp.arch.empty()) return invalid_argument("model file has no general.architecture");
@@ -115,7 +115,15 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source) {
       return invalid_argument("model metadata: attention.sliding_window " + std::to_string(window) + " is out of range");
     hp.sliding_window = static_cast<int32_t>(window);
   }
-  auto scaling = read_rope_scaling(source, hp.arch, hp.rope_dim, hp.rope_theta, traits->rope_freqs);
+  RopeScalingQuery rq;
+  rq.arch = hp.arch;
+  rq.rope_dim = hp.rope_dim;
+  rq.theta = hp.rope_theta;
+  rq.reads_rope_freqs = traits->rope_freqs;
+  rq.reads_long_short_factors = traits->long_short_factors;
+  rq.n_ctx_train = hp.n_ctx_train;
+  rq.engine_context = engine_context;
+  auto scaling = read_rope_scaling(source, rq);
   if (!scaling.ok()) return scaling.status();
   hp.rope_scaling = std::move(*scaling);
 

@@ -32,7 +32,7 @@ struct LlamaHParams {
   bool qk_norm = false;      // per-head RMS norms of q and k before RoPE (qwen3)
   bool fused_gate_up = false;// ffn_up holds gate then up (phi3)
   int32_t sliding_window = 0;// every layer sees its last n keys (Mistral-style, llama only); 0: none
-  RopeScaling rope_scaling;  // frequency factors (Llama 3's rope_freqs, linear scaling)
+  RopeScaling rope_scaling;  // frequency factors (Llama 3's rope_freqs, linear scaling, Phi-3's long/short)
 };
 
 /// The tensors of one transformer block (pointers into the ModelSource).
@@ -69,8 +69,10 @@ struct LlamaWeights {
 /// {ne0, ne1}, f32 when f32_only, a known type whose bytes match the shape.
 Result<const WeightTensor*> expect_weight(const ModelSource& source, const std::string& name, int64_t ne0,
                                           int64_t ne1, bool f32_only);
-/// Read the hyperparameters of `source` (keys "<arch>.embedding_length", ...).
-Result<LlamaHParams> read_llama_hparams(const ModelSource& source);
+/// Read the hyperparameters of `source` (keys "<arch>.embedding_length", ...). engine_context
+/// is the engine's max_model_len (0: the file's context_length); Phi-3's long-context RoPE
+/// picks its factor set from it.
+Result<LlamaHParams> read_llama_hparams(const ModelSource& source, int64_t engine_context = 0);
 /// Find and check every tensor: presence (not_found), type and shape (invalid_argument/data_loss).
 Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHParams& hp);
 /// Ask the platform's ops whether they compute every matrix of `w` (embedding, output, the

@@ -19,7 +19,7 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
   if (context.max_num_batched_tokens <= 0 || context.max_num_batched_tokens > (int64_t{1} << 20))
     return invalid_argument("max_num_batched_tokens " + std::to_string(context.max_num_batched_tokens) +
                             " is out of range");
-  auto hp = read_llama_hparams(source);
+  auto hp = read_llama_hparams(source, context.max_model_len);
   if (!hp.ok()) return hp.status();
   // The split is checked before any weight is looked at, with vLLM's wording.
   const int tp = context.tp_size, pp = context.pp_size;
@@ -71,6 +71,7 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
   info_.head_dim = hp_.head_dim;
   info_.hidden_size = hp_.n_embd;
   info_.weight_bytes = w_.bytes_per_token;
+  info_.sliding_window = hp_.sliding_window;  // every layer's window: the KV cache frees what leaves it
   TROUPE_LOG_INFO("{} model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}{}{}, "
                   "{} output{}",
                   hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,

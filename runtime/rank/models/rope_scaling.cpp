@@ -7,33 +7,71 @@
 
 namespace troupe::models {
 
-Result<RopeScaling> read_rope_scaling(const ModelSource& source, const std::string& arch, int rope_dim, float theta,
-                                      bool reads_rope_freqs) {
+namespace {
+
+// A tensor of `pairs` f32 divisors (rope_freqs, rope_factors_long/short), copied out.
+Result<std::vector<float>> factor_tensor(const WeightTensor& t, size_t pairs) {
+  if (t.type != DType::f32 || t.ne[0] != static_cast<int64_t>(pairs) || t.rows() != 1 || t.data == nullptr ||
+      t.nbytes != pairs * sizeof(float))
+    return invalid_argument("model tensor '" + t.name + "' must be f32 of " + std::to_string(pairs) +
+                            " elements (rotary dimensions / 2)");
+  std::vector<float> f(pairs);
+  std::memcpy(f.data(), t.data, pairs * sizeof(float));
+  return f;
+}
+
+}  // namespace
+
+Result<RopeScaling> read_rope_scaling(const ModelSource& source, const RopeScalingQuery& q) {
+  const std::string& arch = q.arch;
   const std::string p = arch + ".rope.scaling.";
   RopeScaling rs;
-  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"})
-    if (source.tensor(name) != nullptr)
-      return not_supported("model tensor '" + std::string(name) +
-                           "' (Phi-3 long-context RoPE factors) is not supported yet; architecture '" + arch + "'");
+  const WeightTensor* long_f = source.tensor("rope_factors_long.weight");
+  const WeightTensor* short_f = source.tensor("rope_factors_short.weight");
+  if ((long_f != nullptr || short_f != nullptr) && !q.reads_long_short_factors)
+    return not_supported("model tensor '" + std::string(long_f ? long_f->name : short_f->name) +
+                         "' (long-context RoPE factors) is not part of architecture '" + arch + "'");
+  if ((long_f == nullptr) != (short_f == nullptr))
+    return invalid_argument(std::string("model tensor '") + (long_f ? "rope_factors_short.weight" : "rope_factors_long.weight") +
+                            "' is missing: long-context RoPE needs both rope_factors_long.weight and "
+                            "rope_factors_short.weight (architecture '" + arch + "')");
   const std::string type = source.get_string(p + "type").value_or("none");
-  if (type == "yarn" || type == "longrope")
+  if (type == "yarn")
     return not_supported("rope scaling '" + type + "' ('" + p + "type') is not supported yet; architecture '" + arch +
                          "'");
-  if (type != "none" && type != "linear" && type != "llama3")
-    return invalid_argument("unknown rope scaling '" + type + "' ('" + p + "type'; known: none, linear, llama3)");
-  const size_t pairs = static_cast<size_t>(rope_dim / 2);
+  if (type == "longrope" && long_f == nullptr)
+    return invalid_argument("rope scaling 'longrope' ('" + p + "type') needs the tensors rope_factors_long.weight and "
+                            "rope_factors_short.weight; architecture '" + arch + "'");
+  if (type != "none" && type != "linear" && type != "llama3" && type != "longrope")
+    return invalid_argument("unknown rope scaling '" + type + "' ('" + p + "type'; known: none, linear, llama3, longrope)");
+  const size_t pairs = static_cast<size_t>(q.rope_dim / 2);
   const WeightTensor* freqs = source.tensor("rope_freqs.weight");
-  if (freqs != nullptr && !reads_rope_freqs)
+  if (freqs != nullptr && !q.reads_rope_freqs)
     return not_supported("model tensor 'rope_freqs.weight' is not part of architecture '" + arch +
                          "' (llama.cpp refuses it there too)");
+  if (freqs != nullptr && long_f != nullptr)
+    return invalid_argument("the model has both rope_freqs.weight and rope_factors_long/short.weight; architecture '" +
+                            arch + "' reads one kind of RoPE factors");
   if (const WeightTensor* t = freqs) {
-    if (t->type != DType::f32 || t->ne[0] != static_cast<int64_t>(pairs) || t->rows() != 1 || t->data == nullptr ||
-        t->nbytes != pairs * sizeof(float))
-      return invalid_argument("model tensor 'rope_freqs.weight' must be f32 of " + std::to_string(pairs) +
-                              " elements (rotary dimensions / 2)");
-    rs.freq_factors.resize(pairs);
-    std::memcpy(rs.freq_factors.data(), t->data, pairs * sizeof(float));
+    auto f = factor_tensor(*t, pairs);
+    if (!f.ok()) return f.status();
+    rs.freq_factors = std::move(*f);
     rs.description = "rope_freqs.weight";
+  } else if (long_f != nullptr) {
+    const int64_t train = q.n_ctx_train > 0 ? q.n_ctx_train : 0;
+    const int64_t original = source.get_int(p + "original_context_length").value_or(train);
+    if (original <= 0)
+      return invalid_argument("long-context RoPE needs a positive '" + p + "original_context_length' (or context_length)");
+    const int64_t context = q.engine_context > 0 ? q.engine_context : train;
+    const bool use_long = context > original;
+    auto f = factor_tensor(use_long ? *long_f : *short_f, pairs);
+    if (!f.ok()) return f.status();
+    auto other = factor_tensor(use_long ? *short_f : *long_f, pairs);  // checked too: a bad file is refused whatever the context
+    if (!other.ok()) return other.status();
+    rs.freq_factors = std::move(*f);
+    rs.long_factors = use_long;
+    rs.description = std::string(use_long ? "rope_factors_long.weight" : "rope_factors_short.weight") + " (context " +
+                     std::to_string(context) + (use_long ? " > " : " <= ") + "original " + std::to_string(original) + ")";
   } else if (type == "llama3") {
     Llama3RopeParams lp;
     auto num = [&](const char* key, float* out) { *out = static_cast<float>(source.get_float(p + key).value_or(*out)); };
@@ -45,7 +83,7 @@ Result<RopeScaling> read_rope_scaling(const ModelSource& source, const std::stri
         !(lp.original_context_length > 0))
       return invalid_argument("rope scaling llama3 needs factor >= 1, 0 < low_freq_factor < high_freq_factor and a "
                               "positive original_context_length ('" + p + "*')");
-    rs.freq_factors = llama3_rope_factors(lp, theta, rope_dim);
+    rs.freq_factors = llama3_rope_factors(lp, q.theta, q.rope_dim);
     rs.description = "llama3 (keys)";
   }
   if (type == "linear") {

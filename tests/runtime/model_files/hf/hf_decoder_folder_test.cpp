@@ -1,5 +1,6 @@
 // Hugging Face decoder folders against the GGUF of the same weights: for every
-// architecture served (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, Gemma 3),
+// architecture served (Llama, Mistral, Qwen2, Qwen3, Phi-3 with and without its
+// long-context RoPE, Gemma 2, Gemma 3),
 // `troupe make-gguf`'s builder writes a small random model both as a GGUF file
 // and, with write_hf_folder, as an HF folder (HF tensor names, Q/K rows of
 // llama un-permuted to rotary halves, Gemma norms minus 1). Both run through the
@@ -157,6 +158,7 @@ TEST(HfDecoderFolder, EveryArchitectureMatchesItsGguf) {
   expect_same("tiny-qwen2", "f32");
   expect_same("tiny-qwen3", "f32");
   expect_same("tiny-phi3", "f32");
+  expect_same("tiny-phi3.5", "f32");  // rope_scaling longrope: long/short factor lists, attention factor derived
   expect_same("tiny-gemma2", "f32");
   expect_same("tiny-gemma3", "f32");
   hf::HfFolderOptions mistral;

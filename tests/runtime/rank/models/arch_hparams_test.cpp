@@ -3,8 +3,10 @@
 // named shapes: fewer layers, a small vocabulary), read as the model reads any file.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
@@ -218,36 +220,112 @@ TEST(RopeScaling, LinearDividesEveryFrequencyAndAttnFactorScales) {
   EXPECT_FLOAT_EQ(hp->rope_scaling.mscale, 0.5f);
 }
 
-TEST(RopeScaling, YarnLongropeAndPhi3LongFactorsAreRefusedByName) {
-  for (const char* type : {"yarn", "longrope"}) {
-    SCOPED_TRACE(type);
-    auto src = open(small("tiny"), type[0] == 'y' ? Edit([](gguf::GgufBuilder& b) {
-      b.set_string("llama.rope.scaling.type", "yarn");
-    })
-                                                  : Edit([](gguf::GgufBuilder& b) {
-                                                      b.set_string("llama.rope.scaling.type", "longrope");
-                                                    }));
-    auto hp = read_llama_hparams(*src);
-    ASSERT_FALSE(hp.ok());
-    EXPECT_EQ(hp.status().code(), StatusCode::not_supported);
-    EXPECT_TRUE(contains(hp.status().message(), std::string("'") + type + "'")) << hp.status().message();
-  }
-  auto spec = small("phi3-mini");
-  shrink(spec);
-  auto src = open(spec, [](gguf::GgufBuilder& b) {
+TEST(RopeScaling, YarnIsRefusedByNameAndLongFactorsOutsidePhi3OrHalfAPairAreErrors) {
+  auto yarn = open(small("tiny"), [](gguf::GgufBuilder& b) { b.set_string("llama.rope.scaling.type", "yarn"); });
+  auto hp = read_llama_hparams(*yarn);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_EQ(hp.status().code(), StatusCode::not_supported);
+  EXPECT_TRUE(contains(hp.status().message(), "'yarn'")) << hp.status().message();
+  // The longrope type needs its two tensors.
+  auto type_only = open(small("tiny"), [](gguf::GgufBuilder& b) {
+    b.set_string("llama.rope.scaling.type", "longrope");
+  });
+  auto hp1 = read_llama_hparams(*type_only);
+  ASSERT_FALSE(hp1.ok());
+  EXPECT_TRUE(contains(hp1.status().message(), "rope_factors_long.weight")) << hp1.status().message();
+  // llama.cpp's llama graph reads no long/short factors: refused there, naming the tensor.
+  auto in_llama = open(small("tiny"), [](gguf::GgufBuilder& b) {
     for (const char* n : {"rope_factors_long.weight", "rope_factors_short.weight"})
       (void)b.add_tensor(n, DType::f32, 32, 0, [](uint8_t*, int64_t, int64_t) {});
   });
-  auto hp = read_llama_hparams(*src);
-  ASSERT_FALSE(hp.ok());
-  EXPECT_TRUE(contains(hp.status().message(), "'rope_factors_long.weight'")) << hp.status().message();
-  EXPECT_TRUE(contains(hp.status().message(), "phi3")) << hp.status().message();
+  auto hp2 = read_llama_hparams(*in_llama);
+  ASSERT_FALSE(hp2.ok());
+  EXPECT_EQ(hp2.status().code(), StatusCode::not_supported);
+  EXPECT_TRUE(contains(hp2.status().message(), "'rope_factors_long.weight'")) << hp2.status().message();
+  EXPECT_TRUE(contains(hp2.status().message(), "'llama'")) << hp2.status().message();
+  // Half a pair: the missing one is named.
+  auto spec = small("phi3-mini");
+  shrink(spec);
+  auto half = open(spec, [](gguf::GgufBuilder& b) {
+    (void)b.add_tensor("rope_factors_long.weight", DType::f32, 32, 0, [](uint8_t*, int64_t, int64_t) {});
+  });
+  auto hp3 = read_llama_hparams(*half);
+  ASSERT_FALSE(hp3.ok());
+  EXPECT_TRUE(contains(hp3.status().message(), "'rope_factors_short.weight' is missing")) << hp3.status().message();
+  // A wrong length names the tensor.
+  auto wrong = open(spec, [](gguf::GgufBuilder& b) {
+    for (const char* n : {"rope_factors_long.weight", "rope_factors_short.weight"})
+      (void)b.add_tensor(n, DType::f32, 16, 0, [](uint8_t*, int64_t, int64_t) {});
+  });
+  auto hp4 = read_llama_hparams(*wrong);
+  ASSERT_FALSE(hp4.ok());
+  EXPECT_TRUE(contains(hp4.status().message(), "rope_factors_")) << hp4.status().message();
+  EXPECT_TRUE(contains(hp4.status().message(), "32 elements")) << hp4.status().message();
   auto bad = open(small("tiny"), [](gguf::GgufBuilder& b) {
     (void)b.add_tensor("rope_freqs.weight", DType::f32, 16, 0, [](uint8_t*, int64_t, int64_t) {});
   });
-  auto hp3 = read_llama_hparams(*bad);
-  ASSERT_FALSE(hp3.ok());
-  EXPECT_TRUE(contains(hp3.status().message(), "'rope_freqs.weight'")) << hp3.status().message();
+  auto hp5 = read_llama_hparams(*bad);
+  ASSERT_FALSE(hp5.ok());
+  EXPECT_TRUE(contains(hp5.status().message(), "'rope_freqs.weight'")) << hp5.status().message();
+}
+
+std::vector<float> tensor_values(const ModelSource& src, const char* name) {
+  const WeightTensor* t = src.tensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (t == nullptr) return {};
+  const auto* f = static_cast<const float*>(t->data);
+  return std::vector<float>(f, f + t->ne[0]);
+}
+
+// llama.cpp b11434 (llama_model::get_rope_factors): the long set when the per-sequence
+// context exceeds original_context_length, else the short one; the engine's max_model_len is
+// that context, the file's context_length when unset. attn_factor scales cos and sin either way.
+TEST(RopeScaling, LongRopePicksItsSetOnceFromTheEngineContext) {
+  auto spec = small("phi3.5-mini");
+  shrink(spec);  // head dim 64: 32 pairs
+  auto src = open(spec);
+  const auto long_set = tensor_values(*src, "rope_factors_long.weight");
+  const auto short_set = tensor_values(*src, "rope_factors_short.weight");
+  ASSERT_EQ(long_set.size(), 32u);
+  ASSERT_EQ(short_set.size(), 32u);
+  EXPECT_NE(long_set, short_set);
+  EXPECT_EQ(src->get_int("phi3.rope.scaling.original_context_length"), 4096);
+  EXPECT_EQ(src->get_int("phi3.context_length"), 131072);
+  // The converter's attn_factor for 128k from 4k: sqrt(1 + ln(32) / ln(4096)).
+  const double attn = std::sqrt(1 + std::log(32.0) / std::log(4096.0));
+  ASSERT_TRUE(src->get_float("phi3.rope.scaling.attn_factor").has_value());
+  EXPECT_NEAR(*src->get_float("phi3.rope.scaling.attn_factor"), attn, 1e-6);
+  struct Case {
+    int64_t engine_context;
+    bool want_long;
+  };
+  for (const Case c : {Case{0, true}, Case{131072, true}, Case{4097, true}, Case{4096, false}, Case{512, false}}) {
+    SCOPED_TRACE("max_model_len " + std::to_string(c.engine_context));
+    auto hp = read_llama_hparams(*src, c.engine_context);
+    ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+    EXPECT_EQ(hp->rope_scaling.long_factors, c.want_long);
+    EXPECT_EQ(hp->rope_scaling.freq_factors, c.want_long ? long_set : short_set);
+    EXPECT_NEAR(hp->rope_scaling.mscale, attn, 1e-6);
+    EXPECT_TRUE(contains(hp->rope_scaling.description, c.want_long ? "rope_factors_long" : "rope_factors_short"))
+        << hp->rope_scaling.description;
+  }
+  // Without original_context_length, context_length is the original (llama.cpp's default):
+  // no context exceeds it, so the short set runs.
+  auto spec2 = spec;
+  spec2.shape.rope_original_context = 0;
+  spec2.shape.longrope = false;  // the tensors below instead
+  auto no_original = open(spec2, [](gguf::GgufBuilder& b) {
+    for (bool l : {true, false}) {
+      (void)b.add_tensor(l ? "rope_factors_long.weight" : "rope_factors_short.weight", DType::f32, 32, 0,
+                         [l](uint8_t* dst, int64_t, int64_t) {
+                           for (int i = 0; i < 32; ++i) reinterpret_cast<float*>(dst)[i] = l ? 4.0f : 2.0f;
+                         });
+    }
+  });
+  auto hp = read_llama_hparams(*no_original);
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  EXPECT_FALSE(hp->rope_scaling.long_factors);
+  EXPECT_EQ(hp->rope_scaling.freq_factors, std::vector<float>(32, 2.0f));
 }
 
 TEST(DummyShapes, EachFamilyWritesTheTensorsAndKeysOfItsRealFiles) {
@@ -264,6 +342,8 @@ TEST(DummyShapes, EachFamilyWritesTheTensorsAndKeysOfItsRealFiles) {
       {"phi3-mini", "phi3", {"blk.0.attn_qkv.weight", "blk.0.ffn_up.weight", "output.weight"},
        {"blk.0.attn_q.weight", "blk.0.ffn_gate.weight"}},
       {"llama-3.2-1b", "llama", {"rope_freqs.weight", "blk.0.ffn_gate.weight"}, {"output.weight", "blk.0.attn_q.bias"}},
+      {"phi3.5-mini", "phi3", {"rope_factors_long.weight", "rope_factors_short.weight", "blk.0.attn_qkv.weight"},
+       {"rope_freqs.weight", "blk.0.attn_q.weight"}},
   };
   for (const Want& want : wants) {
     SCOPED_TRACE(want.shape);
