@@ -47,7 +47,7 @@ case "$name" in
     exit 2
     ;;
 esac
-sources+=("$src/sdk/status.cpp" "$src/sdk/dtype.cpp")
+sources+=("$src/sdk/status.cpp" "$src/sdk/dtype.cpp" "$src/sdk/quantization.cpp" "$src/sdk/ops.cpp")
 
 if [[ -z "$cxx" || "$cxx" == *NOTFOUND* ]]; then
   cxx=$(command -v clang++-14 || command -v clang++ || true)
