@@ -49,6 +49,7 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, wake_atom, "wake_up")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, sleeping_atom, "sleeping")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_add_atom, "lora_add")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_rm_atom, "lora_rm")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, watchdog_atom, "watchdog")
 
 namespace troupe::actors {
 
@@ -104,6 +105,9 @@ using plugin_host_actor = caf::typed_actor<
 /// (the tags "weights", "kv_cache"; none: all); (sleeping_atom) -> the level (0: awake).
 /// Requests submitted while asleep wait for the wake-up, at most the core's
 /// sleep_wait_limit; (tick_atom) is the scheduler's own timer for that bound.
+/// (watchdog_atom) is its one timer for the ranks' answers (RankGroup::timeout): rank
+/// requests carry no CAF timeout, which would keep a clock entry per request until it
+/// expired, answered or not.
 /// LoRA: (lora_add, id, path) has every rank load the adapter, then lets requests name the
 /// id; (lora_rm, id) refuses while unfinished requests use it, else every rank drops it.
 using scheduler_actor = caf::typed_actor<
@@ -111,6 +115,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<abort_atom, std::string>,
     caf::reacts_to<step_atom>,
     caf::reacts_to<tick_atom>,
+    caf::reacts_to<watchdog_atom>,
     caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>,
     caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
     caf::replies_to<wake_atom, std::vector<std::string>>::with<bool>,

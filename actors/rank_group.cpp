@@ -14,12 +14,13 @@ std::string RankGroup::name(size_t rank) const {
 
 CollectiveRound::CollectiveRound(const RankGroup& group, const char* what, engine::Executor::Done done)
     : what_(what), timeout_(group.timeout), done_(std::move(done)), replies_(group.workers.size()),
-      pending_(group.workers.size()) {
+      answered_(group.workers.size(), false), pending_(group.workers.size()) {
   for (size_t r = 0; r < group.workers.size(); ++r) names_.push_back(group.name(r));
 }
 
 void CollectiveRound::on_reply(size_t rank, engine::RankReply reply) {
-  if (finished_) return;
+  if (finished_ || answered_[rank]) return;
+  answered_[rank] = true;
   replies_[rank] = std::move(reply);
   if (--pending_ > 0) return;
   finished_ = true;
@@ -28,12 +29,22 @@ void CollectiveRound::on_reply(size_t rank, engine::RankReply reply) {
 
 void CollectiveRound::on_error(size_t rank, const caf::error& error) {
   if (finished_) return;  // the first failure wins; later answers are dropped
+  if (error == caf::sec::request_timeout) return fail_timeout(rank);
   finished_ = true;
-  if (error == caf::sec::request_timeout)
-    done_(unavailable(names_[rank] + " did not answer " + what_ + " within " + std::to_string(timeout_.count()) +
-                      " ms"));
-  else
-    done_(to_status(error, what_ + " on " + names_[rank]));
+  done_(to_status(error, what_ + " on " + names_[rank]));
+}
+
+void CollectiveRound::on_deadline() {
+  if (finished_) return;
+  size_t rank = 0;
+  while (rank + 1 < answered_.size() && answered_[rank]) ++rank;
+  fail_timeout(rank);
+}
+
+void CollectiveRound::fail_timeout(size_t rank) {
+  finished_ = true;
+  done_(unavailable(names_[rank] + " did not answer " + what_ + " within " + std::to_string(timeout_.count()) +
+                    " ms"));
 }
 
 void BlockingRankExecutor::collective(engine::RankCommand command, Done done) {

@@ -28,6 +28,8 @@ struct SchedulerState {
   std::vector<std::pair<std::unique_ptr<engine::EngineCore>, std::unique_ptr<RankExecutor>>> retired;
   uint64_t generation = 0;  // of the current core; a retired core's late outputs are dropped
   bool sleep_timer_armed = false;  // a tick is due: it ends requests that waited too long while asleep
+  // The ranks' answers' one timer (AsyncRankExecutor): when it is due, if armed.
+  std::optional<std::chrono::steady_clock::time_point> watchdog_due;
   static inline const char* name = "troupe.scheduler";
 };
 
@@ -60,6 +62,33 @@ void run_step(Self self) {
   }
 }
 
+/// One watchdog message `delay` from now, unless one is due before that.
+void arm_watchdog(Self self, std::chrono::milliseconds delay) {
+  auto& st = self->state;
+  const auto due = std::chrono::steady_clock::now() + delay;
+  if (st.watchdog_due && *st.watchdog_due <= due) return;
+  st.watchdog_due = due;
+  self->delayed_send(self, delay, watchdog_atom_v);
+}
+
+/// The watchdog: fails the rank rounds past their deadline, in the current core's
+/// executor and in those of retired cores still waiting, and re-arms for the next.
+void on_watchdog(Self self) {
+  auto& st = self->state;
+  const auto now = std::chrono::steady_clock::now();
+  if (st.watchdog_due && *st.watchdog_due > now) return;  // an earlier message; the later one is coming
+  st.watchdog_due.reset();
+  std::optional<std::chrono::steady_clock::time_point> next;
+  auto take = [&](RankExecutor& ex) {
+    if (auto n = ex.expire(now); n && (!next || *n < *next)) next = n;
+  };
+  if (st.executor) take(*st.executor);
+  for (auto& r : st.retired)
+    if (r.second) take(*r.second);
+  if (next)
+    arm_watchdog(self, std::chrono::ceil<std::chrono::milliseconds>(*next - now) + std::chrono::milliseconds(1));
+}
+
 /// A core over `workers` (a fresh one: no requests, empty KV bookkeeping).
 void install_core(Self self, std::vector<worker_actor> workers) {
   auto& st = self->state;
@@ -67,7 +96,8 @@ void install_core(Self self, std::vector<worker_actor> workers) {
   if (st.executor)
     for (auto& w : st.executor->group().workers) self->demonitor(w.address());
   if (st.core && st.core->step_in_flight()) st.retired.emplace_back(std::move(st.core), std::move(st.executor));
-  st.executor = std::make_unique<RankExecutor>(self, RankGroup{std::move(workers), setup.rank_places, setup.step_timeout});
+  st.executor = std::make_unique<RankExecutor>(self, RankGroup{std::move(workers), setup.rank_places, setup.step_timeout},
+                                               [self](std::chrono::milliseconds delay) { arm_watchdog(self, delay); });
   engine_actor engine = setup.engine;
   const uint64_t generation = ++st.generation;
   st.core = std::make_unique<engine::EngineCore>(setup.core, setup.tokenizer, [self, engine, generation](
@@ -105,6 +135,7 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
         self->state.sleep_timer_armed = false;
         run_step(self);
       },
+      [=](watchdog_atom) { on_watchdog(self); },
       [=](sleep_atom, int32_t level) -> caf::result<int64_t> {
         auto promise = self->make_response_promise<int64_t>();
         self->state.core->sleep(*self->state.executor, level,
