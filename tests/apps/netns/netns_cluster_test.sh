@@ -31,51 +31,14 @@ shift 2
 cases=("$@")
 [[ ${#cases[@]} -gt 0 ]] || cases=(split linkdown kill stop slow)
 
-skip() { echo "SKIP: $*"; exit 77; }
-[[ $(id -u) == 0 ]] || skip "network namespaces need root"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+declare -A pids=()
+starts=0  # node starts so far: each has its own log and pid file
+# shellcheck source=netns_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
 command -v curl >/dev/null || skip "curl is not installed"
 command -v python3 >/dev/null || skip "python3 is not installed"
 relay_py=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/delay_relay.py
-
-tag=tn$$                      # namespace names: tn<pid>sw, tn<pid>h0 ...
-sw=${tag}sw
-work=$(mktemp -d)
-hosts=()
-failures=0
-declare -A pids=()
-starts=0  # node starts so far: each has its own log and pid file
-
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for f in "$work"/*.pid; do [[ -s $f ]] && kill -9 "$(<"$f")" 2>/dev/null; done
-  wait 2>/dev/null
-  for h in "${hosts[@]}"; do ip netns del "$h" 2>/dev/null; done
-  ip netns del "$sw" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if "$@"; then echo "ok: $what"; else fail "$what"; fi
-}
-
-ip netns add "$sw" || skip "cannot create a network namespace (ip netns add failed)"
-ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || skip "cannot create a bridge"
-# add_host N: namespace tn<pid>hN, address 10.231.0.(N+1), its link vN on the bridge.
-add_host() {
-  local n=$1 h=${tag}h$1
-  ip netns add "$h" || return 1
-  hosts+=("$h")
-  ip link add "v$n" netns "$sw" type veth peer name eth0 netns "$h" || return 1
-  ip -n "$sw" link set "v$n" master br0 && ip -n "$sw" link set "v$n" up || return 1
-  ip -n "$h" addr add "10.231.0.$((n + 1))/24" dev eth0 && ip -n "$h" link set eth0 up && ip -n "$h" link set lo up
-}
-for n in 0 1 2 3 4; do add_host "$n" || skip "cannot create veth pairs between namespaces"; done
-addr() { echo "10.231.0.$(($1 + 1))"; }
-in_host() { local n=$1; shift; ip netns exec "${tag}h$n" "$@"; }
+netns_hosts tn 10.231.0 5   # namespaces tn<pid>sw, tn<pid>h0..h4 at 10.231.0.1..5
 
 secret=$work/secret
 echo "netns-cluster-$$-$RANDOM" > "$secret"

@@ -19,46 +19,10 @@ set -uo pipefail
 troupe=${1:?usage: netns_tls_test.sh TROUPE_BIN MODEL.gguf}
 model=${2:?usage: netns_tls_test.sh TROUPE_BIN MODEL.gguf}
 
-skip() { echo "SKIP: $*"; exit 77; }
-[[ $(id -u) == 0 ]] || skip "network namespaces need root"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-
-tag=tt$$                      # namespace names: tt<pid>sw, tt<pid>h0 ...
-sw=${tag}sw
-work=$(mktemp -d)
-hosts=()
-failures=0
 pids=()
-
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for f in "$work"/*.pid; do [[ -s $f ]] && kill -9 "$(<"$f")" 2>/dev/null; done
-  wait 2>/dev/null
-  for h in "${hosts[@]}"; do ip netns del "$h" 2>/dev/null; done
-  ip netns del "$sw" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if "$@"; then echo "ok: $what"; else fail "$what"; fi
-}
-
-ip netns add "$sw" || skip "cannot create a network namespace (ip netns add failed)"
-ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || skip "cannot create a bridge"
-add_host() {  # add_host N: namespace tt<pid>hN, address 10.232.0.(N+1), its link vN on the bridge
-  local n=$1 h=${tag}h$1
-  ip netns add "$h" || return 1
-  hosts+=("$h")
-  ip link add "v$n" netns "$sw" type veth peer name eth0 netns "$h" || return 1
-  ip -n "$sw" link set "v$n" master br0 && ip -n "$sw" link set "v$n" up || return 1
-  ip -n "$h" addr add "10.232.0.$((n + 1))/24" dev eth0 && ip -n "$h" link set eth0 up && ip -n "$h" link set lo up
-}
-for n in 0 1 2 3; do add_host "$n" || skip "cannot create veth pairs between namespaces"; done
-addr() { echo "10.232.0.$(($1 + 1))"; }
-in_host() { local n=$1; shift; ip netns exec "${tag}h$n" "$@"; }
+# shellcheck source=netns_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
+netns_hosts tt 10.232.0 4   # namespaces tt<pid>sw, tt<pid>h0..h3 at 10.232.0.1..4
 
 # Cluster A: the head (host 0) and nodes 1, 2, 3. Cluster B: another CA, same host names.
 "$troupe" certs --out "$work/a" --hosts "$(addr 0),$(addr 1),$(addr 2),$(addr 3)" >/dev/null || {
