@@ -26,6 +26,7 @@
 #include "runtime/core/generation/offline_generator.hpp"
 #include "runtime/model_files/gguf/gguf_builder.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
+#include "tests/platforms/greedy_steps.hpp"
 #include "tests/run_troupe.hpp"
 #include "troupe/quantization.hpp"
 
@@ -160,10 +161,7 @@ const Files& models() {
   return f;
 }
 
-struct Steps {
-  std::vector<std::vector<float>> logits;
-  std::vector<int32_t> ids;
-};
+using Steps = testing::GreedySteps;
 
 // Logits after the prompt and after each of 6 greedy steps (teacher-forced on `forced`
 // when given, else on the model's own argmax), and the argmax of each.
@@ -183,26 +181,7 @@ Steps run(const std::string& path, const std::string& quantization, const std::v
   auto gen = generation::OfflineGenerator::create(*platform, config, path);
   EXPECT_TRUE(gen.ok()) << gen.status().to_string();
   if (!gen.ok()) return out;
-  std::vector<int32_t> ids = prompt;
-  for (int step = 0; step < 6; ++step) {
-    ExecuteModelRequest req;  // the whole sequence again: no cache state between steps
-    auto& b = req.batch;
-    const int n = static_cast<int>(ids.size());
-    b.token_ids = ids;
-    for (int i = 0; i < n; ++i) b.positions.push_back(i), b.slot_mapping.push_back(i);
-    b.query_start = {0, n};
-    b.seq_lens = {n};
-    b.block_tables = {{0, 1, 2, 3}};
-    b.logits_indices = {n - 1};
-    auto r = (*gen)->worker().execute_model(req);
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    if (!r.ok()) return out;
-    out.logits.push_back(r->logits);
-    const auto best = static_cast<int32_t>(std::max_element(r->logits.begin(), r->logits.end()) - r->logits.begin());
-    out.ids.push_back(best);
-    ids.push_back(forced ? (*forced)[static_cast<size_t>(step)] : best);
-  }
-  return out;
+  return testing::greedy_steps(**gen, prompt, forced);
 }
 
 // Largest |a - b| over the steps, and the largest |b| (the logit range).

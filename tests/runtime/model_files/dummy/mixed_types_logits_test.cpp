@@ -18,6 +18,7 @@
 #include "runtime/model_files/gguf/gguf_builder.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/greedy_steps.hpp"
 
 namespace troupe {
 namespace {
@@ -86,10 +87,7 @@ Pair write_models(const std::vector<DType>& types) {
 
 // Logits after a prefill of `ids`, then after each of 6 greedy steps (teacher-forced on
 // `forced` when given, else on the model's own argmax), and the ids taken.
-struct Steps {
-  std::vector<std::vector<float>> logits;
-  std::vector<int32_t> ids;
-};
+using Steps = testing::GreedySteps;
 
 Steps run(const std::string& path, const std::vector<int32_t>& prompt, const std::vector<int32_t>* forced) {
   Steps out;
@@ -102,28 +100,7 @@ Steps run(const std::string& path, const std::vector<int32_t>& prompt, const std
   auto gen = generation::OfflineGenerator::create(*platform, config, path);
   EXPECT_TRUE(gen.ok()) << gen.status().to_string();
   if (!gen.ok()) return out;
-  std::vector<int32_t> ids = prompt;
-  for (int step = 0; step < 6; ++step) {
-    ExecuteModelRequest req;  // the whole sequence again: no cache state between steps
-    auto& b = req.batch;
-    const int n = static_cast<int>(ids.size());
-    b.token_ids = ids;
-    for (int i = 0; i < n; ++i) b.positions.push_back(i), b.slot_mapping.push_back(i);
-    b.query_start = {0, n};
-    b.seq_lens = {n};
-    b.block_tables = {{0, 1, 2, 3}};
-    b.logits_indices = {n - 1};
-    auto r = (*gen)->worker().execute_model(req);
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    if (!r.ok()) return out;
-    out.logits.push_back(r->logits);
-    int32_t best = 0;
-    for (size_t v = 1; v < r->logits.size(); ++v)
-      if (r->logits[v] > r->logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(v);
-    out.ids.push_back(best);
-    ids.push_back(forced ? (*forced)[static_cast<size_t>(step)] : best);
-  }
-  return out;
+  return testing::greedy_steps(**gen, prompt, forced);
 }
 
 TEST(MixedTypes, PerTensorMixRunsAndMatchesItsDequantizedF32Twin) {
