@@ -345,6 +345,25 @@ std::string answer_for(const std::string& challenge, const std::string& secret) 
   return "troupeCA" + nonce_c + std::string(reinterpret_cast<const char*>(proof.data()), proof.size());
 }
 
+// Ranks 0 and 1 of `p` meet (each in its own thread) and sum {1, 2} and {10, 20}.
+void expect_two_ranks_meet(Platform* platform, const ParallelConfig& p) {
+  Result<std::unique_ptr<DeviceCommunicator>> ranks[2] = {internal_error("unset"), internal_error("unset")};
+  float values[2][2] = {{1, 2}, {10, 20}};
+  Status sums[2];
+  std::thread t1([&] {
+    ranks[1] = platform->make_device_communicator(p, 1);
+    if (ranks[1].ok()) sums[1] = (*ranks[1])->all_reduce(values[1], 2, DType::f32);
+  });
+  ranks[0] = platform->make_device_communicator(p, 0);
+  if (ranks[0].ok()) sums[0] = (*ranks[0])->all_reduce(values[0], 2, DType::f32);
+  t1.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(ranks[r].ok()) << ranks[r].status().to_string();
+    EXPECT_TRUE(sums[r].ok()) << sums[r].to_string();
+    EXPECT_EQ(values[r][1], 22.0f);
+  }
+}
+
 TEST(TcpCommunicatorAuth, StrangersAreDroppedAndOnlyRanksThatProveTheSecretMeet) {
   Platform* platform = testing::cpu_platform();
   ASSERT_NE(platform, nullptr);
@@ -421,21 +440,7 @@ TEST(TcpCommunicatorAuth, StrangersAreDroppedAndOnlyRanksThatProveTheSecretMeet)
   ::setenv("TROUPE_CLUSTER_SECRET_FILE", right.c_str(), 1);
 
   // ...and the ranks that know it still meet.
-  Result<std::unique_ptr<DeviceCommunicator>> ranks[2] = {internal_error("unset"), internal_error("unset")};
-  float values[2][2] = {{1, 2}, {10, 20}};
-  Status sums[2];
-  std::thread t1([&] {
-    ranks[1] = platform->make_device_communicator(p, 1);
-    if (ranks[1].ok()) sums[1] = (*ranks[1])->all_reduce(values[1], 2, DType::f32);
-  });
-  ranks[0] = platform->make_device_communicator(p, 0);
-  if (ranks[0].ok()) sums[0] = (*ranks[0])->all_reduce(values[0], 2, DType::f32);
-  t1.join();
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(ranks[r].ok()) << ranks[r].status().to_string();
-    EXPECT_TRUE(sums[r].ok()) << sums[r].to_string();
-    EXPECT_EQ(values[r][1], 22.0f);
-  }
+  expect_two_ranks_meet(platform, p);
   ::unsetenv("TROUPE_CLUSTER_SECRET_FILE");
 }
 
@@ -471,21 +476,7 @@ TEST(TcpCommunicatorAuth, AWorldSecretFromTheConfigIsWhatConnectionsProve) {
   ASSERT_FALSE(stranger.ok());
   EXPECT_EQ(stranger.status().code(), StatusCode::invalid_argument) << stranger.status().to_string();
   // ...while ranks that have it meet.
-  Result<std::unique_ptr<DeviceCommunicator>> ranks[2] = {internal_error("unset"), internal_error("unset")};
-  float values[2][2] = {{1, 2}, {10, 20}};
-  Status sums[2];
-  std::thread t1([&] {
-    ranks[1] = platform->make_device_communicator(p, 1);
-    if (ranks[1].ok()) sums[1] = (*ranks[1])->all_reduce(values[1], 2, DType::f32);
-  });
-  ranks[0] = platform->make_device_communicator(p, 0);
-  if (ranks[0].ok()) sums[0] = (*ranks[0])->all_reduce(values[0], 2, DType::f32);
-  t1.join();
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(ranks[r].ok()) << ranks[r].status().to_string();
-    EXPECT_TRUE(sums[r].ok()) << sums[r].to_string();
-    EXPECT_EQ(values[r][1], 22.0f);
-  }
+  expect_two_ranks_meet(platform, p);
 }
 
 }  // namespace
