@@ -73,6 +73,23 @@ std::pair<int, std::string> run(const std::string& cmd) {
   return {pclose(p), out};
 }
 
+// `troupe stats` run as `command` (--connect and credentials) gets a step's events while
+// the engine generates.
+void expect_subscriber_gets_events(troupe::engine::Engine& engine, const std::string& command) {
+  auto child = std::async(std::launch::async, [&] { return run(command + " --count 1 --timeout 60"); });
+  for (int i = 0; i < 200 && child.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready; ++i) {
+    troupe::engine::GenerateRequest req;
+    req.prompt = "Once upon a time";
+    req.sampling.temperature = 0;
+    req.sampling.max_tokens = 4;
+    ASSERT_TRUE(engine.generate(req).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto [rc, out] = child.get();
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"generation_tokens\""), std::string::npos) << out;
+}
+
 TEST(RemoteStats, APublishedStatLoggerWithASecretAdmitsOnlyPeersThatProveIt) {
   troupe::engine::EngineOptions opts;
   opts.config.model.model_path = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
@@ -93,18 +110,7 @@ TEST(RemoteStats, APublishedStatLoggerWithASecretAdmitsOnlyPeersThatProveIt) {
   auto [refused_rc, refused_out] = run(base + " --secret-file " + wrong + " --count 1 --timeout 30");
   EXPECT_NE(refused_rc, 0);
   EXPECT_NE(refused_out.find("wrong secret"), std::string::npos) << refused_out;
-  auto child = std::async(std::launch::async, [&] { return run(base + " --secret-file " + right + " --count 1 --timeout 60"); });
-  for (int i = 0; i < 200 && child.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready; ++i) {
-    troupe::engine::GenerateRequest req;
-    req.prompt = "Once upon a time";
-    req.sampling.temperature = 0;
-    req.sampling.max_tokens = 4;
-    ASSERT_TRUE((*engine)->generate(req).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  auto [rc, out] = child.get();
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"generation_tokens\""), std::string::npos) << out;
+  expect_subscriber_gets_events(**engine, base + " --secret-file " + right);
   std::remove(right.c_str());
   std::remove(wrong.c_str());
 }
@@ -140,18 +146,7 @@ TEST(RemoteStats, AStatLoggerWithTlsAdmitsOnlyCertificatesOfTheClusterCa) {
   EXPECT_NE(plain_rc, 0) << plain_out;
   const std::string mine = " --tls-cert " + dir + "/a/head.pem --tls-key " + dir + "/a/head-key.pem --tls-ca " +
                            dir + "/a/ca.pem";
-  auto child = std::async(std::launch::async, [&] { return run(base + mine + " --count 1 --timeout 60"); });
-  for (int i = 0; i < 200 && child.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready; ++i) {
-    troupe::engine::GenerateRequest req;
-    req.prompt = "Once upon a time";
-    req.sampling.temperature = 0;
-    req.sampling.max_tokens = 4;
-    ASSERT_TRUE((*engine)->generate(req).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  auto [rc, out] = child.get();
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"generation_tokens\""), std::string::npos) << out;
+  expect_subscriber_gets_events(**engine, base + mine);
   std::filesystem::remove_all(dir);
 }
 
