@@ -7,6 +7,8 @@
 // (matmul_impl.hpp).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/cpu/matmul_q4q5_avx2.hpp"
 #include "kernels/cpu/transpose16_avx512.hpp"
 
@@ -139,6 +141,130 @@ inline void rows16_tokens_b8(const MatmulArgs& a, int64_t o, int64_t t0) {
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(a.y + (t0 + t) * a.out + o, acc[t]);
 }
 
+// Word indices of the scale transpose in rows16_token_q4_0 (vpermt2w: bit 5 picks the
+// second source). Row r's 4-block load holds block k's scale in word 9k.
+struct ScaleTransposeIndex {
+  alignas(64) uint16_t a[32], b[32], c[32], d01[32], d23[32];
+  constexpr ScaleTransposeIndex() : a(), b(), c(), d01(), d23() {
+    for (int k = 0; k < 4; ++k)
+      for (int e = 0; e < 2; ++e) a[2 * k + e] = static_cast<uint16_t>(9 * k + 32 * e);  // rows 2j, 2j+1
+    for (int k = 0; k < 4; ++k)
+      for (int e = 0; e < 4; ++e) b[4 * k + e] = static_cast<uint16_t>((e >> 1) * 32 + 2 * k + (e & 1));
+    for (int k = 0; k < 4; ++k)
+      for (int e = 0; e < 8; ++e) c[8 * k + e] = static_cast<uint16_t>((e >> 2) * 32 + 4 * k + (e & 3));
+    for (int k = 0; k < 2; ++k)
+      for (int e = 0; e < 16; ++e) {
+        d01[16 * k + e] = static_cast<uint16_t>((e >> 3) * 32 + 8 * k + (e & 7));
+        d23[16 * k + e] = static_cast<uint16_t>((e >> 3) * 32 + 8 * (k + 2) + (e & 7));
+      }
+  }
+};
+constexpr ScaleTransposeIndex kScaleIdx{};
+
+// The f16 scales of blocks b..b+nk-1 of 16 rows as 4 vectors of 16 rows (dw[k]): one load
+// per row and 16 two-source word permutes (a gather per block cost more than the dot products).
+inline void scales16x4(const uint8_t* w0, int stride, int64_t b, int nk, __m512 dw[4]) {
+  const __mmask32 m = (__mmask32{1} << (9 * (nk - 1) + 1)) - 1;  // up to the last scale: never past the row
+  const __m512i ia = _mm512_load_si512(kScaleIdx.a), ib = _mm512_load_si512(kScaleIdx.b);
+  const __m512i ic = _mm512_load_si512(kScaleIdx.c);
+  __m512i mj[8], ni[4], ph[2];
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* r0 = w0 + int64_t{2 * j} * stride + b * int64_t{sizeof(BlockQ4_0)};
+    mj[j] = _mm512_permutex2var_epi16(_mm512_maskz_loadu_epi16(m, r0), ia, _mm512_maskz_loadu_epi16(m, r0 + stride));
+  }
+  for (int i = 0; i < 4; ++i) ni[i] = _mm512_permutex2var_epi16(mj[2 * i], ib, mj[2 * i + 1]);
+  for (int h = 0; h < 2; ++h) ph[h] = _mm512_permutex2var_epi16(ni[2 * h], ic, ni[2 * h + 1]);
+  const __m512i v01 = _mm512_permutex2var_epi16(ph[0], _mm512_load_si512(kScaleIdx.d01), ph[1]);
+  const __m512i v23 = _mm512_permutex2var_epi16(ph[0], _mm512_load_si512(kScaleIdx.d23), ph[1]);
+  dw[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(v01));
+  dw[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v01, 1));
+  dw[2] = _mm512_cvtph_ps(_mm512_castsi512_si256(v23));
+  dw[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v23, 1));
+}
+
+// Decode of Q4_0 (one token), 16 rows in lanes. Per row, 4 blocks' nibbles share one
+// vector (128-bit lane k = block b + k): the low nibbles meet elements 0..15 of those
+// blocks and the high nibbles elements 16..31, so two vpdpbusd leave 4 partial sums per
+// block and no unpacking into element order. A transpose-add network turns the 16 rows'
+// vectors into one vector per block with the rows in lanes, and so do word permutes for the
+// 16 rows' scales (scales16x4). Per (row, block) the exact S and the float step are those of every
+// kernel, in block order. About a third of the instructions per weight byte of
+// rows8_tokens_b8, whose cost (not the memory) bounded decode.
+inline void rows16_token_q4_0(const MatmulArgs& a, int64_t o, int64_t t) {
+  const int64_t nb = a.in / kQK;
+  const uint8_t* w0 = a.w + o * a.w_row_stride;
+  const auto* x = reinterpret_cast<const ActQ8*>(a.xq + t * a.xq_row_bytes);
+  const int stride = static_cast<int>(a.w_row_stride);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  // The same blocks of the next tile's rows: a tile's rows are read side by side, so the
+  // next tile is the stream ahead of every row.
+  const int64_t ahead = 16 * a.w_row_stride;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 4) {
+    const int nk = static_cast<int>(std::min<int64_t>(4, nb - b));
+    __m512i xlo = _mm512_setzero_si512(), xhi = _mm512_setzero_si512();
+    for (int k = 0; k < nk; ++k) {
+      xlo = _mm512_inserti32x4(xlo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b + k].qs)), k);
+      xhi = _mm512_inserti32x4(xhi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b + k].qs + 16)), k);
+    }
+    __m512i p[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_0*>(w0 + int64_t{r} * stride) + b;
+      const char* pf = reinterpret_cast<const char*>(blk) + ahead;
+      _mm_prefetch(pf, _MM_HINT_T0);
+      _mm_prefetch(pf + 4 * sizeof(BlockQ4_0) - 1, _MM_HINT_T0);  // 72 bytes may span 3 lines
+      __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs)));
+      if (nk == 4) {
+        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].qs)), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[2].qs)), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[3].qs)), 3);
+      } else {
+        for (int k = 1; k < nk; ++k)
+          q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[k].qs)), k);
+      }
+      const __m512i lo = _mm512_and_si512(q, low4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+      p[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi, xhi);
+    }
+    // Rows 2i, 2i+1 interleaved, then 4i..4i+3: lane k of q4[i] holds S of rows 4i..4i+3, block b + k.
+    __m512i t8[8], q4[4];
+    for (int i = 0; i < 8; ++i)
+      t8[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
+                               _mm512_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+    for (int i = 0; i < 4; ++i)
+      q4[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t8[2 * i], t8[2 * i + 1]),
+                               _mm512_unpackhi_epi64(t8[2 * i], t8[2 * i + 1]));
+    const __m512i u0 = _mm512_shuffle_i32x4(q4[0], q4[1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i u1 = _mm512_shuffle_i32x4(q4[0], q4[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i u2 = _mm512_shuffle_i32x4(q4[2], q4[3], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i u3 = _mm512_shuffle_i32x4(q4[2], q4[3], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i sk[4] = {_mm512_shuffle_i32x4(u0, u2, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_i32x4(u0, u2, _MM_SHUFFLE(3, 1, 3, 1)),
+                           _mm512_shuffle_i32x4(u1, u3, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_i32x4(u1, u3, _MM_SHUFFLE(3, 1, 3, 1))};
+    __m512 dw[4];
+    scales16x4(w0, stride, b, nk, dw);
+    for (int k = 0; k < nk; ++k) {
+      const ActQ8& xb = x[b + k];
+      const __m512i s = _mm512_sub_epi32(sk[k], _mm512_set1_epi32(xb.sum << Q4_0U::kOffsetShift));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[k], _mm512_set1_ps(xb.d)), acc);
+    }
+  }
+  _mm512_storeu_ps(a.y + t * a.out + o, acc);
+}
+
+// One token t over rows [o0, o1): Q4_0 in 16-row tiles, other rows and types 8 rows in lanes.
+template <class W>
+void rows_token_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t) {
+  int64_t o = o0;
+  if constexpr (std::is_same_v<W, Q4_0U>) {
+    if (a.w_row_stride < (int64_t{1} << 31) / 16)  // row offsets in int
+      for (; o + 16 <= o1; o += 16) rows16_token_q4_0(a, o, t);
+  }
+  if (o < o1) rows_tokens_b8<W>(a, o, o1, t, t + 1);
+}
+
 constexpr int kTokensPerPass = 8;
 
 // rows16_tokens_b8 for 1 <= n < kTokensPerPass tokens.
@@ -169,7 +295,7 @@ void range_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (; g < a.n_groups8; ++g) rows_groups_b8_512<W, 1>(a, o0, o1, g);
   const int64_t first = std::min(a.n_tokens, a.n_groups8 * 16);
   if (a.n_tokens - first == 1) {
-    rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);  // decode: 8 rows in lanes
+    rows_token_b8_512<W>(a, o0, o1, first);  // decode
   } else if (first < a.n_tokens) {
     rows_tokens16_b8<W>(a, o0, o1, first, a.n_tokens);
   }

@@ -228,7 +228,8 @@ TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
     // Row counts past one 16-row tile, and 2..12 tokens alone or after a group (rows in lanes).
     for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}, Shape{576, 21, 32},
                            Shape{1536, 13, 52}, Shape{576, 67, 12}, Shape{160, 48, 7}, Shape{576, 35, 28},
-                           Shape{1536, 40, 2}}) {
+                           Shape{1536, 40, 2}, Shape{1024, 48, 1}, Shape{608, 33, 1}, Shape{160, 32, 1},
+                           Shape{224, 17, 1}}) {
       const Problem p = make_problem(type, s, 5);
       std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
       matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, a.data(), nullptr);
@@ -248,7 +249,8 @@ TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
 TEST(Matmul, EightBitActivationTypesAreExactAtTheExtremes) {
   if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   for (DType type : {DType::q4_0, DType::q5_0}) {
-    for (const Shape& s : {Shape{64, 11, 1}, Shape{256, 9, 5}, Shape{128, 8, 16}, Shape{96, 13, 37}}) {
+    for (const Shape& s : {Shape{64, 11, 1}, Shape{256, 9, 5}, Shape{128, 8, 16}, Shape{96, 13, 37},
+                           Shape{160, 35, 1}}) {
       Problem p = make_problem(type, s, 9);
       const int64_t bb = traits(type).block_bytes;
       for (size_t i = 0; i < p.w.size(); ++i)
