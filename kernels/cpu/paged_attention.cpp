@@ -9,6 +9,7 @@
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/paged_attention_impl.hpp"
 #include "kernels/cpu/thread_pool.hpp"
+#include "troupe/check.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -17,6 +18,11 @@ namespace {
 bool use_avx2() { return is_avx2(active_isa()); }
 #else
 bool use_avx2() { return false; }
+#endif
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+bool use_avx512() { return active_isa() == Isa::avx512_vnni; }
+#else
+bool use_avx512() { return false; }
 #endif
 
 // Element d of a cached row, as f32.
@@ -85,6 +91,13 @@ void attend_item_scalar(const PagedAttentionArgs& A, int s, int kv_head, int j0,
   }
 }
 
+#if defined(TROUPE_KERNELS_HAVE_AVX2) && !defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+// The compiler knew no AVX-512: Isa::avx512_vnni is never available, nothing calls this.
+void attend_item_avx512(const PagedAttentionArgs&, int, int, int, int) {
+  TROUPE_CHECK(false, "paged attention: this build has no AVX-512 work items");
+}
+#endif
+
 void paged_kv_store(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
                     const int64_t* slot_mapping, int64_t n_tokens, int64_t kv_dim) {
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -120,7 +133,8 @@ void paged_attention(const PagedAttentionArgs& A, ThreadPool* pool) {
     off[s + 1] = off[s] + int64_t{A.num_kv_heads} * ((q_len + kQueryTile - 1) / kQueryTile);
   }
   const bool avx2 = use_avx2() && A.head_dim % 8 == 0;
-  auto run = [&A, off, avx2](int64_t begin, int64_t end) {
+  const bool avx512 = use_avx512() && A.head_dim % 16 == 0;
+  auto run = [&A, off, avx2, avx512](int64_t begin, int64_t end) {
     int s = static_cast<int>(std::upper_bound(off, off + A.num_seqs + 1, begin) - off) - 1;
     for (int64_t item = begin; item < end; ++item) {
       while (item >= off[s + 1]) ++s;
@@ -130,6 +144,12 @@ void paged_attention(const PagedAttentionArgs& A, ThreadPool* pool) {
       const int kv_head = static_cast<int>(local / tiles);
       const int tile = static_cast<int>(local % tiles);
       const int j0 = tile * kQueryTile, j1 = std::min(q_len, j0 + kQueryTile);
+#if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
+      if (avx512) {
+        attend_item_avx512(A, s, kv_head, j0, j1);
+        continue;
+      }
+#endif
 #if defined(TROUPE_KERNELS_HAVE_AVX2)
       if (avx2) {
         attend_item_avx2(A, s, kv_head, j0, j1);

@@ -1,5 +1,6 @@
 // Internal contract between the paged attention front end (paged_attention.cpp)
-// and its per-ISA work items (the scalar ones there, paged_attention_avx2.cpp).
+// and its per-ISA work items (the scalar ones there, paged_attention_avx2.cpp and
+// paged_attention_avx512.cpp on paged_attention_simd.hpp).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,8 @@ inline int first_key(const PagedAttentionArgs& A, int pos) {
 void attend_item_scalar(const PagedAttentionArgs& args, int s, int kv_head, int j0, int j1);
 /// The same with AVX2/FMA/F16C; head_dim must be a multiple of 8.
 void attend_item_avx2(const PagedAttentionArgs& args, int s, int kv_head, int j0, int j1);
+/// The same with AVX-512 (16 lanes); head_dim must be a multiple of 16.
+void attend_item_avx512(const PagedAttentionArgs& args, int s, int kv_head, int j0, int j1);
 
 /// n floats to f16, rounding to nearest even (F16C), bit-identical to fp32_to_fp16.
 void f32_to_f16_avx2(const float* src, uint16_t* dst, int64_t n);

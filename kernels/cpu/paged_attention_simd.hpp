@@ -1,15 +1,24 @@
-// Paged attention work items with AVX2/FMA/F16C (this file alone is built with
-// -mavx2 -mfma -mf16c). One item is one (sequence, kv head, query tile): per
-// chunk of kKeyChunk keys the chunk's K and V rows are read from the cache once
-// (f16 converted once) and every query head of the kv head and every query of
-// the tile is scored against them, 4 keys at a time.
+// Paged attention work items on SIMD vectors, included by one translation unit per ISA
+// (paged_attention_avx2.cpp: 8-lane AVX2/FMA/F16C; paged_attention_avx512.cpp: 16-lane
+// AVX-512). One item is one (sequence, kv head, query tile): per chunk of kKeyChunk keys
+// the chunk's K and V rows are read from the cache once (f16 converted once) and every
+// query head of the kv head and every query of the tile is scored against them, 4 keys
+// at a time.
 //
-// Per query row and head the operations are fixed: score_i = (q . k_i, 8 lanes
-// then a fixed tree) * scale, soft-capped when asked; keys outside the row's window
-// are -inf; per chunk the running max, the weights
+// Per query row and head the operations are fixed: score_i = (q . k_i, 8 lanes (lane l
+// takes d = l mod 8, in order), then a fixed tree) * scale, soft-capped when asked;
+// keys outside the row's window are -inf; per chunk the running max, the weights
 // exp(score - max) (vector exp) summed lane-wise then in a fixed tree, and
-// acc = acc * f + sum_i w_i v_i in key order; finally acc / sum. So a row's
-// result is the same in any tile or batch.
+// acc = acc * f + sum_i w_i v_i in key order (per element, whatever the vector width);
+// finally acc / sum. So a row's result is the same in any tile or batch, and on AVX2 and
+// AVX-512.
+//
+// V is the vector policy: W lanes of float (V::F), load/store, fma and the f16 row
+// conversion for the values; the keys' scratch layout (store_key_row, zero_key_row) and
+// score4, four keys' dot products with one query, whose operations are the same on
+// every ISA (8 lanes, then a fixed tree), so the ISAs agree bit for bit.
+#pragma once
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,15 +35,15 @@ namespace {
 
 // A chunk's keys and values in f32, row by row ([i][d]), for head_dim <= 256.
 struct ChunkScratch {
-  alignas(32) float k[kKeyChunk * kMaxHeadDim];
-  alignas(32) float v[kKeyChunk * kMaxHeadDim];
+  alignas(64) float k[kKeyChunk * kMaxHeadDim];
+  alignas(64) float v[kKeyChunk * kMaxHeadDim];
 };
 
+template <class V>
 inline void load_row(KvDtype dtype, const void* cache, int64_t offset, int hd, float* dst) {
   if (dtype == KvDtype::f16) {
     const auto* src = static_cast<const uint16_t*>(cache) + offset;
-    for (int d = 0; d < hd; d += 8)
-      _mm256_store_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + d))));
+    for (int d = 0; d < hd; d += V::W) V::store(dst + d, V::from_f16(src + d));
   } else {
     std::memcpy(dst, static_cast<const float*>(cache) + offset, static_cast<size_t>(hd) * sizeof(float));
   }
@@ -51,6 +60,7 @@ inline void prefetch_row(const void* cache, int64_t byte_offset, int64_t bytes) 
 
 // Keys and values [c0, c0 + n) of kv head `kv_head` into scratch; key rows up to a multiple of 4 are
 // zero. Rows up to `end` (the item's last key) are prefetched ahead, across chunks.
+template <class V>
 void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, int c0, int n, int end,
                 ChunkScratch* s) {
   const int hd = A.head_dim;
@@ -67,32 +77,60 @@ void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, 
       prefetch_row(A.v_cache, ahead, hd * elem);
     }
     const int64_t base = offset(t);
-    load_row(A.kv_dtype, A.k_cache, base, hd, s->k + i * hd);
-    load_row(A.kv_dtype, A.v_cache, base, hd, s->v + i * hd);
+    V::store_key_row(A.kv_dtype, A.k_cache, base, hd, i, s->k);
+    load_row<V>(A.kv_dtype, A.v_cache, base, hd, s->v + i * hd);
   }
-  for (int i = n; i < ((n + 3) & ~3); ++i) std::fill_n(s->k + i * hd, hd, 0.0f);
+  for (int i = n; i < ((n + 3) & ~3); ++i) V::zero_key_row(hd, i, s->k);
 }
 
 // scores[i] = (q . k_i) * scale for i < n, n <= kKeyChunk, rounded up to 4 keys (rows past n
 // are zero). A key's dot product: 8 lanes over d (lane l takes d = l mod 8, in order), then
-// the lanes summed in a fixed tree.
+// the lanes summed in a fixed tree (V::score4: the same operations on every ISA).
+template <class V>
 inline void score_chunk(const float* q, const ChunkScratch& s, int hd, int n, float scale, float* scores) {
-  const __m256 sc = _mm256_set1_ps(scale);
-  for (int i = 0; i < n; i += 4) {
-    const float* k = s.k + i * hd;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    for (int d = 0; d < hd; d += 8) {
-      const __m256 qd = _mm256_loadu_ps(q + d);
-      a0 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + d), a0);
-      a1 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + hd + d), a1);
-      a2 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + 2 * hd + d), a2);
-      a3 = _mm256_fmadd_ps(qd, _mm256_load_ps(k + 3 * hd + d), a3);
+  const __m128 sc = _mm_set1_ps(scale);
+  for (int i = 0; i < n; i += 4) _mm_storeu_ps(scores + i, _mm_mul_ps(V::score4(q, s.k, hd, i), sc));
+}
+
+// [k0 k1 k2 k3] partial sums per 128-bit half of four 8-lane dot products, then the halves added.
+inline __m128 hsum4_8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// acc[0, hd) += sum_{i in [i0, cn)} w_i v_i, keys in order; 4 vectors of acc at a time.
+template <class V>
+inline void accumulate_values(float* acc, const float* w, const ChunkScratch& s, int hd, int i0, int cn) {
+  constexpr int kSpan = 4 * V::W;
+  for (int d = 0; d < hd; d += kSpan) {
+    if (hd - d >= kSpan) {
+      typename V::F a0 = V::loadu(acc + d), a1 = V::loadu(acc + d + V::W);
+      typename V::F a2 = V::loadu(acc + d + 2 * V::W), a3 = V::loadu(acc + d + 3 * V::W);
+      for (int i = i0; i < cn; ++i) {
+        const typename V::F wi = V::broadcast(w + i);
+        const float* v = s.v + i * hd + d;
+        a0 = V::fma(wi, V::load(v), a0);
+        a1 = V::fma(wi, V::load(v + V::W), a1);
+        a2 = V::fma(wi, V::load(v + 2 * V::W), a2);
+        a3 = V::fma(wi, V::load(v + 3 * V::W), a3);
+      }
+      V::storeu(acc + d, a0);
+      V::storeu(acc + d + V::W, a1);
+      V::storeu(acc + d + 2 * V::W, a2);
+      V::storeu(acc + d + 3 * V::W, a3);
+    } else {
+      for (int e = d; e < hd; e += V::W) {
+        typename V::F a = V::loadu(acc + e);
+        for (int i = i0; i < cn; ++i) a = V::fma(V::broadcast(w + i), V::load(s.v + i * hd + e), a);
+        V::storeu(acc + e, a);
+      }
     }
-    // [k0 k1 k2 k3] partial sums per 128-bit half, then the halves added.
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    const __m128 dots = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    _mm_storeu_ps(scores + i, _mm_mul_ps(dots, _mm256_castps256_ps128(sc)));
   }
+}
+
+inline void scale_row(float* acc, int hd, float f) {
+  const __m256 fv = _mm256_set1_ps(f);
+  for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), fv));
 }
 
 // Per (query, head) state across chunks; acc lives in the output row.
@@ -101,17 +139,8 @@ struct RowState {
   float sum;
 };
 
-}  // namespace
-
-void f32_to_f16_avx2(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < n; ++i) dst[i] = static_cast<uint16_t>(_cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
-void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, int j1) {
+template <class V>
+void attend_item_simd(const PagedAttentionArgs& A, int s, int kv_head, int j0, int j1) {
   thread_local std::unique_ptr<ChunkScratch> scratch_owner;  // 128 KiB: on the heap, once per thread
   if (!scratch_owner) scratch_owner.reset(new ChunkScratch);
   ChunkScratch& scratch = *scratch_owner;
@@ -138,7 +167,7 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
   const int c_first = first_key(A, first_pos + j0) / kKeyChunk * kKeyChunk;
   alignas(32) float scores[kKeyChunk];
   for (int c0 = c_first; c0 < max_keys; c0 += kKeyChunk) {
-    load_chunk(A, table, kv_head, c0, std::min(kKeyChunk, max_keys - c0), max_keys, &scratch);
+    load_chunk<V>(A, table, kv_head, c0, std::min(kKeyChunk, max_keys - c0), max_keys, &scratch);
     for (int j = j0; j < j1; ++j) {
       const int n_keys = first_pos + j + 1;
       const int lo = first_key(A, first_pos + j);
@@ -151,7 +180,7 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
         const float* q = A.q + row * q_stride + h * hd;
         float* acc = A.out + row * q_stride + h * hd;
         RowState& st = state[(j - j0) * group + g];
-        score_chunk(q, scratch, hd, cn, A.scale, scores);
+        score_chunk<V>(q, scratch, hd, cn, A.scale, scores);
         if (A.softcap > 0)
           for (int i = i0; i < cn; ++i) scores[i] = A.softcap * std::tanh(scores[i] / A.softcap);
         // Keys before the window or past cn (this query's future, or the padding) take no
@@ -168,8 +197,7 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
           // exp(-inf) = 0 on the first chunk.
           const float f = _mm256_cvtss_f32(exp256_ps(_mm256_set1_ps(st.m - cmax)));
           st.sum *= f;
-          const __m256 fv = _mm256_set1_ps(f);
-          for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), fv));
+          scale_row(acc, hd, f);
           st.m = cmax;
         }
         const __m256 mv = _mm256_set1_ps(st.m);
@@ -182,33 +210,7 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
         __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(wsum), _mm256_extractf128_ps(wsum, 1));
         s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         st.sum += _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
-        // acc += sum_i w_i v_i, keys in order; eight lanes of acc at a time.
-        for (int d = 0; d < hd; d += 32) {
-          const int lanes = std::min(32, hd - d);
-          if (lanes == 32) {
-            __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
-            __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
-            for (int i = i0; i < cn; ++i) {
-              const __m256 w = _mm256_broadcast_ss(scores + i);
-              const float* v = scratch.v + i * hd + d;
-              a0 = _mm256_fmadd_ps(w, _mm256_load_ps(v), a0);
-              a1 = _mm256_fmadd_ps(w, _mm256_load_ps(v + 8), a1);
-              a2 = _mm256_fmadd_ps(w, _mm256_load_ps(v + 16), a2);
-              a3 = _mm256_fmadd_ps(w, _mm256_load_ps(v + 24), a3);
-            }
-            _mm256_storeu_ps(acc + d, a0);
-            _mm256_storeu_ps(acc + d + 8, a1);
-            _mm256_storeu_ps(acc + d + 16, a2);
-            _mm256_storeu_ps(acc + d + 24, a3);
-          } else {
-            for (int e = d; e < d + lanes; e += 8) {
-              __m256 a = _mm256_loadu_ps(acc + e);
-              for (int i = i0; i < cn; ++i)
-                a = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + i), _mm256_load_ps(scratch.v + i * hd + e), a);
-              _mm256_storeu_ps(acc + e, a);
-            }
-          }
-        }
+        accumulate_values<V>(acc, scores, scratch, hd, i0, cn);
       }
     }
   }
@@ -216,9 +218,9 @@ void attend_item_avx2(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
     for (int g = 0; g < group; ++g) {
       const RowState& st = state[(j - j0) * group + g];
       float* acc = A.out + (A.query_start[s] + j) * q_stride + int64_t{kv_head * group + g} * hd;
-      const __m256 inv = _mm256_set1_ps(st.sum > 0 ? 1.0f / st.sum : 0.0f);
-      for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
+      scale_row(acc, hd, st.sum > 0 ? 1.0f / st.sum : 0.0f);
     }
 }
 
+}  // namespace
 }  // namespace troupe::kernels::cpu

@@ -112,7 +112,9 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
   a.softcap = softcap;
   a.work_offsets = offsets.data();
 
-  std::vector<float> out_scalar(q.size(), NAN), out_avx2(q.size(), NAN), out_pool(q.size(), NAN);
+  std::vector<float> out_scalar(q.size(), NAN), out_avx2(q.size(), NAN), out_avx512(q.size(), NAN),
+      out_pool(q.size(), NAN);
+  const bool avx512 = isa_available(Isa::avx512_vnni) && head_dim % 16 == 0;
   for (int s = 0; s < S; ++s)
     for (int kvh = 0; kvh < su.num_kv_heads; ++kvh)
       for (int j0 = 0; j0 < su.q_lens[s]; j0 += kQueryTile) {
@@ -123,6 +125,10 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
         if (isa_available(Isa::avx2) && head_dim % 8 == 0) {
           a.out = out_avx2.data();
           attend_item_avx2(a, s, kvh, j0, j1);
+        }
+        if (avx512) {
+          a.out = out_avx512.data();
+          attend_item_avx512(a, s, kvh, j0, j1);
         }
 #endif
       }
@@ -165,6 +171,9 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
           if (isa_available(Isa::avx2) && head_dim % 8 == 0) {
             ASSERT_NEAR(out_avx2[k], ref, 2e-5) << "avx2 s=" << s << " j=" << j << " h=" << h << " e=" << e;
           }
+          if (avx512) {  // the AVX2 items' operations per element: the same bits
+            ASSERT_EQ(out_avx512[k], out_avx2[k]) << "avx512 s=" << s << " j=" << j << " h=" << h << " e=" << e;
+          }
           ASSERT_NEAR(out_pool[k], ref, 2e-5) << "pool s=" << s << " j=" << j << " h=" << h << " e=" << e;
         }
       }
@@ -173,7 +182,7 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndHeadDims, PagedAttention,
-                         ::testing::Combine(::testing::Values(KvDtype::f32, KvDtype::f16), ::testing::Values(8, 64, 12),
+                         ::testing::Combine(::testing::Values(KvDtype::f32, KvDtype::f16), ::testing::Values(8, 64, 12, 48),
                                             ::testing::Values(0, 1, 23, 64), ::testing::Values(0.0f, 3.0f)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) == KvDtype::f16 ? "f16" : "f32") + "_hd" +
