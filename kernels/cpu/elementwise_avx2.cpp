@@ -48,25 +48,51 @@ void exp_avx2(const float* x, float* y, int64_t n) {
   }
 }
 
-// silu(g) * u = g / (1 + exp(-g)) * u, eight at a time; the tail through the same vector code.
-void silu_mul_avx2(const float* gate, const float* up, int64_t n, float* out) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  auto eight = [&](__m256 g, __m256 u) {
-    const __m256 e = exp256_ps(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u);
-  };
+namespace {
+
+// out[i] = f(a[i], b[i]) eight at a time; the tail through the same vector code (so an
+// element's result never depends on where it falls). out may alias a or b.
+template <class F>
+void map2_avx2(const float* a, const float* b, int64_t n, float* out, F f) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, eight(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
   if (i < n) {
-    float g[8] = {}, u[8] = {}, o[8];
+    float x[8] = {}, y[8] = {}, o[8];
     for (int64_t k = i; k < n; ++k) {
-      g[k - i] = gate[k];
-      u[k - i] = up[k];
+      x[k - i] = a[k];
+      y[k - i] = b[k];
     }
-    _mm256_storeu_ps(o, eight(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+    _mm256_storeu_ps(o, f(_mm256_loadu_ps(x), _mm256_loadu_ps(y)));
     for (int64_t k = i; k < n; ++k) out[k] = o[k - i];
   }
+}
+
+// x / (1 + exp(-z)): x * sigmoid(z); 0 (signed) where exp(-z) overflows.
+inline __m256 times_sigmoid(__m256 x, __m256 z) {
+  const __m256 e = exp256_ps(_mm256_sub_ps(_mm256_setzero_ps(), z));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3):
+// no tanh, and no cancellation where tanh(u) is near -1.
+inline __m256 gelu_tanh8(__m256 x) {
+  const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x, _mm256_set1_ps(1.0f));
+  return times_sigmoid(x, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(2.0f * 0.7978845608028654f), x), inner));
+}
+
+}  // namespace
+
+// silu(g) * u = g / (1 + exp(-g)) * u.
+void silu_mul_avx2(const float* gate, const float* up, int64_t n, float* out) {
+  map2_avx2(gate, up, n, out, [](__m256 g, __m256 u) { return _mm256_mul_ps(times_sigmoid(g, g), u); });
+}
+
+void gelu_tanh_mul_avx2(const float* gate, const float* up, int64_t n, float* out) {
+  map2_avx2(gate, up, n, out, [](__m256 g, __m256 u) { return _mm256_mul_ps(gelu_tanh8(g), u); });
+}
+
+void gelu_tanh_avx2(const float* x, int64_t n, float* out) {
+  map2_avx2(x, x, n, out, [](__m256 v, __m256) { return gelu_tanh8(v); });
 }
 
 }  // namespace troupe::kernels::cpu

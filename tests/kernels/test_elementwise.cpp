@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/gemma_elementwise.hpp"
 #include "kernels/cpu/isa.hpp"
 
 namespace troupe::kernels::cpu {
@@ -128,6 +129,29 @@ TEST(Elementwise, Softmax) {
   std::vector<float> masked(3, -std::numeric_limits<float>::infinity());
   softmax_inplace(masked.data(), 3);
   for (float v : masked) EXPECT_NEAR(v, 1.0f / 3, 1e-6);
+}
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), against double precision on
+// the active ISA's kernel (the vector one computes x * sigmoid(2u)): small, large and
+// saturating inputs, a length with a tail, and gelu_tanh in place.
+TEST(Elementwise, GeluTanhMatchesDoublePrecision) {
+  std::vector<float> x, up;
+  for (int i = -2000; i <= 2000; ++i) x.push_back(static_cast<float>(i) * 0.0125f);  // [-25, 25]
+  for (float v : {-100.0f, -40.0f, -9.5f, 1e-30f, -1e-30f, 1e-6f, -3e-5f, 40.0f, 100.0f, 0.0f}) x.push_back(v);
+  x.push_back(3.0f);  // 4012 elements: not a multiple of 8
+  for (size_t i = 0; i < x.size(); ++i) up.push_back(0.5f + static_cast<float>(i % 7) * 0.25f);
+  // 0.5 v (1 + tanh(u)) = v / (1 + exp(-2u)): the same function without the cancellation near -1.
+  auto ref = [](double v) { return v / (1.0 + std::exp(-2.0 * 0.7978845608028654 * (v + 0.044715 * v * v * v))); };
+  std::vector<float> mul(x.size()), alone(x.begin(), x.end());
+  gelu_tanh_mul(x.data(), up.data(), static_cast<int64_t>(x.size()), mul.data());
+  gelu_tanh(alone.data(), static_cast<int64_t>(alone.size()), alone.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double r = ref(x[i]);
+    // A few ulp of the result, or of x where 1 + tanh(u) cancels (the scalar kernel's form).
+    const double tol = 4e-7 * std::fabs(r) + 6e-8 * std::fabs(x[i]);
+    ASSERT_NEAR(alone[i], r, tol) << "x = " << x[i] << " got " << alone[i] << " want " << r << ", isa " << to_string(active_isa());
+    ASSERT_NEAR(mul[i], r * up[i], tol * up[i] * 2) << "x = " << x[i];
+  }
 }
 
 }  // namespace
