@@ -391,6 +391,22 @@ TEST(ActivationQuantizer, Avx2IsBitIdenticalToScalar) {
     EXPECT_EQ(a[k].s, b[k].s) << "block " << k;
     for (int j = 0; j < 32; ++j) ASSERT_EQ(a[k].qs[j], b[k].qs[j]) << "block " << k << " element " << j;
   }
+  std::vector<ActQ8> c(n / 32), e(n / 32);
+  quantize_act_q8(x.data(), n, c.data());
+  quantize_act_q8_avx2(x.data(), n, e.data());
+  for (size_t k = 0; k < c.size(); ++k) {
+    EXPECT_EQ(c[k].d, e[k].d) << "q8 block " << k;
+    EXPECT_EQ(c[k].sum, e[k].sum) << "q8 block " << k;
+    for (int j = 0; j < 32; ++j) ASSERT_EQ(c[k].qs[j], e[k].qs[j]) << "q8 block " << k << " element " << j;
+  }
+  std::vector<ActQ8K> f(n / 256), g(n / 256);
+  quantize_act_q8k(x.data(), n, f.data());
+  quantize_act_q8k_avx2(x.data(), n, g.data());
+  for (size_t k = 0; k < f.size(); ++k) {
+    EXPECT_EQ(f[k].d, g[k].d) << "q8k block " << k;
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(f[k].bsums[j], g[k].bsums[j]) << "q8k block " << k << " sum " << j;
+    for (int j = 0; j < 256; ++j) ASSERT_EQ(f[k].qs[j], g[k].qs[j]) << "q8k block " << k << " element " << j;
+  }
 }
 
 }  // namespace
