@@ -36,7 +36,6 @@ inline float cached(const PagedAttentionArgs& A, const void* cache, int64_t offs
 void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_head, const float* q, int lo,
                 int n_keys, float* out) {
   const int hd = A.head_dim;
-  const int64_t kv_stride = int64_t{A.num_kv_heads} * hd;
   float acc[kMaxHeadDim];
   float scores[kKeyChunk];
   std::fill(acc, acc + hd, 0.0f);
@@ -48,8 +47,7 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
     float cmax = -std::numeric_limits<float>::infinity();
     for (int i = i0; i < cn; ++i) {
       const int t = c0 + i;
-      const int64_t base = (int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride +
-                           int64_t{kv_head} * hd;
+      const int64_t base = kv_row_offset(A, block_table, t, kv_head);
       float s = 0.0f;
       for (int d = 0; d < hd; ++d) s += q[d] * cached(A, A.k_cache, base + d);
       scores[i] = s * A.scale;
@@ -64,8 +62,7 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
     }
     for (int i = i0; i < cn; ++i) {
       const int t = c0 + i;
-      const int64_t base = (int64_t{block_table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride +
-                           int64_t{kv_head} * hd;
+      const int64_t base = kv_row_offset(A, block_table, t, kv_head);
       const float w = std::exp(scores[i] - m);
       sum += w;
       for (int d = 0; d < hd; ++d) acc[d] += w * cached(A, A.v_cache, base + d);
@@ -99,27 +96,33 @@ void attend_item_avx512(const PagedAttentionArgs&, int, int, int, int) {
 #endif
 
 void paged_kv_store(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
-                    const int64_t* slot_mapping, int64_t n_tokens, int64_t kv_dim) {
+                    const int64_t* slot_mapping, int64_t n_tokens, int num_kv_heads, int head_dim, int block_size) {
+  const int64_t kv_dim = int64_t{num_kv_heads} * head_dim;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t slot = slot_mapping[t];
     if (slot < 0) continue;  // padding token: nothing to store
-    if (dtype == KvDtype::f32) {
-      std::memcpy(static_cast<float*>(k_cache) + slot * kv_dim, k + t * kv_dim, kv_dim * sizeof(float));
-      std::memcpy(static_cast<float*>(v_cache) + slot * kv_dim, v + t * kv_dim, kv_dim * sizeof(float));
-      continue;
-    }
-    uint16_t* kd = static_cast<uint16_t*>(k_cache) + slot * kv_dim;
-    uint16_t* vd = static_cast<uint16_t*>(v_cache) + slot * kv_dim;
+    for (int h = 0; h < num_kv_heads; ++h) {
+      const int64_t dst = ((slot / block_size * num_kv_heads + h) * block_size + slot % block_size) * head_dim;
+      const float* ks = k + t * kv_dim + int64_t{h} * head_dim;
+      const float* vs = v + t * kv_dim + int64_t{h} * head_dim;
+      if (dtype == KvDtype::f32) {
+        std::memcpy(static_cast<float*>(k_cache) + dst, ks, static_cast<size_t>(head_dim) * sizeof(float));
+        std::memcpy(static_cast<float*>(v_cache) + dst, vs, static_cast<size_t>(head_dim) * sizeof(float));
+        continue;
+      }
+      uint16_t* kd = static_cast<uint16_t*>(k_cache) + dst;
+      uint16_t* vd = static_cast<uint16_t*>(v_cache) + dst;
 #if defined(TROUPE_KERNELS_HAVE_AVX2)
-    if (use_avx2()) {
-      f32_to_f16_avx2(k + t * kv_dim, kd, kv_dim);
-      f32_to_f16_avx2(v + t * kv_dim, vd, kv_dim);
-      continue;
-    }
+      if (use_avx2()) {
+        f32_to_f16_avx2(ks, kd, head_dim);
+        f32_to_f16_avx2(vs, vd, head_dim);
+        continue;
+      }
 #endif
-    for (int64_t i = 0; i < kv_dim; ++i) {
-      kd[i] = fp32_to_fp16(k[t * kv_dim + i]);
-      vd[i] = fp32_to_fp16(v[t * kv_dim + i]);
+      for (int i = 0; i < head_dim; ++i) {
+        kd[i] = fp32_to_fp16(ks[i]);
+        vd[i] = fp32_to_fp16(vs[i]);
+      }
     }
   }
 }

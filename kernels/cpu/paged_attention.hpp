@@ -21,17 +21,19 @@ enum class KvDtype { f32, f16 };
 /// Bytes of one cached element.
 constexpr int64_t kv_elem_bytes(KvDtype t) { return t == KvDtype::f16 ? 2 : 4; }
 
-/// Write this step's k/v rows ([n_tokens][kv_dim] f32) to their slots of one layer's cache
-/// ([num_slots][kv_dim] of `dtype`, slot = block * block_size + offset), rounding to
-/// nearest even for f16. Slots < 0 (padding) are skipped.
+/// Write this step's k/v rows ([n_tokens][num_kv_heads][head_dim] f32) to their slots of one
+/// layer's cache (slot = block * block_size + offset; layout in PagedAttentionArgs), rounding
+/// to nearest even for f16. Slots < 0 (padding) are skipped.
 void paged_kv_store(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
-                    const int64_t* slot_mapping, int64_t n_tokens, int64_t kv_dim);
+                    const int64_t* slot_mapping, int64_t n_tokens, int num_kv_heads, int head_dim, int block_size);
 
 struct PagedAttentionArgs {
   const float* q = nullptr;        // [n_tokens][num_heads][head_dim]
   float* out = nullptr;            // like q
   KvDtype kv_dtype = KvDtype::f32;
-  const void* k_cache = nullptr;   // [num_slots][num_kv_heads][head_dim] of this layer
+  // [num_blocks][num_kv_heads][block_size][head_dim] of this layer: a kv head's rows of one
+  // block are contiguous, so a work item reads its keys as streams, not every num_kv_heads-th row.
+  const void* k_cache = nullptr;
   const void* v_cache = nullptr;
   const int32_t* query_start = nullptr;       // [num_seqs + 1]
   const int32_t* seq_lens = nullptr;          // [num_seqs] tokens in the cache, this step's included

@@ -13,6 +13,12 @@ constexpr int kQueryTile = 16;   // queries of one (sequence, kv head) per work 
 constexpr int kKeyChunk = 64;    // keys scored before one online-softmax update
 constexpr int kMaxHeadDim = 256;
 
+/// Element offset of key/value row t (a sequence position) of kv head `kv_head` in the cache.
+inline int64_t kv_row_offset(const PagedAttentionArgs& A, const int32_t* table, int t, int kv_head) {
+  return ((int64_t{table[t / A.block_size]} * A.num_kv_heads + kv_head) * A.block_size + t % A.block_size) *
+         A.head_dim;
+}
+
 /// The first key position a query at `pos` sees.
 inline int first_key(const PagedAttentionArgs& A, int pos) {
   return A.window > 0 && pos - A.window + 1 > 0 ? pos - A.window + 1 : 0;

@@ -49,9 +49,9 @@ inline void load_row(KvDtype dtype, const void* cache, int64_t offset, int hd, f
   }
 }
 
-// Rows ahead of the one being converted that are prefetched: the rows of a sequence are
-// scattered over its blocks, so the hardware does not see a stream.
-constexpr int kPrefetchRows = 8;
+// Rows ahead of the one being converted that are prefetched: a sequence's blocks are
+// scattered, so the hardware sees a stream only within a block.
+constexpr int kPrefetchRows = 32;
 
 inline void prefetch_row(const void* cache, int64_t byte_offset, int64_t bytes) {
   const char* p = static_cast<const char*>(cache) + byte_offset;
@@ -61,14 +61,18 @@ inline void prefetch_row(const void* cache, int64_t byte_offset, int64_t bytes) 
 // Keys and values [c0, c0 + n) of kv head `kv_head` into scratch; key rows up to a multiple of 4 are
 // zero. Rows up to `end` (the item's last key) are prefetched ahead, across chunks.
 template <class V>
-void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, int c0, int n, int end,
+void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, int c0, int n, int end, bool first,
                 ChunkScratch* s) {
   const int hd = A.head_dim;
-  const int64_t kv_stride = int64_t{A.num_kv_heads} * hd;
   const int64_t elem = kv_elem_bytes(A.kv_dtype);
-  auto offset = [&](int t) {
-    return (int64_t{table[t / A.block_size]} * A.block_size + t % A.block_size) * kv_stride + int64_t{kv_head} * hd;
-  };
+  auto offset = [&](int t) { return kv_row_offset(A, table, t, kv_head); };
+  if (first) {  // the item's first rows: nothing prefetched them
+    for (int t = c0; t < std::min(end, c0 + kPrefetchRows); ++t) {
+      const int64_t at = offset(t) * elem;
+      prefetch_row(A.k_cache, at, hd * elem);
+      prefetch_row(A.v_cache, at, hd * elem);
+    }
+  }
   for (int i = 0; i < n; ++i) {
     const int t = c0 + i;
     if (t + kPrefetchRows < end) {
@@ -167,7 +171,7 @@ void attend_item_simd(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
   const int c_first = first_key(A, first_pos + j0) / kKeyChunk * kKeyChunk;
   alignas(32) float scores[kKeyChunk];
   for (int c0 = c_first; c0 < max_keys; c0 += kKeyChunk) {
-    load_chunk<V>(A, table, kv_head, c0, std::min(kKeyChunk, max_keys - c0), max_keys, &scratch);
+    load_chunk<V>(A, table, kv_head, c0, std::min(kKeyChunk, max_keys - c0), max_keys, c0 == c_first, &scratch);
     for (int j = j0; j < j1; ++j) {
       const int n_keys = first_pos + j + 1;
       const int lo = first_key(A, first_pos + j);

@@ -46,10 +46,9 @@ Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks
 void CpuAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
                                   int num_heads, const ForwardBatch& b, const AttentionParams& params) {
   TROUPE_CHECK(layer >= 0 && layer < spec_.num_layers, "attention layer out of range (cache not allocated?)");
-  const int64_t kv_dim = int64_t{spec_.num_kv_heads} * spec_.head_dim;
   const auto dtype = spec_.dtype == DType::f16 ? kernels::cpu::KvDtype::f16 : kernels::cpu::KvDtype::f32;
   kernels::cpu::paged_kv_store(dtype, k_layers_[layer], v_layers_[layer], k, v, b.slot_mapping.data(), b.num_tokens(),
-                               kv_dim);
+                               spec_.num_kv_heads, spec_.head_dim, spec_.block_size);
   const int S = b.num_seqs();
   table_ptrs_.resize(S);
   for (int s = 0; s < S; ++s) table_ptrs_[s] = b.block_tables[s].data();

@@ -30,16 +30,20 @@ TEST(PagedKvStore, F16RoundsLikeTheScalarConversion) {
   k[2] = 1.0f + 1.0f / 2048;  // a tie: rounds to even
   k[3] = -0.0f;
   const std::vector<int64_t> slots = {5, -1, 0, 7, 3, 2, 1, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+  // 3 kv heads of 8, blocks of 4 slots: element (slot, h, i) at ((slot / 4 * 3 + h) * 4 + slot % 4) * 8 + i.
   std::vector<uint16_t> kc(20 * 24, 0xffff), vc(kc.size(), 0xffff);
-  paged_kv_store(KvDtype::f16, kc.data(), vc.data(), k.data(), v.data(), slots.data(), 19, 24);
+  paged_kv_store(KvDtype::f16, kc.data(), vc.data(), k.data(), v.data(), slots.data(), 19, 3, 8, 4);
+  auto at = [](int64_t slot, int h, int i) { return ((slot / 4 * 3 + h) * 4 + slot % 4) * 8 + i; };
   for (int t = 0; t < 19; ++t) {
     if (slots[t] < 0) continue;
-    for (int i = 0; i < 24; ++i) {
-      ASSERT_EQ(kc[slots[t] * 24 + i], fp32_to_fp16(k[t * 24 + i])) << "token " << t << " element " << i;
-      ASSERT_EQ(vc[slots[t] * 24 + i], fp32_to_fp16(v[t * 24 + i])) << "token " << t << " element " << i;
-    }
+    for (int h = 0; h < 3; ++h)
+      for (int i = 0; i < 8; ++i) {
+        ASSERT_EQ(kc[at(slots[t], h, i)], fp32_to_fp16(k[t * 24 + h * 8 + i])) << "token " << t << " head " << h;
+        ASSERT_EQ(vc[at(slots[t], h, i)], fp32_to_fp16(v[t * 24 + h * 8 + i])) << "token " << t << " head " << h;
+      }
   }
-  for (int i = 0; i < 24; ++i) EXPECT_EQ(kc[19 * 24 + i], 0xffff) << "an unused slot was written";
+  for (int h = 0; h < 3; ++h)
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(kc[at(19, h, i)], 0xffff) << "an unused slot was written";
 #if defined(__x86_64__)
   if (isa_available(Isa::avx2)) {
     std::vector<uint16_t> a(k.size());
@@ -79,7 +83,8 @@ TEST_P(PagedAttention, WorkItemsMatchAnFp64Softmax) {
   std::vector<uint8_t> vc(kc.size());
   std::vector<int64_t> all_slots(static_cast<size_t>(slots));
   for (int64_t i = 0; i < slots; ++i) all_slots[static_cast<size_t>(i)] = i;
-  paged_kv_store(dtype, kc.data(), vc.data(), keys.data(), values.data(), all_slots.data(), slots, kv_dim);
+  paged_kv_store(dtype, kc.data(), vc.data(), keys.data(), values.data(), all_slots.data(), slots, su.num_kv_heads,
+                 head_dim, su.block_size);
   // What the reference reads: the cached values.
   auto cached = [&](const std::vector<float>& src, int64_t i) {
     return dtype == KvDtype::f16 ? fp16_to_fp32(fp32_to_fp16(src[static_cast<size_t>(i)])) : src[static_cast<size_t>(i)];

@@ -92,7 +92,8 @@ class CudaAttention : public CudaTest {
       k_round[i] = round_to(cache_type, k_all[i]);
       v_round[i] = round_to(cache_type, v_all[i]);
     }
-    cpu::paged_kv_store(cpu::KvDtype::f32, k_cpu.data(), v_cpu.data(), k_round.data(), v_round.data(), slots.data(), n_fill, kv_dim);
+    cpu::paged_kv_store(cpu::KvDtype::f32, k_cpu.data(), v_cpu.data(), k_round.data(), v_round.data(), slots.data(), n_fill,
+                        KVH, hd, bs);
 
     const size_t cache_bytes = static_cast<size_t>(num_slots * kv_dim * elem_bytes(cache_type));
     DeviceBuffer<uint8_t> d_k(cache_bytes), d_v(cache_bytes);
