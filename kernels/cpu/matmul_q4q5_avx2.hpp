@@ -1,14 +1,14 @@
-// The 32-element block types with signed levels (Q4_0, Q5_0, Q8_0, IQ4_NL) against
-// 8-bit ActQ8 activations, included by the AVX2 translation units: plain AVX2
+// Q4_0, Q5_0 and IQ4_NL (signed levels, 32-element blocks) against 8-bit ActQ8
+// activations, included by the AVX2 translation units: plain AVX2
 // (matmul_avx2.cpp: vpmaddubsw + vpmaddwd), AVX-VNNI (matmul_avx2_vnni.cpp) and
 // AVX-512 VNNI (matmul_avx512_vnni.cpp), both vpdpbusd.
 // The byte products take the weights' levels made unsigned by an offset (Q4_0 +8,
-// Q5_0 +16, Q8_0 and IQ4_NL +128) and the signed activations; the offset comes back
+// Q5_0 +16, IQ4_NL +128) and the signed activations; the offset comes back
 // exactly through the activation block's sum, so every lane holds the block's exact
 // integer dot product S and then
 //   acc = fma(float(S), d_w * d_x, acc)
 // in block order (matmul_impl.hpp), bit-identical to the portable kernel. Plain
-// AVX2 multiplies Q8_0's and IQ4_NL's signed levels instead (see kSignedBytes).
+// AVX2 multiplies IQ4_NL's signed levels instead (see kSignedBytes).
 //
 // Decode and small batches: 8 rows in lanes x up to 4 tokens, the 8 rows' block sums
 // reduced together (reduce8_epi32). Batches: groups of 16 tokens in lanes (ActQ8x16)
@@ -31,15 +31,8 @@ struct Q5_0U {
   static constexpr int kOffsetShift = 4;  // levels - 16
   static __m256i u(const Block& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)); }
 };
-// Q8_0: its int8 levels + 128 (llama.cpp writes -127..127, so 1..255; a -128 gives 0).
-// s(): the signed levels, for plain AVX2 (kSignedBytes).
-struct Q8_0U {
-  using Block = BlockQ8_0;
-  static constexpr int kOffsetShift = 7;  // levels - 128
-  static __m256i s(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
-  static __m256i u(const Block& b) { return _mm256_xor_si256(s(b), _mm256_set1_epi8(static_cast<char>(0x80))); }
-};
 // IQ4_NL: each nibble looks up its grid value + 128 (1..241) in one pshufb.
+// s(): the signed levels, for plain AVX2 (kSignedBytes).
 struct IQ4_NLU {
   using Block = BlockIQ4_NL;
   static constexpr int kOffsetShift = 7;  // levels - 128
@@ -67,10 +60,11 @@ constexpr bool kHaveDpbusd = false;
 #endif
 
 // Plain AVX2's vpmaddubsw adds pairs of byte products into int16 with saturation:
-// levels up to 31 fit (2 x 31 x 127), Q8_0's and IQ4_NL's offset levels do not
-// (2 x 255 x 127 = 64770). There the signed levels meet the activations instead, as
-// |level| x (activation with the level's sign): at most 2 x 128 x 127 = 32512, exact,
-// and no offset to take back. The integer S is the same, so the results are too.
+// levels up to 31 fit (2 x 31 x 127), IQ4_NL's offset levels (up to 241) do not
+// (2 x 241 x 127 = 61214). There the signed levels meet the activations instead, as
+// |level| x (activation with the level's sign): at most 2 x 127 x 127 = 32258 (2 x 128
+// x 127 for an int8 -128), exact, and no offset to take back. The integer S is the
+// same, so the results are too.
 template <class W>
 constexpr bool kSignedBytes = !kHaveDpbusd && W::kOffsetShift > 4;
 
@@ -263,12 +257,11 @@ void range_b8(const MatmulArgs& a, int64_t o0, int64_t o1) {
   if (first < a.n_tokens) rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);
 }
 
-/// range_b8 for Q4_0, Q5_0, Q8_0 and IQ4_NL, else nullptr.
+/// range_b8 for Q4_0, Q5_0 and IQ4_NL, else nullptr.
 inline MatmulRangeFn b8_kernel(DType type) {
   switch (type) {
     case DType::q4_0: return range_b8<Q4_0U>;
     case DType::q5_0: return range_b8<Q5_0U>;
-    case DType::q8_0: return range_b8<Q8_0U>;
     case DType::iq4_nl: return range_b8<IQ4_NLU>;
     default: return nullptr;
   }

@@ -241,9 +241,9 @@ TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
   }
 }
 
-// Q4_0, Q5_0, Q8_0 and IQ4_NL meet 8-bit activations through byte products (vpmaddubsw on
-// AVX2, vpdpbusd on the VNNI ISAs) of their levels made unsigned by an offset (Q8_0 and
-// IQ4_NL: + 128, up to 255; plain AVX2 multiplies those signed instead). At the extremes
+// Q4_0, Q5_0 and IQ4_NL meet 8-bit activations through byte products (vpmaddubsw on
+// AVX2, vpdpbusd on the VNNI ISAs) of their levels made unsigned by an offset (IQ4_NL:
+// + 128, up to 241; plain AVX2 multiplies those signed instead). At the extremes
 // (every level at its top or bottom, every activation level +-127, runs of equal signs)
 // no pair sum may saturate, and every ISA must agree with the scalar kernel and with the
 // exact integer sum.
@@ -256,9 +256,7 @@ TEST(Matmul, EightBitActivationTypesAreExactAtTheExtremes) {
   };
   for (const Extreme& e : {Extreme{DType::q4_0, 0xff, 7}, Extreme{DType::q4_0, 0x00, -8},
                            Extreme{DType::q5_0, 0xff, 15}, Extreme{DType::q5_0, 0x00, -16},
-                           Extreme{DType::q8_0, 0x7f, 127}, Extreme{DType::q8_0, 0x81, -127},
-                           Extreme{DType::q8_0, 0x80, -128}, Extreme{DType::iq4_nl, 0xff, 113},
-                           Extreme{DType::iq4_nl, 0x00, -127}}) {
+                           Extreme{DType::iq4_nl, 0xff, 113}, Extreme{DType::iq4_nl, 0x00, -127}}) {
     const DType type = e.type;
     for (int signs = 0; signs < 3; ++signs) {  // mixed, all +1, all -1
       for (const Shape& s : {Shape{64, 11, 1}, Shape{256, 9, 5}, Shape{128, 8, 16}, Shape{96, 13, 37}}) {
