@@ -140,6 +140,17 @@ void register_all() {
       for (int64_t n : {1, 2, 4, 8, 16, 128}) b->Args({n, 2});
     }
   }
+  // Q8_0 and IQ4_NL at Llama-3.2-1B's shapes: decode, a small batch and prefill, 1 and 2 threads.
+  const Shape shapes_1b_sq[] = {{"2048x2048", 2048, 2048}, {"2048x8192", 2048, 8192}, {"8192x2048", 8192, 2048}};
+  for (DType type : {DType::q8_0, DType::iq4_nl}) {
+    for (const auto& s : shapes_1b_sq) {
+      const std::string name = std::string("matmul/") + std::string(to_string(type)) + "/" + s.name;
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, type, s.in, s.out);
+      b->ArgNames({"tokens", "threads"})->UseRealTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+      for (int threads : {1, 2})
+        for (int64_t n : {1, 8, 32, 128}) b->Args({n, threads});
+    }
+  }
   benchmark::RegisterBenchmark("read_bandwidth", BM_ReadBandwidth)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime();
 }
 

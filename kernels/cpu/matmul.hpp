@@ -11,9 +11,9 @@ namespace troupe::kernels::cpu {
 
 /// y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tokens, o < out. W holds `out`
 /// rows of `in` elements of `type` (GGUF layout, rows contiguous). Quantized
-/// weights meet activations quantized once per call (16 bits per block for the
-/// 32-element types, 8 bits per super-block for K-quants; integer dot products
-/// per block); float weights are converted on the fly. Rows are
+/// weights meet activations quantized once per call (8 bits per 32-element block
+/// for Q4_0, Q5_0 and IQ4_NL, 16 bits for Q4_1, Q5_1 and Q8_0, 8 bits per super-block
+/// for K-quants; integer dot products per block); float weights are converted on the fly. Rows are
 /// split over `pool` (nullptr: the calling thread only). in must be a whole
 /// number of blocks and n_tokens >= 1 (TROUPE_CHECK). Row o starts at byte
 /// o * w_row_stride of w (0: rows are contiguous, row_bytes(type, in) apart),

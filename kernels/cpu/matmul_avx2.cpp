@@ -219,9 +219,8 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::f32: return range_f<DType::f32>;
     case DType::f16: return range_f<DType::f16>;
     case DType::bf16: return range_f<DType::bf16>;
-    case DType::q4_0: case DType::q5_0: return b8_kernel(type);
-    case DType::q4_1: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
-      return q8_kernel(type);
+    case DType::q4_0: case DType::q5_0: case DType::iq4_nl: return b8_kernel(type);
+    case DType::q4_1: case DType::q5_1: case DType::q8_0: return q8_kernel(type);
     case DType::q4_k: case DType::q5_k: case DType::q6_k: return kquant_kernel(type);
     default: return matmul_kernel_kx_avx2(type);
   }

@@ -245,11 +245,10 @@ void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group)
 
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type) {
   switch (type) {
-    case DType::q4_0: case DType::q5_0: return matmul_kernel_q4q5_avx512(type);
+    case DType::q4_0: case DType::q5_0: case DType::iq4_nl: return matmul_kernel_q4q5_avx512(type);
     case DType::q4_1: return range_q8_512<Q4_1W>;
     case DType::q5_1: return range_q8_512<Q5_1W>;
     case DType::q8_0: return range_q8_512<Q8_0W>;
-    case DType::iq4_nl: return range_q8_512<IQ4_NLW>;
     case DType::q4_k: case DType::q5_k: case DType::q6_k: return matmul_kernel_kquant_avx512(type);
     default: return matmul_kernel_avx2(type);  // the other types gain nothing from it
   }

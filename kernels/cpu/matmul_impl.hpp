@@ -33,7 +33,7 @@ struct MatmulArgs {
   // groups ([group][super-block]); the tokens after them are read from xq.
   const ActQ8Kx16* xk16;
   int64_t n_groups_k;
-  // Q4_0 and Q5_0 (ActQ8 rows in xq): the first 16 * n_groups8 tokens again in ActQ8x16
+  // Q4_0, Q5_0 and IQ4_NL (ActQ8 rows in xq): the first 16 * n_groups8 tokens again in ActQ8x16
   // groups ([group][block]); the tokens after them are read from xq.
   const ActQ8x16* xg8;
   int64_t n_groups8;
@@ -57,8 +57,8 @@ inline int group_tokens(Isa isa) { return isa == Isa::avx512_vnni ? 16 : 8; }
 /// Every kernel of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) on
 /// every ISA computes y[t][o] with the same operations, so a result never depends
 /// on the batch (or ISA) it was computed in: per block b, the exact integer dot
-/// product S of the weight levels and the activations (8-bit ActQ8 for Q4_0 and Q5_0,
-/// 16-bit ActQ16 for the others), then
+/// product S of the weight levels and the activations (8-bit ActQ8 for Q4_0, Q5_0
+/// and IQ4_NL, 16-bit ActQ16 for Q4_1, Q5_1 and Q8_0), then
 ///   acc = fma(float(S), d_w[b] * d_x[b], acc);  acc = fma(m_w[b], s_x[b], acc) (type-1 only)
 /// in block order from acc = 0, and y = acc.
 ///
@@ -109,7 +109,7 @@ void quantize_act_q8_avx2(const float* x, int64_t n, ActQ8* out);
 /// Group of 16 tokens from their ActQ8 rows (rows[t * nb + b], t < n <= 16): tokens in
 /// lanes, lanes from n on zero (quantize.cpp).
 void act_group16_q8(const ActQ8* rows, int64_t nb, int n, ActQ8x16* group);
-/// Groups of 16 tokens the Q4_0/Q5_0 kernels of the AVX2 ISAs take as ActQ8x16: whole
+/// Groups of 16 tokens the ActQ8 kernels of the AVX2 ISAs take as ActQ8x16: whole
 /// groups, and a last partial one of at least 8 tokens (AVX-512 VNNI: kSmallBatch16;
 /// fewer run as row tiles).
 inline int64_t act_groups16_q8(Isa isa, int64_t n_tokens) {

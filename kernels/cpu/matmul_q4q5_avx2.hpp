@@ -1,11 +1,14 @@
-// Q4_0 and Q5_0 against 8-bit ActQ8 activations, included by the AVX2 translation
-// units: plain AVX2 (matmul_avx2.cpp: vpmaddubsw + vpmaddwd), AVX-VNNI
-// (matmul_avx2_vnni.cpp) and AVX-512 VNNI (matmul_avx512_vnni.cpp), both vpdpbusd.
-// The byte products take the weights' unsigned levels (0..15, 0..31) and the signed
-// activations; the levels' offset (8, 16) comes back exactly through the activation
-// block's sum, so every lane holds the block's exact integer dot product S and then
+// Q4_0, Q5_0 and IQ4_NL (signed levels, 32-element blocks) against 8-bit ActQ8
+// activations, included by the AVX2 translation units: plain AVX2
+// (matmul_avx2.cpp: vpmaddubsw + vpmaddwd), AVX-VNNI (matmul_avx2_vnni.cpp) and
+// AVX-512 VNNI (matmul_avx512_vnni.cpp), both vpdpbusd.
+// The byte products take the weights' levels made unsigned by an offset (Q4_0 +8,
+// Q5_0 +16, IQ4_NL +128) and the signed activations; the offset comes back
+// exactly through the activation block's sum, so every lane holds the block's exact
+// integer dot product S and then
 //   acc = fma(float(S), d_w * d_x, acc)
-// in block order (matmul_impl.hpp), bit-identical to the portable kernel.
+// in block order (matmul_impl.hpp), bit-identical to the portable kernel. Plain
+// AVX2 multiplies IQ4_NL's signed levels instead (see kSignedBytes).
 //
 // Decode and small batches: 8 rows in lanes x up to 4 tokens, the 8 rows' block sums
 // reduced together (reduce8_epi32). Batches: groups of 16 tokens in lanes (ActQ8x16)
@@ -28,6 +31,42 @@ struct Q5_0U {
   static constexpr int kOffsetShift = 4;  // levels - 16
   static __m256i u(const Block& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)); }
 };
+// IQ4_NL: each nibble looks up its grid value + 128 (1..241) in one pshufb.
+// s(): the signed levels, for plain AVX2 (kSignedBytes).
+struct IQ4_NLU {
+  using Block = BlockIQ4_NL;
+  static constexpr int kOffsetShift = 7;  // levels - 128
+  static __m256i grid(const int8_t* values) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+  }
+  static __m256i s(const Block& b) { return _mm256_shuffle_epi8(grid(kIq4Values), nibbles32(b.qs)); }
+  static __m256i u(const Block& b) { return _mm256_shuffle_epi8(grid(kIq4ValuesU), nibbles32(b.qs)); }
+  // kIq4Values + 128, as the bytes vpdpbusd reads unsigned.
+  static constexpr int8_t kIq4ValuesU[16] = {
+      static_cast<int8_t>(kIq4Values[0] + 128),  static_cast<int8_t>(kIq4Values[1] + 128),
+      static_cast<int8_t>(kIq4Values[2] + 128),  static_cast<int8_t>(kIq4Values[3] + 128),
+      static_cast<int8_t>(kIq4Values[4] + 128),  static_cast<int8_t>(kIq4Values[5] + 128),
+      static_cast<int8_t>(kIq4Values[6] + 128),  static_cast<int8_t>(kIq4Values[7] + 128),
+      static_cast<int8_t>(kIq4Values[8] + 128),  static_cast<int8_t>(kIq4Values[9] + 128),
+      static_cast<int8_t>(kIq4Values[10] + 128), static_cast<int8_t>(kIq4Values[11] + 128),
+      static_cast<int8_t>(kIq4Values[12] + 128), static_cast<int8_t>(kIq4Values[13] + 128),
+      static_cast<int8_t>(kIq4Values[14] + 128), static_cast<int8_t>(kIq4Values[15] + 128)};
+};
+
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+constexpr bool kHaveDpbusd = true;
+#else
+constexpr bool kHaveDpbusd = false;
+#endif
+
+// Plain AVX2's vpmaddubsw adds pairs of byte products into int16 with saturation:
+// levels up to 31 fit (2 x 31 x 127), IQ4_NL's offset levels (up to 241) do not
+// (2 x 241 x 127 = 61214). There the signed levels meet the activations instead, as
+// |level| x (activation with the level's sign): at most 2 x 127 x 127 = 32258 (2 x 128
+// x 127 for an int8 -128), exact, and no offset to take back. The integer S is the
+// same, so the results are too.
+template <class W>
+constexpr bool kSignedBytes = !kHaveDpbusd && W::kOffsetShift > 4;
 
 // acc + the sums of 4 adjacent byte products, unsigned u x signed s. Levels <= 31 and
 // |s| <= 127: vpmaddubsw's pair sums fit int16 (no saturation), so all paths agree.
@@ -47,6 +86,51 @@ inline __m256i dot_bytes(__m256i u, __m256i s) {
 #else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 #endif
+}
+
+// A block's levels as the byte products below take them: unsigned (offset), or
+// signed where kSignedBytes.
+template <class W>
+inline __m256i levels_of(const typename W::Block& b) {
+  if constexpr (kSignedBytes<W>) {
+    return W::s(b);
+  } else {
+    return W::u(b);
+  }
+}
+
+// acc + the sums of 4 adjacent products of levels_of<W> bytes and activations.
+template <class W>
+inline __m256i dot_levels_acc(__m256i acc, __m256i l, __m256i x) {
+  if constexpr (kSignedBytes<W>) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(l), _mm256_sign_epi8(x, l));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  } else {
+    return dot_bytes_acc(acc, l, x);
+  }
+}
+
+template <class W>
+inline __m256i dot_levels(__m256i l, __m256i x) {
+  if constexpr (kSignedBytes<W>) {
+    return dot_levels_acc<W>(_mm256_setzero_si256(), l, x);
+  } else {
+    return dot_bytes(l, x);
+  }
+}
+
+// What the offset added to dot_levels: offset x the activations' sum (0 where signed).
+template <class W>
+inline int32_t offset_of(int32_t sum) {
+  return kSignedBytes<W> ? 0 : sum << W::kOffsetShift;
+}
+template <class W>
+inline __m256i offset_of(__m256i sums) {
+  if constexpr (kSignedBytes<W>) {
+    return _mm256_setzero_si256();
+  } else {
+    return _mm256_slli_epi32(sums, W::kOffsetShift);
+  }
 }
 
 // 8 rows (lanes; rows from nr on repeat row 0, computed, never stored) x T tokens.
@@ -69,7 +153,7 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
     __m128i h = _mm_setzero_si128();
     for (int r = 0; r < 8; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + ahead, _MM_HINT_T0);
-      u[r] = W::u(wr[r][b]);
+      u[r] = levels_of<W>(wr[r][b]);
       h = _mm_insert_epi16(h, wr[r][b].d, r);
     }
     const __m256 dw = _mm256_cvtph_ps(h);
@@ -77,8 +161,8 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
       const ActQ8& xb = x[t][b];
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
       __m256i p[8];
-      for (int r = 0; r < 8; ++r) p[r] = dot_bytes(u[r], xv);
-      const __m256i s = _mm256_sub_epi32(reduce8_epi32(p), _mm256_set1_epi32(xb.sum << W::kOffsetShift));
+      for (int r = 0; r < 8; ++r) p[r] = dot_levels<W>(u[r], xv);
+      const __m256i s = _mm256_sub_epi32(reduce8_epi32(p), _mm256_set1_epi32(offset_of<W>(xb.sum)));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc[t]);
     }
   }
@@ -126,7 +210,7 @@ inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
     alignas(32) int32_t levels[R][kQK / 4];
     for (int r = 0; r < R; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes, _MM_HINT_T0);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(levels[r]), W::u(w[r][b]));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(levels[r]), levels_of<W>(w[r][b]));
     }
     // Opaque from here on, so each dword is broadcast from memory (a load, no shuffle).
     asm("" : "+m"(levels));
@@ -137,13 +221,12 @@ inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
       const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i] + 8));
       for (int r = 0; r < R; ++r) {
         const __m256i wb = _mm256_set1_epi32(levels[r][i]);
-        s[r][0] = dot_bytes_acc(s[r][0], wb, x0);
-        s[r][1] = dot_bytes_acc(s[r][1], wb, x1);
+        s[r][0] = dot_levels_acc<W>(s[r][0], wb, x0);
+        s[r][1] = dot_levels_acc<W>(s[r][1], wb, x1);
       }
     }
     for (int h = 0; h < 2; ++h) {
-      const __m256i off =
-          _mm256_slli_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].sum + 8 * h)), W::kOffsetShift);
+      const __m256i off = offset_of<W>(_mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].sum + 8 * h)));
       const __m256 xd = _mm256_load_ps(xg[b].d + 8 * h);
       for (int r = 0; r < R; ++r) {
         const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(h2f(w[r][b].d)), xd);
@@ -174,11 +257,12 @@ void range_b8(const MatmulArgs& a, int64_t o0, int64_t o1) {
   if (first < a.n_tokens) rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);
 }
 
-/// range_b8 for Q4_0 and Q5_0, else nullptr.
+/// range_b8 for Q4_0, Q5_0 and IQ4_NL, else nullptr.
 inline MatmulRangeFn b8_kernel(DType type) {
   switch (type) {
     case DType::q4_0: return range_b8<Q4_0U>;
     case DType::q5_0: return range_b8<Q5_0U>;
+    case DType::iq4_nl: return range_b8<IQ4_NLU>;
     default: return nullptr;
   }
 }

@@ -1,4 +1,4 @@
-// Q4_0 and Q5_0 against 8-bit activations on 512-bit vectors (this file alone is built
+// Q4_0, Q5_0 and IQ4_NL against 8-bit activations on 512-bit vectors (this file alone is built
 // with -mavx512f -mavx512bw -mavx512vl -mavx512vnni besides AVX2): batches as R rows x
 // G groups of 16 tokens in lanes, one vpdpbusd per weight dword and group; decode and
 // small batches of 2.. tokens with 16 rows in lanes (rows16_tokens_b8); decode from
@@ -307,6 +307,7 @@ MatmulRangeFn matmul_kernel_q4q5_avx512(DType type) {
   switch (type) {
     case DType::q4_0: return range_b8_512<Q4_0U>;
     case DType::q5_0: return range_b8_512<Q5_0U>;
+    case DType::iq4_nl: return range_b8_512<IQ4_NLU>;
     default: return nullptr;
   }
 }

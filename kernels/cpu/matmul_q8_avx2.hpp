@@ -99,17 +99,6 @@ struct Q5_1W {
   static float d(const Block& b) { return h2f(b.d); }
   static float m(const Block& b) { return h2f(b.m); }
 };
-// IQ4_NL: each nibble looks up its signed level in the 16-entry grid (one pshufb).
-struct IQ4_NLW {
-  using Block = BlockIQ4_NL;
-  static constexpr bool kSigned = true, kMin = false;
-  static __m256i q(const Block& b) {
-    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
-    return _mm256_shuffle_epi8(grid, nibbles32(b.qs));
-  }
-  static float d(const Block& b) { return h2f(b.d); }
-  static float m(const Block&) { return 0.0f; }
-};
 struct Q8_0W {
   using Block = BlockQ8_0;
   static constexpr bool kSigned = true, kMin = false;
@@ -117,7 +106,6 @@ struct Q8_0W {
   static float d(const Block& b) { return h2f(b.d); }
   static float m(const Block&) { return 0.0f; }
 };
-
 
 // The kernels below compute matmul_impl.hpp's per-(row, token) arithmetic
 // exactly: the integer block dot product is exact whatever the order of its
@@ -310,14 +298,13 @@ void range_q8(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (int64_t t = std::min(a.n_tokens, a.n_groups * 8); t < a.n_tokens; ++t) rows_token<W>(a, o0, o1, t);
 }
 
-/// range_q8 for a 32-element block type that meets ActQ16 activations, else nullptr
-/// (Q4_0 and Q5_0 meet ActQ8: matmul_q4q5_avx2.hpp).
+/// range_q8 for a 32-element block type that meets ActQ16 activations (Q4_1, Q5_1,
+/// Q8_0), else nullptr (Q4_0, Q5_0 and IQ4_NL meet ActQ8: matmul_q4q5_avx2.hpp).
 inline MatmulRangeFn q8_kernel(DType type) {
   switch (type) {
     case DType::q4_1: return range_q8<Q4_1W>;
     case DType::q5_1: return range_q8<Q5_1W>;
     case DType::q8_0: return range_q8<Q8_0W>;
-    case DType::iq4_nl: return range_q8<IQ4_NLW>;
     default: return nullptr;
   }
 }

@@ -128,7 +128,7 @@ float dot_q8(DType type, const Row& r, const ActQ16* x, int64_t nb) {
   return acc;
 }
 
-// Q4_0 and Q5_0 against 8-bit activations: the same steps as dot_q8.
+// Q4_0, Q5_0 and IQ4_NL against 8-bit activations: the same steps as dot_q8.
 float dot_q8_32(const Row& r, const ActQ8* x, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {

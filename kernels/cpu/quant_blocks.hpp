@@ -64,9 +64,10 @@ struct ActQ16 { float d; float s; int16_t qs[kQK]; };
 struct ActQ16x8 { float d[8]; float s[8]; int32_t q[kQK / 2][8]; };
 // ActQ16x16: the same for 16 tokens (one 512-bit vector per pair of elements).
 struct ActQ16x16 { float d[16]; float s[16]; int32_t q[kQK / 2][16]; };
-// ActQ8: 32 activations at 8 bits, x = q * d, |q| <= 127, sum = sum of q: what Q4_0 and
-// Q5_0 weights meet (vpdpbusd / vpmaddubsw take the weights' unsigned levels, and
-// sum brings back their offset: levels - 8 for Q4_0, - 16 for Q5_0, exactly).
+// ActQ8: 32 activations at 8 bits, x = q * d, |q| <= 127, sum = sum of q: what Q4_0,
+// Q5_0 and IQ4_NL weights meet (vpdpbusd / vpmaddubsw take the weights' unsigned
+// levels, and sum brings back their offset: - 8 for Q4_0, - 16 for Q5_0, - 128 for
+// IQ4_NL's grid values, exactly).
 struct ActQ8 { float d; int32_t sum; int8_t qs[kQK]; };
 // ActQ8x16: one block of 16 tokens' ActQ8 activations with the tokens in lanes, for
 // batches: q[i][t] holds elements 4i..4i+3 of token t, d[t] and sum[t] as in ActQ8.

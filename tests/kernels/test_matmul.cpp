@@ -242,42 +242,57 @@ TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
   }
 }
 
-// Q4_0 and Q5_0 meet 8-bit activations through byte products (vpmaddubsw on AVX2,
-// vpdpbusd on the VNNI ISAs): at the extremes (every level 15 or 31, every activation
-// level +-127) the pair sums must not saturate, and every ISA must agree with the
-// scalar kernel and with the exact integer sum.
+// Q4_0, Q5_0 and IQ4_NL meet 8-bit activations through byte products (vpmaddubsw on
+// AVX2, vpdpbusd on the VNNI ISAs) of their levels made unsigned by an offset (IQ4_NL:
+// + 128, up to 241; plain AVX2 multiplies those signed instead). At the extremes
+// (every level at its top or bottom, every activation level +-127, runs of equal signs)
+// no pair sum may saturate, and every ISA must agree with the scalar kernel and with the
+// exact integer sum.
 TEST(Matmul, EightBitActivationTypesAreExactAtTheExtremes) {
   if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (DType type : {DType::q4_0, DType::q5_0}) {
-    for (const Shape& s : {Shape{64, 11, 1}, Shape{256, 9, 5}, Shape{128, 8, 16}, Shape{96, 13, 37},
-                           Shape{160, 35, 1}}) {
-      Problem p = make_problem(type, s, 9);
-      const int64_t bb = traits(type).block_bytes;
-      for (size_t i = 0; i < p.w.size(); ++i)
-        if (static_cast<int64_t>(i) % bb >= 2) p.w[i] = 0xff;  // every level at its top; d kept
-      for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = (i * 7919) % 3 == 0 ? -1.0f : 1.0f;
-      std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
-      matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, a.data(), nullptr);
-      // Exact: top level - offset = 7 (Q4_0) or 15 (Q5_0), times +-127 per element, per block.
-      const int top = type == DType::q4_0 ? 7 : 15;
-      const int64_t rb = row_bytes(type, s.in);
-      for (int64_t t = 0; t < s.n_tokens; ++t) {
-        for (int64_t o = 0; o < s.out; ++o) {
-          float acc = 0.0f;
-          for (int64_t blk = 0; blk < s.in / kQK; ++blk) {
-            int sum = 0;
-            for (int64_t j = 0; j < kQK; ++j) sum += p.x[static_cast<size_t>(t * s.in + blk * kQK + j)] > 0 ? 127 : -127;
-            uint16_t dh;
-            std::memcpy(&dh, p.w.data() + o * rb + blk * bb, 2);
-            acc = std::fma(static_cast<float>(top * sum), fp16_to_fp32(dh) * (1.0f / 127.0f), acc);
+  struct Extreme {
+    DType type;
+    uint8_t byte;  // every quant byte of every block
+    int level;     // the signed level each element then has
+  };
+  for (const Extreme& e : {Extreme{DType::q4_0, 0xff, 7}, Extreme{DType::q4_0, 0x00, -8},
+                           Extreme{DType::q5_0, 0xff, 15}, Extreme{DType::q5_0, 0x00, -16},
+                           Extreme{DType::iq4_nl, 0xff, 113}, Extreme{DType::iq4_nl, 0x00, -127}}) {
+    const DType type = e.type;
+    for (int signs = 0; signs < 3; ++signs) {  // mixed, all +1, all -1
+      for (const Shape& s : {Shape{64, 11, 1}, Shape{256, 9, 5}, Shape{128, 8, 16}, Shape{96, 13, 37},
+                             Shape{160, 35, 1}}) {
+        SCOPED_TRACE(std::string(to_string(type)) + " level " + std::to_string(e.level) + " signs " +
+                     std::to_string(signs) + ", " + std::to_string(s.n_tokens) + " tokens");
+        Problem p = make_problem(type, s, 9);
+        const int64_t bb = traits(type).block_bytes;
+        for (size_t i = 0; i < p.w.size(); ++i)
+          if (static_cast<int64_t>(i) % bb >= 2) p.w[i] = e.byte;  // d kept
+        for (size_t i = 0; i < p.x.size(); ++i)
+          p.x[i] = signs == 1 ? 1.0f : signs == 2 ? -1.0f : (i * 7919) % 3 == 0 ? -1.0f : 1.0f;
+        std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
+        matmul_with_isa(Isa::scalar, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, a.data(), nullptr);
+        // Exact: the level times +-127 per element, per block.
+        const int64_t rb = row_bytes(type, s.in);
+        for (int64_t t = 0; t < s.n_tokens; ++t) {
+          for (int64_t o = 0; o < s.out; ++o) {
+            float acc = 0.0f;
+            for (int64_t blk = 0; blk < s.in / kQK; ++blk) {
+              int sum = 0;
+              for (int64_t j = 0; j < kQK; ++j)
+                sum += p.x[static_cast<size_t>(t * s.in + blk * kQK + j)] > 0 ? 127 : -127;
+              uint16_t dh;
+              std::memcpy(&dh, p.w.data() + o * rb + blk * bb, 2);
+              acc = std::fma(static_cast<float>(e.level * sum), fp16_to_fp32(dh) * (1.0f / 127.0f), acc);
+            }
+            ASSERT_EQ(a[static_cast<size_t>(t * s.out + o)], acc) << "t=" << t << " o=" << o;
           }
-          ASSERT_EQ(a[static_cast<size_t>(t * s.out + o)], acc) << to_string(type) << " t=" << t << " o=" << o;
         }
-      }
-      for (Isa isa : {Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
-        if (!isa_available(isa)) continue;
-        matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, b.data(), nullptr);
-        EXPECT_EQ(a, b) << to_string(type) << " " << s.n_tokens << " tokens, isa " << to_string(isa);
+        for (Isa isa : {Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
+          if (!isa_available(isa)) continue;
+          matmul_with_isa(isa, type, p.w.data(), s.in, s.out, p.x.data(), s.n_tokens, b.data(), nullptr);
+          EXPECT_EQ(a, b) << "isa " << to_string(isa);
+        }
       }
     }
   }
