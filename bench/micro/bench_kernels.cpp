@@ -140,6 +140,17 @@ void register_all() {
       for (int64_t n : {1, 2, 4, 8, 16, 128}) b->Args({n, 2});
     }
   }
+  // The small-memory files' types (Q3_K_M mixes q3_k with q4_k, q5_k and q6_k; Q2_K and
+  // IQ4_XS files) on the same shapes, one thread and two.
+  for (DType type : {DType::q3_k, DType::iq4_xs, DType::q2_k}) {
+    for (const auto& s : shapes_1b) {
+      const std::string name = std::string("matmul/") + std::string(to_string(type)) + "/" + s.name;
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, type, s.in, s.out);
+      b->ArgNames({"tokens", "threads"})->UseRealTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
+      for (int threads : {1, 2})
+        for (int64_t n : {1, 8, 32, 128}) b->Args({n, threads});
+    }
+  }
   benchmark::RegisterBenchmark("read_bandwidth", BM_ReadBandwidth)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime();
 }
 

@@ -92,7 +92,7 @@ ActFormat act_format(DType type) {
 namespace {
 
 // Quantizes x once into the format `fmt` wants and points args at it.
-// k_groups: some job of the pass reads ActQ8Kx16 groups (Q4_K, Q5_K, Q6_K).
+// k_groups: some job of the pass reads ActQ8Kx16 groups (Q3_K, Q4_K, Q5_K, Q6_K).
 void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int64_t n_tokens, ThreadPool* pool,
                          bool k_groups, MatmulArgs* args) {
   switch (fmt) {
@@ -277,7 +277,9 @@ void prepare(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float
     const int f = static_cast<int>(fmt);
     if (!prepared[f]) {
       bool k_groups = false;
-      for (int i = 0; i < n_jobs; ++i) k_groups |= jobs[i].type == DType::q4_k || jobs[i].type == DType::q5_k || jobs[i].type == DType::q6_k;
+      for (int i = 0; i < n_jobs; ++i)
+        k_groups |= jobs[i].type == DType::q4_k || jobs[i].type == DType::q5_k || jobs[i].type == DType::q6_k ||
+                    jobs[i].type == DType::q3_k;
       prepare_activations(isa, fmt, in, x, n_tokens, pool, k_groups, &acts[f]);
       prepared[f] = true;
     }

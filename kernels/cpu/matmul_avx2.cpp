@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/matmul_kx_avx2.hpp"
 #include "kernels/cpu/matmul_q4q5_avx2.hpp"
 #include "kernels/cpu/matmul_q8_avx2.hpp"
 
@@ -189,6 +190,7 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::q4_1: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
       return q8_kernel(type);
     case DType::q4_k: case DType::q5_k: case DType::q6_k: return kquant_kernel(type);
+    case DType::q3_k: return kx_kernel(type);
     default: return matmul_kernel_kx_avx2(type);
   }
 }

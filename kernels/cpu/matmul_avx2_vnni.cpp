@@ -3,6 +3,7 @@
 // with its accumulation. The integer sums are the same, so the results are
 // bit-identical to the AVX2 kernels (matmul_impl.hpp).
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/matmul_kx_avx2.hpp"
 #include "kernels/cpu/matmul_q4q5_avx2.hpp"
 #include "kernels/cpu/matmul_q8_avx2.hpp"
 
@@ -12,6 +13,7 @@ MatmulRangeFn matmul_kernel_avx2_vnni(DType type) {
   if (MatmulRangeFn kernel = b8_kernel(type)) return kernel;
   if (MatmulRangeFn kernel = q8_kernel(type)) return kernel;
   if (MatmulRangeFn kernel = kquant_kernel(type)) return kernel;
+  if (type == DType::q3_k) return kx_kernel(type);
   return matmul_kernel_avx2(type);  // the other types gain nothing from VNNI
 }
 

@@ -29,7 +29,7 @@ struct MatmulArgs {
   const ActQ16x8* xg;
   const ActQ16x16* xg16;
   int64_t n_groups;
-  // Q4_K, Q5_K and Q6_K on the AVX2 ISAs: the first 16 * n_groups_k tokens again in ActQ8Kx16
+  // Q3_K, Q4_K, Q5_K and Q6_K on the AVX2 ISAs: the first 16 * n_groups_k tokens again in ActQ8Kx16
   // groups ([group][super-block]); the tokens after them are read from xq.
   const ActQ8Kx16* xk16;
   int64_t n_groups_k;

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/matmul_kx_avx2.hpp"
 #include "kernels/cpu/transpose16_avx512.hpp"
 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's 512-bit intrinsics (bug 105593)
@@ -315,6 +316,99 @@ void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
   }
 }
 
+// Q2_K, Q3_K and IQ4_XS batches (the KxW traits of matmul_kx_avx2.hpp): as
+// tile_q6k_groups, with each type's offset, scaling of the group sums and mins.
+template <class W, int R, int G>
+void tile_kx_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+  using Block = typename W::Block;
+  static_assert(!W::kSigned, "vpdpbusd takes unsigned weight bytes");
+  constexpr int kGroup = W::kGroup, kGroups = kQKK / kGroup;
+  const int64_t nb = a.in / kQKK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(32) int16_t sc[R][16];
+    alignas(16) uint8_t mn[R][16];
+    float dw[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
+      W::unpack(blk, lv[r], sc[r], mn[r]);
+      dw[r] = h2f(blk.d);
+      dm[r] = W::dmin(blk);
+    }
+    asm("" : "+m"(lv));
+    __m512i S[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) {
+        S[r][g] = _mm512_setzero_si512();
+        if constexpr (W::kOffsetLog2 > 0) {  // - 2^k * sum_g sc[g] * (sum of x over g)
+          __m512i off = _mm512_setzero_si512();
+          for (int p = 0; p < kGroups / 2; ++p)
+            off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(int16_pair(sc[r][2 * p], sc[r][2 * p + 1])),
+                                      _mm512_load_si512(kGroup == 16 ? xg[g][b].bs16[p] : xg[g][b].bs[p]));
+          S[r][g] = _mm512_sub_epi32(S[r][g], _mm512_slli_epi32(off, W::kOffsetLog2));
+        }
+      }
+    for (int k = 0; k < kGroups; ++k) {
+      __m512i sub[R][G];
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) sub[r][g] = W::kPrescaled ? S[r][g] : _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < kGroup / 4; ++i) {
+        __m512i xv[G];
+        for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[kGroup / 4 * k + i]);
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + kGroup * k + 4 * i, 4);
+          const __m512i wq = _mm512_set1_epi32(quad);
+          for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) {
+          if constexpr (W::kPrescaled) {
+            S[r][g] = sub[r][g];
+          } else if constexpr (W::kFold16) {  // the low int16 of sub is sub itself
+            S[r][g] = _mm512_dpwssd_epi32(S[r][g], sub[r][g], _mm512_set1_epi32(static_cast<uint16_t>(sc[r][k])));
+          } else {
+            S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], _mm512_set1_epi32(sc[r][k])));
+          }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) {
+        const __m512 dx = _mm512_load_ps(xg[g][b].d);
+        const __m512 dwx = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx);
+        if constexpr (W::kMins) {  // q5k_step on 16 lanes
+          __m512i m = _mm512_setzero_si512();
+          for (int p = 0; p < 8; ++p)
+            m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
+                                    _mm512_load_si512(xg[g][b].bs16[p]));
+          acc[r][g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx),
+                                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]), dwx, acc[r][g]));
+        } else {
+          acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]), dwx, acc[r][g]);
+        }
+      }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t t0 = (g0 + g) * 16;
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
 // Tiles of kRowsK rows x G groups over rows [o0, o1), then the tail rows 2 and 1 at a time.
 constexpr int kRowsK = 4;
 template <template <int, int> class Tile, int G>
@@ -336,6 +430,11 @@ struct Q5KGroups {
 template <int R, int G>
 struct Q6KGroups {
   static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q6k_groups<R, G>(a, o, g); }
+};
+
+template <int R, int G>
+struct Q3KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_kx_groups<Q3KW, R, G>(a, o, g); }
 };
 
 template <int R, int T>
@@ -406,6 +505,7 @@ MatmulRangeFn matmul_kernel_kquant_avx512(DType type) {
     case DType::q4_k: return range_512<Q4KGroups, Q4KTile512>;
     case DType::q5_k: return range_512<Q5KGroups, Q5KTile512>;
     case DType::q6_k: return range_512<Q6KGroups, Q6KTile512>;
+    case DType::q3_k: return range_512<Q3KGroups, Q3KTile>;
     default: return nullptr;
   }
 }
