@@ -1,6 +1,7 @@
 // AVX2/FMA/F16C matmul kernels (this file alone is built with -mavx2 -mfma -mf16c):
 // the activation quantizer and float weights here, the 32-element block types from
-// matmul_q8_avx2.hpp, Q4_K, Q5_K and Q6_K from matmul_kquant_avx2.hpp.
+// matmul_q8_avx2.hpp, the K-quants and IQ4_XS from matmul_kquant_avx2.hpp and
+// matmul_kx_avx2.hpp.
 //
 // The float kernels compute a tile of R weight rows x T tokens per
 // pass over the rows' blocks: a weight block is unpacked once and used for T
@@ -190,8 +191,8 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::q4_1: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
       return q8_kernel(type);
     case DType::q4_k: case DType::q5_k: case DType::q6_k: return kquant_kernel(type);
-    case DType::q3_k: return kx_kernel(type);
-    default: return matmul_kernel_kx_avx2(type);
+    case DType::q3_k: case DType::iq4_xs: return kx_kernel(type);
+    default: return matmul_kernel_kx_avx2(type);  // Q2_K
   }
 }
 

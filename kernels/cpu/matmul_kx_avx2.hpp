@@ -176,17 +176,20 @@ void tile_iq4xs(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const BlockIQ4_XS& blk = k.w[r][b];
       prefetch_block<sizeof(BlockIQ4_XS)>(&blk, ahead);
       const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(iq4xs_scales8(blk)));
-      for (int t = 0; t < T; ++t) s[t * R + r] = _mm256_setzero_si256();
+      // Two chains per output (even and odd sub-blocks): half the dependent vpdpwssd.
+      __m256i s2[T][2];
+      for (int t = 0; t < T; ++t) s2[t][0] = s2[t][1] = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {
         const __m256i lv = iq4_levels32v(blk.qs + 16 * j, grid);
         const __m256i mag = _mm256_sign_epi8(lv, lv);
         const __m256i sj = _mm256_shuffle_epi8(sc16, word_ctrl(j));
         for (int t = 0; t < T; ++t) {
-          __m256i& acc_i = s[t * R + r];
+          __m256i& acc_i = s2[t][j % 2];
           acc_i = dot_pairs_acc(acc_i, _mm256_maddubs_epi16(mag, _mm256_sign_epi8(load256u(k.x[t][b].qs + 32 * j), lv)),
                                 sj);
         }
       }
+      for (int t = 0; t < T; ++t) s[t * R + r] = _mm256_add_epi32(s2[t][0], s2[t][1]);
       const float d = h2f(blk.d);
       for (int t = 0; t < T; ++t) {
         dw[t * R + r] = d;
