@@ -191,8 +191,8 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::q4_1: case DType::q5_1: case DType::q8_0: case DType::iq4_nl:
       return q8_kernel(type);
     case DType::q4_k: case DType::q5_k: case DType::q6_k: return kquant_kernel(type);
-    case DType::q3_k: case DType::iq4_xs: return kx_kernel(type);
-    default: return matmul_kernel_kx_avx2(type);  // Q2_K
+    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: return kx_kernel(type);
+    default: return nullptr;
   }
 }
 

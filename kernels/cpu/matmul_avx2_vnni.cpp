@@ -13,7 +13,7 @@ MatmulRangeFn matmul_kernel_avx2_vnni(DType type) {
   if (MatmulRangeFn kernel = b8_kernel(type)) return kernel;
   if (MatmulRangeFn kernel = q8_kernel(type)) return kernel;
   if (MatmulRangeFn kernel = kquant_kernel(type)) return kernel;
-  if (type == DType::q3_k || type == DType::iq4_xs) return kx_kernel(type);
+  if (MatmulRangeFn kernel = kx_kernel(type)) return kernel;
   return matmul_kernel_avx2(type);  // the other types gain nothing from VNNI
 }
 

@@ -81,7 +81,6 @@ ActFormat act_format(DType type);
 /// Kernels per ISA; nullptr for a type the ISA does not handle.
 MatmulRangeFn matmul_kernel_scalar(DType type);
 MatmulRangeFn matmul_kernel_avx2(DType type);       // only when built for x86-64
-MatmulRangeFn matmul_kernel_kx_avx2(DType type);    // Q2_K (matmul_kx_avx2.cpp)
 MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
 MatmulRangeFn matmul_kernel_kquant_avx512(DType type);  // K-quants, IQ4_XS on 512-bit vectors (matmul_kquant_avx512.cpp)

@@ -668,6 +668,7 @@ MatmulRangeFn matmul_kernel_kquant_avx512(DType type) {
     case DType::q4_k: return range_512<Q4KGroups, Q4KTile512>;
     case DType::q5_k: return range_512<Q5KGroups, Q5KTile512>;
     case DType::q6_k: return range_512<Q6KGroups, Q6KTile512>;
+    case DType::q2_k: return range_512<Q2KGroups, Q2KTile512>;
     case DType::q3_k: return range_512<Q3KGroups, Q3KTile512>;
     case DType::iq4_xs: return range_512<IQ4XSGroups, IQ4XSTile512>;
     default: return nullptr;
