@@ -1,7 +1,7 @@
 // The Q2_K, Q3_K and IQ4_XS matmul kernels against ActQ8K (8-bit) activations, included
 // by the AVX2 translation units after matmul_kquant_avx2.hpp (plain AVX2, AVX-VNNI, and
-// AVX-512 VNNI, whose batches are in matmul_kx_avx512.cpp): the tiles of Q4_K, Q5_K and
-// Q6_K for these types' layouts.
+// AVX-512 VNNI, whose 512-bit tiles are in matmul_kquant_avx512.cpp): the tiles of Q4_K,
+// Q5_K and Q6_K for these types' layouts.
 //
 // Decode and small batches: R rows x T tokens (R * T = 8) with one 8-lane float step
 // per super-block (reduce8_epi32), as tile_q6k. Batches: ActQ8Kx16 groups with the tokens
@@ -12,7 +12,8 @@
 // sums S (and M) of a super-block, then the shared float steps, so the results are
 // bit-identical to matmul_scalar.cpp on every ISA. Levels are made unsigned for
 // vpmaddubsw/vpdpbusd with an offset that comes back exactly through the activations'
-// sums (Q3_K: level + 4; IQ4_XS with vpdpbusd: level + 128).
+// sums (Q3_K: level + 4; IQ4_XS with vpdpbusd: level + 128); Q2_K's batch tiles take
+// level x scale (<= 45) as their bytes.
 #pragma once
 
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
