@@ -140,9 +140,11 @@ void register_all() {
       for (int64_t n : {1, 2, 4, 8, 16, 128}) b->Args({n, 2});
     }
   }
-  // Q8_0 and IQ4_NL at Llama-3.2-1B's shapes: decode, a small batch and prefill, 1 and 2 threads.
+  // Llama-3.2-1B's shapes for Q8_0 and IQ4_NL, and for the small-memory files' types (Q3_K_M
+  // mixes q3_k with q4_k, q5_k and q6_k; Q2_K and IQ4_XS files): decode, a small batch and
+  // prefill, one thread and two.
   const Shape shapes_1b_sq[] = {{"2048x2048", 2048, 2048}, {"2048x8192", 2048, 8192}, {"8192x2048", 8192, 2048}};
-  for (DType type : {DType::q8_0, DType::iq4_nl}) {
+  for (DType type : {DType::q8_0, DType::iq4_nl, DType::q3_k, DType::iq4_xs, DType::q2_k}) {
     for (const auto& s : shapes_1b_sq) {
       const std::string name = std::string("matmul/") + std::string(to_string(type)) + "/" + s.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, type, s.in, s.out);

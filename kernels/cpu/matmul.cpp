@@ -94,9 +94,8 @@ ActFormat act_format(DType type) {
 namespace {
 
 // Quantizes x once into the format `fmt` wants and points args at it.
-// k_groups: some job of the pass reads ActQ8Kx16 groups (Q4_K, Q5_K, Q6_K).
 void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int64_t n_tokens, ThreadPool* pool,
-                         bool k_groups, MatmulArgs* args) {
+                         MatmulArgs* args) {
   switch (fmt) {
     case ActFormat::f32:
       return;
@@ -210,7 +209,7 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
     case ActFormat::q8k: {
       const int64_t nb = in / kQKK;
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8K));
-      const int64_t groups = k_groups ? act_groups16_q8k(isa, n_tokens) : 0;
+      const int64_t groups = act_groups16_q8k(isa, n_tokens);
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
       auto* base = scratch(1, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8Kx16));
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
@@ -285,9 +284,7 @@ void prepare(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float
     const ActFormat fmt = act_format(job.type);
     const int f = static_cast<int>(fmt);
     if (!prepared[f]) {
-      bool k_groups = false;
-      for (int i = 0; i < n_jobs; ++i) k_groups |= jobs[i].type == DType::q4_k || jobs[i].type == DType::q5_k || jobs[i].type == DType::q6_k;
-      prepare_activations(isa, fmt, in, x, n_tokens, pool, k_groups, &acts[f]);
+      prepare_activations(isa, fmt, in, x, n_tokens, pool, &acts[f]);
       prepared[f] = true;
     }
     MatmulArgs& a = p->args[j];

@@ -1,6 +1,7 @@
 // AVX2/FMA/F16C matmul kernels (this file alone is built with -mavx2 -mfma -mf16c):
 // the activation quantizer and float weights here, the 32-element block types from
-// matmul_q8_avx2.hpp, Q4_K, Q5_K and Q6_K from matmul_kquant_avx2.hpp.
+// matmul_q8_avx2.hpp, the K-quants and IQ4_XS from matmul_kquant_avx2.hpp and
+// matmul_kx_avx2.hpp.
 //
 // The float kernels compute a tile of R weight rows x T tokens per
 // pass over the rows' blocks: a weight block is unpacked once and used for T
@@ -14,6 +15,7 @@
 
 #include "kernels/cpu/matmul_impl.hpp"
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/matmul_kx_avx2.hpp"
 #include "kernels/cpu/matmul_q4q5_avx2.hpp"
 #include "kernels/cpu/matmul_q8_avx2.hpp"
 
@@ -222,7 +224,8 @@ MatmulRangeFn matmul_kernel_avx2(DType type) {
     case DType::q4_0: case DType::q5_0: case DType::iq4_nl: return b8_kernel(type);
     case DType::q4_1: case DType::q5_1: case DType::q8_0: return q8_kernel(type);
     case DType::q4_k: case DType::q5_k: case DType::q6_k: return kquant_kernel(type);
-    default: return matmul_kernel_kx_avx2(type);
+    case DType::q2_k: case DType::q3_k: case DType::iq4_xs: return kx_kernel(type);
+    default: return nullptr;
   }
 }
 

@@ -249,7 +249,8 @@ MatmulRangeFn matmul_kernel_avx512_vnni(DType type) {
     case DType::q4_1: return range_q8_512<Q4_1W>;
     case DType::q5_1: return range_q8_512<Q5_1W>;
     case DType::q8_0: return range_q8_512<Q8_0W>;
-    case DType::q4_k: case DType::q5_k: case DType::q6_k: return matmul_kernel_kquant_avx512(type);
+    case DType::q4_k: case DType::q5_k: case DType::q6_k: case DType::q2_k: case DType::q3_k: case DType::iq4_xs:
+      return matmul_kernel_kquant_avx512(type);
     default: return matmul_kernel_avx2(type);  // the other types gain nothing from it
   }
 }

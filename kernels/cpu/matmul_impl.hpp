@@ -29,8 +29,8 @@ struct MatmulArgs {
   const ActQ16x8* xg;
   const ActQ16x16* xg16;
   int64_t n_groups;
-  // Q4_K, Q5_K and Q6_K on the AVX2 ISAs: the first 16 * n_groups_k tokens again in ActQ8Kx16
-  // groups ([group][super-block]); the tokens after them are read from xq.
+  // The K-quants and IQ4_XS on the AVX2 ISAs: the first 16 * n_groups_k tokens again in
+  // ActQ8Kx16 groups ([group][super-block]); the tokens after them are read from xq.
   const ActQ8Kx16* xk16;
   int64_t n_groups_k;
   // Q4_0, Q5_0 and IQ4_NL (ActQ8 rows in xq): the first 16 * n_groups8 tokens again in ActQ8x16
@@ -81,10 +81,9 @@ ActFormat act_format(DType type);
 /// Kernels per ISA; nullptr for a type the ISA does not handle.
 MatmulRangeFn matmul_kernel_scalar(DType type);
 MatmulRangeFn matmul_kernel_avx2(DType type);       // only when built for x86-64
-MatmulRangeFn matmul_kernel_kx_avx2(DType type);    // Q2_K Q3_K IQ4_XS (matmul_kx_avx2.cpp)
 MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler knows AVX-VNNI
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
-MatmulRangeFn matmul_kernel_kquant_avx512(DType type);  // Q4_K Q5_K Q6_K on 512-bit vectors (matmul_kquant_avx512.cpp)
+MatmulRangeFn matmul_kernel_kquant_avx512(DType type);  // K-quants, IQ4_XS on 512-bit vectors (matmul_kquant_avx512.cpp)
 MatmulRangeFn matmul_kernel_q4q5_avx512(DType type);    // Q4_0 Q5_0 on 512-bit vectors (matmul_q4q5_avx512.cpp)
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the

@@ -1,12 +1,14 @@
-// The Q4_K, Q5_K and Q6_K matmul kernels on 512-bit vectors (this file alone is built with
-// -mavx512f -mavx512bw -mavx512vl -mavx512vnni besides AVX2): the tiles of
-// matmul_kquant_avx2.hpp with 64 weight levels per vpmaddubsw + vpdpwssd instead of
+// The K-quant (Q2_K to Q6_K) and IQ4_XS matmul kernels on 512-bit vectors (this file
+// alone is built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni besides AVX2): the
+// tiles of matmul_kquant_avx2.hpp and matmul_kx_avx2.hpp with 64 weight levels per
+// vpmaddubsw + vpdpwssd instead of
 // 32, i.e. half the instructions per super-block. The integer sums of a super-block
 // and the float steps after them are the same, so the results are bit-identical to
 // the AVX2 and portable kernels (matmul_impl.hpp).
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
+#include "kernels/cpu/matmul_kx_avx2.hpp"
 #include "kernels/cpu/transpose16_avx512.hpp"
 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's 512-bit intrinsics (bug 105593)
@@ -144,6 +146,147 @@ void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       for (int t = 0; t < T; ++t)  // - 32 * sum_g sc[g] * bsums[g]
         s[t * R + r] = _mm256_sub_epi32(fold8(si[t]),
                                         _mm256_slli_epi32(_mm256_madd_epi16(load256u(k.x[t][b].bsums), sc16), 5));
+      const float d = h2f(blk.d);
+      for (int t = 0; t < T; ++t) {
+        dw[t * R + r] = d;
+        dx[t * R + r] = k.x[t][b].d;
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx)),
+                          acc);
+  }
+  store_lanes<R, T>(a, o, t0, nr, nt, acc);
+}
+
+// Q2_K (kKind 2) and Q3_K (3): tile_q23k with 64 elements per vector. Half h's 32 bytes
+// of bit pairs give runs j = 2v (low 256 bits) and 2v + 1 (high) per vector v, groups
+// 8h + 4v + 0..3 of 16 elements each.
+template <int kKind, int R, int T>
+void tile_q23k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+  static_assert(R * T == 8, "8 lanes");
+  constexpr bool kQ3 = kKind == 3;
+  using Block = std::conditional_t<kQ3, BlockQ3_K, BlockQ2_K>;
+  const KTile<Block, R, T> k(a, o, t0, nr, nt);
+  const int64_t nb = a.in / kQKK;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  alignas(64) int16_t idx_words[2][32];
+  for (int v = 0; v < 2; ++v)
+    for (int i = 0; i < 32; ++i) idx_words[v][i] = static_cast<int16_t>(4 * v + i / 8);  // word i: elements 2i, 2i+1
+  const __m512i idx[2] = {_mm512_load_si512(idx_words[0]), _mm512_load_si512(idx_words[1])};
+  const __m512i low2 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s[8], m[8];
+    alignas(32) float dw[8], dm[8], dx[8];
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = k.w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
+      __m128i sc8;
+      __m512i hm = _mm512_setzero_si512();
+      if constexpr (kQ3) {
+        sc8 = q3k_scales16(blk.scales);
+        hm = _mm512_broadcast_i64x4(load256u(blk.hmask));
+      } else {
+        sc8 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)), _mm_set1_epi8(0x0f));
+      }
+      __m512i si[T];
+      for (int t = 0; t < T; ++t) si[t] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const __m512i qb = _mm512_broadcast_i64x4(load256u(blk.qs + 32 * h));
+        const __m512i sch = _mm512_castsi128_si512(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
+        for (int v = 0; v < 2; ++v) {
+          const int j0 = 2 * v, j1 = 2 * v + 1;
+          __m512i lv = _mm512_and_si512(
+              _mm512_srlv_epi64(qb, _mm512_setr_epi64(2 * j0, 2 * j0, 2 * j0, 2 * j0, 2 * j1, 2 * j1, 2 * j1, 2 * j1)),
+              low2);
+          if constexpr (kQ3) {  // high bit 4h + j as 4
+            const int p0 = 4 * h + j0, p1 = 4 * h + j1;
+            const __m512i hb = _mm512_and_si512(
+                _mm512_srlv_epi64(hm, _mm512_setr_epi64(p0, p0, p0, p0, p1, p1, p1, p1)), one);
+            lv = _mm512_or_si512(lv, _mm512_slli_epi16(hb, 2));
+          }
+          const __m512i scv = _mm512_permutexvar_epi16(idx[v], sch);
+          for (int t = 0; t < T; ++t)  // levels <= 7, |x| <= 127: pair sums fit int16
+            si[t] = _mm512_dpwssd_epi32(si[t], _mm512_maddubs_epi16(lv, load512u(k.x[t][b].qs + 128 * h + 64 * v)),
+                                        scv);
+        }
+      }
+      if constexpr (kQ3) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        for (int t = 0; t < T; ++t)  // - 4 * sum_g sc[g] * bsums[g]
+          s[t * R + r] = _mm256_sub_epi32(fold8(si[t]),
+                                          _mm256_slli_epi32(_mm256_madd_epi16(load256u(k.x[t][b].bsums), sc16), 2));
+      } else {
+        const __m256i mn16 = _mm256_cvtepu8_epi16(
+            _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)), 4),
+                          _mm_set1_epi8(0x0f)));
+        for (int t = 0; t < T; ++t) {
+          s[t * R + r] = fold8(si[t]);
+          m[t * R + r] = _mm256_madd_epi16(load256u(k.x[t][b].bsums), mn16);
+        }
+      }
+      const float d = h2f(blk.d);
+      float dmin = 0.0f;
+      if constexpr (!kQ3) dmin = h2f(blk.dmin);
+      for (int t = 0; t < T; ++t) {
+        dw[t * R + r] = d;
+        dm[t * R + r] = dmin;
+        dx[t * R + r] = k.x[t][b].d;
+      }
+    }
+    const __m256 dxv = _mm256_load_ps(dx);
+    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(dw), dxv);
+    if constexpr (kQ3) {
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), dwx, acc);
+    } else {
+      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, _mm256_mul_ps(_mm256_load_ps(dm), dxv));
+    }
+  }
+  store_lanes<R, T>(a, o, t0, nr, nt, acc);
+}
+
+// IQ4_XS: sub-blocks 2v and 2v + 1 (32 bytes of nibbles) as 64 signed grid levels per
+// vector; AVX-512 has no vpsignb, so the levels' signs move to x by a masked subtraction.
+template <int R, int T>
+void tile_iq4xs_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
+  static_assert(R * T == 8, "8 lanes");
+  const KTile<BlockIQ4_XS, R, T> k(a, o, t0, nr, nt);
+  const int64_t nb = a.in / kQKK;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  alignas(64) int8_t grid4[64];
+  for (int i = 0; i < 64; ++i) grid4[i] = kIq4Values[i % 16];
+  const __m512i grid = _mm512_load_si512(grid4);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i nib_shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+  __m512i idx[4];
+  for (int v = 0; v < 4; ++v) idx[v] = word_pair_index(2 * v, 2 * v + 1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i s[8];
+    alignas(32) float dw[8], dx[8];
+    for (int r = 0; r < R; ++r) {
+      const BlockIQ4_XS& blk = k.w[r][b];
+      prefetch_block<sizeof(BlockIQ4_XS)>(&blk, ahead);
+      const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepi8_epi16(iq4xs_scales8(blk)));
+      __m512i si[T];
+      for (int t = 0; t < T; ++t) si[t] = _mm512_setzero_si512();
+      for (int v = 0; v < 4; ++v) {
+        // 128-bit lanes A B A B -> A A B B; lane 2i then takes the low nibbles of sub-block
+        // 2v + i (its elements 0..15), lane 2i + 1 the high ones (16..31).
+        const __m512i raw = _mm512_broadcast_i64x4(load256u(blk.qs + 32 * v));
+        const __m512i dup = _mm512_shuffle_i64x2(raw, raw, _MM_SHUFFLE(1, 1, 0, 0));
+        const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(dup, nib_shift), low4);
+        const __m512i lv = _mm512_shuffle_epi8(grid, nib);
+        const __m512i mag = _mm512_abs_epi8(lv);
+        const __mmask64 neg = _mm512_movepi8_mask(lv);
+        const __m512i scv = _mm512_permutexvar_epi16(idx[v], sc16);
+        for (int t = 0; t < T; ++t) {  // |level|, |x| <= 127: pair sums fit int16
+          const __m512i xv = load512u(k.x[t][b].qs + 64 * v);
+          const __m512i xs = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+          si[t] = _mm512_dpwssd_epi32(si[t], _mm512_maddubs_epi16(mag, xs), scv);
+        }
+      }
+      for (int t = 0; t < T; ++t) s[t * R + r] = fold8(si[t]);
       const float d = h2f(blk.d);
       for (int t = 0; t < T; ++t) {
         dw[t * R + r] = d;
@@ -315,6 +458,99 @@ void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
   }
 }
 
+// Q2_K, Q3_K and IQ4_XS batches (the KxW traits of matmul_kx_avx2.hpp): as
+// tile_q6k_groups, with each type's offset, scaling of the group sums and mins.
+template <class W, int R, int G>
+void tile_kx_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+  using Block = typename W::Block;
+  static_assert(!W::kSigned, "vpdpbusd takes unsigned weight bytes");
+  constexpr int kGroup = W::kGroup, kGroups = kQKK / kGroup;
+  const int64_t nb = a.in / kQKK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + r) * a.w_row_stride);
+  const ActQ8Kx16* xg[G];
+  for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  alignas(64) uint8_t lv[R][kQKK];
+  __m512 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    alignas(32) int16_t sc[R][16];
+    alignas(16) uint8_t mn[R][16];
+    float dw[R], dm[R];
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
+      W::unpack(blk, lv[r], sc[r], mn[r]);
+      dw[r] = h2f(blk.d);
+      dm[r] = W::dmin(blk);
+    }
+    asm("" : "+m"(lv));
+    __m512i S[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) {
+        S[r][g] = _mm512_setzero_si512();
+        if constexpr (W::kOffsetLog2 > 0) {  // - 2^k * sum_g sc[g] * (sum of x over g)
+          __m512i off = _mm512_setzero_si512();
+          for (int p = 0; p < kGroups / 2; ++p)
+            off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(int16_pair(sc[r][2 * p], sc[r][2 * p + 1])),
+                                      _mm512_load_si512(kGroup == 16 ? xg[g][b].bs16[p] : xg[g][b].bs[p]));
+          S[r][g] = _mm512_sub_epi32(S[r][g], _mm512_slli_epi32(off, W::kOffsetLog2));
+        }
+      }
+    for (int k = 0; k < kGroups; ++k) {
+      __m512i sub[R][G];
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) sub[r][g] = W::kPrescaled ? S[r][g] : _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < kGroup / 4; ++i) {
+        __m512i xv[G];
+        for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[kGroup / 4 * k + i]);
+        for (int r = 0; r < R; ++r) {
+          int32_t quad;
+          std::memcpy(&quad, lv[r] + kGroup * k + 4 * i, 4);
+          const __m512i wq = _mm512_set1_epi32(quad);
+          for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) {
+          if constexpr (W::kPrescaled) {
+            S[r][g] = sub[r][g];
+          } else if constexpr (W::kFold16) {  // the low int16 of sub is sub itself
+            S[r][g] = _mm512_dpwssd_epi32(S[r][g], sub[r][g], _mm512_set1_epi32(static_cast<uint16_t>(sc[r][k])));
+          } else {
+            S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], _mm512_set1_epi32(sc[r][k])));
+          }
+        }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) {
+        const __m512 dx = _mm512_load_ps(xg[g][b].d);
+        const __m512 dwx = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx);
+        if constexpr (W::kMins) {  // q5k_step on 16 lanes
+          __m512i m = _mm512_setzero_si512();
+          for (int p = 0; p < 8; ++p)
+            m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
+                                    _mm512_load_si512(xg[g][b].bs16[p]));
+          acc[r][g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx),
+                                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]), dwx, acc[r][g]));
+        } else {
+          acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]), dwx, acc[r][g]);
+        }
+      }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t t0 = (g0 + g) * 16;
+    for (int r = 0; r < R; ++r) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][g]);
+      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
+  }
+}
+
 // Tiles of kRowsK rows x G groups over rows [o0, o1), then the tail rows 2 and 1 at a time.
 constexpr int kRowsK = 4;
 template <template <int, int> class Tile, int G>
@@ -336,6 +572,32 @@ struct Q5KGroups {
 template <int R, int G>
 struct Q6KGroups {
   static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q6k_groups<R, G>(a, o, g); }
+};
+
+template <int R, int G>
+struct Q3KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_kx_groups<Q3KW, R, G>(a, o, g); }
+};
+template <int R, int G>
+struct Q2KGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_kx_groups<Q2KW, R, G>(a, o, g); }
+};
+template <int R, int G>
+struct IQ4XSGroups {
+  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_kx_groups<IQ4XSW, R, G>(a, o, g); }
+};
+
+template <int R, int T>
+struct Q2KTile512 {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q23k_512<2, R, T>(a, o, t, nr, nt); }
+};
+template <int R, int T>
+struct Q3KTile512 {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_q23k_512<3, R, T>(a, o, t, nr, nt); }
+};
+template <int R, int T>
+struct IQ4XSTile512 {
+  static void run(const MatmulArgs& a, int64_t o, int64_t t, int nr, int nt) { tile_iq4xs_512<R, T>(a, o, t, nr, nt); }
 };
 
 template <int R, int T>
@@ -406,6 +668,9 @@ MatmulRangeFn matmul_kernel_kquant_avx512(DType type) {
     case DType::q4_k: return range_512<Q4KGroups, Q4KTile512>;
     case DType::q5_k: return range_512<Q5KGroups, Q5KTile512>;
     case DType::q6_k: return range_512<Q6KGroups, Q6KTile512>;
+    case DType::q2_k: return range_512<Q2KGroups, Q2KTile512>;
+    case DType::q3_k: return range_512<Q3KGroups, Q3KTile512>;
+    case DType::iq4_xs: return range_512<IQ4XSGroups, IQ4XSTile512>;
     default: return nullptr;
   }
 }

@@ -53,12 +53,6 @@ struct IQ4_NLU {
       static_cast<int8_t>(kIq4Values[14] + 128), static_cast<int8_t>(kIq4Values[15] + 128)};
 };
 
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-constexpr bool kHaveDpbusd = true;
-#else
-constexpr bool kHaveDpbusd = false;
-#endif
-
 // Plain AVX2's vpmaddubsw adds pairs of byte products into int16 with saturation:
 // levels up to 31 fit (2 x 31 x 127), IQ4_NL's offset levels (up to 241) do not
 // (2 x 241 x 127 = 61214). There the signed levels meet the activations instead, as

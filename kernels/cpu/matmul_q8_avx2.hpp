@@ -22,6 +22,14 @@
 namespace troupe::kernels::cpu {
 namespace {
 
+// vpdpbusd (AVX-VNNI or AVX-512 VNNI): byte products summed in int32. Without it,
+// vpmaddubsw adds pairs into int16 with saturation (2 x 255 x 127 overflows).
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+constexpr bool kHaveDpbusd = true;
+#else
+constexpr bool kHaveDpbusd = false;
+#endif
+
 // How far ahead of the current block each weight row is prefetched. Decode reads 8
 // adjacent rows at once, so a row's stream advances 8x slower than the weights are
 // read: 8 KiB ahead of one row is ~3 KiB ahead of the reading in SmolLM2-135M's
