@@ -36,6 +36,9 @@ namespace {
 
 constexpr int kRows = 16;    // rows per tile: one float lane each
 constexpr int kMaxTokens = 4;
+// Weight blocks prefetched ahead along each row (16 rows x 8 blocks in flight; fewer
+// measured slower, e.g. 4: 0.9x at 2048x8192, one token).
+constexpr int64_t kAheadBlocks = 8;
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -137,11 +140,14 @@ void rows16(const MatmulArgs& a, const Row& row, int64_t o, int64_t t0) {
   const uint8_t* w0 = a.w + o * stride;
   const ActQ8K* x[T];
   for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActQ8K*>(a.xq + (t0 + t) * a.xq_row_bytes);
-  const int64_t ahead = kRows * stride;  // the same block of the next tile's rows
+  // Prefetch kAheadBlocks blocks on along each row; near a row's end, the first blocks of
+  // the next tile's rows instead (the next row is this tile's, already on its way).
+  const int64_t wrap = kRows * stride - nb * static_cast<int64_t>(sizeof(Block));
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     alignas(64) uint32_t dd[kRows];
+    const int64_t ahead = (b + kAheadBlocks) * static_cast<int64_t>(sizeof(Block)) + (b + kAheadBlocks >= nb ? wrap : 0);
     __m512i oct[2][T];
     for (int q = 0; q < 4; ++q) {
       __m512i pairs[2][T];
@@ -150,7 +156,7 @@ void rows16(const MatmulArgs& a, const Row& row, int64_t o, int64_t t0) {
         for (int i = 0; i < 2; ++i) {
           const int r = 4 * q + 2 * p + i;
           const Block* blk = block_at<Block>(w0 + r * stride, b);
-          const char* pf = reinterpret_cast<const char*>(blk) + ahead;
+          const char* pf = reinterpret_cast<const char*>(w0 + r * stride) + ahead;
           for (int off = 0; off < static_cast<int>(sizeof(Block)); off += 64) _mm_prefetch(pf + off, _MM_HINT_T0);
           std::memcpy(&dd[r], reinterpret_cast<const uint8_t*>(blk) + Row::kHalfOffset, 4);
           row.template sums<T>(*blk, b, x, z[i]);
@@ -206,8 +212,9 @@ struct Q45Row {
     const __m256i mn = _mm256_shuffle_epi8(_mm512_castsi512_si256(sm), k.minw);
     for (int t = 0; t < T; ++t) {
       const ActPerm& xa = xp[t][b];
-      __m512i s = _mm512_setzero_si512();
-      for (int v = 0; v < 4; ++v)  // levels <= 31, |x| <= 127: pair sums fit int16
+      // levels <= 31, |x| <= 127: pair sums fit int16
+      __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(lv[0], _mm512_load_si512(xa.q[0])), sc[0]);
+      for (int v = 1; v < 4; ++v)
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(lv[v], _mm512_load_si512(xa.q[v])), sc[v]);
       z[t] = pack_sums(s, _mm256_madd_epi16(load256(x[t][b].bsums), mn));
     }
@@ -258,8 +265,9 @@ struct Q6Row {
     for (int u = 0; u < 4; ++u) sc[u] = _mm512_permutexvar_epi16(idx[u], _mm512_castsi256_si512(sc16));
     for (int t = 0; t < T; ++t) {
       const int8_t* xq = x[t][b].qs;
-      __m512i s = _mm512_setzero_si512();
-      for (int u = 0; u < 4; ++u)  // levels <= 63, |x| <= 127: pair sums fit int16
+      // levels <= 63, |x| <= 127: pair sums fit int16
+      __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(lv[0], load512(xq)), sc[0]);
+      for (int u = 1; u < 4; ++u)
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(lv[u], load512(xq + 64 * u)), sc[u]);
       z[t] = pack_sums(s, _mm256_madd_epi16(load256(x[t][b].bsums), sc16));
     }
