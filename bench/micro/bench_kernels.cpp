@@ -131,13 +131,22 @@ void register_all() {
   }
   // Llama-3.2-1B's attention/FFN shapes for the types of the files people download
   // (Q4_K_M mixes q4_k and q6_k, Q5_K_M q5_k and q6_k): decode, small batches and prefill.
-  const Shape shapes_1b[] = {{"2048x8192", 2048, 8192}, {"8192x2048", 8192, 2048}};
+  // Decode also on one thread (the kernel's rate with the other core idle), and
+  // attention-sized (2048x2048) and the output head (2048x128256) matrices.
+  const Shape shapes_1b[] = {{"2048x8192", 2048, 8192}, {"8192x2048", 8192, 2048}, {"2048x2048", 2048, 2048},
+                             {"2048x128256", 2048, 128256}};
   for (DType type : {DType::q4_k, DType::q5_k, DType::q6_k, DType::q4_0, DType::q5_0}) {
     for (const auto& s : shapes_1b) {
+      const bool head = s.out > 100000;
+      if (head && type != DType::q6_k && type != DType::q4_k) continue;  // the heads of Q4_K_M and Q4_K_S files
       const std::string name = std::string("matmul/") + std::string(to_string(type)) + "/" + s.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, type, s.in, s.out);
       b->ArgNames({"tokens", "threads"})->UseRealTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
-      for (int64_t n : {1, 2, 4, 8, 16, 128}) b->Args({n, 2});
+      b->Args({1, 1});
+      for (int64_t n : {1, 2, 4, 8, 16, 128}) {
+        if (head && n > 4) break;
+        b->Args({n, 2});
+      }
     }
   }
   // Llama-3.2-1B's shapes for Q8_0 and IQ4_NL, and for the small-memory files' types (Q3_K_M

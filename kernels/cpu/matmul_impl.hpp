@@ -85,6 +85,12 @@ MatmulRangeFn matmul_kernel_avx2_vnni(DType type);  // only when the compiler kn
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type);  // only when the compiler knows AVX-512 VNNI
 MatmulRangeFn matmul_kernel_kquant_avx512(DType type);  // K-quants, IQ4_XS on 512-bit vectors (matmul_kquant_avx512.cpp)
 MatmulRangeFn matmul_kernel_q4q5_avx512(DType type);    // Q4_0 Q5_0 on 512-bit vectors (matmul_q4q5_avx512.cpp)
+/// Decode of Q4_K, Q5_K and Q6_K on 512-bit vectors (matmul_kquant_decode_avx512.cpp): rows
+/// [o0, o1) of the tokens from t_begin on, when there are 1 to 4 of them (Q6_K: 2 to 4), 16
+/// rows at a time.
+/// Returns the first row it left (o1 less the rows past the last whole 16; o0 when it did
+/// nothing) for the other kernels.
+int64_t kquant_decode_avx512(const MatmulArgs& args, int64_t o0, int64_t o1, int64_t t_begin);
 
 /// Activation quantizers (quantize.cpp), shared by all ISAs so both see the
 /// same integers. n is a multiple of the block size.

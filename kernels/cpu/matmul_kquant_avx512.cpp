@@ -618,13 +618,15 @@ struct Q6KTile512 {
 };
 
 // Whole groups of 16 tokens (2 per pass over the rows: their activations stay in L2),
-// then the tokens after them in the R x T tiles.
+// then the tokens after them: 1 to 4 by the decode kernels (matmul_kquant_decode_avx512.cpp)
+// 16 rows at a time, the rest in the R x T tiles.
 template <template <int, int> class Groups, template <int, int> class Tile>
 void range_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
   int64_t g = 0;
   for (; g + 2 <= a.n_groups_k; g += 2) rows_groups<Groups, 2>(a, o0, o1, g);
   for (; g < a.n_groups_k; ++g) rows_groups<Groups, 1>(a, o0, o1, g);
-  range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
+  const int64_t t_rest = a.n_groups_k * 16;
+  range_kquant_from<Tile>(a, kquant_decode_avx512(a, o0, o1, t_rest), o1, t_rest);
 }
 
 }  // namespace

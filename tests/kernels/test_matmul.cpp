@@ -301,13 +301,15 @@ TEST(Matmul, EightBitActivationTypesAreExactAtTheExtremes) {
 // The K-quants reduce each super-block to exact integers before the same fma steps on
 // every ISA (matmul_impl.hpp): scalar, AVX2, AVX-VNNI and AVX-512 VNNI agree bit for
 // bit, on random weights and on weights at the extremes of their levels and scales, for
-// every tile shape (1, 2..3, 4..7 and 8+ tokens, groups of 16; row and token tails).
+// every tile shape (1, 2..3, 4..7 and 8+ tokens, groups of 16; row and token tails; the
+// 16-row decode tiles of AVX-512 for 1 to 4 tokens, also after a group of 16).
 TEST(Matmul, GroupScaledKQuantsAreBitIdenticalAcrossIsas) {
   if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   for (DType type : {DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs}) {
     for (const Shape& s : {Shape{256, 9, 1}, Shape{768, 13, 5}, Shape{1536, 6, 4}, Shape{512, 5, 70},
                            Shape{512, 17, 2}, Shape{256, 8, 3}, Shape{512, 24, 11}, Shape{256, 16, 1},
-                           Shape{256, 7, 33}, Shape{768, 11, 16}}) {
+                           Shape{256, 7, 33}, Shape{768, 11, 16}, Shape{768, 33, 1}, Shape{512, 32, 3},
+                           Shape{1024, 48, 4}, Shape{256, 40, 17}}) {
       Problem p = make_problem(type, s, 17);
       for (int extreme = 0; extreme < 2; ++extreme) {
         if (extreme == 1) {  // a quarter of the code and scale bytes all ones (the f16 fields kept)
