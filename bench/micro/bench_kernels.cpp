@@ -131,13 +131,13 @@ void register_all() {
   }
   // Llama-3.2-1B's attention/FFN shapes for the types of the files people download
   // (Q4_K_M mixes q4_k and q6_k, Q5_K_M q5_k and q6_k): decode, small batches and prefill.
-  const Shape shapes_1b[] = {{"2048x8192", 2048, 8192}, {"8192x2048", 8192, 2048}};
+  const Shape shapes_1b[] = {{"2048x2048", 2048, 2048}, {"2048x8192", 2048, 8192}, {"8192x2048", 8192, 2048}};
   for (DType type : {DType::q4_k, DType::q5_k, DType::q6_k, DType::q4_0, DType::q5_0}) {
     for (const auto& s : shapes_1b) {
       const std::string name = std::string("matmul/") + std::string(to_string(type)) + "/" + s.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, type, s.in, s.out);
       b->ArgNames({"tokens", "threads"})->UseRealTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
-      for (int64_t n : {1, 2, 4, 8, 16, 128}) b->Args({n, 2});
+      for (int64_t n : {1, 2, 4, 8, 16, 32, 64, 128}) b->Args({n, 2});
     }
   }
   benchmark::RegisterBenchmark("read_bandwidth", BM_ReadBandwidth)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime();
