@@ -31,6 +31,7 @@ class GroupRowsOut {
   int64_t base() const { return base_; }
   // Row o's vector for group g; o - base() < kChunk + 16.
   void put(int64_t o, int g, __m512 v) { _mm512_store_ps(stage_[o - base_][g], v); }
+  __m512 get(int64_t o, int g) const { return _mm512_load_ps(stage_[o - base_][g]); }
   // Writes rows [base(), o_end) of every group to y; the next rows start at o_end.
   void flush(int64_t o_end) {
     const int rows = static_cast<int>(o_end - base_);
