@@ -123,7 +123,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   const std::vector<Shape> shapes = {{256, 1, 1},  {256, 7, 1},   {512, 33, 3},  {768, 17, 17},
                                      {256, 9, 70}, {512, 130, 5}, {1536, 6, 4},  {256, 64, 33},
-                                     {256, 200, 32}};  // batched tiles: several staged chunks of rows
+                                     {256, 200, 32}, {1024, 120, 32}};  // batched tiles: chunks of rows, passes of blocks
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                   DType::q5_1, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
                   DType::iq4_xs})
