@@ -212,7 +212,16 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
       auto* base = scratch(1, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8Kx16));
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) quantize_act_q8k(x + t * in, in, reinterpret_cast<ActQ8K*>(base + t * row));
+        for (int64_t t = t0; t < t1; ++t) {
+          auto* blocks = reinterpret_cast<ActQ8K*>(base + t * row);
+#if defined(TROUPE_KERNELS_HAVE_AVX2)
+          if (is_avx2(isa)) {
+            quantize_act_q8k_avx2(x + t * in, in, blocks);
+            continue;
+          }
+#endif
+          quantize_act_q8k(x + t * in, in, blocks);
+        }
       });
       args->xq = base;
       args->xq_row_bytes = row;

@@ -96,6 +96,8 @@ void quantize_act_q16_avx2(const float* x, int64_t n, ActQ16* out);
 /// t < n <= 16): tokens in lanes, lanes from n on zero (matmul_avx512_vnni.cpp).
 void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group);
 void quantize_act_q8k(const float* x, int64_t n, ActQ8K* out);
+/// The same integers as quantize_act_q8k, vectorized (matmul_avx2.cpp).
+void quantize_act_q8k_avx2(const float* x, int64_t n, ActQ8K* out);
 /// Group of 16 tokens from their ActQ8K rows (rows[t * nb + b], t < n <= 16): tokens in
 /// lanes, lanes from n on zero (matmul_kquant_avx512.cpp).
 void act_group16_q8k_avx512(const ActQ8K* rows, int64_t nb, int n, ActQ8Kx16* group);

@@ -392,5 +392,26 @@ TEST(ActivationQuantizer, Avx2IsBitIdenticalToScalar) {
   }
 }
 
+TEST(ActivationQuantizer, Q8KAvx2IsBitIdenticalToScalar) {
+  if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  const int64_t n = 256 * 16;
+  std::vector<float> x(n);
+  for (auto& v : x) v = dist(rng);
+  for (int64_t i = 0; i < 256; ++i) x[i] = 0.0f;                                 // an all-zero block
+  for (int64_t i = 256; i < 512; ++i) x[i] = static_cast<float>(i - 384) * 0.5f;  // ties after scaling
+  for (int64_t i = 512; i < 768; ++i) x[i] = (i % 2 ? 1.0f : -1.0f) * 1e-3f;    // every level at +-127
+  x[1000] = 1e30f;                                                               // one huge value
+  std::vector<ActQ8K> a(n / 256), b(n / 256);
+  quantize_act_q8k(x.data(), n, a.data());
+  quantize_act_q8k_avx2(x.data(), n, b.data());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].d, b[k].d) << "block " << k;
+    for (int g = 0; g < 16; ++g) EXPECT_EQ(a[k].bsums[g], b[k].bsums[g]) << "block " << k << " group " << g;
+    for (int j = 0; j < 256; ++j) ASSERT_EQ(a[k].qs[j], b[k].qs[j]) << "block " << k << " element " << j;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::kernels::cpu
