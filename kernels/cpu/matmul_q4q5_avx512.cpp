@@ -20,11 +20,20 @@
 namespace troupe::kernels::cpu {
 namespace {
 
-// Blocks per pass of a chunk's tiles (rows_groups_b8_512): 16 blocks of 2 groups are 20 KiB
-// of activations, which stay in L1 with the chunk's weights and results. Measured (Q4_0,
-// Llama-3.2-1B shapes, 32 tokens, 1 thread): 16 ahead of 8 and 24, level with 32, and
-// ~1.3x one pass over all the blocks on 8192x2048.
+// Blocks per pass of a chunk's tiles (rows_groups_b8_512): about 16, whose activations (2
+// groups: 20 KiB) stay in L1 with the chunk's weights and results; one pass where all the
+// blocks' activations fit (up to 24 blocks), since a short pass costs more than it saves.
+// Measured (Q4_0, 32 tokens): 16 ahead of 8 and 24 and level with 32 on the Llama-3.2-1B
+// shapes, ~1.3x one pass over all the blocks on 8192x2048; one pass ~1.5x a pass of 16
+// and one of 2 blocks on 576x1536.
 constexpr int64_t kBlocksPerPass = 16;
+constexpr int64_t kMaxBlocksOnePass = 24;
+
+inline int64_t blocks_per_pass(int64_t nb) {
+  if (nb <= kMaxBlocksOnePass) return nb;
+  const int64_t passes = (nb + kBlocksPerPass - 1) / kBlocksPerPass;
+  return (nb + passes - 1) / passes;
+}
 
 // R rows (rows from nr on repeat row 0, never stored) x G groups of 16 tokens over blocks
 // [b0, b1): the accumulators start at zero (b0 = 0) or where the previous blocks left
@@ -47,7 +56,7 @@ inline void tile_b8_512(const MatmulArgs& a, int64_t o, int nr, int64_t g0, int6
     for (int g = 0; g < G; ++g) acc[r][g] = b0 == 0 ? _mm512_setzero_ps() : out.get(o + r, g);
   // Prefetch what this tile's rows need one pass later: their next blocks, or after the
   // last pass the first blocks of the rows kChunk on (the next chunk's tile).
-  const int64_t ahead = b1 < nb ? kBlocksPerPass * static_cast<int64_t>(sizeof(Block))
+  const int64_t ahead = b1 < nb ? (b1 - b0) * static_cast<int64_t>(sizeof(Block))
                                 : GroupRowsOut<G>::kChunk * a.w_row_stride - b0 * static_cast<int64_t>(sizeof(Block));
   for (int64_t b = b0; b < b1; ++b) {
     alignas(32) int32_t levels[R][kQK / 4];
@@ -104,17 +113,17 @@ constexpr int kRows = 6;        // rows per tile
 constexpr int kGroups = 2;      // 32 tokens per pass: 12 independent vpdpbusd chains
 constexpr int kRowsSmall = 4;   // the last rows of a range, when no more than this many
 
-// Rows [o0, o1) x G groups, kChunk rows at a time; each chunk's tiles take kBlocksPerPass
-// blocks per pass, so those blocks' activations (G x 640 bytes each) are read from L1 by
+// Rows [o0, o1) x G groups, kChunk rows at a time; each chunk's tiles take
+// blocks_per_pass blocks per pass, so those blocks' activations (G x 640 bytes each) are read from L1 by
 // all the chunk's tiles instead of coming from L2 for every tile.
 template <class W, int G>
 inline void rows_groups_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
-  const int64_t nb = a.in / kQK;
+  const int64_t nb = a.in / kQK, per_pass = blocks_per_pass(nb);
   GroupRowsOut<G> out(a, g, o0);
   for (int64_t oc = o0; oc < o1; oc += GroupRowsOut<G>::kChunk) {
     const int64_t oe = std::min<int64_t>(o1, oc + GroupRowsOut<G>::kChunk);
-    for (int64_t b0 = 0; b0 < nb; b0 += kBlocksPerPass) {
-      const int64_t b1 = std::min<int64_t>(nb, b0 + kBlocksPerPass);
+    for (int64_t b0 = 0; b0 < nb; b0 += per_pass) {
+      const int64_t b1 = std::min<int64_t>(nb, b0 + per_pass);
       int64_t o = oc;
       for (; o + kRows <= oe; o += kRows) tile_b8_512<W, kRows, G>(a, o, kRows, g, b0, b1, out);
       if (oe - o > kRowsSmall) {
