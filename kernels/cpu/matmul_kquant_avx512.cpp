@@ -197,8 +197,10 @@ void tile_q45k_groups(const MatmulArgs& a, int64_t o, int64_t g0, GroupRowsOut<G
       } else {
         unpack_q4k(blk, lv[r], sc8, mn8);
       }
-      _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r]), _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc8))));
-      _mm_store_si128(reinterpret_cast<__m128i*>(mn[r]), _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn8))));
+      const __m128i sc8v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc8));
+      const __m128i mn8v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn8));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r]), _mm256_cvtepu8_epi32(sc8v));
+      _mm_store_si128(reinterpret_cast<__m128i*>(mn[r]), _mm_cvtepu8_epi16(mn8v));
       dw[r] = h2f(blk.d);
       dm[r] = h2f(blk.dmin);
     }
@@ -375,7 +377,9 @@ struct Q5KGroups {
 };
 template <int R, int G>
 struct Q6KGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) { tile_q6k_groups<R, G>(a, o, g, out); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) {
+    tile_q6k_groups<R, G>(a, o, g, out);
+  }
 };
 
 template <int R, int T>

@@ -114,8 +114,8 @@ constexpr int kGroups = 2;      // 32 tokens per pass: 12 independent vpdpbusd c
 constexpr int kRowsSmall = 4;   // the last rows of a range, when no more than this many
 
 // Rows [o0, o1) x G groups, kChunk rows at a time; each chunk's tiles take
-// blocks_per_pass blocks per pass, so those blocks' activations (G x 640 bytes each) are read from L1 by
-// all the chunk's tiles instead of coming from L2 for every tile.
+// blocks_per_pass blocks per pass, so those blocks' activations (G x 640 bytes each)
+// are read from L1 by all the chunk's tiles instead of coming from L2 for every tile.
 template <class W, int G>
 inline void rows_groups_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
   const int64_t nb = a.in / kQK, per_pass = blocks_per_pass(nb);
