@@ -143,10 +143,11 @@ void register_all() {
       auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, type, s.in, s.out);
       b->ArgNames({"tokens", "threads"})->UseRealTime()->MinTime(0.3)->Unit(benchmark::kMicrosecond);
       b->Args({1, 1});
-      for (int64_t n : {1, 2, 4, 8, 16, 128}) {
+      for (int64_t n : {1, 2, 4, 8, 16, 32, 64, 128}) {
         if (head && n > 4) break;
         b->Args({n, 2});
       }
+      if (!head) b->Args({32, 1});  // one thread: CPU time per call is the kernel's, even on a busy machine
     }
   }
   // Llama-3.2-1B's shapes for Q8_0 and IQ4_NL, and for the small-memory files' types (Q3_K_M

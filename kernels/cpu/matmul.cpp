@@ -215,11 +215,13 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           auto* blocks = reinterpret_cast<ActQ8K*>(base + t * row);
+#if defined(TROUPE_KERNELS_HAVE_AVX2)
           if (is_avx2(isa)) {
             quantize_act_q8k_avx2(x + t * in, in, blocks);
-          } else {
-            quantize_act_q8k(x + t * in, in, blocks);
+            continue;
           }
+#endif
+          quantize_act_q8k(x + t * in, in, blocks);
         }
       });
       args->xq = base;

@@ -112,21 +112,23 @@ void quantize_act_q8k_avx2(const float* x, int64_t n, ActQ8K* out) {
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     const float d = _mm_cvtss_f32(m4) / 127.0f;
     const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    for (int c = 0; c < kQKK / 32; ++c) {  // 32 elements: two groups of 16
+    for (int k = 0; k < kQKK / 32; ++k) {  // 32 elements: bsums 2k and 2k + 1
       __m256i q32[4];
       for (int i = 0; i < 4; ++i) {
-        __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(s + 32 * c + 8 * i), id),
+        // |x * id| <= 127 up to rounding, so the clamp (as in quantize_act_q8_avx2) changes
+        // no value the portable quantizer produces.
+        __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(s + 32 * k + 8 * i), id),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         r = _mm256_max_ps(_mm256_min_ps(r, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
         q32[i] = _mm256_cvtps_epi32(r);
       }
-      out[b].bsums[2 * c] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q32[0], q32[1])));
-      out[b].bsums[2 * c + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q32[2], q32[3])));
+      out[b].bsums[2 * k] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q32[0], q32[1])));
+      out[b].bsums[2 * k + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q32[2], q32[3])));
       const __m256i p16a = _mm256_packs_epi32(q32[0], q32[1]);
       const __m256i p16b = _mm256_packs_epi32(q32[2], q32[3]);
       const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs + 32 * c), p8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs + 32 * k), p8);
     }
     out[b].d = d;
   }

@@ -7,6 +7,7 @@
 // the AVX2 and portable kernels (matmul_impl.hpp).
 #include <immintrin.h>
 
+#include "kernels/cpu/group_out_avx512.hpp"
 #include "kernels/cpu/matmul_kquant_avx2.hpp"
 #include "kernels/cpu/matmul_kx_avx2.hpp"
 #include "kernels/cpu/transpose16_avx512.hpp"
@@ -305,10 +306,13 @@ void tile_iq4xs_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) 
 // (4 multiply-adds per lane), each activation vector with R rows' quads: the lanes hold
 // whole sums, so there are no horizontal sums and one float step per super-block serves
 // 16 tokens. A sub-block's sums are scaled once (vpmulld) into S; the mins' term M takes
-// 4 vpdpwssd per (row, group) on the activations' 32-element sums.
+// 4 vpdpwssd per (row, group) on the activations' 32-element sums. Scales and min pairs
+// are widened to dwords once per row, so they too are broadcast from memory.
 // Q5_K (kQ5) the same, with its fifth bits in the unpacked levels and its float step.
+// (The r and g loops are unrolled by pragma so that GCC keeps the arrays of vectors in
+// registers: unrolled late, they stay in memory.)
 template <bool kQ5, int R, int G>
-void tile_q45k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+void tile_q45k_groups(const MatmulArgs& a, int64_t o, int64_t g0, GroupRowsOut<G>& out) {
   using Block = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
   const int64_t nb = a.in / kQKK;
   const Block* w[R];
@@ -318,55 +322,75 @@ void tile_q45k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
   // The same block of the next tile's rows.
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
   alignas(64) uint8_t lv[R][kQKK];
+  alignas(64) int32_t sc[R][8], mn[R][4];  // scales; min pairs (mins 2p, 2p + 1 as int16)
   __m512 acc[R][G];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    alignas(8) uint8_t sc[R][8], mn[R][8];
     float dw[R], dm[R];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Block& blk = w[r][b];
       prefetch_block<sizeof(Block)>(&blk, ahead);
+      alignas(8) uint8_t sc8[8], mn8[8];
       if constexpr (kQ5) {
-        unpack_q5k(blk, lv[r], sc[r], mn[r]);
+        unpack_q5k(blk, lv[r], sc8, mn8);
       } else {
-        unpack_q4k(blk, lv[r], sc[r], mn[r]);
+        unpack_q4k(blk, lv[r], sc8, mn8);
       }
+      const __m128i sc8v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc8));
+      const __m128i mn8v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn8));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r]), _mm256_cvtepu8_epi32(sc8v));
+      _mm_store_si128(reinterpret_cast<__m128i*>(mn[r]), _mm_cvtepu8_epi16(mn8v));
       dw[r] = h2f(blk.d);
       dm[r] = h2f(blk.dmin);
     }
-    // Opaque from here on, so the quads are broadcast from memory (a load), not extracted.
-    asm("" : "+m"(lv));
+    // Opaque from here on, so the quads, scales and min pairs are broadcast from memory
+    // (a load), not extracted.
+    asm("" : "+m"(lv), "+m"(sc), "+m"(mn));
     __m512i S[R][G];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) S[r][g] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
       __m512i sub[R][G];
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
         __m512i xv[G];
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[8 * j + i]);
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           int32_t quad;
           std::memcpy(&quad, lv[r] + 32 * j + 4 * i, 4);
           const __m512i wq = _mm512_set1_epi32(quad);
+#pragma GCC unroll 16
           for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
         }
       }
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m512i scv = _mm512_set1_epi32(sc[r][j]);
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], scv));
       }
     }
-    for (int r = 0; r < R; ++r) {
-      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) {
+      const __m512 dx = _mm512_load_ps(xg[g][b].d);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
         __m512i m = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int p = 0; p < 4; ++p)
-          m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(mn[r][2 * p] | (mn[r][2 * p + 1] << 16)),
-                                  _mm512_load_si512(xg[g][b].bs[p]));
-        const __m512 dx = _mm512_load_ps(xg[g][b].d);
+          m = _mm512_dpwssd_epi32(m, _mm512_set1_epi32(mn[r][p]), _mm512_load_si512(xg[g][b].bs[p]));
         const __m512 dwx = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx), dmx = _mm512_mul_ps(_mm512_set1_ps(dm[r]), dx);
         if constexpr (kQ5) {  // q5k_step on 16 lanes
           acc[r][g] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), dmx,
@@ -378,20 +402,16 @@ void tile_q45k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    const int64_t t0 = (g0 + g) * 16;
-    for (int r = 0; r < R; ++r) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[r][g]);
-      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
-    }
-  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) out.put(o + r, g, acc[r][g]);
 }
 
-// Q6_K batches: as tile_q4k_groups with 16-element groups (4 quads) and signed scales;
+// Q6_K batches: as tile_q45k_groups with 16-element groups (4 quads) and signed scales;
 // the -32 comes back exactly through the activations' 16-element sums (bs16).
 template <int R, int G>
-void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0, GroupRowsOut<G>& out) {
   const int64_t nb = a.in / kQKK;
   const BlockQ6_K* w[R];
   for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ6_K*>(a.w + (o + r) * a.w_row_stride);
@@ -399,69 +419,81 @@ void tile_q6k_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
   for (int g = 0; g < G; ++g) xg[g] = a.xk16 + (g0 + g) * nb;
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
   alignas(64) uint8_t lv[R][kQKK];
+  alignas(64) int32_t sc[R][16], sc_pairs[R][8];  // scales; scale pairs (2p, 2p + 1 as int16)
   __m512 acc[R][G];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     float dw[R];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& blk = w[r][b];
       prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
       unpack_q6k(blk, lv[r]);
+      const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+      _mm512_store_si512(sc[r], _mm512_cvtepi8_epi32(s8));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc_pairs[r]), _mm256_cvtepi8_epi16(s8));
       dw[r] = h2f(blk.d);
     }
-    asm("" : "+m"(lv));
+    asm("" : "+m"(lv), "+m"(sc), "+m"(sc_pairs));
     __m512i S[R][G];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) {  // - 32 * sum_g sc[g] * bsums[g]
         __m512i off = _mm512_setzero_si512();
-        for (int p = 0; p < 8; ++p) {
-          const int pair = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(w[r][b].scales[2 * p])) |
-                                                (static_cast<uint32_t>(static_cast<uint16_t>(w[r][b].scales[2 * p + 1])) << 16));
-          off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(pair), _mm512_load_si512(xg[g][b].bs16[p]));
-        }
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p)
+          off = _mm512_dpwssd_epi32(off, _mm512_set1_epi32(sc_pairs[r][p]), _mm512_load_si512(xg[g][b].bs16[p]));
         S[r][g] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
       }
     }
     for (int k = 0; k < 16; ++k) {  // group k: quads 4k..4k+3
       __m512i sub[R][G];
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) sub[r][g] = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         __m512i xv[G];
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[4 * k + i]);
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           int32_t quad;
           std::memcpy(&quad, lv[r] + 16 * k + 4 * i, 4);
           const __m512i wq = _mm512_set1_epi32(quad);
+#pragma GCC unroll 16
           for (int g = 0; g < G; ++g) sub[r][g] = _mm512_dpbusd_epi32(sub[r][g], wq, xv[g]);
         }
       }
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const __m512i scv = _mm512_set1_epi32(w[r][b].scales[k]);
+        const __m512i scv = _mm512_set1_epi32(sc[r][k]);
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) S[r][g] = _mm512_add_epi32(S[r][g], _mm512_mullo_epi32(sub[r][g], scv));
       }
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r][g]),
                                     _mm512_mul_ps(_mm512_set1_ps(dw[r]), _mm512_load_ps(xg[g][b].d)), acc[r][g]);
   }
-  for (int g = 0; g < G; ++g) {
-    const int64_t t0 = (g0 + g) * 16;
-    for (int r = 0; r < R; ++r) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[r][g]);
-      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
-    }
-  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) out.put(o + r, g, acc[r][g]);
 }
 
 // Q2_K, Q3_K and IQ4_XS batches (the KxW traits of matmul_kx_avx2.hpp): as
 // tile_q6k_groups, with each type's offset, scaling of the group sums and mins.
 template <class W, int R, int G>
-void tile_kx_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+void tile_kx_groups(const MatmulArgs& a, int64_t o, int64_t g0, GroupRowsOut<G>& out) {
   using Block = typename W::Block;
   static_assert(!W::kSigned, "vpdpbusd takes unsigned weight bytes");
   constexpr int kGroup = W::kGroup, kGroups = kQKK / kGroup;
@@ -541,50 +573,62 @@ void tile_kx_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
         }
       }
   }
-  for (int g = 0; g < G; ++g) {
-    const int64_t t0 = (g0 + g) * 16;
-    for (int r = 0; r < R; ++r) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[r][g]);
-      for (int l = 0; l < 16; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
-    }
-  }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) out.put(o + r, g, acc[r][g]);
 }
 
-// Tiles of kRowsK rows x G groups over rows [o0, o1), then the tail rows 2 and 1 at a time.
+// Tiles of kRowsK rows x G groups over rows [o0, o1), then the tail rows 2 and 1 at a
+// time, their results staged in out and written kChunk rows at a time.
 constexpr int kRowsK = 4;
 template <template <int, int> class Tile, int G>
 void rows_groups(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
+  GroupRowsOut<G> out(a, g, o0);
   int64_t o = o0;
-  for (; o + kRowsK <= o1; o += kRowsK) Tile<kRowsK, G>::run(a, o, g);
-  for (; o + 2 <= o1; o += 2) Tile<2, G>::run(a, o, g);
-  for (; o < o1; ++o) Tile<1, G>::run(a, o, g);
+  for (; o + kRowsK <= o1; o += kRowsK) {
+    Tile<kRowsK, G>::run(a, o, g, out);
+    if (o + kRowsK - out.base() >= GroupRowsOut<G>::kChunk) out.flush(o + kRowsK);
+  }
+  for (; o + 2 <= o1; o += 2) Tile<2, G>::run(a, o, g, out);
+  for (; o < o1; ++o) Tile<1, G>::run(a, o, g, out);
+  out.flush(o1);
 }
 
 template <int R, int G>
 struct Q4KGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q45k_groups<false, R, G>(a, o, g); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) {
+    tile_q45k_groups<false, R, G>(a, o, g, out);
+  }
 };
 template <int R, int G>
 struct Q5KGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q45k_groups<true, R, G>(a, o, g); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) {
+    tile_q45k_groups<true, R, G>(a, o, g, out);
+  }
 };
 template <int R, int G>
 struct Q6KGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_q6k_groups<R, G>(a, o, g); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) {
+    tile_q6k_groups<R, G>(a, o, g, out);
+  }
 };
 
 template <int R, int G>
 struct Q3KGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_kx_groups<Q3KW, R, G>(a, o, g); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) {
+    tile_kx_groups<Q3KW, R, G>(a, o, g, out);
+  }
 };
 template <int R, int G>
 struct Q2KGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_kx_groups<Q2KW, R, G>(a, o, g); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) {
+    tile_kx_groups<Q2KW, R, G>(a, o, g, out);
+  }
 };
 template <int R, int G>
 struct IQ4XSGroups {
-  static void run(const MatmulArgs& a, int64_t o, int64_t g) { tile_kx_groups<IQ4XSW, R, G>(a, o, g); }
+  static void run(const MatmulArgs& a, int64_t o, int64_t g, GroupRowsOut<G>& out) {
+    tile_kx_groups<IQ4XSW, R, G>(a, o, g, out);
+  }
 };
 
 template <int R, int T>

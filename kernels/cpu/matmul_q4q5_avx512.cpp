@@ -9,6 +9,7 @@
 
 #include <type_traits>
 
+#include "kernels/cpu/group_out_avx512.hpp"
 #include "kernels/cpu/matmul_q4q5_avx2.hpp"
 #include "kernels/cpu/transpose16_avx512.hpp"
 
@@ -21,65 +22,120 @@
 namespace troupe::kernels::cpu {
 namespace {
 
-// R rows (rows from nr on repeat row 0, never stored) x G groups of 16 tokens.
+// Blocks per pass of a chunk's tiles (rows_groups_b8_512): about 16, whose activations (2
+// groups: 20 KiB) stay in L1 with the chunk's weights and results; one pass where all the
+// blocks' activations fit (up to 24 blocks), since a short pass costs more than it saves.
+// Measured (Q4_0, 32 tokens): 16 ahead of 8 and 24 and level with 32 on the Llama-3.2-1B
+// shapes, ~1.3x one pass over all the blocks on 8192x2048; one pass ~1.5x a pass of 16
+// and one of 2 blocks on 576x1536.
+constexpr int64_t kBlocksPerPass = 16;
+constexpr int64_t kMaxBlocksOnePass = 24;
+
+inline int64_t blocks_per_pass(int64_t nb) {
+  if (nb <= kMaxBlocksOnePass) return nb;
+  const int64_t passes = (nb + kBlocksPerPass - 1) / kBlocksPerPass;
+  return (nb + passes - 1) / passes;
+}
+
+// R rows (rows from nr on repeat row 0, never stored) x G groups of 16 tokens over blocks
+// [b0, b1): the accumulators start at zero (b0 = 0) or where the previous blocks left
+// them in out, and go back there.
 template <class W, int R, int G>
-inline void tile_b8_512(const MatmulArgs& a, int64_t o, int nr, int64_t g0) {
+inline void tile_b8_512(const MatmulArgs& a, int64_t o, int nr, int64_t g0, int64_t b0, int64_t b1,
+                        GroupRowsOut<G>& out) {
   using Block = typename W::Block;
   const int64_t nb = a.in / kQK;
   const Block* w[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
   const ActQ8x16* xg[G];
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g) xg[g] = a.xg8 + (g0 + g) * nb;
   __m512 acc[R][G];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) acc[r][g] = b0 == 0 ? _mm512_setzero_ps() : out.get(o + r, g);
+  // Prefetch what this tile's rows need one pass later: their next blocks, or after the
+  // last pass the first blocks of the rows kChunk on (the next chunk's tile).
+  const int64_t ahead = b1 < nb ? (b1 - b0) * static_cast<int64_t>(sizeof(Block))
+                                : GroupRowsOut<G>::kChunk * a.w_row_stride - b0 * static_cast<int64_t>(sizeof(Block));
+  for (int64_t b = b0; b < b1; ++b) {
     alignas(32) int32_t levels[R][kQK / 4];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + ahead, _MM_HINT_T0);
       _mm256_store_si256(reinterpret_cast<__m256i*>(levels[r]), W::u(w[r][b]));
     }
     // Opaque from here on, so each dword is broadcast from memory (a load, no shuffle).
     asm("" : "+m"(levels));
+    // Each block sum starts at minus the levels' offset times the activations' sum, so
+    // it ends up exactly S with no subtraction per row.
     __m512i s[R][G];
-    for (int r = 0; r < R; ++r)
-      for (int g = 0; g < G; ++g) s[r][g] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) {
+      const __m512i off = _mm512_slli_epi32(_mm512_load_si512(xg[g][b].sum), W::kOffsetShift);
+      const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), off);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) s[r][g] = neg;
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < kQK / 4; ++i) {
       __m512i xv[G];
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) xv[g] = _mm512_load_si512(xg[g][b].q[i]);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m512i wb = _mm512_set1_epi32(levels[r][i]);
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) s[r][g] = _mm512_dpbusd_epi32(s[r][g], wb, xv[g]);
       }
     }
-    for (int g = 0; g < G; ++g) {
-      const __m512i off = _mm512_slli_epi32(_mm512_load_si512(xg[g][b].sum), W::kOffsetShift);
-      const __m512 xd = _mm512_load_ps(xg[g][b].d);
-      for (int r = 0; r < R; ++r) {
-        const __m512 dwx = _mm512_mul_ps(_mm512_set1_ps(h2f(w[r][b].d)), xd);
-        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s[r][g], off)), dwx, acc[r][g]);
-      }
+    __m512 xd[G];
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) xd[g] = _mm512_load_ps(xg[g][b].d);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 dw = _mm512_set1_ps(h2f(w[r][b].d));
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g)
+        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), _mm512_mul_ps(dw, xd[g]), acc[r][g]);
     }
   }
-  for (int g = 0; g < G; ++g) {
-    const int64_t tg = (g0 + g) * 16;
-    const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - tg));
-    for (int r = 0; r < nr; ++r) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[r][g]);
-      for (int l = 0; l < n; ++l) a.y[(tg + l) * a.out + o + r] = lanes[l];
-    }
-  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) out.put(o + r, g, acc[r][g]);
 }
 
-constexpr int kRows = 4;    // rows per tile
-constexpr int kGroups = 2;  // 32 tokens per pass: 8 independent vpdpbusd chains
+// Tiles measured with troupe_bench_kernels (Q4_0, Llama-3.2-1B shapes, 32 tokens, 1 thread):
+// 6 rows x 2 groups (24 of the 32 zmm registers hold block sums and accumulators) ahead
+// of 4 x 2, which spends more loads (broadcasts and activations) per vpdpbusd.
+constexpr int kRows = 6;        // rows per tile
+constexpr int kGroups = 2;      // 32 tokens per pass: 12 independent vpdpbusd chains
+constexpr int kRowsSmall = 4;   // the last rows of a range, when no more than this many
 
+// Rows [o0, o1) x G groups, kChunk rows at a time; each chunk's tiles take
+// blocks_per_pass blocks per pass, so those blocks' activations (G x 640 bytes each)
+// are read from L1 by all the chunk's tiles instead of coming from L2 for every tile.
 template <class W, int G>
 inline void rows_groups_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t g) {
-  for (int64_t o = o0; o < o1; o += kRows)
-    tile_b8_512<W, kRows, G>(a, o, static_cast<int>(std::min<int64_t>(kRows, o1 - o)), g);
+  const int64_t nb = a.in / kQK, per_pass = blocks_per_pass(nb);
+  GroupRowsOut<G> out(a, g, o0);
+  for (int64_t oc = o0; oc < o1; oc += GroupRowsOut<G>::kChunk) {
+    const int64_t oe = std::min<int64_t>(o1, oc + GroupRowsOut<G>::kChunk);
+    for (int64_t b0 = 0; b0 < nb; b0 += per_pass) {
+      const int64_t b1 = std::min<int64_t>(nb, b0 + per_pass);
+      int64_t o = oc;
+      for (; o + kRows <= oe; o += kRows) tile_b8_512<W, kRows, G>(a, o, kRows, g, b0, b1, out);
+      if (oe - o > kRowsSmall) {
+        tile_b8_512<W, kRows, G>(a, o, static_cast<int>(oe - o), g, b0, b1, out);
+      } else if (o < oe) {
+        tile_b8_512<W, kRowsSmall, G>(a, o, static_cast<int>(oe - o), g, b0, b1, out);
+      }
+    }
+    out.flush(oe);
+  }
 }
 
 // Small batches: 16 rows in lanes x T tokens. Two blocks of 16 rows' levels (16 x 16

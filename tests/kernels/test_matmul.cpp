@@ -122,7 +122,8 @@ TEST_P(Matmul, MatchesFp64ReferenceOnEveryIsa) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   const std::vector<Shape> shapes = {{256, 1, 1},  {256, 7, 1},   {512, 33, 3},  {768, 17, 17},
-                                     {256, 9, 70}, {512, 130, 5}, {1536, 6, 4},  {256, 64, 33}};
+                                     {256, 9, 70}, {512, 130, 5}, {1536, 6, 4},  {256, 64, 33},
+                                     {256, 200, 32}, {1024, 120, 32}};  // batched tiles: chunks of rows, passes of blocks
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                   DType::q5_1, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
                   DType::iq4_xs})
@@ -423,6 +424,27 @@ TEST(ActivationQuantizer, Avx2IsBitIdenticalToScalar) {
     EXPECT_EQ(f[k].d, g[k].d) << "q8k block " << k;
     for (int j = 0; j < 16; ++j) EXPECT_EQ(f[k].bsums[j], g[k].bsums[j]) << "q8k block " << k << " sum " << j;
     for (int j = 0; j < 256; ++j) ASSERT_EQ(f[k].qs[j], g[k].qs[j]) << "q8k block " << k << " element " << j;
+  }
+}
+
+TEST(ActivationQuantizer, Q8KAvx2IsBitIdenticalToScalar) {
+  if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  const int64_t n = 256 * 16;
+  std::vector<float> x(n);
+  for (auto& v : x) v = dist(rng);
+  for (int64_t i = 0; i < 256; ++i) x[i] = 0.0f;                                 // an all-zero block
+  for (int64_t i = 256; i < 512; ++i) x[i] = static_cast<float>(i - 384) * 0.5f;  // ties after scaling
+  for (int64_t i = 512; i < 768; ++i) x[i] = (i % 2 ? 1.0f : -1.0f) * 1e-3f;    // every level at +-127
+  x[1000] = 1e30f;                                                               // one huge value
+  std::vector<ActQ8K> a(n / 256), b(n / 256);
+  quantize_act_q8k(x.data(), n, a.data());
+  quantize_act_q8k_avx2(x.data(), n, b.data());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].d, b[k].d) << "block " << k;
+    for (int g = 0; g < 16; ++g) EXPECT_EQ(a[k].bsums[g], b[k].bsums[g]) << "block " << k << " group " << g;
+    for (int j = 0; j < 256; ++j) ASSERT_EQ(a[k].qs[j], b[k].qs[j]) << "block " << k << " element " << j;
   }
 }
 
