@@ -59,6 +59,20 @@ struct KTile {
   }
 };
 
+// One super-block's float factors of an R x T tile, lane k = t * R + r: the row's d and
+// dmin (0 for types without mins), the token's activation scale.
+template <int R, int T>
+struct LaneScales {
+  alignas(32) float dw[8], dm[8], dx[8];
+  void set(int r, float d, float dmin, const ActQ8K* const* x, int64_t b) {
+    for (int t = 0; t < T; ++t) {
+      dw[t * R + r] = d;
+      dm[t * R + r] = dmin;
+      dx[t * R + r] = x[t][b].d;
+    }
+  }
+};
+
 // Lane k = t * R + r of acc to y[t0 + t][o + r], valid lanes only.
 template <int R, int T>
 inline void store_lanes(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt, __m256 acc) {
@@ -103,7 +117,7 @@ void tile_q45k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8], m[8];
-    alignas(32) float dw[8], dm[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const Block& blk = k.w[r][b];
       prefetch_block<sizeof(Block)>(&blk, ahead);
@@ -134,14 +148,10 @@ void tile_q45k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       }
       for (int t = 0; t < T; ++t) m[t * R + r] = _mm256_madd_epi16(load256u(k.x[t][b].bsums), mn16);
       const float d = h2f(blk.d), dmin = h2f(blk.dmin);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dm[t * R + r] = dmin;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(dm), dxv);
+    const __m256 dxv = _mm256_load_ps(ls.dx);
+    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv);
     if constexpr (kQ5) {
       acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
     } else {
@@ -163,7 +173,7 @@ void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8];
-    alignas(32) float dw[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& blk = k.w[r][b];
       prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
@@ -197,12 +207,9 @@ void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
         }
       }
       const float d = h2f(blk.d);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx)),
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
                           acc);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);

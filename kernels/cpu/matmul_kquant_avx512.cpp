@@ -59,7 +59,7 @@ void tile_q45k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8], m[8];
-    alignas(32) float dw[8], dm[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const Block& blk = k.w[r][b];
       prefetch_block<sizeof(Block)>(&blk, ahead);
@@ -83,14 +83,10 @@ void tile_q45k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
         m[t * R + r] = _mm256_madd_epi16(load256u(k.x[t][b].bsums), mn16);
       }
       const float d = h2f(blk.d), dmin = h2f(blk.dmin);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dm[t * R + r] = dmin;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(dm), dxv);
+    const __m256 dxv = _mm256_load_ps(ls.dx);
+    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv);
     if constexpr (kQ5) {
       acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
     } else {
@@ -117,7 +113,7 @@ void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8];
-    alignas(32) float dw[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& blk = k.w[r][b];
       prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
@@ -148,12 +144,9 @@ void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
         s[t * R + r] = _mm256_sub_epi32(fold8(si[t]),
                                         _mm256_slli_epi32(_mm256_madd_epi16(load256u(k.x[t][b].bsums), sc16), 5));
       const float d = h2f(blk.d);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx)),
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
                           acc);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
@@ -178,7 +171,7 @@ void tile_q23k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8], m[8];
-    alignas(32) float dw[8], dm[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const Block& blk = k.w[r][b];
       prefetch_block<sizeof(Block)>(&blk, ahead);
@@ -229,18 +222,14 @@ void tile_q23k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const float d = h2f(blk.d);
       float dmin = 0.0f;
       if constexpr (!kQ3) dmin = h2f(blk.dmin);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dm[t * R + r] = dmin;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(dw), dxv);
+    const __m256 dxv = _mm256_load_ps(ls.dx);
+    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv);
     if constexpr (kQ3) {
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), dwx, acc);
     } else {
-      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, _mm256_mul_ps(_mm256_load_ps(dm), dxv));
+      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv));
     }
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
@@ -264,7 +253,7 @@ void tile_iq4xs_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) 
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8];
-    alignas(32) float dw[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const BlockIQ4_XS& blk = k.w[r][b];
       prefetch_block<sizeof(BlockIQ4_XS)>(&blk, ahead);
@@ -289,12 +278,9 @@ void tile_iq4xs_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) 
       }
       for (int t = 0; t < T; ++t) s[t * R + r] = fold8(si[t]);
       const float d = h2f(blk.d);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx)),
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
                           acc);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);

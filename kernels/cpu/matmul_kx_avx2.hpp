@@ -94,7 +94,7 @@ void tile_q23k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8], m[8];
-    alignas(32) float dw[8], dm[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const Block& blk = k.w[r][b];
       prefetch_block<sizeof(Block)>(&blk, ahead);
@@ -137,18 +137,14 @@ void tile_q23k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const float d = h2f(blk.d);
       float dmin = 0.0f;
       if constexpr (!kQ3) dmin = h2f(blk.dmin);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dm[t * R + r] = dmin;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(dw), dxv);
+    const __m256 dxv = _mm256_load_ps(ls.dx);
+    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv);
     if constexpr (kQ3) {
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), dwx, acc);
     } else {
-      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, _mm256_mul_ps(_mm256_load_ps(dm), dxv));
+      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv));
     }
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
@@ -166,7 +162,7 @@ void tile_iq4xs(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8];
-    alignas(32) float dw[8], dx[8];
+    LaneScales<R, T> ls;
     for (int r = 0; r < R; ++r) {
       const BlockIQ4_XS& blk = k.w[r][b];
       prefetch_block<sizeof(BlockIQ4_XS)>(&blk, ahead);
@@ -186,12 +182,9 @@ void tile_iq4xs(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       }
       for (int t = 0; t < T; ++t) s[t * R + r] = _mm256_add_epi32(s2[t][0], s2[t][1]);
       const float d = h2f(blk.d);
-      for (int t = 0; t < T; ++t) {
-        dw[t * R + r] = d;
-        dx[t * R + r] = k.x[t][b].d;
-      }
+      ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx)),
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
                           acc);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
