@@ -22,6 +22,7 @@
 #include "runtime/core/generation/offline_generator.hpp"
 #include "tests/golden/golden_cases.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/greedy_steps.hpp"
 
 namespace troupe {
 namespace {
@@ -55,22 +56,6 @@ std::string path_for(const nlohmann::json& model) {
   return model.contains("file") ? std::string(TROUPE_TEST_DATA_DIR) + "/" + model["file"].get<std::string>() : "";
 }
 
-// Raw logits of the last prompt token after a prefill.
-std::vector<float> prompt_logits(generation::OfflineGenerator& gen, const std::vector<int32_t>& ids) {
-  ExecuteModelRequest req;
-  auto& b = req.batch;
-  const int n = static_cast<int>(ids.size());
-  b.token_ids = ids;
-  for (int i = 0; i < n; ++i) b.positions.push_back(i), b.slot_mapping.push_back(i);
-  b.query_start = {0, n};
-  b.seq_lens = {n};
-  b.block_tables = {{0, 1, 2, 3}};
-  b.logits_indices = {n - 1};
-  auto out = gen.worker().execute_model(req);
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  return out.ok() ? out->logits : std::vector<float>{};
-}
-
 TEST(QuantTypesGolden, EveryModelAgreesWithLlamaCpp) {
   // The data needs llama.cpp's llama-quantize and llama-server once (see the generator).
   if (!std::ifstream(kGoldenPath).good())
@@ -86,7 +71,7 @@ TEST(QuantTypesGolden, EveryModelAgreesWithLlamaCpp) {
     int exact = 0;
     for (const auto& c : model["cases"]) {
       const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-      const std::vector<float> logits = prompt_logits(**gen, prompt);
+      const std::vector<float> logits = testing::prefill_logits(**gen, prompt);
       ASSERT_FALSE(logits.empty());
       // log-softmax differences are logit differences: llama.cpp's top tokens relative to its best.
       const auto top = c["first_step_top_logprobs"];

@@ -25,6 +25,7 @@
 #include "runtime/rank/models/builtin_models.hpp"
 #include "runtime/rank/runner/worker_runner.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/core_steps.hpp"
 
 namespace troupe {
 namespace {
@@ -117,12 +118,7 @@ class Engine {
       Status s = core_->add_request(std::move(r));
       EXPECT_TRUE(s.ok()) << s.to_string();
     }
-    for (int steps = 0; core_->has_unfinished_requests(); ++steps) {
-      EXPECT_LT(steps, 5000);
-      if (steps >= 5000) break;
-      EXPECT_EQ(core_->step(*executor_), engine::StepStatus::started);
-    }
-    EXPECT_TRUE(core_->healthy()) << core_->health().to_string();
+    testing::step_until_done(*core_, *executor_);
     for (const std::string& id : ids) result_.outputs.push_back(outputs_[id]);
     return result_;
   }

@@ -22,6 +22,7 @@
 #include "runtime/rank/runner/worker_runner.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/core_steps.hpp"
 
 namespace troupe {
 namespace {
@@ -95,12 +96,7 @@ class Engine {
       Status s = core_->add_request(std::move(r));
       EXPECT_TRUE(s.ok()) << s.to_string();
     }
-    for (int steps = 0; core_->has_unfinished_requests(); ++steps) {
-      EXPECT_LT(steps, 5000);
-      if (steps >= 5000) break;
-      EXPECT_EQ(core_->step(*executor_), engine::StepStatus::started);
-    }
-    EXPECT_TRUE(core_->healthy()) << core_->health().to_string();
+    testing::step_until_done(*core_, *executor_);
     // Renumber by position in the batch, so two runs compare entry by entry.
     RunResult by_position;
     by_position.spec = result_.spec;

@@ -14,6 +14,7 @@
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/core/generation/offline_generator.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/greedy_steps.hpp"
 
 namespace troupe {
 namespace {
@@ -31,19 +32,9 @@ EngineConfig dummy_config(const std::string& shape, const std::string& type, uin
 
 // Logits of the last token after a prefill of `ids`, then of one decode step.
 std::vector<float> logits(generation::OfflineGenerator& gen, const std::vector<int32_t>& ids) {
-  ExecuteModelRequest req;
-  auto& b = req.batch;
   const int n = static_cast<int>(ids.size());
-  b.token_ids = ids;
-  for (int i = 0; i < n; ++i) b.positions.push_back(i), b.slot_mapping.push_back(i);
-  b.query_start = {0, n};
-  b.seq_lens = {n};
-  b.block_tables = {{0, 1, 2, 3}};
-  b.logits_indices = {n - 1};
-  auto out = gen.worker().execute_model(req);
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  if (!out.ok()) return {};
-  std::vector<float> all = out->logits;
+  std::vector<float> all = troupe::testing::prefill_logits(gen, ids);
+  if (all.empty()) return {};
   ExecuteModelRequest step;
   step.batch.token_ids = {ids.front()};
   step.batch.positions = {n};
@@ -52,7 +43,7 @@ std::vector<float> logits(generation::OfflineGenerator& gen, const std::vector<i
   step.batch.seq_lens = {n + 1};
   step.batch.block_tables = {{0, 1, 2, 3}};
   step.batch.logits_indices = {0};
-  out = gen.worker().execute_model(step);
+  auto out = gen.worker().execute_model(step);
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   if (out.ok()) all.insert(all.end(), out->logits.begin(), out->logits.end());
   return all;
