@@ -98,6 +98,22 @@ inline __m256 q5k_step(__m256 acc, __m256i s, __m256i m, __m256 dwx, __m256 dmx)
   return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), dmx, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dwx, acc));
 }
 
+// One super-block's float step of an 8-lane tile: the lanes' integer sums S (and the
+// min sums M) reduced, then the type's step (matmul_impl.hpp) with the lanes' factors.
+enum class KStep { plain, q4k, q5k };
+template <KStep kStep, int R, int T>
+inline __m256 tile_step(__m256 acc, __m256i* s, __m256i* m, const LaneScales<R, T>& ls) {
+  const __m256 dxv = _mm256_load_ps(ls.dx);
+  const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv);
+  if constexpr (kStep == KStep::plain) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), dwx, acc);
+  } else {
+    const __m256 dmx = _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv);
+    if constexpr (kStep == KStep::q4k) return q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
+    return q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
+  }
+}
+
 // Bit `bit` of each of the 32 bytes of qh, as 16 (the fifth bit of Q5_K's levels).
 inline __m256i q5k_high(__m256i qh, int bit) {
   return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, bit), _mm256_set1_epi8(1)), 4);
@@ -150,13 +166,7 @@ void tile_q45k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const float d = h2f(blk.d), dmin = h2f(blk.dmin);
       ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(ls.dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv);
-    if constexpr (kQ5) {
-      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
-    } else {
-      acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
-    }
+    acc = tile_step<kQ5 ? KStep::q5k : KStep::q4k>(acc, s, m, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -209,8 +219,7 @@ void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const float d = h2f(blk.d);
       ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
-                          acc);
+    acc = tile_step<KStep::plain>(acc, s, nullptr, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }

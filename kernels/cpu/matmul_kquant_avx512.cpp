@@ -85,13 +85,7 @@ void tile_q45k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const float d = h2f(blk.d), dmin = h2f(blk.dmin);
       ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(ls.dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv), dmx = _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv);
-    if constexpr (kQ5) {
-      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
-    } else {
-      acc = q4k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, dmx);
-    }
+    acc = tile_step<kQ5 ? KStep::q5k : KStep::q4k>(acc, s, m, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -146,8 +140,7 @@ void tile_q6k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const float d = h2f(blk.d);
       ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
-                          acc);
+    acc = tile_step<KStep::plain>(acc, s, nullptr, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -224,13 +217,7 @@ void tile_q23k_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       if constexpr (!kQ3) dmin = h2f(blk.dmin);
       ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(ls.dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv);
-    if constexpr (kQ3) {
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), dwx, acc);
-    } else {
-      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv));
-    }
+    acc = tile_step<kQ3 ? KStep::plain : KStep::q5k>(acc, s, m, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -280,8 +267,7 @@ void tile_iq4xs_512(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) 
       const float d = h2f(blk.d);
       ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
-                          acc);
+    acc = tile_step<KStep::plain>(acc, s, nullptr, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }

@@ -139,13 +139,7 @@ void tile_q23k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       if constexpr (!kQ3) dmin = h2f(blk.dmin);
       ls.set(r, d, dmin, k.x, b);
     }
-    const __m256 dxv = _mm256_load_ps(ls.dx);
-    const __m256 dwx = _mm256_mul_ps(_mm256_load_ps(ls.dw), dxv);
-    if constexpr (kQ3) {
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), dwx, acc);
-    } else {
-      acc = q5k_step(acc, reduce8_epi32(s), reduce8_epi32(m), dwx, _mm256_mul_ps(_mm256_load_ps(ls.dm), dxv));
-    }
+    acc = tile_step<kQ3 ? KStep::plain : KStep::q5k>(acc, s, m, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
@@ -184,8 +178,7 @@ void tile_iq4xs(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       const float d = h2f(blk.d);
       ls.set(r, d, 0.0f, k.x, b);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8_epi32(s)), _mm256_mul_ps(_mm256_load_ps(ls.dw), _mm256_load_ps(ls.dx)),
-                          acc);
+    acc = tile_step<KStep::plain>(acc, s, nullptr, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
