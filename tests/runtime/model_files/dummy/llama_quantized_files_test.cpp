@@ -20,6 +20,7 @@
 #include "runtime/core/generation/offline_generator.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
+#include "tests/platforms/greedy_steps.hpp"
 
 namespace troupe {
 namespace {
@@ -78,22 +79,6 @@ TEST(LlamaQuantizedFiles, EveryTensorIsWithinItsTypesErrorOfTheOriginal) {
     EXPECT_TRUE(seen.count(t)) << "no tensor of " << to_string(t) << " in the files";
 }
 
-// Raw logits of the last prompt token after a prefill.
-std::vector<float> prompt_logits(generation::OfflineGenerator& gen, const std::vector<int32_t>& ids) {
-  ExecuteModelRequest req;
-  auto& b = req.batch;
-  const int n = static_cast<int>(ids.size());
-  b.token_ids = ids;
-  for (int i = 0; i < n; ++i) b.positions.push_back(i), b.slot_mapping.push_back(i);
-  b.query_start = {0, n};
-  b.seq_lens = {n};
-  b.block_tables = {{0, 1, 2, 3}};
-  b.logits_indices = {n - 1};
-  auto out = gen.worker().execute_model(req);
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  return out.ok() ? out->logits : std::vector<float>{};
-}
-
 // Each file loads and generates through the CPU plugin, and its logits stay near the
 // f32 model's: the rms difference well below the logits' own spread.
 TEST(LlamaQuantizedFiles, GenerateAndStayNearTheF32Model) {
@@ -110,7 +95,7 @@ TEST(LlamaQuantizedFiles, GenerateAndStayNearTheF32Model) {
   dummy.model.seed = 21;
   auto f32 = generation::OfflineGenerator::create(*platform, dummy, "");
   ASSERT_TRUE(f32.ok()) << f32.status().to_string();
-  const std::vector<float> want = prompt_logits(**f32, prompt);
+  const std::vector<float> want = testing::prefill_logits(**f32, prompt);
   ASSERT_FALSE(want.empty());
   double mean = 0;
   for (float v : want) mean += v;
@@ -122,7 +107,7 @@ TEST(LlamaQuantizedFiles, GenerateAndStayNearTheF32Model) {
     SCOPED_TRACE(name);
     auto gen = generation::OfflineGenerator::create(*platform, config, path_of(name));
     ASSERT_TRUE(gen.ok()) << gen.status().to_string();
-    const std::vector<float> got = prompt_logits(**gen, prompt);
+    const std::vector<float> got = testing::prefill_logits(**gen, prompt);
     ASSERT_EQ(got.size(), want.size());
     double diff = 0;
     for (size_t v = 0; v < got.size(); ++v) diff += (got[v] - want[v]) * double(got[v] - want[v]);
