@@ -54,6 +54,9 @@ export TROUPE_GEMMA_MODEL
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+# Paths under the checkout enter ccache's keys relative to it, so another clone on the
+# same machine (CI's) reuses the objects: a cold build takes over an hour on 2 slow cores.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" -LE gpu

@@ -17,6 +17,10 @@
 // float step per super-block serves 8 outputs with no per-output horizontal sum.
 #pragma once
 
+
+
+
+
 #include <type_traits>
 
 #include "kernels/cpu/matmul_q8_avx2.hpp"
@@ -280,7 +284,7 @@ inline __m256i dot_quads_acc(__m256i acc, __m256i u8, __m256i s8) {
 #elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
   return _mm256_dpbusd_epi32(acc, u8, s8);
 #else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)));
+  return chain_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)));
 #endif
 }
 
@@ -449,6 +453,142 @@ void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
   }
 }
 
+#if !defined(__AVXVNNI__) && !(defined(__AVX512VNNI__) && defined(__AVX512VL__))
+// Plain AVX2's batches: R rows x one group of 16 tokens (two halves). Without vpdpbusd,
+// each quad costs vpmaddubsw + vpmaddwd, so here vpmaddubsw's pair sums are added in
+// int16 over a run of quads while they cannot wrap (|x| <= 127: Q4_K 8 x 2 x 15 x 127 =
+// 30480, Q5_K 4 x 2 x 31 x 127, Q6_K 2 x 2 x 63 x 127), and one vpmaddwd by the group's
+// scale ends the run: 9 multiplies per 8 quads instead of 16 and a vpmulld, the same
+// integers. With 4 rows only the run's sums and the operands stay in registers (8 + 3)
+// and the super-block sums live in memory; 2 rows keep those too. Scales and float
+// accumulators live in the tile's memory.
+template <KQuant kKind, int R>
+void tile_kquant_group_i16(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
+  constexpr bool kQ6 = kKind == KQuant::q6;
+  using Block = std::conditional_t<kQ6, BlockQ6_K, std::conditional_t<kKind == KQuant::q5, BlockQ5_K, BlockQ4_K>>;
+  constexpr int kGroup = kQ6 ? 16 : 32;
+  constexpr int kRun = kKind == KQuant::q4 ? 8 : kKind == KQuant::q5 ? 4 : 2;
+  const int64_t nb = a.in / kQKK;
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
+  const ActQ8Kx16* xg = a.xk16 + g * nb;
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
+  // Two buffers: block b + 1 is unpacked while block b is multiplied, so the quads are
+  // read long after their stores retired (a load that must forward part of a fresh
+  // 32-byte store stalls).
+  alignas(64) uint8_t lvb[2][R][kQKK];
+  alignas(8) uint8_t scb[2][R][8], mnb[2][R][8];
+  float dwb[2][R], dmb[2][R];
+  const auto unpack = [&](int64_t b, int buf) {
+    for (int r = 0; r < R; ++r) {
+      const Block& blk = w[r][b];
+      prefetch_block<sizeof(Block)>(&blk, ahead);
+      if constexpr (kQ6) {
+        unpack_q6k(blk, lvb[buf][r]);
+        dmb[buf][r] = 0.0f;
+      } else {
+        if constexpr (kKind == KQuant::q5) {
+          unpack_q5k(blk, lvb[buf][r], scb[buf][r], mnb[buf][r]);
+        } else {
+          unpack_q4k(blk, lvb[buf][r], scb[buf][r], mnb[buf][r]);
+        }
+        dmb[buf][r] = h2f(blk.dmin);
+      }
+      dwb[buf][r] = h2f(blk.d);
+    }
+  };
+  alignas(32) __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  unpack(0, 0);
+  for (int64_t b = 0; b < nb; ++b) {
+    const int buf = static_cast<int>(b & 1);
+    if (b + 1 < nb) unpack(b + 1, buf ^ 1);
+    auto& lv = lvb[buf];
+    auto& sc = scb[buf];
+    auto& mn = mnb[buf];
+    const float* dw = dwb[buf];
+    const float* dm = dmb[buf];
+    alignas(32) __m256i S[R][2];
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < 2; ++h) {
+        S[r][h] = _mm256_setzero_si256();
+        if constexpr (kQ6) {  // - 32 * sum_g sc[g] * bsums[g]
+          __m256i off = _mm256_setzero_si256();
+          for (int p = 0; p < 8; ++p)
+            off = dot_pairs_acc(off, _mm256_set1_epi32(int16_pair(w[r][b].scales[2 * p], w[r][b].scales[2 * p + 1])),
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].bs16[p] + 8 * h)));
+          S[r][h] = _mm256_sub_epi32(S[r][h], _mm256_slli_epi32(off, 5));
+        }
+      }
+    // Opaque from here on: quads broadcast from memory, sums and scales as memory operands.
+    asm("" : "+m"(lvb));
+    if constexpr (R > 2) asm("" : "+m"(S));  // 2 rows' sums fit in registers beside the run's
+    for (int k = 0; k < kQKK / kGroup; ++k) {
+      alignas(32) __m256i scv[R];
+      for (int r = 0; r < R; ++r)
+        scv[r] = _mm256_set1_epi16(kQ6 ? static_cast<int16_t>(w[r][b].scales[k]) : static_cast<int16_t>(sc[r][k]));
+      asm("" : "+m"(scv));
+      for (int i0 = 0; i0 < kGroup / 4; i0 += kRun) {
+        __m256i p16[R][2];
+        for (int r = 0; r < R; ++r) p16[r][0] = p16[r][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int i = i0; i < i0 + kRun; ++i) {
+          const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[kGroup / 4 * k + i]));
+          const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[kGroup / 4 * k + i] + 8));
+          for (int r = 0; r < R; ++r) {
+            int32_t quad;
+            std::memcpy(&quad, lv[r] + kGroup * k + 4 * i, 4);
+            const __m256i wq = _mm256_set1_epi32(quad);
+            p16[r][0] = chain_add_epi16(p16[r][0], _mm256_maddubs_epi16(wq, x0));
+            p16[r][1] = chain_add_epi16(p16[r][1], _mm256_maddubs_epi16(wq, x1));
+          }
+        }
+        for (int r = 0; r < R; ++r)
+          for (int h = 0; h < 2; ++h) S[r][h] = _mm256_add_epi32(S[r][h], _mm256_madd_epi16(p16[r][h], scv[r]));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < 2; ++h) {
+        const __m256 dx = _mm256_load_ps(xg[b].d + 8 * h);
+        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(dw[r]), dx);
+        if constexpr (kQ6) {
+          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r][h]), dwx, acc[r][h]);
+        } else {
+          __m256i m = _mm256_setzero_si256();
+          for (int p = 0; p < 4; ++p)
+            m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
+                              _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].bs[p] + 8 * h)));
+          const __m256 dmx = _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx);
+          if constexpr (kKind == KQuant::q5) {
+            acc[r][h] = q5k_step(acc[r][h], S[r][h], m, dwx, dmx);
+          } else {
+            acc[r][h] = q4k_step(acc[r][h], S[r][h], m, dwx, dmx);
+          }
+        }
+      }
+    asm("" : "+m"(acc));
+  }
+  const int64_t t0 = g * 16;
+  const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - t0));
+  for (int r = 0; r < nr; ++r) {
+    alignas(32) float lanes[16];
+    _mm256_store_ps(lanes, acc[r][0]);
+    _mm256_store_ps(lanes + 8, acc[r][1]);
+    for (int l = 0; l < n; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+  }
+}
+
+// Plain AVX2: whole groups of 16 tokens in 4-row (Q4_K) or 2-row tiles (the last rows
+// masked), then the tokens after them in the R x T tiles.
+template <KQuant kKind, template <int, int> class Tile>
+void range_kquant_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
+  constexpr int R = kKind == KQuant::q4 ? 4 : 2;  // measured: Q5_K and Q6_K keep their sums in registers
+  for (int64_t g = 0; g < a.n_groups_k; ++g)
+    for (int64_t o = o0; o < o1; o += R)
+      tile_kquant_group_i16<kKind, R>(a, o, static_cast<int>(std::min<int64_t>(R, o1 - o)), g);
+  range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
+}
+#else
 // Whole groups of 16 tokens (a group's two halves per pass over the rows; 2-row tiles,
 // 16 registers), then the tokens after them in the R x T tiles.
 template <KQuant kKind, template <int, int> class Tile>
@@ -460,6 +600,7 @@ void range_kquant_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
   }
   range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
 }
+#endif
 
 /// The Q4_K, Q5_K or Q6_K kernel, else nullptr.
 inline MatmulRangeFn kquant_kernel(DType type) {

@@ -70,7 +70,7 @@ inline __m256i dot_bytes_acc(__m256i acc, __m256i u, __m256i s) {
 #elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
   return _mm256_dpbusd_epi32(acc, u, s);
 #else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  return chain_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
 
@@ -98,7 +98,7 @@ template <class W>
 inline __m256i dot_levels_acc(__m256i acc, __m256i l, __m256i x) {
   if constexpr (kSignedBytes<W>) {
     const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(l), _mm256_sign_epi8(x, l));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    return chain_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
   } else {
     return dot_bytes_acc(acc, l, x);
   }
@@ -189,6 +189,12 @@ void rows_tokens_b8(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t0, int
 }
 
 #if !defined(__AVX512F__)
+// Quads whose vpmaddubsw pair sums can be added in int16 without wrapping, on plain
+// AVX2 (|x| <= 127): unsigned levels <= 15 (Q4_0) 8 x 2 x 15 x 127 = 30480, <= 31
+// (Q5_0) 4 x 2 x 31 x 127; 1 (no runs) with vpdpbusd or IQ4_NL's signed bytes.
+template <class W>
+constexpr int kRunB8 = (kHaveDpbusd || kSignedBytes<W>) ? 1 : W::kOffsetShift == 3 ? 8 : W::kOffsetShift == 4 ? 4 : 1;
+
 // R rows (rows from nr on repeat row 0, never stored) x one group of 16 tokens in
 // lanes, as two 256-bit halves.
 template <class W, int R>
@@ -210,13 +216,34 @@ inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
     asm("" : "+m"(levels));
     __m256i s[R][2];
     for (int r = 0; r < R; ++r) s[r][0] = s[r][1] = _mm256_setzero_si256();
-    for (int i = 0; i < kQK / 4; ++i) {
-      const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i]));
-      const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i] + 8));
-      for (int r = 0; r < R; ++r) {
-        const __m256i wb = _mm256_set1_epi32(levels[r][i]);
-        s[r][0] = dot_levels_acc<W>(s[r][0], wb, x0);
-        s[r][1] = dot_levels_acc<W>(s[r][1], wb, x1);
+    if constexpr (kRunB8<W> > 1) {
+      // Plain AVX2: vpmaddubsw's pair sums added in int16 over runs of kRunB8 quads,
+      // then one vpmaddwd by 1 per run: the same integers with fewer multiplies.
+      for (int i0 = 0; i0 < kQK / 4; i0 += kRunB8<W>) {
+        __m256i p[R][2];
+        for (int r = 0; r < R; ++r) p[r][0] = p[r][1] = _mm256_setzero_si256();
+        for (int i = i0; i < i0 + kRunB8<W>; ++i) {
+          const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i]));
+          const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i] + 8));
+          for (int r = 0; r < R; ++r) {
+            const __m256i wb = _mm256_set1_epi32(levels[r][i]);
+            p[r][0] = chain_add_epi16(p[r][0], _mm256_maddubs_epi16(wb, x0));
+            p[r][1] = chain_add_epi16(p[r][1], _mm256_maddubs_epi16(wb, x1));
+          }
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int r = 0; r < R; ++r)
+          for (int h = 0; h < 2; ++h) s[r][h] = chain_add_epi32(s[r][h], _mm256_madd_epi16(p[r][h], ones));
+      }
+    } else {
+      for (int i = 0; i < kQK / 4; ++i) {
+        const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i]));
+        const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i] + 8));
+        for (int r = 0; r < R; ++r) {
+          const __m256i wb = _mm256_set1_epi32(levels[r][i]);
+          s[r][0] = dot_levels_acc<W>(s[r][0], wb, x0);
+          s[r][1] = dot_levels_acc<W>(s[r][1], wb, x1);
+        }
       }
     }
     for (int h = 0; h < 2; ++h) {
