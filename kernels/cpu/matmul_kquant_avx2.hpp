@@ -132,15 +132,18 @@ void tile_q45k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   const KTile<Block, R, T> k(a, o, t0, nr, nt);
   const int64_t nb = a.in / kQKK;
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  NextTilePrefetch pf(a, o, nb);  // decode tiles (8 rows): by span when rows are short
+  const bool per_row = R != 8 || !pf.by_span;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8], m[8];
     LaneScales<R, T> ls;
+    if (!per_row) pf.step(b);
     for (int r = 0; r < R; ++r) {
       const Block& blk = k.w[r][b];
-      prefetch_block<sizeof(Block)>(&blk, ahead);
+      if (per_row) prefetch_block<sizeof(Block)>(&blk, ahead);
       uint64_t sc, mn;
       q4k_scales_mins(blk.scales, &sc, &mn);
       const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
@@ -183,14 +186,17 @@ void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   const KTile<BlockQ6_K, R, T> k(a, o, t0, nr, nt);
   const int64_t nb = a.in / kQKK;
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  NextTilePrefetch pf(a, o, nb);  // decode tiles (8 rows): by span when rows are short
+  const bool per_row = R != 8 || !pf.by_span;
   const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8];
     LaneScales<R, T> ls;
+    if (!per_row) pf.step(b);
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& blk = k.w[r][b];
-      prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
+      if (per_row) prefetch_block<sizeof(BlockQ6_K)>(&blk, ahead);
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
       for (int t = 0; t < T; ++t)  // - 32 * sum_g sc[g] * bsums[g]
         s[t * R + r] = _mm256_sub_epi32(_mm256_setzero_si256(),

@@ -136,17 +136,19 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
   for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
   const ActQ8* x[T];
   for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActQ8*>(a.xq + (t0 + t) * a.xq_row_bytes);
-  // At least a whole tile ahead (see rows8_token).
+  // The next tile: by span for short rows, else per row at least a tile ahead.
+  NextTilePrefetch pf(a, o, nb);
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    pf.step(b);
     __m256i u[8];
     // The 8 f16 scales into one vector word by word (a uint16_t array assembled in
     // general registers costs more than the dot products).
     __m128i h = _mm_setzero_si128();
     for (int r = 0; r < 8; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + ahead, _MM_HINT_T0);
+      if (!pf.by_span) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + ahead, _MM_HINT_T0);
       u[r] = levels_of<W>(wr[r][b]);
       h = _mm_insert_epi16(h, wr[r][b].d, r);
     }

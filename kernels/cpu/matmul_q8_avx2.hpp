@@ -39,6 +39,28 @@ constexpr int kPrefetchBytes = 8192;
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
+// Prefetch of the next 8-row tile of a decode kernel. When its rows are short (the
+// tile within 16 KiB: 2048 inputs at 4 to 6.6 bits), the tile is one span of memory,
+// prefetched front to back, each line once, a share per block step (step(b)). Asked
+// per row and step instead, the same lines are asked for again and again, and a
+// span that big beside the tile being read crowds L1; measured on plain AVX2 (Zen 3),
+// Q4_0 decode of 2048 x 8192 went 1.3-1.4x. Longer rows keep the kernels' per-row
+// prefetches a tile ahead (by_span false), which measured better there.
+struct NextTilePrefetch {
+  const char* next;
+  int64_t span, nb, done = 0;
+  bool by_span;
+  NextTilePrefetch(const MatmulArgs& a, int64_t o, int64_t n_blocks)
+      : next(reinterpret_cast<const char*>(a.w + (o + 8) * a.w_row_stride)),
+        span(8 * a.w_row_stride),
+        nb(n_blocks),
+        by_span(span <= 16384) {}
+  void step(int64_t b) {
+    if (!by_span) return;
+    for (const int64_t until = span * (b + 1) / nb; done < until; done += 64) _mm_prefetch(next + done, _MM_HINT_T0);
+  }
+};
+
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
