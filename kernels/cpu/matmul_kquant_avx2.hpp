@@ -353,6 +353,26 @@ inline int32_t int16_pair(int lo, int hi) {
 // Q6_K has 16-element groups, signed scales and its -32 through bs16; Q4_K and Q5_K
 // 32-element groups and mins.
 enum class KQuant { q4, q5, q6 };
+// One super-block's float step of a batched K-quant tile for 8 tokens (lanes lane..lane+7
+// of x): the row's integer sum S, its mins' term (Q4_K, Q5_K) and the type's step.
+template <KQuant kKind>
+inline __m256 kquant_block_step(__m256 acc, __m256i S, const uint8_t* mn, float dw, float dm, const ActQ8Kx16& x,
+                                int lane) {
+  const __m256 dx = _mm256_loadu_ps(x.d + lane);
+  const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(dw), dx);
+  if constexpr (kKind == KQuant::q6) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), dwx, acc);
+  } else {
+    __m256i m = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p)
+      m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[2 * p], mn[2 * p + 1])),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bs[p] + lane)));
+    const __m256 dmx = _mm256_mul_ps(_mm256_set1_ps(dm), dx);
+    if constexpr (kKind == KQuant::q5) return q5k_step(acc, S, m, dwx, dmx);
+    return q4k_step(acc, S, m, dwx, dmx);
+  }
+}
+
 template <KQuant kKind, int R, int H>
 void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
   constexpr bool kQ6 = kKind == KQuant::q6;
@@ -427,22 +447,7 @@ void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
     }
     for (int r = 0; r < R; ++r)
       for (int h = 0; h < H; ++h) {
-        const __m256 dx = _mm256_loadu_ps(xg[h][b].d + lane[h]);
-        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(dw[r]), dx);
-        if constexpr (kQ6) {
-          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r][h]), dwx, acc[r][h]);
-        } else {
-          __m256i m = _mm256_setzero_si256();
-          for (int p = 0; p < 4; ++p)
-            m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg[h][b].bs[p] + lane[h])));
-          const __m256 dmx = _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx);
-          if constexpr (kKind == KQuant::q5) {
-            acc[r][h] = q5k_step(acc[r][h], S[r][h], m, dwx, dmx);
-          } else {
-            acc[r][h] = q4k_step(acc[r][h], S[r][h], m, dwx, dmx);
-          }
-        }
+        acc[r][h] = kquant_block_step<kKind>(acc[r][h], S[r][h], mn[r], dw[r], dm[r], xg[h][b], lane[h]);
       }
   }
   for (int h = 0; h < H; ++h) {
@@ -551,22 +556,7 @@ void tile_kquant_group_i16(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
     }
     for (int r = 0; r < R; ++r)
       for (int h = 0; h < 2; ++h) {
-        const __m256 dx = _mm256_load_ps(xg[b].d + 8 * h);
-        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(dw[r]), dx);
-        if constexpr (kQ6) {
-          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[r][h]), dwx, acc[r][h]);
-        } else {
-          __m256i m = _mm256_setzero_si256();
-          for (int p = 0; p < 4; ++p)
-            m = dot_pairs_acc(m, _mm256_set1_epi32(int16_pair(mn[r][2 * p], mn[r][2 * p + 1])),
-                              _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].bs[p] + 8 * h)));
-          const __m256 dmx = _mm256_mul_ps(_mm256_set1_ps(dm[r]), dx);
-          if constexpr (kKind == KQuant::q5) {
-            acc[r][h] = q5k_step(acc[r][h], S[r][h], m, dwx, dmx);
-          } else {
-            acc[r][h] = q4k_step(acc[r][h], S[r][h], m, dwx, dmx);
-          }
-        }
+        acc[r][h] = kquant_block_step<kKind>(acc[r][h], S[r][h], mn[r], dw[r], dm[r], xg[b], 8 * h);
       }
     asm("" : "+m"(acc));
   }
