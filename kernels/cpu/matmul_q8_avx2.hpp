@@ -281,64 +281,86 @@ inline void rows_token(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t) {
   for (; o < o1; ++o) row_token<W>(a, o, t);
 }
 
-// Batches: one row x G groups of 8 tokens, tokens in lanes. Per block the row's
-// levels are widened once into a small buffer; each pair of levels is broadcast
-// (a load, no shuffle) and multiplied with 8 tokens' pairs at once, so the
-// lanes end up holding whole block sums: no horizontal sums, and one float
-// step per block for 8 tokens.
-template <class W, int G>
-inline void row_groups(const MatmulArgs& a, int64_t o, int64_t g0) {
+// Batches: R rows x G groups of 8 tokens, tokens in lanes (rows from nr on repeat row 0,
+// computed, never stored). Per block each row's levels are widened once into a small
+// buffer; each pair of levels is broadcast (a load, no shuffle) and multiplied with G
+// groups' pairs, so the lanes end up holding whole block sums: no horizontal sums, and
+// one float step per block for 8 tokens. Each group's pairs are loaded once for the R
+// rows: with one row, 32 bytes of activations came from L2 per vpmaddwd and capped the
+// multiply rate (plain AVX2 on Zen 3, troupe_bench_kernels Q8_0 2048x2048 and 8192x2048,
+// 32 and 128 tokens, one thread: 1 row 25-28 GMAC/s, 2 rows 31-34; 4 rows x 2 groups
+// measured no better than 1 row).
+template <class W, int R, int G>
+inline void rows_groups(const MatmulArgs& a, int64_t o, int nr, int64_t g0) {
   using Block = typename W::Block;
   const int64_t nb = a.in / kQK;
-  const auto* w = reinterpret_cast<const Block*>(a.w + o * a.w_row_stride);
+  const Block* w[R];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
   const ActQ16x8* xg[G];
   for (int g = 0; g < G; ++g) xg[g] = a.xg + (g0 + g) * nb;
-  alignas(32) int16_t levels[kQK];
-  __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  alignas(32) int16_t levels[R][kQK];
+  // The float accumulators live in the tile's memory: the block sums and the operands
+  // take the registers (R x G + G + 1).
+  alignas(32) __m256 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + b) + kPrefetchBytes, _MM_HINT_T0);
-    __m256i lo, hi;
-    widen<W>(w[b], &lo, &hi);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(levels), lo);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(levels + 16), hi);
-    __m256i s[G];
-    for (int g = 0; g < G; ++g) s[g] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes, _MM_HINT_T0);
+      __m256i lo, hi;
+      widen<W>(w[r][b], &lo, &hi);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(levels[r]), lo);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(levels[r] + 16), hi);
+    }
+    asm("" : "+m"(levels));  // each pair broadcast from memory (a load), not extracted
+    __m256i s[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) s[r][g] = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int i = 0; i < kQK / 2; ++i) {
-      const __m256i wp = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(levels + 2 * i)));
+      __m256i xv[G];
+      for (int g = 0; g < G; ++g) xv[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[g][b].q[i]));
+      for (int r = 0; r < R; ++r) {
+        const __m256i wp = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(levels[r] + 2 * i)));
+        for (int g = 0; g < G; ++g) s[r][g] = dot_pairs_acc(s[r][g], wp, xv[g]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 dw = _mm256_set1_ps(W::d(w[r][b]));
       for (int g = 0; g < G; ++g)
-        s[g] = dot_pairs_acc(s[g], wp, _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[g][b].q[i])));
+        acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][g]), _mm256_mul_ps(dw, _mm256_load_ps(xg[g][b].d)), acc[r][g]);
+      if constexpr (W::kMin) {
+        const __m256 mw = _mm256_set1_ps(W::m(w[r][b]));
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm256_fmadd_ps(mw, _mm256_load_ps(xg[g][b].s), acc[r][g]);
+      }
     }
-    const __m256 dw = _mm256_set1_ps(W::d(w[b]));
-    for (int g = 0; g < G; ++g)
-      acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g]), _mm256_mul_ps(dw, _mm256_load_ps(xg[g][b].d)), acc[g]);
-    if constexpr (W::kMin) {
-      const __m256 mw = _mm256_set1_ps(W::m(w[b]));
-      for (int g = 0; g < G; ++g) acc[g] = _mm256_fmadd_ps(mw, _mm256_load_ps(xg[g][b].s), acc[g]);
+    asm("" : "+m"(acc));
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int g = 0; g < G; ++g) {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, acc[r][g]);
+      const int64_t t0 = (g0 + g) * 8;
+      const int n = static_cast<int>(std::min<int64_t>(8, a.n_tokens - t0));
+      for (int l = 0; l < n; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
     }
-  }
-  for (int g = 0; g < G; ++g) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc[g]);
-    const int64_t t0 = (g0 + g) * 8;
-    const int n = static_cast<int>(std::min<int64_t>(8, a.n_tokens - t0));
-    for (int l = 0; l < n; ++l) a.y[(t0 + l) * a.out + o] = lanes[l];
-  }
 }
 
-constexpr int kGroupsPerPass = 4;  // 32 tokens: 4 block-sum and 4 float accumulators in registers
+constexpr int kGroupsPerPass = 4;  // 32 tokens per pass over the rows
+constexpr int kRowsPerTile = 2;    // 8 block sums, 4 groups' pairs and a broadcast: 13 registers
 
 template <class W>
 void range_q8(const MatmulArgs& a, int64_t o0, int64_t o1) {
-  // One pass of groups at a time over all the rows: its activations stay in L1
-  // while the rows' weights come from L2.
+  // One pass of groups at a time over all the rows: the weights of a thread's rows
+  // are read once per 32 tokens.
   for (int64_t c0 = 0; c0 < a.n_groups; c0 += kGroupsPerPass) {
     const int64_t c1 = std::min(a.n_groups, c0 + kGroupsPerPass);
-    for (int64_t o = o0; o < o1; ++o) {
+    for (int64_t o = o0; o < o1; o += kRowsPerTile) {
+      const int nr = static_cast<int>(std::min<int64_t>(kRowsPerTile, o1 - o));
       int64_t g = c0;
-      for (; g + kGroupsPerPass <= c1; g += kGroupsPerPass) row_groups<W, kGroupsPerPass>(a, o, g);
-      for (; g + 2 <= c1; g += 2) row_groups<W, 2>(a, o, g);
-      for (; g < c1; ++g) row_groups<W, 1>(a, o, g);
+      for (; g + kGroupsPerPass <= c1; g += kGroupsPerPass) rows_groups<W, kRowsPerTile, kGroupsPerPass>(a, o, nr, g);
+      for (; g + 2 <= c1; g += 2) rows_groups<W, kRowsPerTile, 2>(a, o, nr, g);
+      for (; g < c1; ++g) rows_groups<W, kRowsPerTile, 1>(a, o, nr, g);
     }
   }
   for (int64_t t = std::min(a.n_tokens, a.n_groups * 8); t < a.n_tokens; ++t) rows_token<W>(a, o0, o1, t);
