@@ -1,4 +1,5 @@
 // troupe: the command-line entry point. Subcommands live in cmd_*.cpp.
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -28,6 +29,11 @@ CommandRegistration::CommandRegistration(std::string name, std::string descripti
 
 int main(int argc, char** argv) {
   using namespace troupe::apps;
+  // A write to a peer that has gone (a TLS close_notify or handshake flight through
+  // OpenSSL's socket BIO, which writes without MSG_NOSIGNAL) must fail with EPIPE, not
+  // kill a head or a node: seen once as a head exiting on SIGPIPE (141) after a node
+  // reset its TLS connection.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"troupe: an actor-model LLM inference and serving engine"};
   app.require_subcommand(1);
   std::map<CLI::App*, std::function<int()>> runners;
