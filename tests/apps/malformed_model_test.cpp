@@ -46,8 +46,11 @@ Run run(const std::string& args) {
   Run r;
   const int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  {
+    std::ifstream e(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  }
+  std::remove(err_file.c_str());
   return r;
 }
 
@@ -97,6 +100,7 @@ void expect_one_line_error(const std::string& command, const Case& c) {
   const std::string path = write_file(c.name, c.bytes);
   const std::string args = command == "serve" ? "serve " + path + " --host 127.0.0.1 --port " + std::to_string(free_port()) : "generate " + path + " -p hi";
   Run r = run(args);
+  std::remove(path.c_str());
   EXPECT_EQ(r.exit_code, 1) << "crashed, hung or succeeded:\n" << r.err;
   auto lines = error_lines(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;

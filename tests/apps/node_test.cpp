@@ -16,6 +16,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "node_process.hpp"
 #include "tests/run_troupe.hpp"
@@ -29,9 +30,19 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kModel = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
 
+// The files the tests write (secrets, prompts), removed when the test process exits.
+struct WrittenFiles {
+  std::vector<std::string> paths;
+  ~WrittenFiles() {
+    for (const auto& p : paths) std::remove(p.c_str());
+  }
+};
+
 std::string write_file(const std::string& name, const std::string& text) {
+  static WrittenFiles written;
   const std::string path = fmt::format("/tmp/troupe_node_test_{}_{}", ::getpid(), name);
   std::ofstream(path) << text << "\n";
+  written.paths.push_back(path);
   return path;
 }
 

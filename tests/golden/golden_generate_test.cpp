@@ -214,6 +214,7 @@ TEST(GenerateCli, ErrorsAreMessagesNotCrashes) {
     o.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
   }
   auto t = run_troupe("generate " + truncated + " -p hi");
+  std::remove(truncated.c_str());
   EXPECT_EQ(t.exit_code, 1);
   EXPECT_NE(t.err.find("data_loss"), std::string::npos) << t.err;
 
@@ -226,6 +227,7 @@ TEST(GenerateCli, ErrorsAreMessagesNotCrashes) {
     o.write(wrong.data(), static_cast<std::streamsize>(wrong.size()));
   }
   auto w = run_troupe("generate " + wrong_path + " -p hi");
+  std::remove(wrong_path.c_str());
   EXPECT_EQ(w.exit_code, 1);
   EXPECT_NE(w.err.find("ffn_gate"), std::string::npos) << w.err;
 
