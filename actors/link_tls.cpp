@@ -17,6 +17,8 @@
 #include <cstring>
 #include <utility>
 
+#include "runtime/core/crypto/tls_socket.hpp"
+
 namespace troupe::actors {
 namespace {
 
@@ -105,7 +107,7 @@ Result<LinkStream> LinkStream::tls(int fd, const TlsContext& ctx, bool server, c
   LinkStream s(fd);
   ERR_clear_error();
   s.ssl_ = SSL_new(ctx.native());
-  if (s.ssl_ == nullptr || SSL_set_fd(s.ssl_, fd) != 1)
+  if (s.ssl_ == nullptr || !crypto::tls_attach_socket(s.ssl_, fd))
     return unavailable("TLS: cannot start a session: " + openssl_error());
   if (server) {
     SSL_set_accept_state(s.ssl_);

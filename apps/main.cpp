@@ -29,10 +29,10 @@ CommandRegistration::CommandRegistration(std::string name, std::string descripti
 
 int main(int argc, char** argv) {
   using namespace troupe::apps;
-  // A write to a peer that has gone (a TLS close_notify or handshake flight through
-  // OpenSSL's socket BIO, which writes without MSG_NOSIGNAL) must fail with EPIPE, not
-  // kill a head or a node: seen once as a head exiting on SIGPIPE (141) after a node
-  // reset its TLS connection.
+  // A write to a peer that has gone must fail with EPIPE, not kill a head or a node (seen
+  // once as a head exiting on SIGPIPE, 141, after a node reset its TLS connection). The
+  // TLS transports send with MSG_NOSIGNAL themselves (runtime/core/crypto/tls_socket);
+  // this covers any other write to a closed socket.
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"troupe: an actor-model LLM inference and serving engine"};
   app.require_subcommand(1);

@@ -1,5 +1,7 @@
 #include "platforms/cpu/tcp_tls.hpp"
 
+#include "platforms/cpu/tcp_tls_bio.hpp"
+
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -96,7 +98,7 @@ std::string tls_error_text(ssl_st* ssl, int saved_errno) {
 Status start_tls(Fd& fd, ssl_ctx_st* ctx, bool server) {
   ERR_clear_error();
   SSL* ssl = SSL_new(ctx);
-  if (ssl == nullptr || SSL_set_fd(ssl, fd.get()) != 1) {
+  if (ssl == nullptr || !attach_socket(ssl, fd.get())) {
     if (ssl != nullptr) SSL_free(ssl);
     return unavailable("cpu communicator: cannot start TLS: " + first_error());
   }

@@ -262,6 +262,33 @@ TEST(TcpCommunicatorProcesses, OverTlsEveryOperationGivesExactValues) {
   EXPECT_NE(exits[0].code, 0);
 }
 
+// A rank killed over TLS: the survivors' next writes go to a connection the kernel has
+// reset. OpenSSL's own socket transport writes with write(2), whose SIGPIPE would end the
+// survivors (tp_rank_main keeps SIGPIPE's default action, as an embedding application
+// may); troupe's sends with MSG_NOSIGNAL, so they report the lost rank like plain TCP.
+TEST(TcpCommunicatorProcesses, AKilledRankOverTlsIsReportedAsUnavailableNotBySigpipe) {
+  ASSERT_NE(testing::cpu_platform(), nullptr);
+  TempDir dir;
+  const std::string certs = dir.path() + "/certs";
+  ASSERT_EQ(std::system((std::string(TROUPE_EXE) + " certs --out " + certs + " --hosts 127.0.0.1 >/dev/null").c_str()),
+            0);
+  auto exits = run_comm(Transport::tcp, 3, "kill", {0, 1, 2},
+                        {{"TROUPE_CPU_COMM_TIMEOUT_S", "120"},
+                         {"TROUPE_TLS_CERT_FILE", certs + "/127.0.0.1.pem"},
+                         {"TROUPE_TLS_KEY_FILE", certs + "/127.0.0.1-key.pem"},
+                         {"TROUPE_TLS_CA_FILE", certs + "/ca.pem"}},
+                        60);
+  ASSERT_EQ(exits.size(), 3u);
+  EXPECT_EQ(exits[2].code, -1) << exits[2].output;  // SIGKILL
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_FALSE(exits[r].timed_out) << exits[r].output;
+    EXPECT_NE(exits[r].code, -1) << "killed by a signal:\n" << exits[r].output;
+    EXPECT_NE(exits[r].output.find("over TLS"), std::string::npos) << exits[r].output;
+    EXPECT_EQ(last_result(exits[r].output).rfind("unavailable: rank 2 (127.0.0.1:", 0), 0u) << exits[r].output;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // In one process
 
