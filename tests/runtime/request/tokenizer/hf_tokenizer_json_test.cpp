@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/model_files/dummy/synthetic_vocab.hpp"
 #include "runtime/model_files/gguf/gguf_builder.hpp"
@@ -67,11 +69,20 @@ std::string fnv1a64(const std::vector<std::string>& chunks) {
   return buf;
 }
 
-// A fresh directory under the test temp dir.
+// A fresh directory under the test temp dir, removed when the test process exits.
 std::string temp_dir(const std::string& name) {
+  struct Made {
+    std::vector<fs::path> dirs;
+    ~Made() {
+      std::error_code ec;
+      for (const auto& d : dirs) fs::remove_all(d, ec);
+    }
+  };
+  static Made made;
   const fs::path dir = fs::path(::testing::TempDir()) / ("hf_tok_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
+  made.dirs.push_back(dir);
   return dir.string();
 }
 
