@@ -461,24 +461,26 @@ void tile_kquant_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
 }
 
 #if !defined(__AVXVNNI__) && !(defined(__AVX512VNNI__) && defined(__AVX512VL__))
-// Plain AVX2's batches: R rows x one group of 16 tokens (two halves). Without vpdpbusd,
+// Plain AVX2's batches: R rows x G groups of 16 tokens (2G halves). Without vpdpbusd,
 // each quad costs vpmaddubsw + vpmaddwd, so here vpmaddubsw's pair sums are added in
 // int16 over a run of quads while they cannot wrap (|x| <= 127: Q4_K 8 x 2 x 15 x 127 =
 // 30480, Q5_K 4 x 2 x 31 x 127, Q6_K 2 x 2 x 63 x 127), and one vpmaddwd by the group's
 // scale ends the run: 9 multiplies per 8 quads instead of 16 and a vpmulld, the same
-// integers. With 4 rows only the run's sums and the operands stay in registers (8 + 3)
-// and the super-block sums live in memory; 2 rows keep those too. Scales and float
-// accumulators live in the tile's memory.
-template <KQuant kKind, int R>
+// integers. With 4 rows, or 2 rows x 2 groups, only the run's sums and the operands
+// stay in registers (8 + 3 or 8 + 4 + 1) and the super-block sums live in memory; 2 rows
+// of one group keep those too. Scales and float accumulators live in the tile's memory.
+template <KQuant kKind, int R, int G = 1>
 void tile_kquant_group_i16(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
   constexpr bool kQ6 = kKind == KQuant::q6;
   using Block = std::conditional_t<kQ6, BlockQ6_K, std::conditional_t<kKind == KQuant::q5, BlockQ5_K, BlockQ4_K>>;
   constexpr int kGroup = kQ6 ? 16 : 32;
   constexpr int kRun = kKind == KQuant::q4 ? 8 : kKind == KQuant::q5 ? 4 : 2;
+  constexpr int H = 2 * G;
   const int64_t nb = a.in / kQKK;
   const Block* w[R];
   for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
-  const ActQ8Kx16* xg = a.xk16 + g * nb;
+  const ActQ8Kx16* xgs[G];
+  for (int q = 0; q < G; ++q) xgs[q] = a.xk16 + (g + q) * nb;
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes / 4, R * a.w_row_stride);
   // Two buffers: block b + 1 is unpacked while block b is multiplied, so the quads'
   // loads do not wait on the fresh 32-byte stores that wrote them (measured a few
@@ -504,8 +506,9 @@ void tile_kquant_group_i16(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
       dwb[buf][r] = h2f(blk.d);
     }
   };
-  alignas(32) __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  alignas(32) __m256 acc[R][H];
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
   unpack(0, 0);
   for (int64_t b = 0; b < nb; ++b) {
     const int buf = static_cast<int>(b & 1);
@@ -515,69 +518,100 @@ void tile_kquant_group_i16(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
     auto& mn = mnb[buf];
     const float* dw = dwb[buf];
     const float* dm = dmb[buf];
-    alignas(32) __m256i S[R][2];
+    alignas(32) __m256i S[R][H];
     for (int r = 0; r < R; ++r)
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < H; ++h) {
         S[r][h] = _mm256_setzero_si256();
         if constexpr (kQ6) {  // - 32 * sum_g sc[g] * bsums[g]
           __m256i off = _mm256_setzero_si256();
           for (int p = 0; p < 8; ++p)
             off = dot_pairs_acc(off, _mm256_set1_epi32(int16_pair(w[r][b].scales[2 * p], w[r][b].scales[2 * p + 1])),
-                                _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].bs16[p] + 8 * h)));
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(xgs[h / 2][b].bs16[p] + 8 * (h % 2))));
           S[r][h] = _mm256_sub_epi32(S[r][h], _mm256_slli_epi32(off, 5));
         }
       }
     // Opaque from here on: quads broadcast from memory, sums and scales as memory operands.
     asm("" : "+m"(lvb));
-    if constexpr (R > 2) asm("" : "+m"(S));  // 2 rows' sums fit in registers beside the run's
+    // More than 2 rows' or 2 halves' sums: they live in memory, one copy reached through
+    // an opaque pointer (through `asm("" : "+m"(S))` GCC kept two copies of 2 x 4 sums and
+    // loaded and stored both every run).
+    __m256i* Sp = &S[0][0];
+    if constexpr (R * H > 4) asm("" : "+r"(Sp) : : "memory");
     for (int k = 0; k < kQKK / kGroup; ++k) {
       alignas(32) __m256i scv[R];
       for (int r = 0; r < R; ++r)
         scv[r] = _mm256_set1_epi16(kQ6 ? static_cast<int16_t>(w[r][b].scales[k]) : static_cast<int16_t>(sc[r][k]));
       asm("" : "+m"(scv));
       for (int i0 = 0; i0 < kGroup / 4; i0 += kRun) {
-        __m256i p16[R][2];
-        for (int r = 0; r < R; ++r) p16[r][0] = p16[r][1] = _mm256_setzero_si256();
+        __m256i p16[R][H];
+        for (int r = 0; r < R; ++r)
+          for (int h = 0; h < H; ++h) p16[r][h] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int i = i0; i < i0 + kRun; ++i) {
-          const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[kGroup / 4 * k + i]));
-          const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[kGroup / 4 * k + i] + 8));
+          __m256i xv[H];
+          for (int h = 0; h < H; ++h)
+            xv[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xgs[h / 2][b].q[kGroup / 4 * k + i] + 8 * (h % 2)));
+          // 4 halves: the activations stay in registers for both rows (without this GCC
+          // folds them into the multiplies and loads each twice).
+          if constexpr (H > 2)
+            for (int h = 0; h < H; ++h) asm("" : "+x"(xv[h]));
           for (int r = 0; r < R; ++r) {
             int32_t quad;
             std::memcpy(&quad, lv[r] + kGroup * k + 4 * i, 4);
             const __m256i wq = _mm256_set1_epi32(quad);
-            p16[r][0] = chain_add_epi16(p16[r][0], _mm256_maddubs_epi16(wq, x0));
-            p16[r][1] = chain_add_epi16(p16[r][1], _mm256_maddubs_epi16(wq, x1));
+            for (int h = 0; h < H; ++h) p16[r][h] = chain_add_epi16(p16[r][h], _mm256_maddubs_epi16(wq, xv[h]));
           }
         }
-        for (int r = 0; r < R; ++r)
-          for (int h = 0; h < 2; ++h) S[r][h] = _mm256_add_epi32(S[r][h], _mm256_madd_epi16(p16[r][h], scv[r]));
+        if constexpr (R * H > 4) {
+          for (int r = 0; r < R; ++r)
+            for (int h = 0; h < H; ++h) {
+              __m256i* sp = Sp + r * H + h;
+              _mm256_store_si256(sp, _mm256_add_epi32(_mm256_load_si256(sp), _mm256_madd_epi16(p16[r][h], scv[r])));
+            }
+        } else {
+          for (int r = 0; r < R; ++r)
+            for (int h = 0; h < H; ++h) S[r][h] = _mm256_add_epi32(S[r][h], _mm256_madd_epi16(p16[r][h], scv[r]));
+        }
       }
     }
+    if constexpr (R * H > 4) asm("" ::: "memory");
     for (int r = 0; r < R; ++r)
-      for (int h = 0; h < 2; ++h) {
-        acc[r][h] = kquant_block_step<kKind>(acc[r][h], S[r][h], mn[r], dw[r], dm[r], xg[b], 8 * h);
+      for (int h = 0; h < H; ++h) {
+        acc[r][h] = kquant_block_step<kKind>(acc[r][h], S[r][h], mn[r], dw[r], dm[r], xgs[h / 2][b], 8 * (h % 2));
       }
     asm("" : "+m"(acc));
   }
-  const int64_t t0 = g * 16;
-  const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - t0));
-  for (int r = 0; r < nr; ++r) {
-    alignas(32) float lanes[16];
-    _mm256_store_ps(lanes, acc[r][0]);
-    _mm256_store_ps(lanes + 8, acc[r][1]);
-    for (int l = 0; l < n; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+  for (int q = 0; q < G; ++q) {
+    const int64_t t0 = (g + q) * 16;
+    const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - t0));
+    for (int r = 0; r < nr; ++r) {
+      alignas(32) float lanes[16];
+      _mm256_store_ps(lanes, acc[r][2 * q]);
+      _mm256_store_ps(lanes + 8, acc[r][2 * q + 1]);
+      for (int l = 0; l < n; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+    }
   }
 }
 
-// Plain AVX2: whole groups of 16 tokens in 4-row (Q4_K) or 2-row tiles (the last rows
-// masked), then the tokens after them in the R x T tiles.
+// Plain AVX2: pairs of groups (32 tokens) in 2-row tiles for Q4_K and Q5_K, single
+// groups in 2-row tiles for Q6_K; a last odd group of Q4_K/Q5_K in 4-row (Q4_K) or
+// 2-row tiles; then the tokens after the groups in the R x T tiles. 32 tokens load 4
+// activation vectors for each 2 broadcast quads instead of 2 (troupe_bench_issue_mix:
+// 2.5 cycles per 4 multiplies instead of 3.1 on Zen 3). Measured on Zen 3, one thread,
+// 2048x2048 x 64 tokens, alternated runs against 16-token tiles: Q5_K 73-75 -> 82-84
+// GMAC/s, Q4_K 83-84 -> 90-91; Q6_K (runs of 2 quads) measured 0.85x and keeps 16.
 template <KQuant kKind, template <int, int> class Tile>
 void range_kquant_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
-  constexpr int R = kKind == KQuant::q4 ? 4 : 2;  // measured: Q5_K and Q6_K keep their sums in registers
-  for (int64_t g = 0; g < a.n_groups_k; ++g)
+  constexpr int G = kKind == KQuant::q6 ? 1 : 2;
+  constexpr int R = 2;
+  constexpr int R1 = kKind == KQuant::q4 ? 4 : 2;  // rows of a single group's tiles
+  int64_t g = 0;
+  for (; g + G <= a.n_groups_k; g += G)
     for (int64_t o = o0; o < o1; o += R)
-      tile_kquant_group_i16<kKind, R>(a, o, static_cast<int>(std::min<int64_t>(R, o1 - o)), g);
+      tile_kquant_group_i16<kKind, R, G>(a, o, static_cast<int>(std::min<int64_t>(R, o1 - o)), g);
+  for (; g < a.n_groups_k; ++g)
+    for (int64_t o = o0; o < o1; o += R1)
+      tile_kquant_group_i16<kKind, R1>(a, o, static_cast<int>(std::min<int64_t>(R1, o1 - o)), g);
   range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
 }
 #else

@@ -208,7 +208,7 @@ TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
                         nullptr);
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
-        for (int64_t n : {2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 31, 33, 36, 64, 65, 70}) {
+        for (int64_t n : {2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 31, 33, 36, 50, 64, 65, 70}) {
           for (int64_t first : {int64_t{0}, s.n_tokens - n}) {
             SCOPED_TRACE(std::string(to_string(type)) + " isa " + to_string(isa) + ", " + std::to_string(threads) +
                          " threads, tokens [" + std::to_string(first) + ", " + std::to_string(first + n) + ")");
