@@ -44,46 +44,40 @@ constexpr long kLoops = 20'000'000;
   }()
 #define TROUPE_X8(step) step(0) step(1) step(2) step(3) step(4) step(5) step(6) step(7)
 
+// 2 rows x 16 tokens, the multiplies and adds alone: the broadcast levels of the 2 rows
+// (ymm10, ymm11) times 2 activation vectors (ymm8, ymm9), each product added into its
+// own accumulator (ymm0..3) with `add`.
+#define STEP_R2T16(mul, add)                                                                          \
+  #mul " %%ymm8, %%ymm10, %%ymm12\n " #add " %%ymm12, %%ymm0, %%ymm0\n"                                \
+  #mul " %%ymm9, %%ymm10, %%ymm13\n " #add " %%ymm13, %%ymm1, %%ymm1\n"                                \
+  #mul " %%ymm8, %%ymm11, %%ymm14\n " #add " %%ymm14, %%ymm2, %%ymm2\n"                                \
+  #mul " %%ymm9, %%ymm11, %%ymm15\n " #add " %%ymm15, %%ymm3, %%ymm3\n"
 // 8-bit quads, 2 rows x 16 tokens (the Q5_K/Q6_K tile): x0 x1, w0 w1, 4 vpmaddubsw + 4 vpaddw.
-#define QUAD_R2T16(k)                                                                                    \
-  "vmovdqa (" #k ")*64(%1), %%ymm8\n vmovdqa (" #k ")*64+32(%1), %%ymm9\n"                               \
-  "vpbroadcastd (" #k ")*4+4096(%1), %%ymm10\n vpbroadcastd (" #k ")*4+4160(%1), %%ymm11\n"              \
-  "vpmaddubsw %%ymm8, %%ymm10, %%ymm12\n vpaddw %%ymm12, %%ymm0, %%ymm0\n"                                \
-  "vpmaddubsw %%ymm9, %%ymm10, %%ymm13\n vpaddw %%ymm13, %%ymm1, %%ymm1\n"                                \
-  "vpmaddubsw %%ymm8, %%ymm11, %%ymm14\n vpaddw %%ymm14, %%ymm2, %%ymm2\n"                                \
-  "vpmaddubsw %%ymm9, %%ymm11, %%ymm15\n vpaddw %%ymm15, %%ymm3, %%ymm3\n"
+#define QUAD_R2T16(k)                                                                                  \
+  "vmovdqa (" #k ")*64(%1), %%ymm8\n vmovdqa (" #k ")*64+32(%1), %%ymm9\n"                             \
+  "vpbroadcastd (" #k ")*4+4096(%1), %%ymm10\n vpbroadcastd (" #k ")*4+4160(%1), %%ymm11\n"            \
+  STEP_R2T16(vpmaddubsw, vpaddw)
 // The same multiplies and adds with no loads: the vector pipes alone.
-#define QUAD_R2T16_NOLOAD(k)                                                                             \
-  "vpmaddubsw %%ymm8, %%ymm10, %%ymm12\n vpaddw %%ymm12, %%ymm0, %%ymm0\n"                                \
-  "vpmaddubsw %%ymm9, %%ymm10, %%ymm13\n vpaddw %%ymm13, %%ymm1, %%ymm1\n"                                \
-  "vpmaddubsw %%ymm8, %%ymm11, %%ymm14\n vpaddw %%ymm14, %%ymm2, %%ymm2\n"                                \
-  "vpmaddubsw %%ymm9, %%ymm11, %%ymm15\n vpaddw %%ymm15, %%ymm3, %%ymm3\n"
-// 2 rows x 32 tokens: 4 activation vectors for the 2 broadcasts, 8 multiplies.
-#define QUAD_R2T32(k)                                                                                        \
-  "vmovdqa (" #k ")*128(%1), %%ymm8\n vmovdqa (" #k ")*128+32(%1), %%ymm9\n"                                 \
-  "vmovdqa (" #k ")*128+64(%1), %%ymm10\n vmovdqa (" #k ")*128+96(%1), %%ymm11\n"                            \
-  "vpbroadcastd (" #k ")*4+4096(%1), %%ymm12\n vpbroadcastd (" #k ")*4+4160(%1), %%ymm13\n"                  \
-  "vpmaddubsw %%ymm8, %%ymm12, %%ymm14\n vpaddw %%ymm14, %%ymm0, %%ymm0\n"                                    \
-  "vpmaddubsw %%ymm9, %%ymm12, %%ymm15\n vpaddw %%ymm15, %%ymm1, %%ymm1\n"                                    \
-  "vpmaddubsw %%ymm10, %%ymm12, %%ymm14\n vpaddw %%ymm14, %%ymm2, %%ymm2\n"                                   \
-  "vpmaddubsw %%ymm11, %%ymm12, %%ymm15\n vpaddw %%ymm15, %%ymm3, %%ymm3\n"                                   \
-  "vpmaddubsw %%ymm8, %%ymm13, %%ymm14\n vpaddw %%ymm14, %%ymm4, %%ymm4\n"                                    \
-  "vpmaddubsw %%ymm9, %%ymm13, %%ymm15\n vpaddw %%ymm15, %%ymm5, %%ymm5\n"                                    \
-  "vpmaddubsw %%ymm10, %%ymm13, %%ymm14\n vpaddw %%ymm14, %%ymm6, %%ymm6\n"                                   \
-  "vpmaddubsw %%ymm11, %%ymm13, %%ymm15\n vpaddw %%ymm15, %%ymm7, %%ymm7\n"
+#define QUAD_R2T16_NOLOAD(k) STEP_R2T16(vpmaddubsw, vpaddw)
+// 2 rows x 32 tokens: 4 activation vectors (ymm8..11) loaded for the 2 rows' broadcast
+// levels (ymm12, ymm13, by `bcast`), 8 multiplies `mul`, each added by `add` into its own
+// accumulator (ymm0..7).
+#define STEP_R2T32(k, bcast, mul, add)                                                                \
+  "vmovdqa (" #k ")*128(%1), %%ymm8\n vmovdqa (" #k ")*128+32(%1), %%ymm9\n"                          \
+  "vmovdqa (" #k ")*128+64(%1), %%ymm10\n vmovdqa (" #k ")*128+96(%1), %%ymm11\n"                     \
+  #bcast " (" #k ")*4+4096(%1), %%ymm12\n " #bcast " (" #k ")*4+4160(%1), %%ymm13\n"                  \
+  #mul " %%ymm8, %%ymm12, %%ymm14\n " #add " %%ymm14, %%ymm0, %%ymm0\n"                                \
+  #mul " %%ymm9, %%ymm12, %%ymm15\n " #add " %%ymm15, %%ymm1, %%ymm1\n"                                \
+  #mul " %%ymm10, %%ymm12, %%ymm14\n " #add " %%ymm14, %%ymm2, %%ymm2\n"                               \
+  #mul " %%ymm11, %%ymm12, %%ymm15\n " #add " %%ymm15, %%ymm3, %%ymm3\n"                               \
+  #mul " %%ymm8, %%ymm13, %%ymm14\n " #add " %%ymm14, %%ymm4, %%ymm4\n"                                \
+  #mul " %%ymm9, %%ymm13, %%ymm15\n " #add " %%ymm15, %%ymm5, %%ymm5\n"                                \
+  #mul " %%ymm10, %%ymm13, %%ymm14\n " #add " %%ymm14, %%ymm6, %%ymm6\n"                               \
+  #mul " %%ymm11, %%ymm13, %%ymm15\n " #add " %%ymm15, %%ymm7, %%ymm7\n"
+// 8-bit quads, 2 rows x 32 tokens.
+#define QUAD_R2T32(k) STEP_R2T32(k, vpbroadcastd, vpmaddubsw, vpaddw)
 // 16-bit pairs, 2 rows x 32 tokens (the Q8_0/Q4_1/Q5_1 tile): 8 vpmaddwd + 8 vpaddd.
-#define PAIR_R2T32(k)                                                                                        \
-  "vmovdqa (" #k ")*128(%1), %%ymm8\n vmovdqa (" #k ")*128+32(%1), %%ymm9\n"                                 \
-  "vmovdqa (" #k ")*128+64(%1), %%ymm10\n vmovdqa (" #k ")*128+96(%1), %%ymm11\n"                            \
-  "vbroadcastss (" #k ")*4+4096(%1), %%ymm12\n vbroadcastss (" #k ")*4+4160(%1), %%ymm13\n"                  \
-  "vpmaddwd %%ymm8, %%ymm12, %%ymm14\n vpaddd %%ymm14, %%ymm0, %%ymm0\n"                                      \
-  "vpmaddwd %%ymm9, %%ymm12, %%ymm15\n vpaddd %%ymm15, %%ymm1, %%ymm1\n"                                      \
-  "vpmaddwd %%ymm10, %%ymm12, %%ymm14\n vpaddd %%ymm14, %%ymm2, %%ymm2\n"                                     \
-  "vpmaddwd %%ymm11, %%ymm12, %%ymm15\n vpaddd %%ymm15, %%ymm3, %%ymm3\n"                                     \
-  "vpmaddwd %%ymm8, %%ymm13, %%ymm14\n vpaddd %%ymm14, %%ymm4, %%ymm4\n"                                      \
-  "vpmaddwd %%ymm9, %%ymm13, %%ymm15\n vpaddd %%ymm15, %%ymm5, %%ymm5\n"                                      \
-  "vpmaddwd %%ymm10, %%ymm13, %%ymm14\n vpaddd %%ymm14, %%ymm6, %%ymm6\n"                                     \
-  "vpmaddwd %%ymm11, %%ymm13, %%ymm15\n vpaddd %%ymm15, %%ymm7, %%ymm7\n"
+#define PAIR_R2T32(k) STEP_R2T32(k, vbroadcastss, vpmaddwd, vpaddd)
 // Independent multiplies alone, register to register: the multiply rate.
 #define MUL_ONLY(k) "vpmaddubsw %%ymm14, %%ymm15, %%ymm" #k "\n"
 

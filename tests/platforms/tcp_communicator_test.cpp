@@ -230,6 +230,18 @@ INSTANTIATE_TEST_SUITE_P(Transports, EitherTransport, ::testing::Values(Transpor
                            return std::string(i.param == Transport::shm ? "shm" : "tcp");
                          });
 
+// A cluster CA and 127.0.0.1's certificate from the real `troupe certs` in `certs`, and the
+// ranks' environment that puts TLS on their connections (with this communicator timeout);
+// empty when `troupe certs` failed.
+std::map<std::string, std::string> tls_env(const std::string& certs, const std::string& timeout_s) {
+  if (std::system((std::string(TROUPE_EXE) + " certs --out " + certs + " --hosts 127.0.0.1 >/dev/null").c_str()) != 0)
+    return {};
+  return {{"TROUPE_CPU_COMM_TIMEOUT_S", timeout_s},
+          {"TROUPE_TLS_CERT_FILE", certs + "/127.0.0.1.pem"},
+          {"TROUPE_TLS_KEY_FILE", certs + "/127.0.0.1-key.pem"},
+          {"TROUPE_TLS_CA_FILE", certs + "/ca.pem"}};
+}
+
 // With TROUPE_TLS_CERT_FILE, TROUPE_TLS_KEY_FILE and TROUPE_TLS_CA_FILE (what `troupe node
 // --tls-*` sets), every connection between ranks is mutual TLS (certificates from the real
 // `troupe certs`), and every operation still gives exact values.
@@ -237,12 +249,8 @@ TEST(TcpCommunicatorProcesses, OverTlsEveryOperationGivesExactValues) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
   TempDir dir;
   const std::string certs = dir.path() + "/certs";
-  ASSERT_EQ(std::system((std::string(TROUPE_EXE) + " certs --out " + certs + " --hosts 127.0.0.1 >/dev/null").c_str()),
-            0);
-  const std::map<std::string, std::string> env = {{"TROUPE_CPU_COMM_TIMEOUT_S", "60"},
-                                                  {"TROUPE_TLS_CERT_FILE", certs + "/127.0.0.1.pem"},
-                                                  {"TROUPE_TLS_KEY_FILE", certs + "/127.0.0.1-key.pem"},
-                                                  {"TROUPE_TLS_CA_FILE", certs + "/ca.pem"}};
+  const std::map<std::string, std::string> env = tls_env(certs, "60");
+  ASSERT_FALSE(env.empty()) << "troupe certs failed";
   for (int world : {2, 4}) {
     SCOPED_TRACE(world);
     std::vector<int> ranks;
@@ -269,15 +277,9 @@ TEST(TcpCommunicatorProcesses, OverTlsEveryOperationGivesExactValues) {
 TEST(TcpCommunicatorProcesses, AKilledRankOverTlsIsReportedAsUnavailableNotBySigpipe) {
   ASSERT_NE(testing::cpu_platform(), nullptr);
   TempDir dir;
-  const std::string certs = dir.path() + "/certs";
-  ASSERT_EQ(std::system((std::string(TROUPE_EXE) + " certs --out " + certs + " --hosts 127.0.0.1 >/dev/null").c_str()),
-            0);
-  auto exits = run_comm(Transport::tcp, 3, "kill", {0, 1, 2},
-                        {{"TROUPE_CPU_COMM_TIMEOUT_S", "120"},
-                         {"TROUPE_TLS_CERT_FILE", certs + "/127.0.0.1.pem"},
-                         {"TROUPE_TLS_KEY_FILE", certs + "/127.0.0.1-key.pem"},
-                         {"TROUPE_TLS_CA_FILE", certs + "/ca.pem"}},
-                        60);
+  const std::map<std::string, std::string> env = tls_env(dir.path() + "/certs", "120");
+  ASSERT_FALSE(env.empty()) << "troupe certs failed";
+  auto exits = run_comm(Transport::tcp, 3, "kill", {0, 1, 2}, env, 60);
   ASSERT_EQ(exits.size(), 3u);
   EXPECT_EQ(exits[2].code, -1) << exits[2].output;  // SIGKILL
   for (size_t r = 0; r < 2; ++r) {
