@@ -90,10 +90,21 @@ void load_chunk(const PagedAttentionArgs& A, const int32_t* table, int kv_head, 
 // scores[i] = (q . k_i) * scale for i < n, n <= kKeyChunk, rounded up to 4 keys (rows past n
 // are zero). A key's dot product: 8 lanes over d (lane l takes d = l mod 8, in order), then
 // the lanes summed in a fixed tree (V::score4: the same operations on every ISA).
+// Where the policy has score8 (8 independent chains), quads go in pairs; each key's
+// operations are score4's either way.
 template <class V>
 inline void score_chunk(const float* q, const ChunkScratch& s, int hd, int n, float scale, float* scores) {
   const __m128 sc = _mm_set1_ps(scale);
-  for (int i = 0; i < n; i += 4) _mm_storeu_ps(scores + i, _mm_mul_ps(V::score4(q, s.k, hd, i), sc));
+  int i = 0;
+  if constexpr (requires(__m128* r) { V::score8(q, s.k, hd, 0, r, r); }) {
+    for (; i + 8 <= n; i += 8) {
+      __m128 lo, hi;
+      V::score8(q, s.k, hd, i, &lo, &hi);
+      _mm_storeu_ps(scores + i, _mm_mul_ps(lo, sc));
+      _mm_storeu_ps(scores + i + 4, _mm_mul_ps(hi, sc));
+    }
+  }
+  for (; i < n; i += 4) _mm_storeu_ps(scores + i, _mm_mul_ps(V::score4(q, s.k, hd, i), sc));
 }
 
 // [k0 k1 k2 k3] partial sums per 128-bit half of four 8-lane dot products, then the halves added.
@@ -102,26 +113,22 @@ inline __m128 hsum4_8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-// acc[0, hd) += sum_{i in [i0, cn)} w_i v_i, keys in order; 4 vectors of acc at a time.
+// acc[0, hd) += sum_{i in [i0, cn)} w_i v_i, keys in order; 64 elements of acc at a
+// time (8 AVX2 vectors: two FMA pipes of latency 4 want 8 chains; 4 AVX-512 vectors).
 template <class V>
 inline void accumulate_values(float* acc, const float* w, const ChunkScratch& s, int hd, int i0, int cn) {
-  constexpr int kSpan = 4 * V::W;
+  constexpr int kVecs = V::W >= 16 ? 4 : 8;
+  constexpr int kSpan = kVecs * V::W;
   for (int d = 0; d < hd; d += kSpan) {
     if (hd - d >= kSpan) {
-      typename V::F a0 = V::loadu(acc + d), a1 = V::loadu(acc + d + V::W);
-      typename V::F a2 = V::loadu(acc + d + 2 * V::W), a3 = V::loadu(acc + d + 3 * V::W);
+      typename V::F a[kVecs];
+      for (int j = 0; j < kVecs; ++j) a[j] = V::loadu(acc + d + j * V::W);
       for (int i = i0; i < cn; ++i) {
         const typename V::F wi = V::broadcast(w + i);
         const float* v = s.v + i * hd + d;
-        a0 = V::fma(wi, V::load(v), a0);
-        a1 = V::fma(wi, V::load(v + V::W), a1);
-        a2 = V::fma(wi, V::load(v + 2 * V::W), a2);
-        a3 = V::fma(wi, V::load(v + 3 * V::W), a3);
+        for (int j = 0; j < kVecs; ++j) a[j] = V::fma(wi, V::load(v + j * V::W), a[j]);
       }
-      V::storeu(acc + d, a0);
-      V::storeu(acc + d + V::W, a1);
-      V::storeu(acc + d + 2 * V::W, a2);
-      V::storeu(acc + d + 3 * V::W, a3);
+      for (int j = 0; j < kVecs; ++j) V::storeu(acc + d + j * V::W, a[j]);
     } else {
       for (int e = d; e < hd; e += V::W) {
         typename V::F a = V::loadu(acc + e);
