@@ -236,6 +236,13 @@ void tile_q45k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
 
+// Bits 2j and 2j + 1 of every byte of qh at bits 4 and 5 (Q6_K's high bits of run j),
+// by one 16-bit shift and a mask, as q5k_high: what crosses bytes falls outside the mask.
+inline __m256i q6k_high(__m256i qh, int j) {
+  const __m256i moved = j <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * j) : _mm256_srli_epi16(qh, 2 * j - 4);
+  return _mm256_and_si256(moved, _mm256_set1_epi8(0x30));
+}
+
 // Q6_K: levels 0..63 through maddubs; the -32 comes back exactly through the bsums.
 // Half h: ql[64h..] and qh[32h..] give 4 runs of 32 elements (groups 8h + 2j, + 1).
 template <int R, int T>
@@ -246,7 +253,7 @@ void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
   NextTilePrefetch pf(a, o, nb);  // decode tiles (8 rows): by span when rows are short
   const bool per_row = R != 8 || !pf.by_span;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i s[8];
@@ -266,13 +273,10 @@ void tile_q6k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
         const __m256i sch = _mm256_broadcastsi128_si256(
             _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales + 8 * h))));
         __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), q6k_high(qh, 0));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), q6k_high(qh, 1));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), q6k_high(qh, 2));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), q6k_high(qh, 3));
         for (int j = 0; j < 4; ++j) {
           const __m256i ctrl = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((4 * j + 2) | ((4 * j + 3) << 8))),
                                                 _mm_set1_epi16(static_cast<int16_t>((4 * j) | ((4 * j + 1) << 8))));
@@ -389,17 +393,14 @@ inline void unpack_q5k(const BlockQ5_K& blk, uint8_t* lv, uint8_t* sc, uint8_t* 
 
 // A Q6_K block's 256 levels (0..63) as bytes in element order.
 inline void unpack_q6k(const BlockQ6_K& blk, uint8_t* lv) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
   for (int h = 0; h < 2; ++h) {
     const __m256i ql0 = load256u(blk.ql + 64 * h), ql1 = load256u(blk.ql + 64 * h + 32);
     const __m256i qh = load256u(blk.qh + 32 * h);
-    const __m256i q0 = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4));
-    const __m256i q1 = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4));
-    const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4));
-    const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4));
+    const __m256i q0 = _mm256_or_si256(_mm256_and_si256(ql0, low4), q6k_high(qh, 0));
+    const __m256i q1 = _mm256_or_si256(_mm256_and_si256(ql1, low4), q6k_high(qh, 1));
+    const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), q6k_high(qh, 2));
+    const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), q6k_high(qh, 3));
     _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h), q0);
     _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 32), q1);
     _mm256_store_si256(reinterpret_cast<__m256i*>(lv + 128 * h + 64), q2);
