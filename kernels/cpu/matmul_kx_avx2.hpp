@@ -143,8 +143,7 @@ void tile_q23k(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
     if constexpr (R == 8) {  // d (and dmin) from the blocks (halves8, matmul_kquant_avx2.hpp)
       const __m256 dx = _mm256_set1_ps(k.x[0][b].d);
       if constexpr (kQ3) {
-        const __m256 dw = halves8(k.w, b, offsetof(Block, d));
-        acc = tile_step<KStep::plain>(acc, s, m, dw, dw, dx);
+        acc = plain_step8(acc, s, k.w, b, offsetof(Block, d), k.x[0]);
       } else {
         __m256 dw, dm;
         dmin_pairs8(k.w, b, offsetof(Block, d), &dw, &dm);
@@ -190,12 +189,8 @@ void tile_iq4xs(const MatmulArgs& a, int64_t o, int64_t t0, int nr, int nt) {
       for (int t = 0; t < T; ++t) s[t * R + r] = _mm256_add_epi32(s2[t][0], s2[t][1]);
       if constexpr (R != 8) ls.set(r, h2f(blk.d), 0.0f, k.x, b);
     }
-    if constexpr (R == 8) {
-      const __m256 dw = halves8(k.w, b, offsetof(BlockIQ4_XS, d));
-      acc = tile_step<KStep::plain>(acc, s, nullptr, dw, dw, _mm256_set1_ps(k.x[0][b].d));
-    } else {
-      acc = tile_step<KStep::plain>(acc, s, nullptr, ls);
-    }
+    if constexpr (R == 8) acc = plain_step8(acc, s, k.w, b, offsetof(BlockIQ4_XS, d), k.x[0]);
+    else acc = tile_step<KStep::plain>(acc, s, nullptr, ls);
   }
   store_lanes<R, T>(a, o, t0, nr, nt, acc);
 }
