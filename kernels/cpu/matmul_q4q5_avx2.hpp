@@ -197,17 +197,26 @@ void rows_tokens_b8(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t0, int
 template <class W>
 constexpr int kRunB8 = (kHaveDpbusd || kSignedBytes<W>) ? 1 : W::kOffsetShift == 3 ? 8 : W::kOffsetShift == 4 ? 4 : 1;
 
-// R rows (rows from nr on repeat row 0, never stored) x one group of 16 tokens in
-// lanes, as two 256-bit halves.
-template <class W, int R>
+// R rows (rows from nr on repeat row 0, never stored) x G groups of 16 tokens in
+// lanes, each as two 256-bit halves (H halves in all). With more than 4 (row, half)
+// pairs and more than one run per block, the block's int32 sums live in memory, one
+// copy reached through an opaque pointer, as in tile_kquant_group_i16
+// (matmul_kquant_avx2.hpp); with one run (Q4_0), each is that run's vpmaddwd.
+template <class W, int R, int G = 1>
 inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
   using Block = typename W::Block;
+  constexpr int H = 2 * G;
   const int64_t nb = a.in / kQK;
   const Block* w[R];
   for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
-  const ActQ8x16* xg = a.xg8 + g * nb;
-  alignas(32) __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const ActQ8x16* xgs[G];
+  for (int q = 0; q < G; ++q) xgs[q] = a.xg8 + (g + q) * nb;
+  const auto xq = [&](int64_t b, int i, int h) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(xgs[h / 2][b].q[i] + 8 * (h % 2)));
+  };
+  alignas(32) __m256 acc[R][H];
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     alignas(32) int32_t levels[R][kQK / 4];
     for (int r = 0; r < R; ++r) {
@@ -216,73 +225,99 @@ inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
     }
     // Opaque from here on, so each dword is broadcast from memory (a load, no shuffle).
     asm("" : "+m"(levels));
-    __m256i s[R][2];
-    for (int r = 0; r < R; ++r) s[r][0] = s[r][1] = _mm256_setzero_si256();
+    alignas(32) __m256i s[R][H];
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < H; ++h) s[r][h] = _mm256_setzero_si256();
     if constexpr (kRunB8<W> > 1) {
       // Plain AVX2: vpmaddubsw's pair sums added in int16 over runs of kRunB8 quads,
       // then one vpmaddwd by 1 per run: the same integers with fewer multiplies.
+      constexpr bool kSumsInMemory = R * H > 4 && kRunB8<W> < kQK / 4;
+      __m256i* sp = &s[0][0];
+      if constexpr (kSumsInMemory) asm("" : "+r"(sp) : : "memory");
       for (int i0 = 0; i0 < kQK / 4; i0 += kRunB8<W>) {
-        __m256i p[R][2];
-        for (int r = 0; r < R; ++r) p[r][0] = p[r][1] = _mm256_setzero_si256();
+        __m256i p[R][H];
+        for (int r = 0; r < R; ++r)
+          for (int h = 0; h < H; ++h) p[r][h] = _mm256_setzero_si256();
         for (int i = i0; i < i0 + kRunB8<W>; ++i) {
-          const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i]));
-          const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i] + 8));
+          __m256i xv[H];
+          for (int h = 0; h < H; ++h) xv[h] = xq(b, i, h);
+          // 4 halves: the activations stay in registers for both rows.
+          if constexpr (H > 2)
+            for (int h = 0; h < H; ++h) asm("" : "+x"(xv[h]));
           for (int r = 0; r < R; ++r) {
             const __m256i wb = _mm256_set1_epi32(levels[r][i]);
-            p[r][0] = chain_add_epi16(p[r][0], _mm256_maddubs_epi16(wb, x0));
-            p[r][1] = chain_add_epi16(p[r][1], _mm256_maddubs_epi16(wb, x1));
+            for (int h = 0; h < H; ++h) p[r][h] = chain_add_epi16(p[r][h], _mm256_maddubs_epi16(wb, xv[h]));
           }
         }
         const __m256i ones = _mm256_set1_epi16(1);
         for (int r = 0; r < R; ++r)
-          for (int h = 0; h < 2; ++h) s[r][h] = chain_add_epi32(s[r][h], _mm256_madd_epi16(p[r][h], ones));
+          for (int h = 0; h < H; ++h) {
+            if constexpr (kSumsInMemory) {
+              __m256i* si = sp + r * H + h;
+              _mm256_store_si256(si, _mm256_add_epi32(_mm256_load_si256(si), _mm256_madd_epi16(p[r][h], ones)));
+            } else {
+              s[r][h] = chain_add_epi32(s[r][h], _mm256_madd_epi16(p[r][h], ones));
+            }
+          }
       }
+      if constexpr (kSumsInMemory) asm("" : : : "memory");
     } else {
       for (int i = 0; i < kQK / 4; ++i) {
-        const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i]));
-        const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].q[i] + 8));
+        __m256i xv[H];
+        for (int h = 0; h < H; ++h) xv[h] = xq(b, i, h);
         for (int r = 0; r < R; ++r) {
           const __m256i wb = _mm256_set1_epi32(levels[r][i]);
-          s[r][0] = dot_levels_acc<W>(s[r][0], wb, x0);
-          s[r][1] = dot_levels_acc<W>(s[r][1], wb, x1);
+          for (int h = 0; h < H; ++h) s[r][h] = dot_levels_acc<W>(s[r][h], wb, xv[h]);
         }
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      const __m256i off = offset_of<W>(_mm256_load_si256(reinterpret_cast<const __m256i*>(xg[b].sum + 8 * h)));
-      const __m256 xd = _mm256_load_ps(xg[b].d + 8 * h);
+    for (int h = 0; h < H; ++h) {
+      const ActQ8x16& xb = xgs[h / 2][b];
+      const __m256i off = offset_of<W>(_mm256_load_si256(reinterpret_cast<const __m256i*>(xb.sum + 8 * (h % 2))));
+      const __m256 xd = _mm256_load_ps(xb.d + 8 * (h % 2));
       for (int r = 0; r < R; ++r) {
         const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(h2f(w[r][b].d)), xd);
         acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[r][h], off)), dwx, acc[r][h]);
       }
     }
-    if constexpr (R > 2) asm("" : "+m"(acc));  // 4 rows: the accumulators live in memory
+    if constexpr (R * H > 4) asm("" : "+m"(acc));  // more than 4 (row, half) pairs: the accumulators live in memory
   }
-  const int64_t tg = g * 16;
-  const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - tg));
-  for (int r = 0; r < nr; ++r) {
-    alignas(32) float lanes[16];
-    _mm256_store_ps(lanes, acc[r][0]);
-    _mm256_store_ps(lanes + 8, acc[r][1]);
-    for (int l = 0; l < n; ++l) a.y[(tg + l) * a.out + o + r] = lanes[l];
+  for (int q = 0; q < G; ++q) {
+    const int64_t tg = (g + q) * 16;
+    const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - tg));
+    for (int r = 0; r < nr; ++r) {
+      alignas(32) float lanes[16];
+      _mm256_store_ps(lanes, acc[r][2 * q]);
+      _mm256_store_ps(lanes + 8, acc[r][2 * q + 1]);
+      for (int l = 0; l < n; ++l) a.y[(tg + l) * a.out + o + r] = lanes[l];
+    }
   }
 }
 
-// Rows per group pass. Where a block is one run (Q4_0 on plain AVX2): 4 rows, the run's
-// int16 sums and the operands in registers (8 + 3), the float accumulators in the tile's
-// memory, so each group's activations serve 4 rows (Zen 3, 6 alternated runs: 8192x2048 x
-// 64 tokens on 2 threads 81-101 -> 102-122 GMAC/s; 2048x2048 x 32 on one thread 55-62 ->
-// 50-69, within the noise). Elsewhere 2 rows x 2 halves
-// keep the sums, accumulators and operands in AVX2's 16 registers (Q5_0 measured
-// 0.92-0.94x with 4; VNNI not measured).
+// Plain AVX2 (blocks in runs: Q4_0, Q5_0): 2 rows x 2 groups (32 tokens) per pass, as
+// the K-quants do, 4 activation vectors per 2 broadcast dwords instead of 2. Zen 3, one
+// thread, against 1 group: Q5_0 (4 rows measured 0.92-0.94x before) 2048x2048 x 64
+// tokens 66 -> 74 GMAC/s, 576x1536 x 32 62 -> 69; Q4_0 (4 rows before) 88.7 -> 94.5,
+// 82 -> 88. A last odd group: Q4_0 (one run per block) in 4 rows, the run's int16 sums
+// and the operands in registers (8 + 3), so the group's activations serve 4 rows; the
+// others in 2. VNNI and IQ4_NL's signed bytes: single groups of 2 rows (not measured).
 template <class W>
-constexpr int kRowsB8 = kRunB8<W> == kQK / 4 ? 4 : 2;
+constexpr int kGroupsB8 = kRunB8<W> > 1 ? 2 : 1;
+template <class W>
+constexpr int kRowsB8Single = kRunB8<W> == kQK / 4 ? 4 : 2;
 
 template <class W>
 void range_b8(const MatmulArgs& a, int64_t o0, int64_t o1) {
-  for (int64_t g = 0; g < a.n_groups8; ++g)
-    for (int64_t o = o0; o < o1; o += kRowsB8<W>)
-      rows_group16_b8<W, kRowsB8<W>>(a, o, static_cast<int>(std::min<int64_t>(kRowsB8<W>, o1 - o)), g);
+  constexpr int G = kGroupsB8<W>;
+  constexpr int R = G > 1 ? 2 : kRowsB8Single<W>;
+  constexpr int R1 = kRowsB8Single<W>;
+  int64_t g = 0;
+  for (; g + G <= a.n_groups8; g += G)
+    for (int64_t o = o0; o < o1; o += R)
+      rows_group16_b8<W, R, G>(a, o, static_cast<int>(std::min<int64_t>(R, o1 - o)), g);
+  for (; g < a.n_groups8; ++g)
+    for (int64_t o = o0; o < o1; o += R1)
+      rows_group16_b8<W, R1>(a, o, static_cast<int>(std::min<int64_t>(R1, o1 - o)), g);
   const int64_t first = std::min(a.n_tokens, a.n_groups8 * 16);
   if (first < a.n_tokens) rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);
 }
