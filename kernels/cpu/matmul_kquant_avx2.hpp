@@ -647,6 +647,8 @@ void tile_kquant_group_i16(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
       }
     asm("" : "+m"(acc));
   }
+  // Written out here, not through a shared helper: one taking acc by pointer measured
+  // 2% slower (Q4_0, Q4_K 2048x2048 x 64 tokens), one taking the array drew -Warray-bounds.
   for (int q = 0; q < G; ++q) {
     const int64_t t0 = (g + q) * 16;
     const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - t0));
@@ -671,13 +673,9 @@ void range_kquant_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
   constexpr int G = kKind == KQuant::q6 ? 1 : 2;
   constexpr int R = 2;
   constexpr int R1 = kKind == KQuant::q4 ? 4 : 2;  // rows of a single group's tiles
-  int64_t g = 0;
-  for (; g + G <= a.n_groups_k; g += G)
-    for (int64_t o = o0; o < o1; o += R)
-      tile_kquant_group_i16<kKind, R, G>(a, o, static_cast<int>(std::min<int64_t>(R, o1 - o)), g);
-  for (; g < a.n_groups_k; ++g)
-    for (int64_t o = o0; o < o1; o += R1)
-      tile_kquant_group_i16<kKind, R1>(a, o, static_cast<int>(std::min<int64_t>(R1, o1 - o)), g);
+  for_group_tiles<G, R, R1>(
+      a.n_groups_k, o0, o1, [&](int64_t o, int nr, int64_t g) { tile_kquant_group_i16<kKind, R, G>(a, o, nr, g); },
+      [&](int64_t o, int nr, int64_t g) { tile_kquant_group_i16<kKind, R1>(a, o, nr, g); });
   range_kquant_from<Tile>(a, o0, o1, a.n_groups_k * 16);
 }
 #else

@@ -282,6 +282,8 @@ inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
     }
     if constexpr (R * H > 4) asm("" : "+m"(acc));  // more than 4 (row, half) pairs: the accumulators live in memory
   }
+  // Written out here, not through a shared helper: one taking acc by pointer measured
+  // 2% slower (Q4_0, Q4_K 2048x2048 x 64 tokens), one taking the array drew -Warray-bounds.
   for (int q = 0; q < G; ++q) {
     const int64_t tg = (g + q) * 16;
     const int n = static_cast<int>(std::min<int64_t>(16, a.n_tokens - tg));
@@ -311,13 +313,9 @@ void range_b8(const MatmulArgs& a, int64_t o0, int64_t o1) {
   constexpr int G = kGroupsB8<W>;
   constexpr int R = G > 1 ? 2 : kRowsB8Single<W>;
   constexpr int R1 = kRowsB8Single<W>;
-  int64_t g = 0;
-  for (; g + G <= a.n_groups8; g += G)
-    for (int64_t o = o0; o < o1; o += R)
-      rows_group16_b8<W, R, G>(a, o, static_cast<int>(std::min<int64_t>(R, o1 - o)), g);
-  for (; g < a.n_groups8; ++g)
-    for (int64_t o = o0; o < o1; o += R1)
-      rows_group16_b8<W, R1>(a, o, static_cast<int>(std::min<int64_t>(R1, o1 - o)), g);
+  for_group_tiles<G, R, R1>(
+      a.n_groups8, o0, o1, [&](int64_t o, int nr, int64_t g) { rows_group16_b8<W, R, G>(a, o, nr, g); },
+      [&](int64_t o, int nr, int64_t g) { rows_group16_b8<W, R1>(a, o, nr, g); });
   const int64_t first = std::min(a.n_tokens, a.n_groups8 * 16);
   if (first < a.n_tokens) rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);
 }

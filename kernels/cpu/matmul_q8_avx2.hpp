@@ -64,6 +64,18 @@ struct NextTilePrefetch {
   }
 };
 
+// The batched tiles' walk over groups of 16 tokens: G groups at a time over rows
+// [o0, o1) in tiles of R rows (tile(o, nr, g) of those), then the groups left over one
+// at a time in tiles of R1 rows (single(o, nr, g)).
+template <int G, int R, int R1, class Tile, class Single>
+inline void for_group_tiles(int64_t n_groups, int64_t o0, int64_t o1, Tile tile, Single single) {
+  int64_t g = 0;
+  for (; g + G <= n_groups; g += G)
+    for (int64_t o = o0; o < o1; o += R) tile(o, static_cast<int>(std::min<int64_t>(R, o1 - o)), g);
+  for (; g < n_groups; ++g)
+    for (int64_t o = o0; o < o1; o += R1) single(o, static_cast<int>(std::min<int64_t>(R1, o1 - o)), g);
+}
+
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
