@@ -11,7 +11,8 @@
 // AVX2 multiplies IQ4_NL's signed levels instead (see kSignedBytes).
 //
 // Decode and small batches: 8 rows in lanes x up to 4 tokens, the 8 rows' block sums
-// reduced together (reduce8_epi32). Batches: groups of 16 tokens in lanes (ActQ8x16)
+// reduced together (reduce8_epi32; Q4_0 on plain AVX2: 2 rows per vector, reduced in
+// int16, rows8_tokens_pairs). Batches: groups of 16 tokens in lanes (ActQ8x16)
 // x R rows, each weight dword broadcast against 16 tokens' dwords.
 #pragma once
 
@@ -129,6 +130,21 @@ inline __m256i offset_of(__m256i sums) {
   }
 }
 
+// T tokens' 8-row results (lanes = rows) to y, rows from nr on dropped.
+template <int T>
+inline void store_rows8(const MatmulArgs& a, int64_t o, int nr, int64_t t0, const __m256* acc) {
+  for (int t = 0; t < T; ++t) {
+    float* y = a.y + (t0 + t) * a.out + o;
+    if (nr == 8) {
+      _mm256_storeu_ps(y, acc[t]);
+    } else {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, acc[t]);
+      for (int r = 0; r < nr; ++r) y[r] = lanes[r];
+    }
+  }
+}
+
 // 8 rows (lanes; rows from nr on repeat row 0, computed, never stored) x T tokens.
 template <class W, int T>
 inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
@@ -164,38 +180,32 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc[t]);
     }
   }
-  for (int t = 0; t < T; ++t) {
-    float* y = a.y + (t0 + t) * a.out + o;
-    if (nr == 8) {
-      _mm256_storeu_ps(y, acc[t]);
-    } else {
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, acc[t]);
-      for (int r = 0; r < nr; ++r) y[r] = lanes[r];
-    }
-  }
+  store_rows8<T>(a, o, nr, t0, acc);
 }
 
-// Decode (one token), Q4_0 on plain AVX2: rows r and r + 4 share a vector, r's 16
-// bytes in the low half and r + 4's in the high, so one load, one mask and one shift
-// split 2 rows' nibbles (nibbles32 takes 3 operations for one row). Low nibbles are
-// elements 0..15, high 16..31: they meet the activations' halves, each broadcast to
-// both 128-bit lanes. The 8 rows' sums are reduced in int16 (3 hadds and one
-// vpmaddwd, not reduce8's 4 vpmaddwd, 6 hadds and 2 permutes): a word ends as the sum
-// of 16 byte products, at most 16 x 15 x 127 = 30480, no wrap. The block
-// sums are the same integers, so the results are bit-identical.
-// One thread, 2048 x 384 from L2: 15.6 -> 19.0 GB/s.
-template <class W>
-inline void rows8_decode_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
+// Decode and small batches (T tokens), Q4_0 on plain AVX2: rows r and r + 4 share a
+// vector, r's 16 bytes in the low half and r + 4's in the high, so one load, one mask
+// and one shift split 2 rows' nibbles (nibbles32 takes 3 operations for one row), once
+// for the T tokens. Low nibbles are elements 0..15, high 16..31: they meet the
+// activations' halves, each broadcast to both 128-bit lanes. A token's 8 row sums are
+// reduced in int16 (3 hadds and one vpmaddwd, not reduce8's 4 vpmaddwd, 6 hadds and 2
+// permutes): a word ends as the sum of 16 byte products, at most 16 x 15 x 127 =
+// 30480, no wrap. The block sums are the same integers, so the results are
+// bit-identical. One thread, 2048 x 384 from L2, GMAC/s at 1 / 2 / 4 / 7 tokens:
+// 28 / 34 / 37 / 36 -> 34 / 44 / 55 / 52.
+template <class W, int T>
+inline void rows8_tokens_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
   using Block = typename W::Block;
   const int64_t nb = a.in / kQK;
   const Block* wr[8];
   for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const Block*>(a.w + (o + (r < nr ? r : 0)) * a.w_row_stride);
-  const ActQ8* x = reinterpret_cast<const ActQ8*>(a.xq + t0 * a.xq_row_bytes);
+  const ActQ8* x[T];
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActQ8*>(a.xq + (t0 + t) * a.xq_row_bytes);
   NextTilePrefetch pf(a, o, nb);
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     pf.step(b);
     __m128i h = _mm_setzero_si128();
@@ -204,28 +214,36 @@ inline void rows8_decode_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t
       h = _mm_insert_epi16(h, wr[r][b].d, r);
     }
     const __m256 dw = _mm256_cvtph_ps(h);
-    const ActQ8& xb = x[b];
-    const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs)));
-    const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs + 16)));
-    __m256i p[4];
+    __m256i lo[4], hi[4];
     for (int r = 0; r < 4; ++r) {
       const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(wr[r + 4][b].qs),
                                             reinterpret_cast<const __m128i*>(wr[r][b].qs));
-      const __m256i lo = _mm256_and_si256(v, low4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-      p[r] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+      lo[r] = _mm256_and_si256(v, low4);
+      hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
     }
-    const __m256i sums = _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])), _mm256_set1_epi16(1));
-    const __m256i s = _mm256_sub_epi32(sums, _mm256_set1_epi32(offset_of<W>(xb.sum)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc);
+    for (int t = 0; t < T; ++t) {
+      const ActQ8& xb = x[t][b];
+      const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs)));
+      const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs + 16)));
+      __m256i p[4];
+      for (int r = 0; r < 4; ++r)
+        p[r] = _mm256_add_epi16(_mm256_maddubs_epi16(lo[r], xlo), _mm256_maddubs_epi16(hi[r], xhi));
+      const __m256i sums = _mm256_madd_epi16(
+          _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])), _mm256_set1_epi16(1));
+      const __m256i s = _mm256_sub_epi32(sums, _mm256_set1_epi32(offset_of<W>(xb.sum)));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc[t]);
+    }
   }
-  float* y = a.y + t0 * a.out + o;
-  if (nr == 8) {
-    _mm256_storeu_ps(y, acc);
+  store_rows8<T>(a, o, nr, t0, acc);
+}
+
+// rows8_tokens_pairs where it applies (Q4_0 on plain AVX2), else rows8_tokens_b8.
+template <class W, int T>
+inline void rows8_tokens(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
+  if constexpr (!kHaveDpbusd && std::is_same_v<W, Q4_0U>) {
+    rows8_tokens_pairs<W, T>(a, o, nr, t0);
   } else {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc);
-    for (int r = 0; r < nr; ++r) y[r] = lanes[r];
+    rows8_tokens_b8<W, T>(a, o, nr, t0);
   }
 }
 
@@ -235,17 +253,11 @@ void rows_tokens_b8(const MatmulArgs& a, int64_t o0, int64_t o1, int64_t t0, int
   for (int64_t o = o0; o < o1; o += 8) {
     const int nr = static_cast<int>(std::min<int64_t>(8, o1 - o));
     int64_t t = t0;
-    for (; t + 4 <= t1; t += 4) rows8_tokens_b8<W, 4>(a, o, nr, t);
+    for (; t + 4 <= t1; t += 4) rows8_tokens<W, 4>(a, o, nr, t);
     switch (t1 - t) {
-      case 3: rows8_tokens_b8<W, 3>(a, o, nr, t); break;
-      case 2: rows8_tokens_b8<W, 2>(a, o, nr, t); break;
-      case 1:
-        if constexpr (!kHaveDpbusd && std::is_same_v<W, Q4_0U>) {
-          rows8_decode_pairs<W>(a, o, nr, t);
-        } else {
-          rows8_tokens_b8<W, 1>(a, o, nr, t);
-        }
-        break;
+      case 3: rows8_tokens<W, 3>(a, o, nr, t); break;
+      case 2: rows8_tokens<W, 2>(a, o, nr, t); break;
+      case 1: rows8_tokens<W, 1>(a, o, nr, t); break;
       default: break;
     }
   }
