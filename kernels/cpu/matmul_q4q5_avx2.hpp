@@ -11,8 +11,8 @@
 // AVX2 multiplies IQ4_NL's signed levels instead (see kSignedBytes).
 //
 // Decode and small batches: 8 rows in lanes x up to 4 tokens, the 8 rows' block sums
-// reduced together (reduce8_epi32; Q4_0 on plain AVX2: 2 rows per vector, reduced in
-// int16, rows8_tokens_pairs). Batches: groups of 16 tokens in lanes (ActQ8x16)
+// reduced together (reduce8_epi32; Q4_0 and Q5_0 on plain AVX2: 2 rows per vector,
+// reduced in int16, rows8_tokens_pairs). Batches: groups of 16 tokens in lanes (ActQ8x16)
 // x R rows, each weight dword broadcast against 16 tokens' dwords.
 #pragma once
 
@@ -23,16 +23,45 @@
 namespace troupe::kernels::cpu {
 namespace {
 
+// The low nibbles (elements 0..15) and the high ones (16..31) of 16 bytes at qa (low
+// 128 bits) and at qb (high).
+inline void nibble_pair(const uint8_t* qa, const uint8_t* qb, __m256i* lo, __m256i* hi) {
+  const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(qb), reinterpret_cast<const __m128i*>(qa));
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  *lo = _mm256_and_si256(v, low4);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+}
+
 // Unsigned levels in element order and the offset that makes them signed.
+// pair(): elements 0..15 (lo) and 16..31 (hi) of blocks a (low 128 bits) and b (high),
+// for rows8_tokens_pairs.
 struct Q4_0U {
   using Block = BlockQ4_0;
   static constexpr int kOffsetShift = 3;  // levels - 8
   static __m256i u(const Block& b) { return nibbles32(b.qs); }
+  static void pair(const Block& a, const Block& b, __m256i* lo, __m256i* hi) { nibble_pair(a.qs, b.qs, lo, hi); }
 };
 struct Q5_0U {
   using Block = BlockQ5_0;
   static constexpr int kOffsetShift = 4;  // levels - 16
   static __m256i u(const Block& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits(b.qh)); }
+  static void pair(const Block& a, const Block& b, __m256i* lo, __m256i* hi) {
+    nibble_pair(a.qs, b.qs, lo, hi);
+    // a's 4 bytes of fifth bits in dword 0 of both halves, b's in dword 1: the low half
+    // takes a's bytes (0, 1 for lo, 2, 3 for hi), the high half b's (4, 5; 6, 7).
+    uint32_t qa, qb;
+    std::memcpy(&qa, a.qh, 4);
+    std::memcpy(&qb, b.qh, 4);
+    const __m256i bits = _mm256_broadcastsi128_si256(
+        _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(qa)), static_cast<int>(qb), 1));
+    const auto ctrl = [](char k) {
+      return _mm256_setr_epi8(k, k, k, k, k, k, k, k, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 1, k + 4, k + 4,
+                              k + 4, k + 4, k + 4, k + 4, k + 4, k + 4, k + 5, k + 5, k + 5, k + 5, k + 5, k + 5, k + 5,
+                              k + 5);
+    };
+    *lo = _mm256_or_si256(*lo, bit_bytes16(bits, ctrl(0)));
+    *hi = _mm256_or_si256(*hi, bit_bytes16(bits, ctrl(2)));
+  }
 };
 // IQ4_NL: each nibble looks up its grid value + 128 (1..241) in one pshufb.
 // s(): the signed levels, for plain AVX2 (kSignedBytes).
@@ -183,16 +212,19 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
   store_rows8<T>(a, o, nr, t0, acc);
 }
 
-// Decode and small batches (T tokens), Q4_0 on plain AVX2: rows r and r + 4 share a
-// vector, r's 16 bytes in the low half and r + 4's in the high, so one load, one mask
-// and one shift split 2 rows' nibbles (nibbles32 takes 3 operations for one row), once
-// for the T tokens. Low nibbles are elements 0..15, high 16..31: they meet the
-// activations' halves, each broadcast to both 128-bit lanes. A token's 8 row sums are
-// reduced in int16 (3 hadds and one vpmaddwd, not reduce8's 4 vpmaddwd, 6 hadds and 2
-// permutes): a word ends as the sum of 16 byte products, at most 16 x 15 x 127 =
-// 30480, no wrap. The block sums are the same integers, so the results are
+// Decode and small batches (T tokens), Q4_0 and Q5_0 on plain AVX2: rows r and r + 4
+// share a vector, r's block in the low half and r + 4's in the high (W::pair), so one
+// load, one mask and one shift split 2 rows' nibbles (nibbles32 takes 3 operations for
+// one row), once for the T tokens. Low nibbles are elements 0..15, high 16..31: they
+// meet the activations' halves, each broadcast to both 128-bit lanes. A token's 8 row
+// sums are reduced in int16 as far as no word can wrap, then in int32: a word after
+// the first hadd is the sum of 8 byte products, after the second of 16, at most
+// 16 x 15 x 127 = 30480 for Q4_0 (levels <= 15: both hadds in int16, then one
+// vpmaddwd) and 8 x 31 x 127 = 31496 for Q5_0 (one). reduce8 took 4 vpmaddwd, 6 hadds
+// and 2 permutes. The block sums are the same integers, so the results are
 // bit-identical. One thread, 2048 x 384 from L2, GMAC/s at 1 / 2 / 4 / 7 tokens:
-// 28 / 34 / 37 / 36 -> 34 / 44 / 55 / 52.
+// Q4_0 28 / 34 / 37 / 36 -> 34 / 44 / 55 / 52; Q5_0 at 1 / 4 tokens 18.9 / 30.7 ->
+// 19.0 / 42.4 (its fifth bits cost as much as before).
 template <class W, int T>
 inline void rows8_tokens_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
   using Block = typename W::Block;
@@ -203,7 +235,6 @@ inline void rows8_tokens_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t
   for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const ActQ8*>(a.xq + (t0 + t) * a.xq_row_bytes);
   NextTilePrefetch pf(a, o, nb);
   const int64_t ahead = std::max<int64_t>(kPrefetchBytes, 8 * a.w_row_stride);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -215,12 +246,7 @@ inline void rows8_tokens_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t
     }
     const __m256 dw = _mm256_cvtph_ps(h);
     __m256i lo[4], hi[4];
-    for (int r = 0; r < 4; ++r) {
-      const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(wr[r + 4][b].qs),
-                                            reinterpret_cast<const __m128i*>(wr[r][b].qs));
-      lo[r] = _mm256_and_si256(v, low4);
-      hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-    }
+    for (int r = 0; r < 4; ++r) W::pair(wr[r][b], wr[r + 4][b], &lo[r], &hi[r]);
     for (int t = 0; t < T; ++t) {
       const ActQ8& xb = x[t][b];
       const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs)));
@@ -228,8 +254,12 @@ inline void rows8_tokens_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t
       __m256i p[4];
       for (int r = 0; r < 4; ++r)
         p[r] = _mm256_add_epi16(_mm256_maddubs_epi16(lo[r], xlo), _mm256_maddubs_epi16(hi[r], xhi));
-      const __m256i sums = _mm256_madd_epi16(
-          _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3])), _mm256_set1_epi16(1));
+      const __m256i ones = _mm256_set1_epi16(1);
+      const __m256i h01 = _mm256_hadd_epi16(p[0], p[1]), h23 = _mm256_hadd_epi16(p[2], p[3]);
+      const __m256i sums =
+          std::is_same_v<W, Q4_0U>
+              ? _mm256_madd_epi16(_mm256_hadd_epi16(h01, h23), ones)
+              : _mm256_hadd_epi32(_mm256_madd_epi16(h01, ones), _mm256_madd_epi16(h23, ones));
       const __m256i s = _mm256_sub_epi32(sums, _mm256_set1_epi32(offset_of<W>(xb.sum)));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb.d)), acc[t]);
     }
@@ -237,10 +267,10 @@ inline void rows8_tokens_pairs(const MatmulArgs& a, int64_t o, int nr, int64_t t
   store_rows8<T>(a, o, nr, t0, acc);
 }
 
-// rows8_tokens_pairs where it applies (Q4_0 on plain AVX2), else rows8_tokens_b8.
+// rows8_tokens_pairs where it applies (Q4_0, Q5_0 on plain AVX2), else rows8_tokens_b8.
 template <class W, int T>
 inline void rows8_tokens(const MatmulArgs& a, int64_t o, int nr, int64_t t0) {
-  if constexpr (!kHaveDpbusd && std::is_same_v<W, Q4_0U>) {
+  if constexpr (!kHaveDpbusd && (std::is_same_v<W, Q4_0U> || std::is_same_v<W, Q5_0U>)) {
     rows8_tokens_pairs<W, T>(a, o, nr, t0);
   } else {
     rows8_tokens_b8<W, T>(a, o, nr, t0);

@@ -98,16 +98,21 @@ inline __m128 half_pair(const uint16_t* p) {
   return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(v)));
 }
 
+// Byte j of the result: 0x10 where bit j % 8 of byte ctrl[j] of `bits` (within its
+// 128-bit half) is set, else 0.
+inline __m256i bit_bytes16(__m256i bits, __m256i ctrl) {
+  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(bits, ctrl), mask), mask);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 // The 32 fifth bits of a Q5 block as 0x10 in the bytes whose bit is set.
 inline __m256i fifth_bits(const uint8_t* qh) {
   uint32_t bits;
   std::memcpy(&bits, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+  return bit_bytes16(_mm256_set1_epi32(static_cast<int>(bits)),
+                     _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                      3, 3, 3, 3, 3));
 }
 
 // Weight traits of the 32-element types: quants as bytes (signed for type-0,
