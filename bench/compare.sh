@@ -45,7 +45,8 @@
 # of its bound, from troupe_bench_bounds run at the start and at the end:
 #   decode: read bandwidth / weight bytes per token;
 #   prefill and batched: the multiply-add peak of the engine's integer kernels
-#   (troupe: AVX2, or 512-bit vpdpwssd under its avx512_vnni ISA; llama.cpp:
+#   (troupe: AVX2 with int16 sums of vpmaddubsw under its avx2 ISA, else AVX2,
+#   or 512-bit vpdpwssd under its avx512_vnni ISA; llama.cpp:
 #   256-bit VNNI where the CPU has it, AMX when its
 #   AMX path runs, else AVX2), measured on all threads, / MACs per token
 #   (batched: the lower of that and streams x the bandwidth bound).

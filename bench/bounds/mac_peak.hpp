@@ -10,11 +10,17 @@
 
 namespace troupe::bench {
 
-/// MACs done by `iterations` of mac_peak_maddubs or mac_peak_maddwd.
+/// MACs done by `iterations` of mac_peak_maddubs, mac_peak_maddubs_i16 or mac_peak_maddwd.
 int64_t mac_peak_macs(int64_t iterations);
 /// vpmaddubsw (32 u8 x s8 products) then vpmaddwd by ones and vpaddd: the
 /// usual AVX2 int8 dot (llama.cpp's). Returns a checksum so the work stays.
 int64_t mac_peak_maddubs(int64_t iterations);
+/// vpmaddubsw then vpaddw: the pair sums added in int16, as troupe's plain-AVX2
+/// batched and small-batch kernels do over runs of a block (one vpmaddwd per run,
+/// not counted here). No AVX2 int8 dot product does fewer operations per
+/// multiply-add, so this is the ceiling of those kernels (the 16-bit sums wrap
+/// here; the loop measures throughput only).
+int64_t mac_peak_maddubs_i16(int64_t iterations);
 /// vpmaddwd on 16-bit operands (16 products) then vpaddd: troupe's q8/q4_1
 /// kernels after widening the weights to 16 bits.
 int64_t mac_peak_maddwd(int64_t iterations);

@@ -132,7 +132,10 @@ def main():
         return max(v) if v else None
 
     # Each engine against the multiply-add peak of the kernels it runs here:
-    # troupe's are AVX2 (vpmaddwd on 16-bit activations), or, where it chose the
+    # troupe's are AVX2 (under its plain avx2 ISA, 8-bit activations whose vpmaddubsw
+    # pair sums are added in int16 over a block's runs, so the vpmaddubsw + vpaddw
+    # loop is their ceiling; bounds files from before that loop fall back to
+    # vpmaddubsw + vpmaddwd, which those kernels exceed), or, where it chose the
     # avx512_vnni ISA, vpdpwssd on 512-bit registers for the batched matmuls of the
     # 32-element block types (Q4_0/Q4_1/Q5_x/Q8_0; K-quants stay AVX2); llama.cpp's native build
     # uses vpdpbusd on 256-bit registers where the CPU has VNNI, and AMX tiles for
@@ -144,6 +147,8 @@ def main():
         pass
     llama_mode = open(f"{w}/llama-mode.txt").read().strip() if os.path.exists(f"{w}/llama-mode.txt") else "default"
     troupe_kernel = ("AVX2", peak_of("int8_peak_gmacs"))
+    if b0.get("isa") == "avx2" and peak_of("int8_peak_gmacs_maddubs_i16"):
+        troupe_kernel = ("AVX2 i16", peak_of("int8_peak_gmacs_maddubs_i16"))
     if b0.get("isa") == "avx512_vnni" and peak_of("int8_peak_gmacs_wssd512"):
         troupe_kernel = ("VNNI zmm", peak_of("int8_peak_gmacs_wssd512"))
     if llama_mode == "default" and "amx_int8" in flags and peak_of("int8_peak_gmacs_amx"):
