@@ -230,18 +230,20 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       args->xk16 = nullptr;
       args->n_groups_k = groups;
       if (groups > 0) {
-        // The whole groups of 16 tokens again with the tokens in lanes (for vpdpbusd).
+        // The groups of 16 tokens again with the tokens in lanes (a last partial one's
+        // lanes past the last token zero).
         auto* xk = reinterpret_cast<ActQ8Kx16*>(base + row_part);
         const auto* rows = reinterpret_cast<const ActQ8K*>(base);
         auto fn = [&](int64_t g0, int64_t g1) {
           for (int64_t g = g0; g < g1; ++g) {
+            const int n = static_cast<int>(std::min<int64_t>(16, n_tokens - g * 16));
 #if defined(TROUPE_KERNELS_HAVE_AVX512_VNNI)
             if (isa == Isa::avx512_vnni) {
-              act_group16_q8k_avx512(rows + g * 16 * nb, nb, 16, xk + g * nb);
+              act_group16_q8k_avx512(rows + g * 16 * nb, nb, n, xk + g * nb);
               continue;
             }
 #endif
-            act_group16_q8k(rows + g * 16 * nb, nb, 16, xk + g * nb);
+            act_group16_q8k(rows + g * 16 * nb, nb, n, xk + g * nb);
           }
         };
         if (pool != nullptr && pool->size() > 1 && groups > 1) {

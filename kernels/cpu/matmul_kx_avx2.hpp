@@ -377,16 +377,17 @@ void tile_kx_halves(const MatmulArgs& a, int64_t o, int64_t h0) {
   }
   for (int h = 0; h < H; ++h) {
     const int64_t t0 = (h0 + h) * 8;
+    const int n = static_cast<int>(std::min<int64_t>(8, a.n_tokens - t0));  // a partial group's last half
     for (int r = 0; r < R; ++r) {
       alignas(32) float lanes[8];
       _mm256_store_ps(lanes, acc[r][h]);
-      for (int l = 0; l < 8; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
+      for (int l = 0; l < n; ++l) a.y[(t0 + l) * a.out + o + r] = lanes[l];
     }
   }
 }
 
-// Whole groups of 16 tokens (2-row tiles over a group's two halves), then the tokens
-// after them in the R x T tiles.
+// Groups of 16 tokens (2-row tiles over a group's two halves; plain AVX2 also takes a
+// last partial one, act_groups16_q8k), then the tokens after them in the R x T tiles.
 template <class W, template <int, int> class Tile>
 void range_kx_groups(const MatmulArgs& a, int64_t o0, int64_t o1) {
   for (int64_t g = 0; g < a.n_groups_k; ++g) {
