@@ -42,8 +42,18 @@ struct MatmulArgs {
 
 /// Groups of 8 tokens a batched matmul of the 32-element block types gives the
 /// kernels in ActQ16x8 form: whole groups, and a last partial group of at least
-/// 4 tokens (zero lanes cost less than that many tokens one at a time).
-inline int64_t act_groups(int64_t n_tokens) { return n_tokens / 8 + (n_tokens % 8 >= 4 ? 1 : 0); }
+/// `min_partial` tokens (zero lanes cost less than that many tokens one at a time):
+/// 4, or kMinPartialGroup8Q8_0 for fewer than 8 tokens where every matrix of the call
+/// is Q8_0 on plain AVX2.
+inline int64_t act_groups(int64_t n_tokens, int64_t min_partial) {
+  return n_tokens / 8 + (n_tokens % 8 >= min_partial ? 1 : 0);
+}
+/// Q8_0's row tiles (plain AVX2) beat a half-empty group when there is no whole one:
+/// Zen 3, one thread, 2048 x 1024, GMAC/s, group -> rows: 4 tokens 17.1 -> 25.7, 5 21.5
+/// -> 25.9, 6 even (25.6, 26.1), 7 29.9 vs 26.2. After a whole group the rows would read
+/// the weights again: 12 tokens as 8 + 4 rows measured 36.9 -> 30.5. Q4_1 and Q5_1 keep
+/// 4 (their groups win from 4 and 5).
+constexpr int64_t kMinPartialGroup8Q8_0 = 6;
 /// The same in groups of 16 tokens (Isa::avx512_vnni), whose last partial group
 /// has at least kSmallBatch16 tokens: up to 12 run faster with the rows in lanes
 /// (rows16_tokens in matmul_avx512_vnni.cpp), since a group costs 16 tokens' work.
@@ -115,15 +125,21 @@ void quantize_act_q8_avx2(const float* x, int64_t n, ActQ8* out);
 /// lanes, lanes from n on zero (quantize.cpp).
 void act_group16_q8(const ActQ8* rows, int64_t nb, int n, ActQ8x16* group);
 /// Groups of 16 tokens the ActQ8 kernels of the AVX2 ISAs take as ActQ8x16: whole
-/// groups, and a last partial one of at least min_partial_group16_q8 tokens (fewer run as
-/// row tiles). Plain AVX2 from 10: 8 and 9 tokens run faster as 4-token passes over
-/// 8-row tiles (Zen 3, one thread, 2048 x 1024, 8 tokens: Q4_0 44.5 -> 55.9, Q5_0
-/// 33.3 -> 42.8, IQ4_NL 24.1 -> 32.7 GMAC/s; at 10 the group wins). AVX-VNNI keeps 8
-/// (not measured), AVX-512 VNNI kSmallBatch16.
-inline int64_t min_partial_group16_q8(Isa isa) { return isa == Isa::avx512_vnni ? kSmallBatch16 : isa == Isa::avx2 ? 10 : 8; }
+/// groups, and a last partial one of at least min_partial_group16_q8 tokens (fewer run
+/// as row tiles). Plain AVX2 alone, from 10 (9 after whole groups): 8 and 9 tokens run
+/// faster as 4-token passes over 8-row tiles (Zen 3, one thread, 2048 x 1024, 8 tokens:
+/// Q4_0 44.5 -> 55.9, Q5_0 33.3 -> 42.8, IQ4_NL 24.1 -> 32.7 GMAC/s; at 10 the group
+/// wins). After whole groups the rows read the weights a second time: 25 tokens as 16 +
+/// 9 rows measured Q4_0 72.8 -> 70.3, Q5_0 56.9 -> 51.3, and 24 as 16 + 8 rows 69.9 ->
+/// 73.5, 54.6 -> 55.2. AVX-VNNI keeps 8 (not measured), AVX-512 VNNI kSmallBatch16.
+inline int64_t min_partial_group16_q8(Isa isa, int64_t n_tokens) {
+  if (isa == Isa::avx512_vnni) return kSmallBatch16;
+  if (isa == Isa::avx2) return n_tokens < 16 ? 10 : 9;
+  return 8;
+}
 inline int64_t act_groups16_q8(Isa isa, int64_t n_tokens) {
   if (!is_avx2(isa)) return 0;
-  return n_tokens / 16 + (n_tokens % 16 >= min_partial_group16_q8(isa) ? 1 : 0);
+  return n_tokens / 16 + (n_tokens % 16 >= min_partial_group16_q8(isa, n_tokens) ? 1 : 0);
 }
 /// Groups of 16 tokens the K-quant (and Q2_K/Q3_K/IQ4_XS) kernels of the AVX2 ISAs take
 /// as ActQ8Kx16: whole groups, and on plain AVX2 a last partial one of at least 9
