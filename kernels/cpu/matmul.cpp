@@ -95,10 +95,8 @@ ActFormat act_format(DType type) {
 namespace {
 
 // Quantizes x once into the format `fmt` wants and points args at it.
-// min_partial8: the fewest tokens of a last partial 8-token group (ActFormat::q8 on the
-// 8-token ISAs, act_groups).
 void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int64_t n_tokens, ThreadPool* pool,
-                         int64_t min_partial8, MatmulArgs* args) {
+                         MatmulArgs* args) {
   switch (fmt) {
     case ActFormat::f32:
       return;
@@ -106,7 +104,7 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       const int64_t nb = in / kQK;
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ16));
       const bool wide = group_tokens(isa) == 16;
-      const int64_t groups = n_tokens <= 1 ? 0 : wide ? act_groups16(n_tokens) : act_groups(n_tokens, min_partial8);
+      const int64_t groups = n_tokens <= 1 ? 0 : wide ? act_groups16(n_tokens) : act_groups(isa, n_tokens);
       const size_t group_bytes = wide ? sizeof(ActQ16x16) : sizeof(ActQ16x8);
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
       const size_t bytes = row_part + static_cast<size_t>(groups * nb) * group_bytes;
@@ -324,10 +322,6 @@ void prepare(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float
   bool prepared[4] = {false, false, false, false};
   MatmulArgs acts[4] = {};
   int64_t units = 0;
-  bool only_q8_0 = true;  // among the jobs with 16-bit activations
-  for (int j = 0; j < n_jobs; ++j)
-    if (act_format(jobs[j].type) == ActFormat::q8 && jobs[j].type != DType::q8_0) only_q8_0 = false;
-  const int64_t min_partial8 = isa == Isa::avx2 && only_q8_0 && n_tokens < 8 ? kMinPartialGroup8Q8_0 : 4;
   for (int j = 0; j < n_jobs; ++j) {
     const MatmulJob& job = jobs[j];
     TROUPE_CHECK(supports_type(job.type), "matmul: unsupported weight type");
@@ -341,7 +335,7 @@ void prepare(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float
     const ActFormat fmt = act_format(job.type);
     const int f = static_cast<int>(fmt);
     if (!prepared[f]) {
-      prepare_activations(isa, fmt, in, x, n_tokens, pool, min_partial8, &acts[f]);
+      prepare_activations(isa, fmt, in, x, n_tokens, pool, &acts[f]);
       prepared[f] = true;
     }
     MatmulArgs& a = p->args[j];

@@ -41,19 +41,18 @@ struct MatmulArgs {
 };
 
 /// Groups of 8 tokens a batched matmul of the 32-element block types gives the
-/// kernels in ActQ16x8 form: whole groups, and a last partial group of at least
-/// `min_partial` tokens (zero lanes cost less than that many tokens one at a time):
-/// 4, or kMinPartialGroup8Q8_0 for fewer than 8 tokens where every matrix of the call
-/// is Q8_0 on plain AVX2.
-inline int64_t act_groups(int64_t n_tokens, int64_t min_partial) {
-  return n_tokens / 8 + (n_tokens % 8 >= min_partial ? 1 : 0);
+/// kernels in ActQ16x8 form (Q4_1, Q5_1, Q8_0 on the 8-token ISAs): whole groups, and a
+/// last partial group of at least 4 tokens (zero lanes cost less than that many tokens'
+/// row passes, which read the weights again). On plain AVX2, fewer than 8 tokens take
+/// no group: the 8-row tiles of up to 4 tokens (rows8_tokens_q16) run faster (Zen 3, one
+/// thread, 2048 x 1024, GMAC/s, group -> rows: Q4_1 at 4 / 5 / 6 / 7 tokens 15.0 / 18.6 /
+/// 22.3 / 26.0 -> 27.9 / 24.1 / 25.1 / 26.8, Q5_1 13.9 / 17.4 / 20.9 / 24.3 -> 24.9 /
+/// 20.2 / 21.5 / 23.0, Q8_0 at 6 25.3 -> 29.8); after a whole group the group wins
+/// (12 tokens: Q4_1 30.9 against 29.1 as 8 + 4 rows, Q8_0 37.8 against 33.6).
+inline int64_t act_groups(Isa isa, int64_t n_tokens) {
+  if (isa == Isa::avx2 && n_tokens < 8) return 0;
+  return n_tokens / 8 + (n_tokens % 8 >= 4 ? 1 : 0);
 }
-/// Q8_0's row tiles (plain AVX2) beat a half-empty group when there is no whole one:
-/// Zen 3, one thread, 2048 x 1024, GMAC/s, group -> rows: 4 tokens 17.1 -> 25.7, 5 21.5
-/// -> 25.9, 6 even (25.6, 26.1), 7 29.9 vs 26.2. After a whole group the rows would read
-/// the weights again: 12 tokens as 8 + 4 rows measured 36.9 -> 30.5. Q4_1 and Q5_1 keep
-/// 4 (their groups win from 4 and 5).
-constexpr int64_t kMinPartialGroup8Q8_0 = 6;
 /// The same in groups of 16 tokens (Isa::avx512_vnni), whose last partial group
 /// has at least kSmallBatch16 tokens: up to 12 run faster with the rows in lanes
 /// (rows16_tokens in matmul_avx512_vnni.cpp), since a group costs 16 tokens' work.
