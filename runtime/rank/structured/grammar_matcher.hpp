@@ -15,6 +15,7 @@
 
 #include "runtime/rank/structured/earley_parser.hpp"
 #include "runtime/rank/structured/grammar.hpp"
+#include "runtime/rank/structured/state_mask.hpp"
 #include "runtime/rank/structured/token_vocabulary.hpp"
 #include "troupe/status.hpp"
 
@@ -53,9 +54,13 @@ class GrammarMatcher {
   };
   bool advance(std::string_view bytes);
   void restore(const Step& step);
-  // The mask walk (grammar_matcher_mask.cpp).
-  void walk(const TokenVocabulary::Trie& trie, uint64_t* bits);
+  // The mask (grammar_matcher_mask.cpp).
+  const StateMask* state_mask(int32_t state, std::unique_ptr<StateMask>* scratch);
+  void walk_lexeme(uint32_t trie, int32_t state, std::vector<uint64_t>& bits, std::vector<StateMask::Boundary>& out);
+  void walk_boundary(const StateMask::Boundary& b, uint64_t* bits);
+  int64_t row_after(uint32_t ended);
   int32_t cross_boundary(int32_t state, uint8_t byte);
+  bool can_end_in_walk();
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
@@ -64,15 +69,12 @@ class GrammarMatcher {
   int32_t state_ = 0;
   bool terminated_ = false;
   std::vector<Step> history_;
-  // Mask scratch: rows built for a lexeme ending under a given row, by (row, lexeme set).
+  // Mask scratch: rows built for a lexeme ending under a given row, by (row, lexeme set);
+  // per trie depth the lexer state, its transitions and the parser depth.
   std::unordered_map<uint64_t, int64_t> boundary_rows_;
-  struct Frame {
-    uint32_t end;
-    int32_t state;
-    const int32_t* row;
-    uint32_t depth;
-  };
-  std::vector<Frame> frames_;
+  std::vector<int32_t> depth_state_;
+  std::vector<const int32_t*> depth_row_;
+  std::vector<uint32_t> depth_parser_;
   size_t mask_work_ = 0;
 };
 

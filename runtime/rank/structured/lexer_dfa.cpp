@@ -8,9 +8,11 @@ namespace troupe::structured {
 namespace {
 
 constexpr size_t kMaxSets = size_t{1} << 20;
+// Cached mask parts take at most this share of the grammar's memory budget.
+constexpr size_t kMaskCacheShare = 4;
 // A product search over (slice state, lexer state) pairs larger than this gives up
 // (the slice's tokens are then walked one by one, which is always right).
-constexpr size_t kMaxSlicePairs = 4096;
+constexpr size_t kMaxSlicePairs = 512;
 
 std::string key_of(const void* data, size_t bytes, char tag) {
   std::string k(1, tag);
@@ -45,7 +47,7 @@ bool LexerDfa::over_budget() const {
 size_t LexerDfa::memory_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return items_.capacity() * sizeof(Item) + states_.allocated_chunks() * ChunkedVector<State>::kChunk * sizeof(State) +
-         state_ids_.size() * 64 + sets_.size() * 96;
+         state_ids_.size() * 64 + sets_.size() * 96 + mask_bytes_;
 }
 
 Status LexerDfa::status() const {
@@ -177,6 +179,17 @@ bool LexerDfa::slice_allows_all(int32_t state, uint32_t slice, const SliceAutoma
   if (pass) s.slices_pass.fetch_or(bit, std::memory_order_relaxed);
   s.slices_known.fetch_or(bit, std::memory_order_release);
   return pass;
+}
+
+const StateMask* LexerDfa::cache_mask(int32_t state, std::unique_ptr<StateMask>& mask) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  State& s = states_[static_cast<size_t>(state)];
+  if (const StateMask* existing = s.mask.load(std::memory_order_acquire)) return existing;
+  if (mask_bytes_ + mask->bytes() > memory_budget_ / kMaskCacheShare) return nullptr;
+  mask_bytes_ += mask->bytes();
+  masks_.push_back(std::move(mask));
+  s.mask.store(masks_.back().get(), std::memory_order_release);
+  return masks_.back().get();
 }
 
 std::string LexerDfa::describe_state(int32_t state) {

@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 
 #include "runtime/rank/structured/chunked_vector.hpp"
 #include "runtime/rank/structured/regex_expr.hpp"
+#include "runtime/rank/structured/state_mask.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::structured {
@@ -66,6 +68,15 @@ class LexerDfa {
   /// current lexeme from `state` (never reaches a dead transition). Cached per state.
   bool slice_allows_all(int32_t state, uint32_t slice, const SliceAutomaton& automaton);
 
+  /// The mask part cached for `state` (state_mask.hpp), or null.
+  const StateMask* cached_mask(int32_t state) const {
+    return states_[static_cast<size_t>(state)].mask.load(std::memory_order_acquire);
+  }
+  /// Takes `mask` for `state` unless the cache is over its budget (then `mask` is left as it
+  /// was); returns the mask cached for the state (this one, or one another thread stored
+  /// first), or null.
+  const StateMask* cache_mask(int32_t state, std::unique_ptr<StateMask>& mask);
+
   /// ok, or the limit the DFA reached (it then stops growing: transitions to states it
   /// could not make are dead, which only ever removes tokens).
   Status status() const;
@@ -81,6 +92,7 @@ class LexerDfa {
     int32_t accept_set = -1;
     uint32_t items_begin = 0, items_count = 0;
     std::atomic<uint32_t> slices_known{0}, slices_pass{0};
+    std::atomic<const StateMask*> mask{nullptr};
     std::array<int32_t, 256> trans{};
   };
   struct Item {
@@ -101,6 +113,8 @@ class LexerDfa {
   ChunkedVector<State> states_;
   ChunkedVector<LexemeSet> sets_;
   std::vector<Item> items_;  // states' items, under the mutex
+  std::vector<std::unique_ptr<StateMask>> masks_;  // owned here, under the mutex
+  size_t mask_bytes_ = 0;
   std::unordered_map<std::string, int32_t> state_ids_;
   std::unordered_map<std::string, uint32_t> set_ids_;
   std::string limit_reached_;  // under the mutex

@@ -24,7 +24,7 @@ void build_subtree(const std::vector<Entry>& e, size_t lo, size_t hi, size_t dep
     size_t j = i;
     while (j < hi && static_cast<uint8_t>(e[j].first[depth]) == c) ++j;
     auto child = static_cast<uint32_t>(trie.size());
-    trie.push_back({0, -1, c});
+    trie.push_back({0, -1, static_cast<uint16_t>(depth + 1), c});
     build_subtree(e, i, j, depth + 1, child, trie, dups);
     i = j;
   }
@@ -34,7 +34,7 @@ void build_subtree(const std::vector<Entry>& e, size_t lo, size_t hi, size_t dep
 TokenVocabulary::Trie build_trie(std::vector<Entry> entries, std::vector<std::pair<int32_t, int32_t>>& dups) {
   std::sort(entries.begin(), entries.end());
   TokenVocabulary::Trie trie;
-  trie.push_back({0, -1, 0});
+  trie.push_back({0, -1, 0, 0});
   build_subtree(entries, 0, entries.size(), 0, 0, trie, dups);
   return trie;
 }
@@ -75,8 +75,7 @@ bool in_language(const SliceAutomaton& a, std::string_view bytes) {
 }  // namespace
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::create(std::vector<std::string> token_bytes,
-                                                               std::vector<int32_t> eog_ids, int64_t vocab_size,
-                                                               uint32_t max_slice_bytes) {
+                                                               std::vector<int32_t> eog_ids, int64_t vocab_size) {
   auto v = std::shared_ptr<TokenVocabulary>(new TokenVocabulary());
   v->vocab_size_ = vocab_size;
   if (static_cast<int64_t>(token_bytes.size()) > vocab_size) token_bytes.resize(static_cast<size_t>(vocab_size));
@@ -93,18 +92,23 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::create(std::vector<std::
   word.add('0', '9');
   word.add('_');
   CodepointSet text = CodepointSet::range(0x20, CodepointSet::kMax).minus(CodepointSet::of('"')).minus(CodepointSet::of('\\'));
-  v->slices_.push_back(Slice{"word", automaton_of(word, max_slice_bytes), {}, {}, 0});
-  v->slices_.push_back(Slice{"json_text", automaton_of(text, max_slice_bytes), {}, {}, 0});
+  // Short slices first: a lexer state with a bounded length left (a maxLength string) still
+  // takes them whole.
+  constexpr uint32_t kShort = 16;
+  v->slices_.push_back(Slice{"word", kShort, automaton_of(word, kShort), {}, {}, 0});
+  v->slices_.push_back(Slice{"json_text", kShort, automaton_of(text, kShort), {}, {}, 0});
+  v->slices_.push_back(Slice{"json_text_long", 128, automaton_of(text, 128), {}, {}, 0});
 
   std::vector<std::vector<Entry>> per_slice(v->slices_.size());
   std::vector<Entry> rest;
   for (size_t id = 0; id < v->token_bytes_.size(); ++id) {
     const std::string& t = v->token_bytes_[id];
-    if (t.empty() || v->is_eog_[id]) continue;
+    if (t.empty() || v->is_eog_[id] || t.size() > kMaxTokenBytes) continue;
+    v->max_token_bytes_ = std::max(v->max_token_bytes_, t.size());
     Entry e{t, static_cast<int32_t>(id)};
     bool placed = false;
-    for (size_t s = 0; s < v->slices_.size() && !placed && t.size() <= max_slice_bytes; ++s) {
-      if (in_language(v->slices_[s].automaton, t)) {
+    for (size_t s = 0; s < v->slices_.size() && !placed; ++s) {
+      if (t.size() <= v->slices_[s].max_bytes && in_language(v->slices_[s].automaton, t)) {
         per_slice[s].push_back(e);
         placed = true;
       }

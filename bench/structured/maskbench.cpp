@@ -1,0 +1,233 @@
+// troupe_bench_maskbench: MaskBench's method (guidance-ai/jsonschemabench,
+// maskbench/) on troupe's grammar engine. For each data file (a JSON Schema and
+// its valid and invalid test instances): compile the schema and compute the
+// first mask (time to first mask, with the vocabulary trie already built), then
+// walk every instance token by token (bench/structured/maskbench_walk.hpp),
+// timing each mask (time between masks). A schema passes when it compiles and
+// every valid instance is accepted and every invalid one refused; a valid one
+// refused is a validation error, an invalid one accepted an invalidation error.
+//
+// Only the splits this work may use are read (an allow-list on the file names):
+// Github_trivial, Github_easy, Github_medium, Github_hard, Glaiveai2K,
+// Synthesized, Handwritten and JME. Files of other splits are never opened.
+//
+//   troupe_bench_maskbench --vocab ggml-vocab-llama-bpe.gguf --data DIR [--filter PREFIX]
+//                          [--limit N] [--results FILE.jsonl] [--timeout-s 60]
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/structured/maskbench_walk.hpp"
+#include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/rank/structured/grammar_matcher.hpp"
+#include "runtime/rank/structured/json_schema_grammar.hpp"
+#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/request/tokenizer/tokenizer.hpp"
+
+namespace {
+
+using troupe::structured::Grammar;
+using troupe::structured::TokenVocabulary;
+using Clock = std::chrono::steady_clock;
+
+const char* const kAllowedSplits[] = {"Github_trivial", "Github_easy", "Github_medium", "Github_hard",
+                                      "Glaiveai2K",     "Synthesized", "Handwritten",   "JME"};
+
+// The split a file belongs to, or "" when it is not on the allow-list.
+std::string allowed_split(const std::string& file_name) {
+  for (const char* split : kAllowedSplits) {
+    if (file_name.rfind(split, 0) == 0) return split;
+  }
+  return "";
+}
+
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+struct SplitStats {
+  int schemas = 0, passing = 0, compile_error = 0, validation_error = 0, invalidation_error = 0, timeout = 0;
+  int mismatch = 0;
+  long valid_instances = 0, invalid_instances = 0, valid_refused = 0, invalid_accepted = 0;
+};
+
+double percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
+  return v[i];
+}
+
+std::string pct(int n, int of) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d (%.1f%%)", n, of ? 100.0 * n / of : 0.0);
+  return buf;
+}
+
+std::shared_ptr<const TokenVocabulary> load_vocab(const std::string& path,
+                                                  std::unique_ptr<troupe::tokenizer::Tokenizer>* tok) {
+  auto file = troupe::gguf::GgufFile::open(path);
+  if (!file) {
+    std::fprintf(stderr, "%s\n", file.status().to_string().c_str());
+    return nullptr;
+  }
+  auto t = troupe::tokenizer::Tokenizer::from_gguf(**file);
+  if (!t) {
+    std::fprintf(stderr, "%s\n", t.status().to_string().c_str());
+    return nullptr;
+  }
+  *tok = std::move(*t);
+  std::vector<std::string> bytes(static_cast<size_t>((*tok)->vocab_size()));
+  for (int32_t id = 0; id < (*tok)->vocab_size(); ++id) {
+    bytes[static_cast<size_t>(id)] = (*tok)->is_special(id) ? "" : (*tok)->decode({id}, /*skip_special=*/true);
+  }
+  return TokenVocabulary::create(std::move(bytes), (*tok)->eog_ids(), (*tok)->vocab_size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"MaskBench's method on troupe's grammar engine (allowed splits only)"};
+  std::string vocab_path, data_dir, filter, results_path;
+  size_t limit = 0;
+  double timeout_s = 60;
+  app.add_option("--vocab", vocab_path, "GGUF with the tokenizer (Llama 3's ggml-vocab-llama-bpe.gguf)")->required();
+  app.add_option("--data", data_dir, "maskbench/data folder")->required();
+  app.add_option("--filter", filter, "only files whose name starts with this");
+  app.add_option("--limit", limit, "at most this many files (0: all)");
+  app.add_option("--results", results_path, "per-schema results as JSON lines");
+  app.add_option("--timeout-s", timeout_s, "a schema taking longer than this counts as a timeout");
+  CLI11_PARSE(app, argc, argv);
+
+  std::unique_ptr<troupe::tokenizer::Tokenizer> tok;
+  auto t0 = Clock::now();
+  auto vocab = load_vocab(vocab_path, &tok);
+  if (!vocab) return 1;
+  std::fprintf(stderr, "vocabulary: %lld tokens, trie built in %.0f ms\n", static_cast<long long>(vocab->vocab_size()),
+               us_since(t0) / 1000);
+
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(data_dir)) {
+    std::string name = e.path().filename().string();
+    if (e.path().extension() != ".json" || allowed_split(name).empty()) continue;  // never opened
+    if (!filter.empty() && name.rfind(filter, 0) != 0) continue;
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (limit && files.size() > limit) files.resize(limit);
+
+  std::ofstream results;
+  if (!results_path.empty()) results.open(results_path);
+  std::map<std::string, SplitStats> stats;
+  std::vector<double> tbm, ttfm;
+  for (const auto& path : files) {
+    const std::string name = path.filename().string();
+    nlohmann::ordered_json doc;
+    try {
+      std::ifstream in(path);
+      doc = nlohmann::ordered_json::parse(in);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: unreadable (%s)\n", name.c_str(), e.what());
+      continue;
+    }
+    if (!doc.contains("tests") || doc["tests"].empty()) continue;  // MaskBench counts schemas with tests
+    SplitStats& st = stats[allowed_split(name)];
+    ++st.schemas;
+    nlohmann::ordered_json out = {{"id", name}};
+    auto start = Clock::now();
+    auto compiled = troupe::structured::compile_json_schema_grammar(doc["schema"].dump());
+    if (!compiled) {
+      ++st.compile_error;
+      out["compile_error"] = compiled.status().message();
+      if (results) results << out.dump() << "\n";
+      continue;
+    }
+    {
+      troupe::structured::GrammarMatcher first(*compiled, vocab);
+      std::vector<uint64_t> bits(vocab->mask_words());
+      (void)first.fill_mask(bits.data());
+    }
+    double ttfm_us = us_since(start);
+    ttfm.push_back(ttfm_us);
+    out["ttfm_us"] = ttfm_us;
+    std::string failure;
+    bool validation = false, invalidation = false;
+    int i = 0;
+    for (const auto& test : doc["tests"]) {
+      bool valid = test.value("valid", false);
+      std::string text = troupe::structured::python_json_dumps(test["data"]);
+      auto tokens = tok->encode(text, /*add_special=*/false, /*parse_special=*/false);
+      auto r = troupe::bench::walk_tokens(*compiled, vocab, tokens);
+      tbm.insert(tbm.end(), r.mask_us.begin(), r.mask_us.end());
+      (valid ? st.valid_instances : st.invalid_instances)++;
+      if (!r.mismatch.empty()) {
+        ++st.mismatch;
+        failure += "test #" + std::to_string(i) + ": " + r.mismatch + "; ";
+      }
+      if (valid && !r.accepted) {
+        ++st.valid_refused;
+        validation = true;
+        failure += "test #" + std::to_string(i) + ": valid refused after " + std::to_string(r.tokens_allowed) + "/" +
+                   std::to_string(tokens.size()) + " tokens" + (r.tokens_allowed == tokens.size() ? " (end)" : "") + "; ";
+      } else if (!valid && r.accepted) {
+        ++st.invalid_accepted;
+        invalidation = true;
+        failure += "test #" + std::to_string(i) + ": invalid accepted; ";
+      }
+      ++i;
+    }
+    double total_s = us_since(start) / 1e6;
+    if (total_s > timeout_s) {
+      ++st.timeout;
+      out["timeout_s"] = total_s;
+    } else if (invalidation) {
+      ++st.invalidation_error;
+    } else if (validation) {
+      ++st.validation_error;
+    } else {
+      ++st.passing;
+    }
+    if (!failure.empty()) out["failure"] = failure;
+    out["memory_bytes"] = (*compiled)->memory_bytes();
+    if (results) results << out.dump() << "\n";
+  }
+
+  SplitStats total;
+  std::printf("| split | schemas | passing | compile error | validation error | invalidation error | timeout | "
+              "valid inst. refused | invalid inst. accepted |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  auto row = [](const std::string& name, const SplitStats& s) {
+    std::printf("| %s | %d | %s | %s | %s | %s | %s | %ld/%ld | %ld/%ld |\n", name.c_str(), s.schemas,
+                pct(s.passing, s.schemas).c_str(), pct(s.compile_error, s.schemas).c_str(),
+                pct(s.validation_error, s.schemas).c_str(), pct(s.invalidation_error, s.schemas).c_str(),
+                pct(s.timeout, s.schemas).c_str(), s.valid_refused, s.valid_instances, s.invalid_accepted,
+                s.invalid_instances);
+  };
+  for (const auto& [name, s] : stats) {
+    row(name, s);
+    total.schemas += s.schemas;
+    total.passing += s.passing;
+    total.compile_error += s.compile_error;
+    total.validation_error += s.validation_error;
+    total.invalidation_error += s.invalidation_error;
+    total.timeout += s.timeout;
+    total.mismatch += s.mismatch;
+    total.valid_instances += s.valid_instances;
+    total.invalid_instances += s.invalid_instances;
+    total.valid_refused += s.valid_refused;
+    total.invalid_accepted += s.invalid_accepted;
+  }
+  row("TOTAL", total);
+  std::printf("\nmask/accept mismatches (engine bugs): %d\n", total.mismatch);
+  std::printf("TBM (us, %zu masks):  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", tbm.size(), percentile(tbm, 50),
+              percentile(tbm, 90), percentile(tbm, 99), percentile(tbm, 100));
+  std::printf("TTFM (us, %zu schemas): p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n", ttfm.size(), percentile(ttfm, 50),
+              percentile(ttfm, 90), percentile(ttfm, 99), percentile(ttfm, 100));
+  return 0;
+}

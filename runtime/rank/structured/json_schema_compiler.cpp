@@ -1,0 +1,184 @@
+// Values: one rule per distinct conjunction of subschemas (memoised, so $ref
+// recursion is grammar recursion); anyOf/oneOf distributed over the rest of
+// the conjunction, one alternative per branch; scalar types as one lexeme;
+// enum and const as literals.
+#include "runtime/rank/structured/json_schema_compiler.hpp"
+
+#include <cmath>
+
+#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/rank/structured/regex_syntax.hpp"
+
+namespace troupe::structured {
+
+SchemaCompiler::SchemaCompiler(const SchemaJson& root, ExprId whitespace, GrammarBuilder& builder)
+    : b_(builder), s_(builder.exprs()), index_(root), facts_(index_), lex_(builder.exprs(), whitespace) {
+  open_object_ = b_.token(lex_.open_object(), "{");
+  close_object_ = b_.token(lex_.close_object(), "}");
+  open_array_ = b_.token(lex_.open_array(), "[");
+  close_array_ = b_.token(lex_.close_array(), "]");
+  comma_ = b_.token(lex_.comma(), ",");
+}
+
+Result<Symbol> SchemaCompiler::value(Conjunction conj) {
+  conj = facts_.normalize(std::move(conj));
+  std::vector<std::pair<const SchemaJson*, uint8_t>> key;
+  for (const SchemaPart& p : conj) key.emplace_back(p.node, p.done);
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  TROUPE_RETURN_IF_ERROR(b_.check_budget());
+  Symbol rule = b_.rule("value" + std::to_string(memo_.size()));
+  memo_.emplace(std::move(key), rule);
+  auto f = facts_.facts(conj);
+  if (!f) return f.status();
+  if (f->never) return rule;  // no productions: the value can never be written
+  if (!f->choices.empty()) {
+    TROUPE_RETURN_IF_ERROR(distribute(conj, *f, rule));
+  } else {
+    TROUPE_RETURN_IF_ERROR(typed(*f, rule));
+  }
+  return rule;
+}
+
+// value -> (conjunction + branch 1) | (conjunction + branch 2) | ... for the first anyOf /
+// oneOf; the branches' own choices are distributed by their values in turn.
+Status SchemaCompiler::distribute(const Conjunction& conj, const SchemaFacts& f, Symbol rule) {
+  const SchemaFacts::Choice& choice = f.choices.front();
+  const SchemaJson& branches = (*choice.node)[choice.which == 1 ? "anyOf" : "oneOf"];
+  for (const auto& branch : branches) {
+    Conjunction next = conj;
+    next.push_back({choice.node, choice.which});
+    next.push_back({&branch, 0});
+    auto v = value(std::move(next));
+    if (!v) return v.status();
+    b_.add(rule, {*v});
+  }
+  return {};
+}
+
+Status SchemaCompiler::typed(const SchemaFacts& f, Symbol rule) {
+  if (f.has_enum) {
+    std::vector<ExprId> scalars;
+    for (const SchemaJson* v : f.enum_values) {
+      auto ok = satisfies_facts(*v, f, 0);
+      if (!ok) return ok.status();
+      if (!*ok) continue;
+      if (v->is_object() || v->is_array()) {
+        auto lit = literal(*v);
+        if (!lit) return lit.status();
+        b_.add(rule, {*lit});
+      } else {
+        auto e = scalar_literal_regex(*v);
+        if (!e) return e.status();
+        scalars.push_back(*e);
+      }
+    }
+    if (!scalars.empty()) b_.add(rule, {b_.token(s_.alt(scalars), "literal")});
+    return {};
+  }
+  std::vector<ExprId> scalars;
+  if (f.types & kNullType) scalars.push_back(s_.literal("null"));
+  if (f.types & kBooleanType) scalars.push_back(s_.alt(s_.literal("true"), s_.literal("false")));
+  if (f.types & kStringType) {
+    auto e = lex_.string(f.string);
+    if (!e) return e.status();
+    scalars.push_back(*e);
+  }
+  if (f.types & (kIntegerType | kFractionType)) {
+    NumberConstraints n = f.number;
+    n.integer = !(f.types & kFractionType);
+    scalars.push_back(lex_.number(n));
+  }
+  if (!scalars.empty()) b_.add(rule, {b_.token(s_.alt(scalars), "scalar")});
+  if (f.types & kObjectType) {
+    auto o = object(f);
+    if (!o) return o.status();
+    b_.add(rule, {*o});
+  }
+  if (f.types & kArrayType) {
+    auto a = array(f);
+    if (!a) return a.status();
+    b_.add(rule, {*a});
+  }
+  return {};
+}
+
+// A number literal in the forms a value equal to it may be written: an integral value as
+// an integer or with ".0" (Python writes 5.0 for a float), others as Python's repr.
+Result<ExprId> SchemaCompiler::scalar_literal_regex(const SchemaJson& v) {
+  if (v.is_number()) {
+    double d = v.get<double>();
+    if (v.is_number_integer() || v.is_number_unsigned() || (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e16)) {
+      std::string text = v.is_number_float() ? std::to_string(static_cast<int64_t>(d)) : v.dump();
+      if (text == "-0") text = "0";
+      return s_.alt(s_.literal(text), s_.literal(text + ".0"));
+    }
+    return s_.literal(python_float_repr(d));
+  }
+  return s_.literal(python_json_dumps(v, /*compact=*/true));
+}
+
+// An object or array literal, with the whitespace JSON allows between its tokens.
+Result<Symbol> SchemaCompiler::literal(const SchemaJson& v) {
+  TROUPE_RETURN_IF_ERROR(b_.check_budget());
+  if (!v.is_object() && !v.is_array()) {
+    auto e = scalar_literal_regex(v);
+    if (!e) return e.status();
+    return b_.token(*e, "literal");
+  }
+  Symbol rule = b_.rule("literal");
+  std::vector<Symbol> rhs{v.is_object() ? open_object_ : open_array_};
+  bool first = true;
+  if (v.is_object()) {
+    for (const auto& [k, e] : v.items()) {
+      if (!first) rhs.push_back(comma_);
+      first = false;
+      rhs.push_back(b_.token(lex_.key(k), "key"));
+      auto sub = literal(e);
+      if (!sub) return sub;
+      rhs.push_back(*sub);
+    }
+  } else {
+    for (const auto& e : v) {
+      if (!first) rhs.push_back(comma_);
+      first = false;
+      auto sub = literal(e);
+      if (!sub) return sub;
+      rhs.push_back(*sub);
+    }
+  }
+  rhs.push_back(v.is_object() ? close_object_ : close_array_);
+  b_.add(rule, std::move(rhs));
+  return rule;
+}
+
+Result<std::shared_ptr<const Grammar>> compile_json_schema_grammar(std::string_view schema_json,
+                                                                   const JsonSchemaOptions& options,
+                                                                   const GrammarLimits& limits) {
+  SchemaJson root;
+  try {
+    root = SchemaJson::parse(schema_json);
+  } catch (const std::exception& e) {
+    return invalid_argument(std::string("JSON Schema: not valid JSON: ") + e.what());
+  }
+  GrammarBuilder builder(limits);
+  ExprStore& s = builder.exprs();
+  ExprId ws = ExprStore::kEmpty;
+  if (options.whitespace_pattern) {
+    auto tree = parse_regex(*options.whitespace_pattern, RegexDialect::python);
+    if (!tree) return invalid_argument("whitespace_pattern: " + tree.status().message());
+    auto e = lower_full_match(s, *tree, utf8_encoder(s));
+    if (!e) return invalid_argument("whitespace_pattern: " + e.status().message());
+    ws = *e;
+  } else if (!options.compact) {
+    ByteSet space;
+    for (char c : {' ', '\t', '\n', '\r'}) space.add(static_cast<uint8_t>(c));
+    ws = s.repeat(s.bytes(space), 0, options.max_whitespace);
+  }
+  SchemaCompiler compiler(root, ws, builder);
+  auto start = compiler.value({{&root, 0}});
+  if (!start) return start.status();
+  return builder.build(*start);
+}
+
+}  // namespace troupe::structured

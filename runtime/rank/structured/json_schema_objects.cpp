@@ -1,0 +1,257 @@
+// Objects: the declared properties in order (a required one must come, an
+// optional one may be skipped), then any number of other keys (those matching
+// a patternProperties pattern, then additionalProperties), with the property
+// count tracked in the rules when min/maxProperties bound it:
+//   props(i, c): the declared properties from i on, c properties written so far.
+#include <algorithm>
+#include <set>
+
+#include "runtime/rank/structured/json_schema_compiler.hpp"
+#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/rank/structured/regex_syntax.hpp"
+
+namespace troupe::structured {
+namespace {
+
+constexpr size_t kMaxObjectRules = 200'000;
+
+const SchemaJson* member(const SchemaJson& node, const char* key) {
+  auto it = node.find(key);
+  return it == node.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+std::vector<SchemaCompiler::ObjectPart> SchemaCompiler::object_parts(const SchemaFacts& f) {
+  std::vector<ObjectPart> parts;
+  for (const SchemaJson* node : f.parts) {
+    if (!node->is_object()) continue;
+    ObjectPart p{member(*node, "properties"), member(*node, "patternProperties"), member(*node, "additionalProperties"),
+                 member(*node, "propertyNames"), member(*node, "required")};
+    if (p.properties || p.pattern_properties || p.additional || p.property_names || p.required) parts.push_back(p);
+  }
+  return parts;
+}
+
+Result<Conjunction> SchemaCompiler::property_schema(const std::vector<ObjectPart>& parts, const std::string& key,
+                                                    bool* declared) {
+  Conjunction conj;
+  *declared = false;
+  for (const ObjectPart& p : parts) {
+    bool matched = false;
+    if (p.properties && p.properties->is_object()) {
+      auto it = p.properties->find(key);
+      if (it != p.properties->end()) {
+        conj.push_back({&*it, 0});
+        matched = true;
+        *declared = true;
+      }
+    }
+    if (p.pattern_properties && p.pattern_properties->is_object()) {
+      for (const auto& [pattern, schema] : p.pattern_properties->items()) {
+        auto m = pattern_matches(pattern, key);
+        if (!m) return m.status();
+        if (*m) {
+          conj.push_back({&schema, 0});
+          matched = true;
+        }
+      }
+    }
+    if (!matched && p.additional) conj.push_back({p.additional, 0});
+  }
+  return conj;
+}
+
+Result<ExprId> SchemaCompiler::property_names_content(const std::vector<ObjectPart>& parts) {
+  std::vector<ExprId> all{s_.star(lex_.chars(CodepointSet::all(), /*canonical=*/true))};
+  for (const ObjectPart& p : parts) {
+    if (!p.property_names) continue;
+    auto f = facts_.facts(facts_.normalize({{p.property_names, 0}}));
+    if (!f) return f.status();
+    if (!f->choices.empty()) {
+      return invalid_argument("JSON Schema keyword 'propertyNames' is not supported with anyOf/oneOf inside");
+    }
+    if (f->never || !(f->types & kStringType)) return ExprStore::kNothing;
+    if (f->has_enum) {
+      std::vector<ExprId> names;
+      for (const SchemaJson* v : f->enum_values) {
+        if (!v->is_string()) continue;
+        auto ok = satisfies_facts(*v, *f, 0);
+        if (!ok) return ok.status();
+        std::string quoted = python_json_string(v->get<std::string>());
+        if (*ok) names.push_back(s_.literal(quoted.substr(1, quoted.size() - 2)));
+      }
+      all.push_back(s_.alt(names));
+      continue;
+    }
+    auto content = lex_.string_content(f->string, /*canonical=*/true);
+    if (!content) return content.status();
+    all.push_back(*content);
+  }
+  return s_.both(all);
+}
+
+Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
+  std::vector<ObjectPart> parts = object_parts(f);
+  // Declared keys in the order written, then required keys no part declares.
+  std::vector<std::string> keys;
+  std::set<std::string> seen, required;
+  for (const ObjectPart& p : parts) {
+    if (p.properties && !p.properties->is_object()) return invalid_argument("JSON Schema: 'properties' must be an object");
+    if (p.properties) {
+      for (const auto& [k, unused] : p.properties->items()) {
+        if (seen.insert(k).second) keys.push_back(k);
+      }
+    }
+  }
+  for (const ObjectPart& p : parts) {
+    if (!p.required) continue;
+    if (!p.required->is_array()) return invalid_argument("JSON Schema: 'required' must be an array of strings");
+    for (const auto& r : *p.required) {
+      if (!r.is_string()) return invalid_argument("JSON Schema: 'required' must be an array of strings");
+      required.insert(r.get<std::string>());
+      if (seen.insert(r.get<std::string>()).second) keys.push_back(r.get<std::string>());
+    }
+  }
+  // patternProperties merge only with parts that add no key rules of their own.
+  size_t with_patterns = 0, with_key_rules = 0;
+  for (const ObjectPart& p : parts) {
+    bool restricts_extra = p.additional && !(p.additional->is_boolean() && p.additional->get<bool>());
+    with_patterns += p.pattern_properties != nullptr;
+    with_key_rules += p.pattern_properties != nullptr || restricts_extra;
+  }
+  if (with_patterns > 0 && with_key_rules > 1) {
+    return invalid_argument("JSON Schema keyword 'patternProperties' is not supported in allOf with another "
+                            "schema's patternProperties or additionalProperties");
+  }
+
+  // Declared (and required) properties: their values and whether propertyNames allows them.
+  struct Declared {
+    Symbol key;
+    Symbol value;
+    bool required;
+  };
+  std::vector<Declared> declared;
+  std::vector<ExprId> declared_contents;
+  for (const std::string& k : keys) {
+    std::string quoted = python_json_string(k);
+    declared_contents.push_back(s_.literal(quoted.substr(1, quoted.size() - 2)));
+    bool allowed = true;
+    for (const ObjectPart& p : parts) {
+      if (!p.property_names) continue;
+      auto ok = satisfies(SchemaJson(k), facts_.normalize({{p.property_names, 0}}), 0);
+      if (!ok) return ok.status();
+      allowed = allowed && *ok;
+    }
+    bool is_required = required.count(k) != 0;
+    if (!allowed) {
+      if (is_required) return b_.rule("never");  // a required key its names may not have
+      continue;
+    }
+    bool named = false;
+    auto conj = property_schema(parts, k, &named);
+    if (!conj) return conj.status();
+    auto v = value(*conj);
+    if (!v) return v.status();
+    declared.push_back({b_.token(lex_.key(k), "key"), *v, is_required});
+  }
+
+  // Other keys: one alternative per pattern, then additionalProperties.
+  auto names = property_names_content(parts);
+  if (!names) return names.status();
+  ExprId not_declared = s_.negate(s_.alt(declared_contents));
+  std::vector<std::pair<Symbol, Symbol>> extras;
+  std::vector<ExprId> pattern_contents;
+  for (const ObjectPart& p : parts) {
+    if (!p.pattern_properties) continue;
+    if (!p.pattern_properties->is_object()) return invalid_argument("JSON Schema: 'patternProperties' must be an object");
+    for (const auto& [pattern, schema] : p.pattern_properties->items()) {
+      auto tree = parse_regex(pattern, RegexDialect::ecmascript);
+      if (!tree) return invalid_argument("patternProperties \"" + pattern + "\": " + tree.status().message());
+      CharEncoder canonical = [this](const CodepointSet& set) { return lex_.chars(set, true); };
+      auto e = lower_search(s_, *tree, canonical, CodepointSet::all());
+      if (!e) return invalid_argument("patternProperties \"" + pattern + "\": " + e.status().message());
+      pattern_contents.push_back(*e);
+    }
+  }
+  size_t pi = 0;
+  for (const ObjectPart& p : parts) {
+    if (!p.pattern_properties) continue;
+    for (const auto& [pattern, schema] : p.pattern_properties->items()) {
+      std::vector<ExprId> others;  // a key matching two patterns is left out (both schemas would apply)
+      for (size_t j = 0; j < pattern_contents.size(); ++j) {
+        if (j != pi) others.push_back(pattern_contents[j]);
+      }
+      ExprId parts3[4] = {pattern_contents[pi], not_declared, s_.negate(s_.alt(others)), *names};
+      ExprId content = s_.both(parts3);
+      ++pi;
+      auto v = value({{&schema, 0}});
+      if (!v) return v.status();
+      extras.emplace_back(b_.token(s_.concat(lex_.quoted(content), lex_.colon()), "pattern key"), *v);
+    }
+  }
+  Conjunction additional;
+  bool additional_allowed = true;
+  for (const ObjectPart& p : parts) {
+    if (!p.additional) continue;
+    if (p.additional->is_boolean() && !p.additional->get<bool>()) additional_allowed = false;
+    additional.push_back({p.additional, 0});
+  }
+  if (additional_allowed) {
+    ExprId parts3[3] = {not_declared, s_.negate(s_.alt(pattern_contents)), *names};
+    ExprId content = s_.both(parts3);
+    auto v = value(additional);
+    if (!v) return v.status();
+    extras.emplace_back(b_.token(s_.concat(lex_.quoted(content), lex_.colon()), "key"), *v);
+  }
+
+  // The property count: exact up to maxProperties, or up to minProperties ("at least").
+  const uint64_t min = f.min_properties;
+  const std::optional<uint64_t> max = f.max_properties;
+  const uint64_t cap = max ? *max : std::max<uint64_t>(min, 1);
+  const size_t n = declared.size();
+  if ((n + 2) * (cap + 1) > kMaxObjectRules) {
+    return invalid_argument("JSON Schema: minProperties/maxProperties of " + std::to_string(cap) + " with " +
+                            std::to_string(n) + " properties is over the grammar size limit");
+  }
+  auto next_count = [&](uint64_t c) -> std::optional<uint64_t> {
+    if (max) return c + 1 <= *max ? std::optional<uint64_t>(c + 1) : std::nullopt;
+    return std::min(c + 1, cap);
+  };
+  Symbol extra = b_.rule("extra property");
+  for (auto [k, v] : extras) b_.add(extra, {k, v});
+  // rules[i][c]: props(i, c); i == n is the extras' loop.
+  std::vector<std::vector<Symbol>> rules(n + 1, std::vector<Symbol>(cap + 1));
+  for (size_t i = 0; i <= n; ++i) {
+    for (uint64_t c = 0; c <= cap; ++c) rules[i][c] = b_.rule("props");
+  }
+  for (uint64_t c = 0; c <= cap; ++c) {
+    auto nc = next_count(c);
+    // extras(c): end here (enough properties), or one more key and value.
+    if (c >= min) b_.add(rules[n][c], {});
+    if (nc && !extras.empty()) {
+      std::vector<Symbol> rhs;
+      if (c > 0) rhs.push_back(comma_);
+      rhs.push_back(extra);
+      rhs.push_back(rules[n][*nc]);
+      b_.add(rules[n][c], std::move(rhs));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (nc) {
+        std::vector<Symbol> rhs;
+        if (c > 0) rhs.push_back(comma_);
+        rhs.push_back(declared[i].key);
+        rhs.push_back(declared[i].value);
+        rhs.push_back(rules[i + 1][*nc]);
+        b_.add(rules[i][c], std::move(rhs));
+      }
+      if (!declared[i].required) b_.add(rules[i][c], {rules[i + 1][c]});
+    }
+  }
+  TROUPE_RETURN_IF_ERROR(b_.check_budget());
+  Symbol obj = b_.rule("object");
+  b_.add(obj, {open_object_, rules[0][0], close_object_});
+  return obj;
+}
+
+}  // namespace troupe::structured
