@@ -174,8 +174,13 @@ int main(int argc, char** argv) {
       if (valid && !r.accepted) {
         ++st.valid_refused;
         validation = true;
+        std::string before, refused;
+        for (size_t k = 0; k < r.tokens_allowed; ++k) before += vocab->token_bytes(tokens[k]);
+        if (r.tokens_allowed < tokens.size()) refused = vocab->token_bytes(tokens[r.tokens_allowed]);
+        if (before.size() > 80) before = "..." + before.substr(before.size() - 80);
         failure += "test #" + std::to_string(i) + ": valid refused after " + std::to_string(r.tokens_allowed) + "/" +
-                   std::to_string(tokens.size()) + " tokens" + (r.tokens_allowed == tokens.size() ? " (end)" : "") + "; ";
+                   std::to_string(tokens.size()) + " tokens at [" + before + "] next [" +
+                   (r.tokens_allowed == tokens.size() ? "<end>" : refused) + "]; ";
       } else if (!valid && r.accepted) {
         ++st.invalid_accepted;
         invalidation = true;

@@ -45,16 +45,26 @@ std::string ipv6() {
   return out + ")";
 }
 
-// RFC 3986, section 3 and 4.2.
+// RFC 3986, section 3 and 4.2; with `iri`, RFC 3987's IRIs (ucschar in the unreserved
+// characters, iprivate in queries).
 struct Uri {
-  std::string unreserved = "A-Za-z0-9\\-._~";
+  explicit Uri(bool iri = false)
+      : unreserved(std::string("A-Za-z0-9\\-._~") +
+                   (iri ? "\\u00A0-\\uD7FF\\uF900-\\uFDCF\\uFDF0-\\uFFEF\\u{10000}-\\u{1FFFD}\\u{20000}-\\u{2FFFD}"
+                          "\\u{30000}-\\u{3FFFD}\\u{40000}-\\u{4FFFD}\\u{50000}-\\u{5FFFD}\\u{60000}-\\u{6FFFD}"
+                          "\\u{70000}-\\u{7FFFD}\\u{80000}-\\u{8FFFD}\\u{90000}-\\u{9FFFD}\\u{A0000}-\\u{AFFFD}"
+                          "\\u{B0000}-\\u{BFFFD}\\u{C0000}-\\u{CFFFD}\\u{D0000}-\\u{DFFFD}\\u{E1000}-\\u{EFFFD}"
+                        : "")),
+        query_extra(iri ? "\\uE000-\\uF8FF\\u{F0000}-\\u{FFFFD}\\u{100000}-\\u{10FFFD}" : "") {}
+  std::string unreserved;
+  std::string query_extra;
   std::string sub_delims = "!$&'()*+,;=";
   std::string pct = "%[0-9A-Fa-f]{2}";
   std::string pchar = "(?:[" + unreserved + sub_delims + ":@]|" + pct + ")";
   std::string segment = pchar + "*";
   std::string segment_nz = pchar + "+";
   std::string segment_nz_nc = "(?:[" + unreserved + sub_delims + "@]|" + pct + ")+";
-  std::string query = "(?:" + pchar + "|[/?])*";
+  std::string query = "(?:" + pchar + "|[/?" + query_extra + "])*";
   std::string authority = "(?:(?:[" + unreserved + sub_delims + ":]|" + pct + ")*@)?(?:\\[" + ipv6() + "\\]|" + kIpv4 +
                           "|(?:[" + unreserved + sub_delims + "]|" + pct + ")*)(?::\\d*)?";
   std::string path_abempty = "(?:/" + segment + ")*";
@@ -85,11 +95,18 @@ std::vector<std::string> format_patterns(std::string_view format) {
   if (format == "ipv6") return {ipv6()};
   if (format == "uuid") return {kUuid};
   if (format == "uri") return {Uri().uri()};
-  if (format == "uri-reference") {
-    Uri u;
+  if (format == "uri-reference" || format == "iri-reference") {
+    Uri u(format == "iri-reference");
     return {"(?:" + u.uri() + "|" + u.relative() + ")"};
   }
+  if (format == "iri") return {Uri(true).uri()};
+  if (format == "json-pointer") return {"(?:/(?:[^~/]|~[01])*)*"};
+  if (format == "relative-json-pointer") return {"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)"};
   return {};
+}
+
+bool is_unenforced_standard_format(std::string_view format) {
+  return format == "regex" || format == "uri-template" || format == "idn-email" || format == "idn-hostname";
 }
 
 }  // namespace troupe::structured

@@ -3,8 +3,10 @@
 // appendix A), email (a dot-atom local part at a host name), hostname (RFC
 // 1123, 253 characters at most), ipv4, ipv6 (RFC 4291 text forms, no zone),
 // uri and uri-reference (RFC 3986's grammar), uuid. Days are checked against
-// their month, 29 February against leap years. Other formats are annotations
-// (JSON Schema 2019-09 on) and are not enforced.
+// their month, 29 February against leap years; also iri, iri-reference,
+// json-pointer, relative-json-pointer. The other standard formats (regex,
+// uri-template, idn-email, idn-hostname) are refused; formats the standard does
+// not define are annotations and are not enforced.
 #pragma once
 
 #include <string>
@@ -16,5 +18,7 @@ namespace troupe::structured {
 /// The patterns a string of `format` must all match (full match), or empty for a format
 /// this compiler does not enforce.
 std::vector<std::string> format_patterns(std::string_view format);
+/// A format the JSON Schema standard defines that format_patterns does not enforce.
+bool is_unenforced_standard_format(std::string_view format);
 
 }  // namespace troupe::structured

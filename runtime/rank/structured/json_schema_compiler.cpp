@@ -12,7 +12,11 @@
 namespace troupe::structured {
 
 SchemaCompiler::SchemaCompiler(const SchemaJson& root, ExprId whitespace, GrammarBuilder& builder)
-    : b_(builder), s_(builder.exprs()), index_(root), facts_(index_), lex_(builder.exprs(), whitespace) {
+    : b_(builder),
+      s_(builder.exprs()),
+      index_(root),
+      facts_(index_, uses_legacy_refs(root)),
+      lex_(builder.exprs(), whitespace) {
   open_object_ = b_.token(lex_.open_object(), "{");
   close_object_ = b_.token(lex_.close_object(), "}");
   open_array_ = b_.token(lex_.open_array(), "[");
@@ -45,6 +49,24 @@ Result<Symbol> SchemaCompiler::value(Conjunction conj) {
 Status SchemaCompiler::distribute(const Conjunction& conj, const SchemaFacts& f, Symbol rule) {
   const SchemaFacts::Choice& choice = f.choices.front();
   const SchemaJson& branches = (*choice.node)[choice.which == 1 ? "anyOf" : "oneOf"];
+  if (choice.which == 2) {  // oneOf: exactly one branch, the same as anyOf when they are disjoint
+    for (size_t i = 0; i < branches.size(); ++i) {
+      for (size_t j = i + 1; j < branches.size(); ++j) {
+        Conjunction a = conj, b = conj;
+        a.push_back({choice.node, choice.which});
+        a.push_back({&branches[i], 0});
+        b.push_back({choice.node, choice.which});
+        b.push_back({&branches[j], 0});
+        auto d = disjoint(a, b, 0);
+        if (!d) return d.status();
+        if (!*d) {
+          return invalid_argument("JSON Schema keyword 'oneOf' is not supported here: branches " + std::to_string(i) +
+                                  " and " + std::to_string(j) +
+                                  " may both match a value (only disjoint branches are enforced exactly)");
+        }
+      }
+    }
+  }
   for (const auto& branch : branches) {
     Conjunction next = conj;
     next.push_back({choice.node, choice.which});

@@ -1,6 +1,7 @@
 // The JSON Schema compiler's internals (json_schema_compiler.cpp: values,
 // choices and literals; json_schema_objects.cpp; json_schema_arrays.cpp;
-// json_schema_validate.cpp: checking literal values against a schema).
+// json_schema_validate.cpp: checking literal values against a schema;
+// json_schema_disjoint.cpp: proving oneOf branches disjoint).
 #pragma once
 
 #include <map>
@@ -58,6 +59,8 @@ class SchemaCompiler {
   /// `value` matches the conjunction (enum filtering, propertyNames of declared keys).
   Result<bool> satisfies(const SchemaJson& value, const Conjunction& conj, int depth);
   Result<bool> satisfies_facts(const SchemaJson& value, const SchemaFacts& f, int depth);
+  /// No value matches both conjunctions, as far as json_schema_disjoint.cpp can prove.
+  Result<bool> disjoint(const Conjunction& a, const Conjunction& b, int depth);
   /// ECMAScript `pattern` found in the raw string `text`.
   Result<bool> pattern_matches(const std::string& pattern, const std::string& text);
 
@@ -71,6 +74,7 @@ class SchemaCompiler {
   // Raw-text matching of patterns (not part of the grammar).
   ExprStore match_store_;
   std::unordered_map<std::string, ExprId> pattern_regex_;
+  size_t disjoint_checks_ = 0;
 };
 
 }  // namespace troupe::structured

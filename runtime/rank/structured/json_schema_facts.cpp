@@ -108,6 +108,17 @@ Status count_keyword(const SchemaJson& v, const char* name, uint64_t* min_slot, 
 
 }  // namespace
 
+bool uses_legacy_refs(const SchemaJson& root) {
+  if (!root.is_object()) return false;
+  auto it = root.find("$schema");
+  if (it == root.end() || !it->is_string()) return false;
+  const std::string& uri = it->get_ref<const std::string&>();
+  for (const char* draft : {"draft-03", "draft-04", "draft-06", "draft-07"}) {
+    if (uri.find(draft) != std::string::npos) return true;
+  }
+  return false;
+}
+
 const SchemaJson& true_schema() {
   static const SchemaJson t = true;
   return t;
@@ -168,6 +179,8 @@ Status SchemaFactsBuilder::add_keywords(const SchemaJson& node, SchemaFacts& f) 
       if (!v.is_string()) return invalid_argument("JSON Schema: 'format' must be a string");
       if (!format_patterns(v.get<std::string>()).empty()) {
         f.string.formats.push_back(v.get<std::string>());
+      } else if (is_unenforced_standard_format(v.get<std::string>())) {
+        return refuse("format", "format \"" + v.get<std::string>() + "\" is not implemented");
       } else {
         TROUPE_LOG_DEBUG("JSON Schema: format \"{}\" is an annotation here (not enforced)", v.get<std::string>());
       }
@@ -244,15 +257,21 @@ Result<SchemaFacts> SchemaFactsBuilder::facts(const Conjunction& conj) const {
       return invalid_argument("JSON Schema: one value's schema expands to more than " + std::to_string(kMaxExpansion) +
                               " subschemas ($ref / allOf)");
     }
+    std::vector<SchemaPart> children;
+    if (p.node->is_object()) {
+      if (auto ref = p.node->find("$ref"); ref != p.node->end()) {
+        if (!ref->is_string()) return invalid_argument("JSON Schema: '$ref' must be a string");
+        auto target = index_.resolve(p.node, ref->get<std::string>());
+        if (!target) return target.status();
+        if (legacy_refs_) {  // the reference alone: its siblings are ignored
+          stack.push_back({*target, 0});
+          continue;
+        }
+        children.push_back({*target, 0});
+      }
+    }
     order.push_back(p.node);
     if (!p.node->is_object()) continue;
-    std::vector<SchemaPart> children;
-    if (auto ref = p.node->find("$ref"); ref != p.node->end()) {
-      if (!ref->is_string()) return invalid_argument("JSON Schema: '$ref' must be a string");
-      auto target = index_.resolve(p.node, ref->get<std::string>());
-      if (!target) return target.status();
-      children.push_back({*target, 0});
-    }
     if (auto all = p.node->find("allOf"); all != p.node->end()) {
       if (!all->is_array()) return invalid_argument("JSON Schema: 'allOf' must be an array");
       for (const auto& sub : *all) children.push_back({&sub, 0});

@@ -70,7 +70,9 @@ struct SchemaFacts {
 
 class SchemaFactsBuilder {
  public:
-  explicit SchemaFactsBuilder(const SchemaIndex& index) : index_(index) {}
+  /// legacy_refs: drafts 04, 06 and 07, where a schema with $ref is that reference alone
+  /// (its other keywords are ignored, as those drafts say); later drafts apply both.
+  SchemaFactsBuilder(const SchemaIndex& index, bool legacy_refs) : index_(index), legacy_refs_(legacy_refs) {}
   /// Sorts and deduplicates a conjunction (the compiler's memo key).
   Conjunction normalize(Conjunction c) const;
   Result<SchemaFacts> facts(const Conjunction& conj) const;
@@ -79,6 +81,10 @@ class SchemaFactsBuilder {
   Status add_keywords(const SchemaJson& node, SchemaFacts& f) const;
 
   const SchemaIndex& index_;
+  bool legacy_refs_;
 };
+
+/// The document's $schema names draft 04, 06 or 07 (or 03).
+bool uses_legacy_refs(const SchemaJson& root);
 
 }  // namespace troupe::structured

@@ -14,6 +14,7 @@ namespace troupe::structured {
 namespace {
 
 constexpr size_t kMaxObjectRules = 200'000;
+constexpr size_t kMaxPatternSubsets = 6;  // patterns whose overlaps get their own key classes
 
 const SchemaJson* member(const SchemaJson& node, const char* key) {
   auto it = node.find(key);
@@ -174,21 +175,38 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
       pattern_contents.push_back(*e);
     }
   }
-  size_t pi = 0;
+  // A key matching several patterns must satisfy all their schemas: one key class per set of
+  // matching patterns (up to kMaxPatternSubsets patterns; past that a key matching two is
+  // left out).
+  std::vector<const SchemaJson*> pattern_schemas;
   for (const ObjectPart& p : parts) {
     if (!p.pattern_properties) continue;
-    for (const auto& [pattern, schema] : p.pattern_properties->items()) {
-      std::vector<ExprId> others;  // a key matching two patterns is left out (both schemas would apply)
-      for (size_t j = 0; j < pattern_contents.size(); ++j) {
-        if (j != pi) others.push_back(pattern_contents[j]);
+    for (const auto& [pattern, schema] : p.pattern_properties->items()) pattern_schemas.push_back(&schema);
+  }
+  const size_t np = pattern_contents.size();
+  std::vector<uint32_t> subsets;
+  if (np <= kMaxPatternSubsets) {
+    for (uint32_t set = 1; set < (1u << np); ++set) subsets.push_back(set);
+  } else {
+    for (size_t i = 0; i < np; ++i) subsets.push_back(1u << i);
+  }
+  for (uint32_t set : subsets) {
+    std::vector<ExprId> all{not_declared, *names};
+    Conjunction conj;
+    for (size_t i = 0; i < np; ++i) {
+      if ((set >> i) & 1) {
+        all.push_back(pattern_contents[i]);
+        conj.push_back({pattern_schemas[i], 0});
+      } else {
+        all.push_back(s_.negate(pattern_contents[i]));
       }
-      ExprId parts3[4] = {pattern_contents[pi], not_declared, s_.negate(s_.alt(others)), *names};
-      ExprId content = s_.both(parts3);
-      ++pi;
-      auto v = value({{&schema, 0}});
-      if (!v) return v.status();
-      extras.emplace_back(b_.token(s_.concat(lex_.quoted(content), lex_.colon()), "pattern key"), *v);
     }
+    ExprId content = s_.both(all);
+    if (!s_.is_live(content)) continue;
+    auto v = value(conj);
+    if (!v) return v.status();
+    extras.emplace_back(b_.token(s_.concat(lex_.quoted(content), lex_.colon()), "pattern key"), *v);
+    TROUPE_RETURN_IF_ERROR(b_.check_budget());
   }
   Conjunction additional;
   bool additional_allowed = true;
