@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
     out["ttfm_us"] = ttfm_us;
     std::string failure;
     bool validation = false, invalidation = false;
+    double max_mask_us = 0;
     int i = 0;
     for (const auto& test : doc["tests"]) {
       bool valid = test.value("valid", false);
@@ -166,6 +167,7 @@ int main(int argc, char** argv) {
       auto tokens = tok->encode(text, /*add_special=*/false, /*parse_special=*/false);
       auto r = troupe::bench::walk_tokens(*compiled, vocab, tokens);
       tbm.insert(tbm.end(), r.mask_us.begin(), r.mask_us.end());
+      for (double us : r.mask_us) max_mask_us = std::max(max_mask_us, us);
       (valid ? st.valid_instances : st.invalid_instances)++;
       if (!r.mismatch.empty()) {
         ++st.mismatch;
@@ -200,6 +202,7 @@ int main(int argc, char** argv) {
       ++st.passing;
     }
     if (!failure.empty()) out["failure"] = failure;
+    out["max_mask_us"] = max_mask_us;
     out["memory_bytes"] = (*compiled)->memory_bytes();
     if (results) results << out.dump() << "\n";
   }

@@ -27,20 +27,20 @@ class ChunkedVector {
     size_t i = size_.load(std::memory_order_relaxed);
     if (i >= capacity()) return nullptr;
     auto& chunk = chunks_[i >> kChunkBits];
-    if (!chunk) chunk = std::make_unique<T[]>(kChunk);
+    if (!chunk) {
+      chunk = std::make_unique<T[]>(kChunk);
+      ++allocated_;
+    }
     return &chunk[i & (kChunk - 1)];
   }
   /// Makes the slot from next_slot() visible; returns its index.
   size_t publish() { return size_.fetch_add(1, std::memory_order_release); }
-  size_t allocated_chunks() const {
-    size_t n = 0;
-    for (const auto& c : chunks_) n += c != nullptr;
-    return n;
-  }
+  size_t allocated_chunks() const { return allocated_; }
 
  private:
   std::vector<std::unique_ptr<T[]>> chunks_;
   std::atomic<size_t> size_{0};
+  size_t allocated_ = 0;  // chunks made (by the writer)
 };
 
 }  // namespace troupe::structured

@@ -15,6 +15,7 @@
 
 #include "runtime/rank/structured/earley_parser.hpp"
 #include "runtime/rank/structured/grammar.hpp"
+#include "runtime/rank/structured/lexer_dfa.hpp"
 #include "runtime/rank/structured/state_mask.hpp"
 #include "runtime/rank/structured/token_vocabulary.hpp"
 #include "troupe/status.hpp"
@@ -73,7 +74,7 @@ class GrammarMatcher {
   // per trie depth the lexer state, its transitions and the parser depth.
   std::unordered_map<uint64_t, int64_t> boundary_rows_;
   std::vector<int32_t> depth_state_;
-  std::vector<const int32_t*> depth_row_;
+  std::vector<DfaRow> depth_row_;
   std::vector<uint32_t> depth_parser_;
   size_t mask_work_ = 0;
 };

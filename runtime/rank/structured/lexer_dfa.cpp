@@ -30,7 +30,12 @@ LexerDfa::LexerDfa(ExprStore& exprs, const std::vector<ExprId>& lexemes, size_t 
       sets_(kMaxSets) {
   std::lock_guard<std::mutex> lock(mutex_);
   State* dead = states_.next_slot();
-  dead->trans.fill(kDead);
+  auto zero = std::make_unique<uint8_t[]>(256);
+  std::memset(zero.get(), 0, 256);
+  dead->cls = zero.get();
+  class_maps_.emplace(std::string(256, '\0'), std::move(zero));
+  dead->to = std::make_unique<int32_t[]>(1);
+  dead->to[0] = kDead;
   dead->ready.store(true, std::memory_order_relaxed);
   states_.publish();
   state_ids_.emplace(key_of(nullptr, 0, 'd'), kDead);
@@ -40,14 +45,14 @@ LexerDfa::LexerDfa(ExprStore& exprs, const std::vector<ExprId>& lexemes, size_t 
 bool LexerDfa::over_budget() const {
   size_t used = exprs_.memory_bytes() + items_.capacity() * sizeof(Item) +
                 states_.allocated_chunks() * ChunkedVector<State>::kChunk * sizeof(State) +
-                state_ids_.size() * 64 + sets_.size() * 96;
+                state_ids_.size() * 64 + sets_.size() * 96 + transition_bytes_ + class_maps_.size() * 320;
   return used > memory_budget_;
 }
 
 size_t LexerDfa::memory_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return items_.capacity() * sizeof(Item) + states_.allocated_chunks() * ChunkedVector<State>::kChunk * sizeof(State) +
-         state_ids_.size() * 64 + sets_.size() * 96 + mask_bytes_;
+         state_ids_.size() * 64 + sets_.size() * 96 + mask_bytes_ + transition_bytes_ + class_maps_.size() * 320;
 }
 
 Status LexerDfa::status() const {
@@ -144,7 +149,17 @@ void LexerDfa::build_transitions(int32_t state) {
     }
     target[c] = next.empty() ? kDead : intern_state(next, /*start=*/false);
   }
-  for (int b = 0; b < 256; ++b) s.trans[static_cast<size_t>(b)] = target[classes.class_of[b]];
+  std::string key(reinterpret_cast<const char*>(classes.class_of.data()), 256);
+  auto map = class_maps_.find(key);
+  if (map == class_maps_.end()) {
+    auto bytes = std::make_unique<uint8_t[]>(256);
+    std::memcpy(bytes.get(), classes.class_of.data(), 256);
+    map = class_maps_.emplace(std::move(key), std::move(bytes)).first;
+  }
+  s.cls = map->second.get();
+  s.to = std::make_unique<int32_t[]>(target.size());
+  std::copy(target.begin(), target.end(), s.to.get());
+  transition_bytes_ += target.size() * sizeof(int32_t);
   s.ready.store(true, std::memory_order_release);
 }
 
@@ -159,12 +174,12 @@ bool LexerDfa::slice_allows_all(int32_t state, uint32_t slice, const SliceAutoma
   for (uint32_t depth = 0; pass && depth < automaton.max_bytes && !frontier.empty(); ++depth) {
     next.clear();
     for (auto [u, q] : frontier) {
-      const int32_t* row = transitions(q);
+      const DfaRow row = transitions(q);
       const auto& unext = automaton.next[static_cast<size_t>(u)];
       for (int b = 0; b < 256 && pass; ++b) {
         int16_t u2 = unext[static_cast<size_t>(b)];
         if (u2 < 0) continue;
-        int32_t q2 = row[b];
+        int32_t q2 = row[static_cast<uint8_t>(b)];
         if (q2 == kDead) {
           pass = false;
           break;

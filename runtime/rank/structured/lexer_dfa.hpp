@@ -35,6 +35,14 @@ struct SliceAutomaton {
   uint32_t max_bytes = 0;  // the slice's longest token
 };
 
+/// A state's transitions: a byte's class, then the class's target state. Class maps are
+/// shared between states, so a state costs a few words per class instead of 256.
+struct DfaRow {
+  const uint8_t* cls;
+  const int32_t* to;
+  int32_t operator[](uint8_t b) const { return to[cls[b]]; }
+};
+
 /// A set of lexemes: sorted members and a bit set over all lexemes.
 struct LexemeSet {
   std::vector<uint32_t> members;
@@ -55,11 +63,11 @@ class LexerDfa {
   const LexemeSet& set(uint32_t id) const { return sets_[id]; }
   /// The state before any byte of a lexeme from the set (kDead for the empty set).
   int32_t start_state(uint32_t set_id);
-  /// The 256 transitions of `state` (computed on first use).
-  const int32_t* transitions(int32_t state) {
+  /// The transitions of `state` (computed on first use).
+  DfaRow transitions(int32_t state) {
     const State& s = states_[static_cast<size_t>(state)];
     if (!s.ready.load(std::memory_order_acquire)) build_transitions(state);
-    return s.trans.data();
+    return DfaRow{s.cls, s.to.get()};
   }
   /// The set of lexemes that end at `state` (-1 when none does).
   int32_t accept_set(int32_t state) const { return states_[static_cast<size_t>(state)].accept_set; }
@@ -93,7 +101,8 @@ class LexerDfa {
     uint32_t items_begin = 0, items_count = 0;
     std::atomic<uint32_t> slices_known{0}, slices_pass{0};
     std::atomic<const StateMask*> mask{nullptr};
-    std::array<int32_t, 256> trans{};
+    const uint8_t* cls = nullptr;    // shared class map (256 bytes)
+    std::unique_ptr<int32_t[]> to;   // target per class
   };
   struct Item {
     uint32_t lexeme;
@@ -114,6 +123,8 @@ class LexerDfa {
   ChunkedVector<LexemeSet> sets_;
   std::vector<Item> items_;  // states' items, under the mutex
   std::vector<std::unique_ptr<StateMask>> masks_;  // owned here, under the mutex
+  std::unordered_map<std::string, std::unique_ptr<uint8_t[]>> class_maps_;  // under the mutex
+  size_t transition_bytes_ = 0;
   size_t mask_bytes_ = 0;
   std::unordered_map<std::string, int32_t> state_ids_;
   std::unordered_map<std::string, uint32_t> set_ids_;

@@ -90,7 +90,7 @@ ExprStore::ExprStore(size_t max_nodes) : max_nodes_(max_nodes) {
 size_t ExprStore::memory_bytes() const {
   return nodes_.capacity() * sizeof(Node) + lists_.capacity() * sizeof(ExprId) + sets_.capacity() * sizeof(ByteSet) +
          table_.capacity() * sizeof(uint32_t) + derivatives_.size() * 32 + classes_.capacity() * sizeof(ByteClasses) +
-         class_index_.size() * 24 + live_.size() * 24;
+         class_ids_.size() * 320 + class_index_.size() * 24 + live_.size() * 24;
 }
 
 bool ExprStore::same(const Node& x, std::span<const ExprId> xl, ExprId y) const {
@@ -378,9 +378,11 @@ const ByteClasses& ExprStore::classes(ExprId e) {
       c = classes(n.a);
       break;
   }
-  classes_.push_back(c);
-  class_index_.emplace(e, static_cast<uint32_t>(classes_.size() - 1));
-  return classes_.back();
+  std::string key(reinterpret_cast<const char*>(c.class_of.data()), 256);
+  auto [id, fresh] = class_ids_.emplace(std::move(key), static_cast<uint32_t>(classes_.size()));
+  if (fresh) classes_.push_back(c);
+  class_index_.emplace(e, id->second);
+  return classes_[id->second];
 }
 
 bool ExprStore::is_live(ExprId e, size_t budget) {
@@ -388,17 +390,19 @@ bool ExprStore::is_live(ExprId e, size_t budget) {
   if (!nodes_[e].boolean || nodes_[e].nullable) return true;
   auto it = live_.find(e);
   if (it != live_.end()) return it->second;
-  // Breadth-first over derivatives, one byte per class, until a nullable term.
-  std::vector<ExprId> queue{e};
+  // Depth-first over derivatives, one byte per class, until a nullable term: a long
+  // completion (minLength 100) is found in about 100 steps.
+  std::vector<ExprId> stack{e};
   std::unordered_map<ExprId, bool> seen{{e, true}};
   bool live = false;
   bool exhausted = true;
-  for (size_t i = 0; i < queue.size() && !live; ++i) {
-    if (queue.size() > budget) {
+  while (!stack.empty() && !live) {
+    if (seen.size() > budget) {
       exhausted = false;
       break;
     }
-    ExprId x = queue[i];
+    ExprId x = stack.back();
+    stack.pop_back();
     for (uint8_t rep : classes(x).representatives()) {
       ExprId d = derivative(x, rep);
       if (d == kNothing || seen.count(d)) continue;
@@ -414,7 +418,7 @@ bool ExprStore::is_live(ExprId e, size_t budget) {
         continue;
       }
       seen.emplace(d, true);
-      queue.push_back(d);
+      stack.push_back(d);
     }
   }
   if (!live && !exhausted) live = true;  // out of budget: unknown, so not refused

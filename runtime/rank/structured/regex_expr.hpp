@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -124,8 +125,9 @@ class ExprStore {
   size_t max_nodes_;
   bool overflowed_ = false;
   std::unordered_map<uint64_t, ExprId> derivatives_;  // (e << 8 | byte) -> derivative
-  std::unordered_map<ExprId, uint32_t> class_index_;  // e -> index into classes_
+  std::unordered_map<ExprId, uint32_t> class_index_;  // e -> index into classes_ (shared partitions)
   std::vector<ByteClasses> classes_;
+  std::unordered_map<std::string, uint32_t> class_ids_;
   std::unordered_map<ExprId, bool> live_;
 };
 
