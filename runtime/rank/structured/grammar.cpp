@@ -21,7 +21,7 @@ Status CompileBudget::check(size_t memory_now) const {
 Grammar::~Grammar() = default;
 
 size_t Grammar::memory_bytes() const {
-  return exprs_->memory_bytes() + lexer_->memory_bytes() + rhs_.capacity() * 4 + production_lhs_.capacity() * 4 +
+  return lexer_->memory_bytes() + rhs_.capacity() * 4 + production_lhs_.capacity() * 4 +
          rule_starts_.capacity() * 8 + nullable_.capacity();
 }
 

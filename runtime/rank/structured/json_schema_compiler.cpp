@@ -80,9 +80,11 @@ Status SchemaCompiler::distribute(const Conjunction& conj, const SchemaFacts& f,
 
 Status SchemaCompiler::typed(const SchemaFacts& f, Symbol rule) {
   if (f.has_enum) {
-    std::vector<ExprId> scalars;
+    std::vector<std::string> scalars;
+    size_t checked = 0;
     for (const SchemaJson* v : f.enum_values) {
-      auto ok = satisfies_facts(*v, f, 0);
+      if (++checked % 1024 == 0) TROUPE_RETURN_IF_ERROR(b_.check_budget());
+      auto ok = satisfies_facts(*v, f, 0, /*member_of_enum=*/true);
       if (!ok) return ok.status();
       if (!*ok) continue;
       if (v->is_object() || v->is_array()) {
@@ -90,12 +92,14 @@ Status SchemaCompiler::typed(const SchemaFacts& f, Symbol rule) {
         if (!lit) return lit.status();
         b_.add(rule, {*lit});
       } else {
-        auto e = scalar_literal_regex(*v);
-        if (!e) return e.status();
-        scalars.push_back(*e);
+        auto texts = scalar_literal_texts(*v);
+        scalars.insert(scalars.end(), texts.begin(), texts.end());
       }
     }
-    if (!scalars.empty()) b_.add(rule, {b_.token(s_.alt(scalars), "literal")});
+    if (!scalars.empty()) {
+      std::vector<std::string_view> views(scalars.begin(), scalars.end());
+      b_.add(rule, {b_.token(s_.literal_set(std::move(views)), "literal")});
+    }
     return {};
   }
   std::vector<ExprId> scalars;
@@ -125,28 +129,28 @@ Status SchemaCompiler::typed(const SchemaFacts& f, Symbol rule) {
   return {};
 }
 
-// A number literal in the forms a value equal to it may be written: an integral value as
-// an integer or with ".0" (Python writes 5.0 for a float), others as Python's repr.
-Result<ExprId> SchemaCompiler::scalar_literal_regex(const SchemaJson& v) {
+// A scalar literal in the forms a value equal to it may be written: an integral number as
+// an integer or with ".0" (Python writes 5.0 for a float), other numbers as Python's repr.
+std::vector<std::string> SchemaCompiler::scalar_literal_texts(const SchemaJson& v) {
   if (v.is_number()) {
     double d = v.get<double>();
-    if (v.is_number_integer() || v.is_number_unsigned() || (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e16)) {
+    if (v.is_number_integer() || (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e16)) {
       std::string text = v.is_number_float() ? std::to_string(static_cast<int64_t>(d)) : v.dump();
       if (text == "-0") text = "0";
-      return s_.alt(s_.literal(text), s_.literal(text + ".0"));
+      return {text, text + ".0"};
     }
-    return s_.literal(python_float_repr(d));
+    return {python_float_repr(d)};
   }
-  return s_.literal(python_json_dumps(v, /*compact=*/true));
+  return {python_json_dumps(v, /*compact=*/true)};
 }
 
 // An object or array literal, with the whitespace JSON allows between its tokens.
 Result<Symbol> SchemaCompiler::literal(const SchemaJson& v) {
   TROUPE_RETURN_IF_ERROR(b_.check_budget());
   if (!v.is_object() && !v.is_array()) {
-    auto e = scalar_literal_regex(v);
-    if (!e) return e.status();
-    return b_.token(*e, "literal");
+    auto texts = scalar_literal_texts(v);
+    std::vector<std::string_view> views(texts.begin(), texts.end());
+    return b_.token(s_.literal_set(std::move(views)), "literal");
   }
   Symbol rule = b_.rule("literal");
   std::vector<Symbol> rhs{v.is_object() ? open_object_ : open_array_};
@@ -174,6 +178,20 @@ Result<Symbol> SchemaCompiler::literal(const SchemaJson& v) {
   return rule;
 }
 
+Result<ExprId> json_whitespace(ExprStore& s, const JsonSchemaOptions& options) {
+  if (options.whitespace_pattern) {
+    auto tree = parse_regex(*options.whitespace_pattern, RegexDialect::python);
+    if (!tree) return invalid_argument("whitespace_pattern: " + tree.status().message());
+    auto e = lower_full_match(s, *tree, utf8_encoder(s));
+    if (!e) return invalid_argument("whitespace_pattern: " + e.status().message());
+    return *e;
+  }
+  if (options.compact) return ExprStore::kEmpty;
+  ByteSet space;
+  for (char c : {' ', '\t', '\n', '\r'}) space.add(static_cast<uint8_t>(c));
+  return s.repeat(s.bytes(space), 0, options.max_whitespace);
+}
+
 Result<std::shared_ptr<const Grammar>> compile_json_schema_grammar(std::string_view schema_json,
                                                                    const JsonSchemaOptions& options,
                                                                    const GrammarLimits& limits) {
@@ -184,20 +202,9 @@ Result<std::shared_ptr<const Grammar>> compile_json_schema_grammar(std::string_v
     return invalid_argument(std::string("JSON Schema: not valid JSON: ") + e.what());
   }
   GrammarBuilder builder(limits);
-  ExprStore& s = builder.exprs();
-  ExprId ws = ExprStore::kEmpty;
-  if (options.whitespace_pattern) {
-    auto tree = parse_regex(*options.whitespace_pattern, RegexDialect::python);
-    if (!tree) return invalid_argument("whitespace_pattern: " + tree.status().message());
-    auto e = lower_full_match(s, *tree, utf8_encoder(s));
-    if (!e) return invalid_argument("whitespace_pattern: " + e.status().message());
-    ws = *e;
-  } else if (!options.compact) {
-    ByteSet space;
-    for (char c : {' ', '\t', '\n', '\r'}) space.add(static_cast<uint8_t>(c));
-    ws = s.repeat(s.bytes(space), 0, options.max_whitespace);
-  }
-  SchemaCompiler compiler(root, ws, builder);
+  auto ws = json_whitespace(builder.exprs(), options);
+  if (!ws) return ws.status();
+  SchemaCompiler compiler(root, *ws, builder);
   auto start = compiler.value({{&root, 0}});
   if (!start) return start.status();
   return builder.build(*start);

@@ -19,6 +19,9 @@
 
 namespace troupe::structured {
 
+/// The whitespace around JSON punctuation the options allow (a regex that may match empty).
+Result<ExprId> json_whitespace(ExprStore& store, const JsonSchemaOptions& options);
+
 class SchemaCompiler {
  public:
   SchemaCompiler(const SchemaJson& root, ExprId whitespace, GrammarBuilder& builder);
@@ -44,7 +47,7 @@ class SchemaCompiler {
   Status distribute(const Conjunction& conj, const SchemaFacts& f, Symbol rule);
   Status typed(const SchemaFacts& f, Symbol rule);
   Result<Symbol> literal(const SchemaJson& v);
-  Result<ExprId> scalar_literal_regex(const SchemaJson& v);
+  static std::vector<std::string> scalar_literal_texts(const SchemaJson& v);
   Result<Symbol> object(const SchemaFacts& f);
   Result<Symbol> array(const SchemaFacts& f);
 
@@ -58,7 +61,8 @@ class SchemaCompiler {
 
   /// `value` matches the conjunction (enum filtering, propertyNames of declared keys).
   Result<bool> satisfies(const SchemaJson& value, const Conjunction& conj, int depth);
-  Result<bool> satisfies_facts(const SchemaJson& value, const SchemaFacts& f, int depth);
+  /// member_of_enum: `value` is one of f's enum values (the enum check is skipped).
+  Result<bool> satisfies_facts(const SchemaJson& value, const SchemaFacts& f, int depth, bool member_of_enum = false);
   /// No value matches both conjunctions, as far as json_schema_disjoint.cpp can prove.
   Result<bool> disjoint(const Conjunction& a, const Conjunction& b, int depth);
   /// ECMAScript `pattern` found in the raw string `text`.

@@ -73,7 +73,7 @@ Result<bool> SchemaCompiler::disjoint(const Conjunction& a, const Conjunction& b
     if (!f.has_enum) continue;
     bool all_refused = true;
     for (const SchemaJson* v : f.enum_values) {
-      auto own = satisfies_facts(*v, f, 0);
+      auto own = satisfies_facts(*v, f, 0, /*member_of_enum=*/true);
       if (!own) return own.status();
       if (!*own) continue;
       auto other = satisfies(*v, side == 0 ? b : a, 0);

@@ -29,8 +29,8 @@ Status refuse(const std::string& keyword, const std::string& why) {
 }
 
 std::optional<Decimal> decimal_of(const SchemaJson& v) {
-  if (v.is_number_integer()) return Decimal::parse(std::to_string(v.get<int64_t>()));
   if (v.is_number_unsigned()) return Decimal::parse(std::to_string(v.get<uint64_t>()));
+  if (v.is_number_integer()) return Decimal::parse(std::to_string(v.get<int64_t>()));
   if (v.is_number_float()) {
     char buf[64];
     auto r = std::to_chars(buf, buf + sizeof buf, v.get<double>());
@@ -85,15 +85,27 @@ Result<uint8_t> type_bits(const SchemaJson& t) {
   return bits;
 }
 
+// A value's text with a top-level number in one spelling (JSON Schema compares 1 and 1.0
+// as equal), for hashing enum values.
+std::string enum_key(const SchemaJson& v) {
+  if (v.is_number()) {
+    auto d = decimal_of(v);
+    if (d) return "n" + d->to_string();
+  }
+  return v.dump();
+}
+
 void intersect_enum(SchemaFacts& f, const std::vector<const SchemaJson*>& values) {
   if (!f.has_enum) {
     f.has_enum = true;
     f.enum_values = values;
     return;
   }
+  std::unordered_set<std::string> other;
+  for (const SchemaJson* w : values) other.insert(enum_key(*w));
   std::vector<const SchemaJson*> kept;
   for (const SchemaJson* v : f.enum_values) {
-    if (std::any_of(values.begin(), values.end(), [&](const SchemaJson* w) { return *v == *w; })) kept.push_back(v);
+    if (other.count(enum_key(*v))) kept.push_back(v);
   }
   f.enum_values = kept;
 }

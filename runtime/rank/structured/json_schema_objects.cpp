@@ -77,7 +77,7 @@ Result<ExprId> SchemaCompiler::property_names_content(const std::vector<ObjectPa
       std::vector<ExprId> names;
       for (const SchemaJson* v : f->enum_values) {
         if (!v->is_string()) continue;
-        auto ok = satisfies_facts(*v, *f, 0);
+        auto ok = satisfies_facts(*v, *f, 0, /*member_of_enum=*/true);
         if (!ok) return ok.status();
         std::string quoted = python_json_string(v->get<std::string>());
         if (*ok) names.push_back(s_.literal(quoted.substr(1, quoted.size() - 2)));

@@ -77,9 +77,10 @@ Result<bool> SchemaCompiler::satisfies(const SchemaJson& value, const Conjunctio
   return satisfies_facts(value, *f, depth);
 }
 
-Result<bool> SchemaCompiler::satisfies_facts(const SchemaJson& v, const SchemaFacts& f, int depth) {
+Result<bool> SchemaCompiler::satisfies_facts(const SchemaJson& v, const SchemaFacts& f, int depth,
+                                             bool member_of_enum) {
   if (f.never || !(f.types & type_of(v))) return false;
-  if (f.has_enum && std::none_of(f.enum_values.begin(), f.enum_values.end(), [&](const SchemaJson* e) { return *e == v; })) {
+  if (f.has_enum && !member_of_enum && std::none_of(f.enum_values.begin(), f.enum_values.end(), [&](const SchemaJson* e) { return *e == v; })) {
     return false;
   }
   if (v.is_string()) {

@@ -51,8 +51,9 @@ bool LexerDfa::over_budget() const {
 
 size_t LexerDfa::memory_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return items_.capacity() * sizeof(Item) + states_.allocated_chunks() * ChunkedVector<State>::kChunk * sizeof(State) +
-         state_ids_.size() * 64 + sets_.size() * 96 + mask_bytes_ + transition_bytes_ + class_maps_.size() * 320;
+  return exprs_.memory_bytes() + items_.capacity() * sizeof(Item) +
+         states_.allocated_chunks() * ChunkedVector<State>::kChunk * sizeof(State) + state_ids_.size() * 64 +
+         sets_.size() * 96 + mask_bytes_ + transition_bytes_ + class_maps_.size() * 320;
 }
 
 Status LexerDfa::status() const {

@@ -89,6 +89,7 @@ class LexerDfa {
   /// could not make are dead, which only ever removes tokens).
   Status status() const;
   size_t num_states() const { return states_.size(); }
+  /// Bytes held by the DFA and the regex terms (which it extends), under its lock.
   size_t memory_bytes() const;
   /// "{lexeme: term, ...}" for debugging.
   std::string describe_state(int32_t state);

@@ -233,7 +233,9 @@ class Parser {
     if (c == '.') {
       ++pos_;
       CodepointSet any = CodepointSet::all();
-      if (dialect_ == RegexDialect::python) {
+      if (limits_.dot_all) {
+        // every character
+      } else if (dialect_ == RegexDialect::python) {
         any = any.minus(CodepointSet::of('\n'));
       } else {
         CodepointSet terminators = CodepointSet::of('\n');
@@ -569,6 +571,15 @@ Result<ExprId> lower_search(ExprStore& store, const RegexNode& node, const CharE
     alts.push_back(store.concat(parts));
   }
   return store.alt(alts);
+}
+
+CodepointSet fold_ascii_case(const CodepointSet& set) {
+  CodepointSet out = set;
+  for (uint32_t c = 'a'; c <= 'z'; ++c) {
+    if (set.contains(c)) out.add(c - 32);
+    if (set.contains(c - 32)) out.add(c);
+  }
+  return out;
 }
 
 CharEncoder utf8_encoder(ExprStore& store) {

@@ -32,10 +32,14 @@ struct RegexNode {
 struct RegexLimits {
   uint32_t max_count = 100'000;  // largest {m,n} bound
   uint32_t max_depth = 200;      // nested groups
+  bool dot_all = false;          // '.' matches line terminators too (flag s)
 };
 
 /// The tree of `pattern`; errors say what and where ("at offset N").
 Result<RegexNode> parse_regex(std::string_view pattern, RegexDialect dialect, const RegexLimits& limits = {});
+
+/// The set plus the other case of its ASCII letters (flag i).
+CodepointSet fold_ascii_case(const CodepointSet& set);
 
 /// Turns a set of code points into the byte regex of their encodings.
 using CharEncoder = std::function<ExprId(const CodepointSet&)>;

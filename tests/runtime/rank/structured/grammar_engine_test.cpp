@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "runtime/rank/structured/codepoint_set.hpp"
 #include "runtime/rank/structured/grammar.hpp"
 #include "runtime/rank/structured/grammar_matcher.hpp"
+#include "runtime/rank/structured/json_schema_grammar.hpp"
 #include "runtime/rank/structured/regex_expr.hpp"
 #include "runtime/rank/structured/regex_syntax.hpp"
 #include "runtime/rank/structured/token_vocabulary.hpp"
@@ -311,6 +313,53 @@ TEST(TokenMask, SlicesGiveTheSameMaskAsAWalk) {
             (std::vector<std::string>{"\"", "ab", "c d", "\xC3\xA9", "\xC3", "x\"", "\\"}));
   ASSERT_TRUE(m.accept_token(4));  // half a character: only its continuation may follow
   EXPECT_TRUE(allowed(m, *v, texts).empty() || allowed(m, *v, texts) == std::vector<std::string>{"<eos>"});
+}
+
+// Every mask bit must agree with accepting that token on a copy of the matcher, along
+// random walks through a JSON grammar, and rollback must give back the earlier masks.
+TEST(TokenMask, AgreesWithAcceptingEachTokenAndRollback) {
+  auto g = compile_json_schema_grammar(R"({"type":"object","properties":{
+      "s":{"type":"string","maxLength":6},"n":{"type":"number","minimum":-2,"maximum":30},
+      "l":{"type":"array","items":{"anyOf":[{"type":"integer"},{"type":"null"},{"$ref":"#"}]}},
+      "e":{"enum":["ab","a\"b",true]}},"additionalProperties":{"type":"boolean"}})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  std::vector<std::string> texts = {"{", "}", "[", "]", ",", ":", " ", "\"", "a", "b", "1", "2", "-", ".", "e", "3",
+                                    "true", "null", "{\"", "\":", "\": ", "\", \"", "\"}", ", \"", "12", "\\",
+                                    "\\\"", "\xC3\xA9", "\xC3", "\xA9", "ab", "\"ab\"", "\n", "0", "\"]", "],",
+                                    "}]", "\"s\": \"", "x", "\"x", "\"l\": [", "\"n\": ", "\"e\": "};
+  auto v = small_vocab(texts);
+  const auto eog = static_cast<int32_t>(texts.size());
+  std::mt19937 rng(1);
+  for (int walk = 0; walk < 30; ++walk) {
+    GrammarMatcher m(*g, v);
+    std::vector<std::vector<uint64_t>> masks;
+    for (int step = 0; step < 40 && !m.is_terminated(); ++step) {
+      std::vector<uint64_t> bits(v->mask_words());
+      ASSERT_TRUE(m.fill_mask(bits.data()).ok());
+      masks.push_back(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < eog; ++id) {
+        bool bit = (bits[static_cast<size_t>(id) / 64] >> (id % 64)) & 1;
+        GrammarMatcher copy = m;
+        ASSERT_EQ(bit, copy.accept_token(id)) << "walk " << walk << " step " << step << " token " << id;
+        if (bit) allowed.push_back(id);
+      }
+      // The end: when the grammar accepts, or when nothing else could come.
+      bool eog_bit = (bits[static_cast<size_t>(eog) / 64] >> (eog % 64)) & 1;
+      ASSERT_EQ(eog_bit, m.can_end() || allowed.empty()) << "walk " << walk << " step " << step;
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+    }
+    // Back to a random earlier point: the same mask as then.
+    if (masks.size() > 2) {
+      size_t back = 1 + rng() % (masks.size() - 1);
+      size_t keep = m.steps() - back;
+      m.rollback(back);
+      std::vector<uint64_t> bits(v->mask_words());
+      ASSERT_TRUE(m.fill_mask(bits.data()).ok());
+      EXPECT_EQ(bits, masks[keep]) << "walk " << walk;
+    }
+  }
 }
 
 TEST(GrammarLimits, CompileTimeLimitIsNamed) {
