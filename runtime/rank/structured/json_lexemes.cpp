@@ -140,7 +140,7 @@ ExprId JsonLexemes::number(const NumberConstraints& c) {
     if (c.upper) hi = c.upper->exclusive ? c.upper->value.minus_one() : c.upper->value.floor();
     return integer_range(s_, lo, hi);
   }
-  if (c.lower || c.upper) return decimal_range(s_, c.lower, c.upper);
+  if (c.lower || c.upper) return number_range(s_, c.lower, c.upper);
   ExprId integer_part = s_.alt(s_.byte('0'), s_.concat(s_.bytes(ByteSet::range('1', '9')), s_.star(digit)));
   ExprId fraction = s_.optional(s_.concat(s_.byte('.'), s_.plus(digit)));
   ByteSet e;

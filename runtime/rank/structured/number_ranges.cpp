@@ -244,6 +244,26 @@ Decimal Decimal::minus_one() const {
   return d;
 }
 
+Decimal Decimal::shifted(int e) const {
+  if (is_zero() || e == 0) return *this;
+  std::string digits = int_digits + frac_digits;
+  long point = static_cast<long>(int_digits.size()) + e;
+  if (point < 0) {
+    digits.insert(0, static_cast<size_t>(-point), '0');
+    point = 0;
+  }
+  if (point > static_cast<long>(digits.size())) digits.append(static_cast<size_t>(point) - digits.size(), '0');
+  Decimal d;
+  d.negative = negative;
+  std::string ip = digits.substr(0, static_cast<size_t>(point));
+  std::string fp = digits.substr(static_cast<size_t>(point));
+  size_t nz = ip.find_first_not_of('0');
+  d.int_digits = nz == std::string::npos ? "0" : ip.substr(nz);
+  size_t last = fp.find_last_not_of('0');
+  d.frac_digits = last == std::string::npos ? "" : fp.substr(0, last + 1);
+  return d;
+}
+
 ExprId integer_range(ExprStore& s, const std::optional<Decimal>& lo, const std::optional<Decimal>& hi) {
   if (lo && hi && lo->compare(*hi) > 0) return ExprStore::kNothing;
   std::vector<ExprId> alts;
@@ -294,6 +314,44 @@ ExprId decimal_range(ExprStore& s, const std::optional<NumberBound>& lo, const s
       at_least = magnitude_at_least(s, zero, true);
     }
     alts.push_back(s.concat(s.byte('-'), s.both(at_most, at_least)));
+  }
+  return s.alt(alts);
+}
+
+}  // namespace troupe::structured
+
+namespace troupe::structured {
+
+ExprId number_range(ExprStore& s, const std::optional<NumberBound>& lo, const std::optional<NumberBound>& hi) {
+  ExprId digit = s.bytes(ByteSet::range('0', '9'));
+  ByteSet e_set;
+  e_set.add('e');
+  e_set.add('E');
+  ExprId e = s.bytes(e_set);
+  std::vector<ExprId> alts{decimal_range(s, lo, hi)};
+  // A single bound at 0: the mantissa's sign decides, whatever the exponent.
+  const bool only_zero_lower = lo && lo->value.is_zero() && !hi;
+  const bool only_zero_upper = hi && hi->value.is_zero() && !lo;
+  if (only_zero_lower || only_zero_upper) {
+    ByteSet sign;
+    sign.add('+');
+    sign.add('-');
+    ExprId exponent = s.concat(std::vector<ExprId>{e, s.optional(s.bytes(sign)), s.plus(digit)});
+    const NumberBound& b = only_zero_lower ? *lo : *hi;
+    ExprId mantissa = only_zero_lower ? decimal_range(s, b, std::nullopt) : decimal_range(s, std::nullopt, b);
+    alts.push_back(s.concat(mantissa, exponent));
+    return s.alt(alts);
+  }
+  for (int x = -20; x <= 20; ++x) {
+    // value = m * 10^x in [lo, hi]  <=>  m in [lo * 10^-x, hi * 10^-x]
+    std::optional<NumberBound> mlo = lo, mhi = hi;
+    if (mlo) mlo->value = mlo->value.shifted(-x);
+    if (mhi) mhi->value = mhi->value.shifted(-x);
+    std::string text = std::to_string(x < 0 ? -x : x);
+    ExprId exponent = s.concat(std::vector<ExprId>{
+        e, x < 0 ? s.byte('-') : s.optional(s.byte('+')), s.star(s.byte('0')), s.literal(text)});
+    if (x == 0) exponent = s.concat(std::vector<ExprId>{e, s.optional(s.alt(s.byte('+'), s.byte('-'))), s.plus(s.byte('0'))});
+    alts.push_back(s.concat(decimal_range(s, mlo, mhi), exponent));
   }
   return s.alt(alts);
 }

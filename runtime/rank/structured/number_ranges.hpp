@@ -32,6 +32,8 @@ struct Decimal {
   Decimal floor() const;
   Decimal plus_one() const;
   Decimal minus_one() const;
+  /// This value times 10^e.
+  Decimal shifted(int e) const;
 };
 
 struct NumberBound {
@@ -45,5 +47,11 @@ ExprId integer_range(ExprStore& s, const std::optional<Decimal>& lo, const std::
 
 /// Decimal numbers (-?int(.frac)?, no exponent) between the bounds.
 ExprId decimal_range(ExprStore& s, const std::optional<NumberBound>& lo, const std::optional<NumberBound>& hi);
+
+/// JSON numbers between the bounds: decimal_range, and exponent forms (mantissa e exponent)
+/// with exponents from -20 to 20 (any exponent when the only bound is 0), each mantissa
+/// bounded so the value is in range. Every value in range has a form here (a plain one);
+/// Python's json.dumps writes 1e-05 and 1e+16 style exponents, which are covered.
+ExprId number_range(ExprStore& s, const std::optional<NumberBound>& lo, const std::optional<NumberBound>& hi);
 
 }  // namespace troupe::structured

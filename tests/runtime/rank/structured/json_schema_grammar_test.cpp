@@ -155,6 +155,13 @@ TEST(JsonSchemaGrammar, NumberRanges) {
   auto g = schema(R"({"type":"number","minimum":-1.5,"exclusiveMaximum":2.25})");
   for (const char* yes : {"-1.5", "-1.49", "0", "-0", "0.0", "2", "2.249999", "-1", "1.5"}) EXPECT_TRUE(accepts(g, yes)) << yes;
   for (const char* no : {"-1.51", "-2", "2.25", "2.250", "3", "100"}) EXPECT_FALSE(accepts(g, no)) << no;
+  auto unit = schema(R"({"type":"number","minimum":0,"maximum":1})");
+  for (const char* yes : {"1e-05", "5E-1", "0.5e+0", "1e0", "100e-2", "0e5"}) EXPECT_TRUE(accepts(unit, yes)) << yes;
+  for (const char* no : {"1e+01", "2e0", "-1e-05", "11e-1"}) EXPECT_FALSE(accepts(unit, no)) << no;
+  auto positive = schema(R"({"type":"number","exclusiveMinimum":0})");
+  EXPECT_TRUE(accepts(positive, "1e+300"));
+  EXPECT_FALSE(accepts(positive, "0e5"));
+  EXPECT_FALSE(accepts(positive, "-1e-30"));
   auto any = schema(R"({"type":"number"})");
   for (const char* yes : {"0", "-0.5", "1e10", "1.5E-3", "12"}) EXPECT_TRUE(accepts(any, yes)) << yes;
   for (const char* no : {"01", ".5", "1.", "+1", "1e"}) EXPECT_FALSE(accepts(any, no)) << no;
