@@ -5,6 +5,7 @@
 #include "runtime/rank/structured/json_schema_compiler.hpp"
 
 #include <cmath>
+#include <set>
 
 #include "runtime/rank/structured/json_text.hpp"
 #include "runtime/rank/structured/regex_syntax.hpp"
@@ -48,34 +49,105 @@ Result<Symbol> SchemaCompiler::value(Conjunction conj) {
 // oneOf; the branches' own choices are distributed by their values in turn.
 Status SchemaCompiler::distribute(const Conjunction& conj, const SchemaFacts& f, Symbol rule) {
   const SchemaFacts::Choice& choice = f.choices.front();
-  const SchemaJson& branches = (*choice.node)[choice.which == 1 ? "anyOf" : "oneOf"];
+  const SchemaJson& written = (*choice.node)[choice.which == 1 ? "anyOf" : "oneOf"];
+  std::vector<const SchemaJson*> branches;
+  for (const auto& b : written) branches.push_back(&b);
   if (choice.which == 2) {  // oneOf: exactly one branch, the same as anyOf when they are disjoint
-    for (size_t i = 0; i < branches.size(); ++i) {
-      for (size_t j = i + 1; j < branches.size(); ++j) {
-        Conjunction a = conj, b = conj;
-        a.push_back({choice.node, choice.which});
-        a.push_back({&branches[i], 0});
-        b.push_back({choice.node, choice.which});
-        b.push_back({&branches[j], 0});
-        auto d = disjoint(a, b, 0);
-        if (!d) return d.status();
-        if (!*d) {
-          return invalid_argument("JSON Schema keyword 'oneOf' is not supported here: branches " + std::to_string(i) +
-                                  " and " + std::to_string(j) +
-                                  " may both match a value (only disjoint branches are enforced exactly)");
-        }
-      }
+    auto exclusive = exclusive_required(written);
+    if (!exclusive) return exclusive.status();
+    if (!exclusive->empty()) {
+      branches = *exclusive;
+    } else {
+      TROUPE_RETURN_IF_ERROR(check_disjoint(conj, choice, written));
     }
   }
-  for (const auto& branch : branches) {
+  for (const SchemaJson* branch : branches) {
     Conjunction next = conj;
     next.push_back({choice.node, choice.which});
-    next.push_back({&branch, 0});
+    next.push_back({branch, 0});
     auto v = value(std::move(next));
     if (!v) return v.status();
     b_.add(rule, {*v});
   }
   return {};
+}
+
+Status SchemaCompiler::check_disjoint(const Conjunction& conj, const SchemaFacts::Choice& choice,
+                                      const SchemaJson& branches) {
+  for (size_t i = 0; i < branches.size(); ++i) {
+    for (size_t j = i + 1; j < branches.size(); ++j) {
+      disjoint_checks_ = 0;  // the proof's budget is per pair of branches
+      Conjunction a = conj, b = conj;
+      a.push_back({choice.node, choice.which});
+      a.push_back({&branches[i], 0});
+      b.push_back({choice.node, choice.which});
+      b.push_back({&branches[j], 0});
+      auto d = disjoint(a, b, 0);
+      if (!d) return d.status();
+      if (!*d) {
+        return invalid_argument("JSON Schema keyword 'oneOf' is not supported here: branches " + std::to_string(i) +
+                                " and " + std::to_string(j) +
+                                " may both match a value (only disjoint branches are enforced exactly)");
+      }
+    }
+  }
+  return {};
+}
+
+// oneOf whose branches only require keys ("one of these keys, not several") is exact as an
+// anyOf of objects: branch i's keys present, and for every other branch j one of its keys
+// absent (branch i is never the only match when j's keys are a subset of i's). Empty when the
+// branches are not of that form.
+Result<std::vector<const SchemaJson*>> SchemaCompiler::exclusive_required(const SchemaJson& branches) {
+  static const std::set<std::string> kAnnotations = {"description", "title", "$comment", "examples"};
+  std::vector<std::vector<std::string>> required;
+  for (const auto& b : branches) {
+    if (!b.is_object() || !b.contains("required") || !b["required"].is_array()) return std::vector<const SchemaJson*>{};
+    for (const auto& [k, v] : b.items()) {
+      if (k != "required" && !kAnnotations.count(k)) return std::vector<const SchemaJson*>{};
+    }
+    std::vector<std::string> keys;
+    for (const auto& r : b["required"]) {
+      if (!r.is_string()) return std::vector<const SchemaJson*>{};
+      keys.push_back(r.get<std::string>());
+    }
+    required.push_back(keys);
+  }
+  if (required.size() < 2) return std::vector<const SchemaJson*>{};
+  std::vector<const SchemaJson*> out;
+  for (size_t i = 0; i < required.size(); ++i) {
+    const std::set<std::string> mine(required[i].begin(), required[i].end());
+    // For each other branch, the keys that could be the absent one.
+    std::vector<std::vector<std::string>> absent_choices;
+    bool possible = true;
+    for (size_t j = 0; j < required.size() && possible; ++j) {
+      if (j == i) continue;
+      std::vector<std::string> candidates;
+      for (const std::string& k : required[j]) {
+        if (!mine.count(k)) candidates.push_back(k);
+      }
+      possible = !candidates.empty();
+      absent_choices.push_back(candidates);
+    }
+    if (!possible) continue;
+    size_t combos = 1;
+    for (const auto& c : absent_choices) {
+      combos *= c.size();
+      if (combos > 256) return invalid_argument("JSON Schema keyword 'oneOf' is not supported here: too many key combinations");
+    }
+    for (size_t n = 0; n < combos; ++n) {
+      SchemaJson s = {{"type", "object"}, {"required", required[i]}, {"properties", SchemaJson::object()}};
+      size_t rest = n;
+      for (const auto& c : absent_choices) {
+        s["properties"][c[rest % c.size()]] = false;
+        rest /= c.size();
+      }
+      synthesized_.push_back(std::move(s));
+      out.push_back(&synthesized_.back());
+    }
+  }
+  if (out.empty()) out.push_back(&false_schema());
+  return out;
 }
 
 Status SchemaCompiler::typed(const SchemaFacts& f, Symbol rule) {

@@ -4,6 +4,7 @@
 // json_schema_disjoint.cpp: proving oneOf branches disjoint).
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,6 +46,8 @@ class SchemaCompiler {
   };
 
   Status distribute(const Conjunction& conj, const SchemaFacts& f, Symbol rule);
+  Status check_disjoint(const Conjunction& conj, const SchemaFacts::Choice& choice, const SchemaJson& branches);
+  Result<std::vector<const SchemaJson*>> exclusive_required(const SchemaJson& branches);
   Status typed(const SchemaFacts& f, Symbol rule);
   Result<Symbol> literal(const SchemaJson& v);
   static std::vector<std::string> scalar_literal_texts(const SchemaJson& v);
@@ -79,6 +82,7 @@ class SchemaCompiler {
   ExprStore match_store_;
   std::unordered_map<std::string, ExprId> pattern_regex_;
   size_t disjoint_checks_ = 0;
+  std::deque<SchemaJson> synthesized_;  // schemas the compiler writes (addresses stay put)
 };
 
 }  // namespace troupe::structured

@@ -90,6 +90,14 @@ TEST(JsonSchemaGrammar, OneOfOnlyWhenBranchesAreDisjoint) {
   EXPECT_FALSE(accepts(tagged, R"({"kind": "c"})"));
   auto by_type = schema(R"({"oneOf":[{"type":"string"},{"type":"array"}]})");
   EXPECT_TRUE(accepts(by_type, R"("s")"));
+  // "one of these keys, not both": exact as objects with one key and without the other
+  auto exclusive = schema(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},
+                              "c":{"type":"integer"}},"oneOf":[{"required":["a"]},{"required":["b","c"]}]})");
+  EXPECT_TRUE(accepts(exclusive, R"({"a": 1})"));
+  EXPECT_TRUE(accepts(exclusive, R"({"b": 1, "c": 2})"));
+  EXPECT_TRUE(accepts(exclusive, R"({"a": 1, "b": 2})"));  // b without c: only the first branch
+  EXPECT_FALSE(accepts(exclusive, R"({"a": 1, "b": 2, "c": 3})"));
+  EXPECT_FALSE(accepts(exclusive, R"({"c": 3})"));
   std::string overlap = refusal(R"({"oneOf":[{"type":"object","required":["a"]},{"type":"object","required":["b"]}]})");
   EXPECT_NE(overlap.find("'oneOf'"), std::string::npos) << overlap;
 }
