@@ -20,7 +20,7 @@ WalkResult walk_tokens(const std::shared_ptr<const structured::Grammar>& grammar
     bool took = allowed && m.accept_token(t);
     r.mask_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
     if (!s.ok()) {
-      r.mismatch = "mask error: " + s.to_string();
+      r.error = s.to_string();
       return r;
     }
     if (allowed != took || (!allowed && m.accept_token(t))) {

@@ -22,7 +22,8 @@ struct WalkResult {
   bool accepted = false;          // every token allowed and the end accepted
   size_t tokens_allowed = 0;      // tokens walked before the first refused one
   bool ended = false;             // end-of-generation allowed after the last token
-  std::string mismatch;           // the mask and accept_token disagreed (an engine bug), or a mask error
+  std::string mismatch;           // the mask and accept_token disagreed (an engine bug)
+  std::string error;              // a mask failed: a limit of the grammar was reached
   std::vector<double> mask_us;    // per token: mask computation plus accepting the token
 };
 

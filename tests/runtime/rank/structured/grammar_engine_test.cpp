@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -360,6 +361,62 @@ TEST(TokenMask, AgreesWithAcceptingEachTokenAndRollback) {
       EXPECT_EQ(bits, masks[keep]) << "walk " << walk;
     }
   }
+}
+
+// Matchers of one grammar on several threads share its lazily built lexer: each thread's
+// masks equal those of the same walk on one thread.
+TEST(TokenMask, ThreadsShareOneGrammar) {
+  const char* schema = R"({"type":"array","items":{"type":"object","properties":{"k":{"type":"string"},
+                          "v":{"type":"integer","minimum":-50,"maximum":5000}}}})";
+  std::vector<std::string> texts = {"[", "]", "{\"", "\":", " ", "\", \"", "\"}", "k", "v", "1", "2", "-", "0",
+                                    ",", "}", "{", "\"", "a", "ab", "},", "\"k\": \"", "\"v\": ", "99", "\xC3\xA9"};
+  auto v = small_vocab(texts);
+  // The walks: random tokens from the mask, on a grammar of their own.
+  auto walk = [&](const std::shared_ptr<const Grammar>& g, unsigned seed) {
+    std::mt19937 rng(seed);
+    GrammarMatcher m(g, v);
+    std::vector<std::vector<uint64_t>> masks;
+    for (int step = 0; step < 60; ++step) {
+      std::vector<uint64_t> bits(v->mask_words());
+      if (!m.fill_mask(bits.data()).ok()) break;
+      masks.push_back(bits);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < static_cast<int32_t>(texts.size()); ++id) {
+        if ((bits[static_cast<size_t>(id) / 64] >> (id % 64)) & 1) allowed.push_back(id);
+      }
+      if (allowed.empty() || !m.accept_token(allowed[rng() % allowed.size()])) break;
+    }
+    return masks;
+  };
+  std::vector<std::vector<std::vector<uint64_t>>> expected;
+  for (unsigned seed = 0; seed < 8; ++seed) expected.push_back(walk(*compile_json_schema_grammar(schema), seed));
+  auto shared = *compile_json_schema_grammar(schema);
+  std::vector<std::vector<std::vector<uint64_t>>> got(8);
+  std::vector<std::thread> threads;
+  for (unsigned seed = 0; seed < 8; ++seed) threads.emplace_back([&, seed] { got[seed] = walk(shared, seed); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(got, expected);
+}
+
+TEST(GrammarLimits, MaskAndRowLimitsAreErrors) {
+  GrammarLimits limits;
+  limits.max_row_items = 50;
+  GrammarBuilder b(limits);
+  ExprStore& s = b.exprs();
+  // s: s s | "a" -- every boundary's row grows with the input.
+  Symbol start = b.rule("s");
+  b.add(start, {start, start});
+  b.add(start, {b.token(s.literal("a"), "a")});
+  auto g = b.build(start);
+  ASSERT_TRUE(g.ok());
+  auto v = small_vocab({"a"});
+  GrammarMatcher m(*g, v);
+  for (int i = 0; i < 100 && m.accept_token(0); ++i) {
+  }
+  std::vector<uint64_t> bits(v->mask_words());
+  Status st = m.fill_mask(bits.data());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("Earley items"), std::string::npos) << st.to_string();
 }
 
 TEST(GrammarLimits, CompileTimeLimitIsNamed) {
