@@ -129,7 +129,8 @@ class GbnfParser {
   }
 
   Result<GrammarNode> quantified(GrammarNode item) {
-    while (pos_ < t_.size()) {
+    for (int wraps = 0; pos_ < t_.size(); ++wraps) {
+      if (wraps == 8) return error("too many repetition operators in a row");
       char c = t_[pos_];
       GrammarNode r;
       r.kind = GrammarNode::Kind::repeat;

@@ -165,8 +165,22 @@ class Lowering {
   }
 
   // A node as one regex: terminal bodies (Lark) and regular pieces (GBNF).
+  // Definitions referring to definitions nest the lowering; past this it is an error.
+  static constexpr int kMaxNesting = 1000;
+  struct Depth {
+    int& d;
+    explicit Depth(int& x) : d(++x) {}
+    ~Depth() { --d; }
+  };
+  Status nesting(const TextPosition& at) const {
+    if (depth_ < kMaxNesting) return {};
+    return grammar_error(at, "rules or terminals nested more than " + std::to_string(kMaxNesting) + " deep");
+  }
+
   Result<ExprId> regex_of(const GrammarNode& n) {
     TROUPE_RETURN_IF_ERROR(b_.check_budget());
+    TROUPE_RETURN_IF_ERROR(nesting(n.at));
+    Depth depth(depth_);
     switch (n.kind) {
       case GrammarNode::Kind::literal: {
         if (!n.fold_case) return s_.literal(n.text);
@@ -288,6 +302,8 @@ class Lowering {
   // One node as one symbol.
   Result<Symbol> symbol(const GrammarNode& n) {
     TROUPE_RETURN_IF_ERROR(b_.check_budget());
+    TROUPE_RETURN_IF_ERROR(nesting(n.at));
+    Depth depth(depth_);
     switch (n.kind) {
       case GrammarNode::Kind::literal:
       case GrammarNode::Kind::chars:
@@ -387,6 +403,7 @@ class Lowering {
   std::map<std::string, Symbol> rules_;
   ExprId ignore_ = ExprStore::kEmpty;
   std::vector<std::unique_ptr<SchemaJson>> schemas_;
+  int depth_ = 0;
 };
 
 }  // namespace

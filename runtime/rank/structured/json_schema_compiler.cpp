@@ -32,6 +32,14 @@ Result<Symbol> SchemaCompiler::value(Conjunction conj) {
   auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
   TROUPE_RETURN_IF_ERROR(b_.check_budget());
+  if (depth_ >= kMaxNesting) {
+    return invalid_argument("JSON Schema: values nested more than " + std::to_string(kMaxNesting) + " deep");
+  }
+  struct Depth {
+    int& d;
+    explicit Depth(int& x) : d(++x) {}
+    ~Depth() { --d; }
+  } depth(depth_);
   Symbol rule = b_.rule("value" + std::to_string(memo_.size()));
   memo_.emplace(std::move(key), rule);
   auto f = facts_.facts(conj);

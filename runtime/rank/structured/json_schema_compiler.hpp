@@ -82,6 +82,8 @@ class SchemaCompiler {
   ExprStore match_store_;
   std::unordered_map<std::string, ExprId> pattern_regex_;
   size_t disjoint_checks_ = 0;
+  static constexpr int kMaxNesting = 300;  // schema values inside values (the stack's bound)
+  int depth_ = 0;
   std::deque<SchemaJson> synthesized_;  // schemas the compiler writes (addresses stay put)
 };
 

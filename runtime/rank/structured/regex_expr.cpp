@@ -308,12 +308,24 @@ ExprId ExprStore::repeat(ExprId a, uint32_t lo, uint32_t hi) {
   return intern(Node{ExprKind::repeat, lo == 0, n.boolean, a, 0, lo, hi}, {});
 }
 
+namespace {
+// Deeper recursion (a regex of thousands of optional parts in a row) is refused through
+// overflowed() instead of exhausting the stack.
+constexpr uint32_t kMaxRecursion = 4000;
+}  // namespace
+
 ExprId ExprStore::derivative(ExprId e, uint8_t b) {
   if (e <= kEmpty) return kNothing;
   uint64_t key = (uint64_t{e} << 8) | b;
   auto it = derivatives_.find(key);
   if (it != derivatives_.end()) return it->second;
+  if (depth_ >= kMaxRecursion) {
+    overflowed_ = true;
+    return kNothing;
+  }
+  ++depth_;
   ExprId d = derive(e, b);
+  --depth_;
   derivatives_.emplace(key, d);
   return d;
 }
@@ -351,6 +363,16 @@ ExprId ExprStore::derive(ExprId e, uint8_t b) {
 const ByteClasses& ExprStore::classes(ExprId e) {
   auto it = class_index_.find(e);
   if (it != class_index_.end()) return classes_[it->second];
+  static const ByteClasses kOne;
+  if (depth_ >= kMaxRecursion) {
+    overflowed_ = true;
+    return kOne;
+  }
+  struct Depth {
+    uint32_t& d;
+    explicit Depth(uint32_t& x) : d(++x) {}
+    ~Depth() { --d; }
+  } depth(depth_);
   Node n = nodes_[e];
   ByteClasses c;  // one class
   switch (n.kind) {

@@ -124,6 +124,7 @@ class ExprStore {
   std::vector<uint32_t> table_;  // open addressing over node ids; UINT32_MAX is free
   size_t max_nodes_;
   bool overflowed_ = false;
+  uint32_t depth_ = 0;  // derivative / class recursion (a chain of nullable parts nests it)
   std::unordered_map<uint64_t, ExprId> derivatives_;  // (e << 8 | byte) -> derivative
   std::unordered_map<ExprId, uint32_t> class_index_;  // e -> index into classes_ (shared partitions)
   std::vector<ByteClasses> classes_;

@@ -189,7 +189,8 @@ class Parser {
       r.lo = lo;
       r.hi = hi;
       r.kids.push_back(std::move(atom));
-      atom = std::move(r);
+      if (!at_end() && (peek() == '*' || peek() == '+' || peek() == '?')) return error("multiple repeat");
+      return r;
     }
     return atom;
   }

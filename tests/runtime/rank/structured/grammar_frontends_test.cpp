@@ -83,6 +83,18 @@ TEST(GbnfGrammar, ErrorsHaveLineAndColumn) {
   EXPECT_NE(e.find("root"), std::string::npos) << e;
 }
 
+TEST(GbnfGrammar, DeepChainsAndRepeatsAreErrorsNotCrashes) {
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) chain += "r" + std::to_string(i) + " ::= \"x\" r" + std::to_string(i + 1) + " | \"y\"\n";
+  chain += "r5000 ::= \"z\"\n";
+  auto deep = compile_grammar_text(chain);
+  if (!deep.ok()) {
+    EXPECT_NE(deep.status().message().find("nested"), std::string::npos) << deep.status().to_string();
+  }
+  EXPECT_FALSE(compile_grammar_text("root ::= \"a\"*************").ok());
+  EXPECT_FALSE(compile_regex_grammar("a**").ok());
+}
+
 TEST(LarkGrammar, RulesTerminalsIgnoreAndCommon) {
   auto g = ok_or_null(compile_grammar_text(R"G(
 // arithmetic

@@ -279,6 +279,24 @@ TEST(JsonSchemaGrammar, WhitespaceOptions) {
   EXPECT_FALSE(accepts(p, "[1,\n2]"));
 }
 
+TEST(JsonSchemaGrammar, DeepNestingIsAnErrorNotACrash) {
+  std::string deep = "{}";
+  for (int i = 0; i < 3000; ++i) deep = R"({"type":"object","properties":{"a":)" + deep + "}}";
+  EXPECT_NE(refusal(deep).find("nested"), std::string::npos);
+  std::string optional_chain;
+  for (int i = 0; i < 50000; ++i) optional_chain += "a?";
+  auto g = compile_json_schema_grammar(R"({"type":"string","pattern":"^)" + optional_chain + R"($"})");
+  if (g.ok()) {
+    GrammarMatcher m(*g, testing::byte_vocab());
+    std::vector<uint64_t> bits(testing::byte_vocab()->mask_words());
+    (void)m.accept_bytes("\"aaa");
+    Status st = m.fill_mask(bits.data());  // an error naming a limit, or a mask: never a crash
+    if (!st.ok()) {
+      EXPECT_NE(st.message().find("limit"), std::string::npos) << st.to_string();
+    }
+  }
+}
+
 TEST(JsonSchemaGrammar, BadInputEndsInBoundedTime) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
