@@ -91,6 +91,143 @@ std::shared_ptr<const TokenVocabulary> load_vocab(const std::string& path,
   return TokenVocabulary::create(std::move(bytes), (*tok)->eog_ids(), (*tok)->vocab_size());
 }
 
+// The allowed data files under `dir` (others are skipped by name, never opened).
+std::vector<std::filesystem::path> data_files(const std::string& dir, const std::string& filter, size_t limit) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (e.path().extension() != ".json" || allowed_split(name).empty()) continue;
+    if (!filter.empty() && name.rfind(filter, 0) != 0) continue;
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (limit && files.size() > limit) files.resize(limit);
+  return files;
+}
+
+struct Run {
+  const troupe::tokenizer::Tokenizer& tok;
+  std::shared_ptr<const TokenVocabulary> vocab;
+  double timeout_s;
+  std::vector<double> tbm, ttfm;
+};
+
+// "[...last bytes before] next [refused token]" of a refused valid instance.
+std::string refusal_context(const Run& run, const std::vector<int32_t>& tokens, size_t allowed) {
+  std::string before;
+  for (size_t k = 0; k < allowed; ++k) before += run.vocab->token_bytes(tokens[k]);
+  if (before.size() > 80) before = "..." + before.substr(before.size() - 80);
+  std::string refused = allowed < tokens.size() ? run.vocab->token_bytes(tokens[allowed]) : "<end>";
+  return "at [" + before + "] next [" + refused + "]";
+}
+
+// One data file: compile, first mask, every instance walked; its counts go to `st`.
+nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohmann::ordered_json& doc, SplitStats& st) {
+  nlohmann::ordered_json out = {{"id", name}};
+  ++st.schemas;
+  auto start = Clock::now();
+  auto compiled = troupe::structured::compile_json_schema_grammar(doc["schema"].dump());
+  if (!compiled) {
+    ++st.compile_error;
+    out["compile_error"] = compiled.status().message();
+    return out;
+  }
+  {
+    troupe::structured::GrammarMatcher first(*compiled, run.vocab);
+    std::vector<uint64_t> bits(run.vocab->mask_words());
+    (void)first.fill_mask(bits.data());
+  }
+  double ttfm_us = us_since(start);
+  run.ttfm.push_back(ttfm_us);
+  out["ttfm_us"] = ttfm_us;
+  std::string failure;
+  bool validation = false, invalidation = false;
+  double max_mask_us = 0;
+  int i = 0;
+  for (const auto& test : doc["tests"]) {
+    const bool valid = test.value("valid", false);
+    std::string text = troupe::structured::python_json_dumps(test["data"]);
+    auto tokens = run.tok.encode(text, /*add_special=*/false, /*parse_special=*/false);
+    auto r = troupe::bench::walk_tokens(*compiled, run.vocab, tokens);
+    run.tbm.insert(run.tbm.end(), r.mask_us.begin(), r.mask_us.end());
+    for (double us : r.mask_us) max_mask_us = std::max(max_mask_us, us);
+    (valid ? st.valid_instances : st.invalid_instances)++;
+    const std::string tag = "test #" + std::to_string(i++) + ": ";
+    if (!r.mismatch.empty()) {
+      ++st.mismatch;
+      failure += tag + r.mismatch + "; ";
+    }
+    if (!r.error.empty()) {
+      ++st.mask_error;
+      failure += tag + "mask error: " + r.error + "; ";
+    }
+    if (valid && !r.accepted) {
+      ++st.valid_refused;
+      validation = true;
+      failure += tag + "valid refused after " + std::to_string(r.tokens_allowed) + "/" + std::to_string(tokens.size()) +
+                 " tokens " + refusal_context(run, tokens, r.tokens_allowed) + "; ";
+    } else if (!valid && r.accepted) {
+      ++st.invalid_accepted;
+      invalidation = true;
+      failure += tag + "invalid accepted; ";
+    }
+  }
+  const double total_s = us_since(start) / 1e6;
+  if (total_s > run.timeout_s) {
+    ++st.timeout;
+    out["timeout_s"] = total_s;
+  } else if (invalidation) {
+    ++st.invalidation_error;
+  } else if (validation) {
+    ++st.validation_error;
+  } else {
+    ++st.passing;
+  }
+  if (!failure.empty()) out["failure"] = failure;
+  out["max_mask_us"] = max_mask_us;
+  out["memory_bytes"] = (*compiled)->memory_bytes();
+  return out;
+}
+
+void add(SplitStats& total, const SplitStats& s) {
+  total.schemas += s.schemas;
+  total.passing += s.passing;
+  total.compile_error += s.compile_error;
+  total.validation_error += s.validation_error;
+  total.invalidation_error += s.invalidation_error;
+  total.timeout += s.timeout;
+  total.mismatch += s.mismatch;
+  total.mask_error += s.mask_error;
+  total.valid_instances += s.valid_instances;
+  total.invalid_instances += s.invalid_instances;
+  total.valid_refused += s.valid_refused;
+  total.invalid_accepted += s.invalid_accepted;
+}
+
+void print_report(const std::map<std::string, SplitStats>& stats, Run& run) {
+  std::printf("| split | schemas | passing | compile error | validation error | invalidation error | timeout | "
+              "valid inst. refused | invalid inst. accepted |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  auto row = [](const std::string& name, const SplitStats& s) {
+    std::printf("| %s | %d | %s | %s | %s | %s | %s | %ld/%ld | %ld/%ld |\n", name.c_str(), s.schemas,
+                pct(s.passing, s.schemas).c_str(), pct(s.compile_error, s.schemas).c_str(),
+                pct(s.validation_error, s.schemas).c_str(), pct(s.invalidation_error, s.schemas).c_str(),
+                pct(s.timeout, s.schemas).c_str(), s.valid_refused, s.valid_instances, s.invalid_accepted,
+                s.invalid_instances);
+  };
+  SplitStats total;
+  for (const auto& [name, s] : stats) {
+    row(name, s);
+    add(total, s);
+  }
+  row("TOTAL", total);
+  std::printf("\nmask/accept disagreements (engine bugs): %d; masks failed on a grammar limit: %d instances\n",
+              total.mismatch, total.mask_error);
+  std::printf("TBM (us, %zu masks):  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", run.tbm.size(), percentile(run.tbm, 50),
+              percentile(run.tbm, 90), percentile(run.tbm, 99), percentile(run.tbm, 100));
+  std::printf("TTFM (us, %zu schemas): p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n", run.ttfm.size(), percentile(run.ttfm, 50),
+              percentile(run.ttfm, 90), percentile(run.ttfm, 99), percentile(run.ttfm, 100));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,24 +247,13 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   auto vocab = load_vocab(vocab_path, &tok);
   if (!vocab) return 1;
-  std::fprintf(stderr, "vocabulary: %lld tokens, trie built in %.0f ms\n", static_cast<long long>(vocab->vocab_size()),
+  std::fprintf(stderr, "vocabulary: %lld tokens, tries built in %.0f ms\n", static_cast<long long>(vocab->vocab_size()),
                us_since(t0) / 1000);
-
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(data_dir)) {
-    std::string name = e.path().filename().string();
-    if (e.path().extension() != ".json" || allowed_split(name).empty()) continue;  // never opened
-    if (!filter.empty() && name.rfind(filter, 0) != 0) continue;
-    files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  if (limit && files.size() > limit) files.resize(limit);
-
+  Run run{*tok, vocab, timeout_s, {}, {}};
   std::ofstream results;
   if (!results_path.empty()) results.open(results_path);
   std::map<std::string, SplitStats> stats;
-  std::vector<double> tbm, ttfm;
-  for (const auto& path : files) {
+  for (const auto& path : data_files(data_dir, filter, limit)) {
     const std::string name = path.filename().string();
     nlohmann::ordered_json doc;
     try {
@@ -138,110 +264,9 @@ int main(int argc, char** argv) {
       continue;
     }
     if (!doc.contains("tests") || doc["tests"].empty()) continue;  // MaskBench counts schemas with tests
-    SplitStats& st = stats[allowed_split(name)];
-    ++st.schemas;
-    nlohmann::ordered_json out = {{"id", name}};
-    auto start = Clock::now();
-    auto compiled = troupe::structured::compile_json_schema_grammar(doc["schema"].dump());
-    if (!compiled) {
-      ++st.compile_error;
-      out["compile_error"] = compiled.status().message();
-      if (results) results << out.dump() << "\n";
-      continue;
-    }
-    {
-      troupe::structured::GrammarMatcher first(*compiled, vocab);
-      std::vector<uint64_t> bits(vocab->mask_words());
-      (void)first.fill_mask(bits.data());
-    }
-    double ttfm_us = us_since(start);
-    ttfm.push_back(ttfm_us);
-    out["ttfm_us"] = ttfm_us;
-    std::string failure;
-    bool validation = false, invalidation = false;
-    double max_mask_us = 0;
-    int i = 0;
-    for (const auto& test : doc["tests"]) {
-      bool valid = test.value("valid", false);
-      std::string text = troupe::structured::python_json_dumps(test["data"]);
-      auto tokens = tok->encode(text, /*add_special=*/false, /*parse_special=*/false);
-      auto r = troupe::bench::walk_tokens(*compiled, vocab, tokens);
-      tbm.insert(tbm.end(), r.mask_us.begin(), r.mask_us.end());
-      for (double us : r.mask_us) max_mask_us = std::max(max_mask_us, us);
-      (valid ? st.valid_instances : st.invalid_instances)++;
-      if (!r.mismatch.empty()) {
-        ++st.mismatch;
-        failure += "test #" + std::to_string(i) + ": " + r.mismatch + "; ";
-      }
-      if (!r.error.empty()) {
-        ++st.mask_error;
-        failure += "test #" + std::to_string(i) + ": mask error: " + r.error + "; ";
-      }
-      if (valid && !r.accepted) {
-        ++st.valid_refused;
-        validation = true;
-        std::string before, refused;
-        for (size_t k = 0; k < r.tokens_allowed; ++k) before += vocab->token_bytes(tokens[k]);
-        if (r.tokens_allowed < tokens.size()) refused = vocab->token_bytes(tokens[r.tokens_allowed]);
-        if (before.size() > 80) before = "..." + before.substr(before.size() - 80);
-        failure += "test #" + std::to_string(i) + ": valid refused after " + std::to_string(r.tokens_allowed) + "/" +
-                   std::to_string(tokens.size()) + " tokens at [" + before + "] next [" +
-                   (r.tokens_allowed == tokens.size() ? "<end>" : refused) + "]; ";
-      } else if (!valid && r.accepted) {
-        ++st.invalid_accepted;
-        invalidation = true;
-        failure += "test #" + std::to_string(i) + ": invalid accepted; ";
-      }
-      ++i;
-    }
-    double total_s = us_since(start) / 1e6;
-    if (total_s > timeout_s) {
-      ++st.timeout;
-      out["timeout_s"] = total_s;
-    } else if (invalidation) {
-      ++st.invalidation_error;
-    } else if (validation) {
-      ++st.validation_error;
-    } else {
-      ++st.passing;
-    }
-    if (!failure.empty()) out["failure"] = failure;
-    out["max_mask_us"] = max_mask_us;
-    out["memory_bytes"] = (*compiled)->memory_bytes();
+    auto out = run_schema(run, name, doc, stats[allowed_split(name)]);
     if (results) results << out.dump() << "\n";
   }
-
-  SplitStats total;
-  std::printf("| split | schemas | passing | compile error | validation error | invalidation error | timeout | "
-              "valid inst. refused | invalid inst. accepted |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
-  auto row = [](const std::string& name, const SplitStats& s) {
-    std::printf("| %s | %d | %s | %s | %s | %s | %s | %ld/%ld | %ld/%ld |\n", name.c_str(), s.schemas,
-                pct(s.passing, s.schemas).c_str(), pct(s.compile_error, s.schemas).c_str(),
-                pct(s.validation_error, s.schemas).c_str(), pct(s.invalidation_error, s.schemas).c_str(),
-                pct(s.timeout, s.schemas).c_str(), s.valid_refused, s.valid_instances, s.invalid_accepted,
-                s.invalid_instances);
-  };
-  for (const auto& [name, s] : stats) {
-    row(name, s);
-    total.schemas += s.schemas;
-    total.passing += s.passing;
-    total.compile_error += s.compile_error;
-    total.validation_error += s.validation_error;
-    total.invalidation_error += s.invalidation_error;
-    total.timeout += s.timeout;
-    total.mismatch += s.mismatch;
-    total.mask_error += s.mask_error;
-    total.valid_instances += s.valid_instances;
-    total.invalid_instances += s.invalid_instances;
-    total.valid_refused += s.valid_refused;
-    total.invalid_accepted += s.invalid_accepted;
-  }
-  row("TOTAL", total);
-  std::printf("\nmask/accept disagreements (engine bugs): %d; masks failed on a grammar limit: %d instances\n",
-              total.mismatch, total.mask_error);
-  std::printf("TBM (us, %zu masks):  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", tbm.size(), percentile(tbm, 50),
-              percentile(tbm, 90), percentile(tbm, 99), percentile(tbm, 100));
-  std::printf("TTFM (us, %zu schemas): p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n", ttfm.size(), percentile(ttfm, 50),
-              percentile(ttfm, 90), percentile(ttfm, 99), percentile(ttfm, 100));
+  print_report(stats, run);
   return 0;
 }

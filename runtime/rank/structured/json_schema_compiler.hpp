@@ -7,6 +7,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -51,7 +53,20 @@ class SchemaCompiler {
   Status typed(const SchemaFacts& f, Symbol rule);
   Result<Symbol> literal(const SchemaJson& v);
   static std::vector<std::string> scalar_literal_texts(const SchemaJson& v);
+  struct DeclaredProperty {
+    Symbol key;
+    Symbol value;
+    bool required;
+  };
   Result<Symbol> object(const SchemaFacts& f);
+  Result<std::vector<std::string>> object_keys(const std::vector<ObjectPart>& parts, std::set<std::string>* required);
+  Result<bool> declared_properties(const std::vector<ObjectPart>& parts, const std::vector<std::string>& keys,
+                                   const std::set<std::string>& required, std::vector<DeclaredProperty>* out);
+  Status extra_properties(const std::vector<ObjectPart>& parts, ExprId not_declared,
+                          std::vector<std::pair<Symbol, Symbol>>* out);
+  Result<Symbol> property_sequence(const std::vector<DeclaredProperty>& declared,
+                                   const std::vector<std::pair<Symbol, Symbol>>& extras, uint64_t min,
+                                   std::optional<uint64_t> max);
   Result<Symbol> array(const SchemaFacts& f);
 
   static std::vector<ObjectPart> object_parts(const SchemaFacts& f);

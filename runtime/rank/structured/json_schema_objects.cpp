@@ -92,11 +92,11 @@ Result<ExprId> SchemaCompiler::property_names_content(const std::vector<ObjectPa
   return s_.both(all);
 }
 
-Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
-  std::vector<ObjectPart> parts = object_parts(f);
-  // Declared keys in the order written, then required keys no part declares.
+// Declared keys in the order written, then required keys no part declares.
+Result<std::vector<std::string>> SchemaCompiler::object_keys(const std::vector<ObjectPart>& parts,
+                                                             std::set<std::string>* required) {
   std::vector<std::string> keys;
-  std::set<std::string> seen, required;
+  std::set<std::string> seen;
   for (const ObjectPart& p : parts) {
     if (p.properties && !p.properties->is_object()) return invalid_argument("JSON Schema: 'properties' must be an object");
     if (p.properties) {
@@ -110,7 +110,7 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
     if (!p.required->is_array()) return invalid_argument("JSON Schema: 'required' must be an array of strings");
     for (const auto& r : *p.required) {
       if (!r.is_string()) return invalid_argument("JSON Schema: 'required' must be an array of strings");
-      required.insert(r.get<std::string>());
+      required->insert(r.get<std::string>());
       if (seen.insert(r.get<std::string>()).second) keys.push_back(r.get<std::string>());
     }
   }
@@ -125,18 +125,16 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
     return invalid_argument("JSON Schema keyword 'patternProperties' is not supported in allOf with another "
                             "schema's patternProperties or additionalProperties");
   }
+  return keys;
+}
 
-  // Declared (and required) properties: their values and whether propertyNames allows them.
-  struct Declared {
-    Symbol key;
-    Symbol value;
-    bool required;
-  };
-  std::vector<Declared> declared;
-  std::vector<ExprId> declared_contents;
+// The declared (and required) properties propertyNames allows, with their values; false
+// when a required one is not allowed (no object can be written).
+Result<bool> SchemaCompiler::declared_properties(const std::vector<ObjectPart>& parts,
+                                                 const std::vector<std::string>& keys,
+                                                 const std::set<std::string>& required,
+                                                 std::vector<DeclaredProperty>* out) {
   for (const std::string& k : keys) {
-    std::string quoted = python_json_string(k);
-    declared_contents.push_back(s_.literal(quoted.substr(1, quoted.size() - 2)));
     bool allowed = true;
     for (const ObjectPart& p : parts) {
       if (!p.property_names) continue;
@@ -144,9 +142,9 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
       if (!ok) return ok.status();
       allowed = allowed && *ok;
     }
-    bool is_required = required.count(k) != 0;
+    const bool is_required = required.count(k) != 0;
     if (!allowed) {
-      if (is_required) return b_.rule("never");  // a required key its names may not have
+      if (is_required) return false;
       continue;
     }
     bool named = false;
@@ -154,15 +152,20 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
     if (!conj) return conj.status();
     auto v = value(*conj);
     if (!v) return v.status();
-    declared.push_back({b_.token(lex_.key(k), "key"), *v, is_required});
+    out->push_back({b_.token(lex_.key(k), "key"), *v, is_required});
   }
+  return true;
+}
 
-  // Other keys: one alternative per pattern, then additionalProperties.
+// Keys not declared, as (key lexeme, value) pairs: one per set of matching patterns (a key
+// matching several patterns must satisfy all their schemas; past kMaxPatternSubsets
+// patterns a key matching two is left out), then additionalProperties.
+Status SchemaCompiler::extra_properties(const std::vector<ObjectPart>& parts, ExprId not_declared,
+                                        std::vector<std::pair<Symbol, Symbol>>* out) {
   auto names = property_names_content(parts);
   if (!names) return names.status();
-  ExprId not_declared = s_.negate(s_.alt(declared_contents));
-  std::vector<std::pair<Symbol, Symbol>> extras;
   std::vector<ExprId> pattern_contents;
+  std::vector<const SchemaJson*> pattern_schemas;
   for (const ObjectPart& p : parts) {
     if (!p.pattern_properties) continue;
     if (!p.pattern_properties->is_object()) return invalid_argument("JSON Schema: 'patternProperties' must be an object");
@@ -173,15 +176,8 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
       auto e = lower_search(s_, *tree, canonical, CodepointSet::all());
       if (!e) return invalid_argument("patternProperties \"" + pattern + "\": " + e.status().message());
       pattern_contents.push_back(*e);
+      pattern_schemas.push_back(&schema);
     }
-  }
-  // A key matching several patterns must satisfy all their schemas: one key class per set of
-  // matching patterns (up to kMaxPatternSubsets patterns; past that a key matching two is
-  // left out).
-  std::vector<const SchemaJson*> pattern_schemas;
-  for (const ObjectPart& p : parts) {
-    if (!p.pattern_properties) continue;
-    for (const auto& [pattern, schema] : p.pattern_properties->items()) pattern_schemas.push_back(&schema);
   }
   const size_t np = pattern_contents.size();
   std::vector<uint32_t> subsets;
@@ -205,27 +201,27 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
     if (!s_.is_live(content)) continue;
     auto v = value(conj);
     if (!v) return v.status();
-    extras.emplace_back(b_.token(s_.concat(lex_.quoted(content), lex_.colon()), "pattern key"), *v);
+    out->emplace_back(b_.token(s_.concat(lex_.quoted(content), lex_.colon()), "pattern key"), *v);
     TROUPE_RETURN_IF_ERROR(b_.check_budget());
   }
   Conjunction additional;
-  bool additional_allowed = true;
   for (const ObjectPart& p : parts) {
     if (!p.additional) continue;
-    if (p.additional->is_boolean() && !p.additional->get<bool>()) additional_allowed = false;
+    if (p.additional->is_boolean() && !p.additional->get<bool>()) return {};
     additional.push_back({p.additional, 0});
   }
-  if (additional_allowed) {
-    ExprId parts3[3] = {not_declared, s_.negate(s_.alt(pattern_contents)), *names};
-    ExprId content = s_.both(parts3);
-    auto v = value(additional);
-    if (!v) return v.status();
-    extras.emplace_back(b_.token(s_.concat(lex_.quoted(content), lex_.colon()), "key"), *v);
-  }
+  ExprId others[3] = {not_declared, s_.negate(s_.alt(pattern_contents)), *names};
+  auto v = value(additional);
+  if (!v) return v.status();
+  out->emplace_back(b_.token(s_.concat(lex_.quoted(s_.both(others)), lex_.colon()), "key"), *v);
+  return {};
+}
 
-  // The property count: exact up to maxProperties, or up to minProperties ("at least").
-  const uint64_t min = f.min_properties;
-  const std::optional<uint64_t> max = f.max_properties;
+// props(i, c): the declared properties from i on with c written so far (c exact up to
+// maxProperties, or capped at minProperties, "at least"); props(n, c) loops over extras.
+Result<Symbol> SchemaCompiler::property_sequence(const std::vector<DeclaredProperty>& declared,
+                                                 const std::vector<std::pair<Symbol, Symbol>>& extras,
+                                                 uint64_t min, std::optional<uint64_t> max) {
   const uint64_t cap = max ? *max : std::max<uint64_t>(min, 1);
   const size_t n = declared.size();
   if ((n + 2) * (cap + 1) > kMaxObjectRules) {
@@ -238,15 +234,13 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
   };
   Symbol extra = b_.rule("extra property");
   for (auto [k, v] : extras) b_.add(extra, {k, v});
-  // rules[i][c]: props(i, c); i == n is the extras' loop.
   std::vector<std::vector<Symbol>> rules(n + 1, std::vector<Symbol>(cap + 1));
   for (size_t i = 0; i <= n; ++i) {
     for (uint64_t c = 0; c <= cap; ++c) rules[i][c] = b_.rule("props");
   }
   for (uint64_t c = 0; c <= cap; ++c) {
     auto nc = next_count(c);
-    // extras(c): end here (enough properties), or one more key and value.
-    if (c >= min) b_.add(rules[n][c], {});
+    if (c >= min) b_.add(rules[n][c], {});  // enough properties: the object may end
     if (nc && !extras.empty()) {
       std::vector<Symbol> rhs;
       if (c > 0) rhs.push_back(comma_);
@@ -267,8 +261,29 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
     }
   }
   TROUPE_RETURN_IF_ERROR(b_.check_budget());
+  return rules[0][0];
+}
+
+Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
+  std::vector<ObjectPart> parts = object_parts(f);
+  std::set<std::string> required;
+  auto keys = object_keys(parts, &required);
+  if (!keys) return keys.status();
+  std::vector<DeclaredProperty> declared;
+  auto possible = declared_properties(parts, *keys, required, &declared);
+  if (!possible) return possible.status();
+  if (!*possible) return b_.rule("never");  // a required key its names may not have
+  std::vector<ExprId> declared_contents;
+  for (const std::string& k : *keys) {
+    std::string quoted = python_json_string(k);
+    declared_contents.push_back(s_.literal(quoted.substr(1, quoted.size() - 2)));
+  }
+  std::vector<std::pair<Symbol, Symbol>> extras;
+  TROUPE_RETURN_IF_ERROR(extra_properties(parts, s_.negate(s_.alt(declared_contents)), &extras));
+  auto props = property_sequence(declared, extras, f.min_properties, f.max_properties);
+  if (!props) return props;
   Symbol obj = b_.rule("object");
-  b_.add(obj, {open_object_, rules[0][0], close_object_});
+  b_.add(obj, {open_object_, *props, close_object_});
   return obj;
 }
 
