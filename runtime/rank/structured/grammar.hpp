@@ -27,8 +27,11 @@ struct GrammarLimits {
   size_t memory_bytes = size_t{256} << 20;
   /// Earley items in one parser row (one lexeme boundary).
   size_t max_row_items = 50'000;
-  /// Trie nodes plus lexeme boundaries one token mask may visit.
+  /// Trie nodes plus Earley items one token mask may visit.
   size_t max_mask_steps = 4'000'000;
+  /// Regex derivatives one token mask may compute building lexer states (MaskBench's
+  /// heaviest schemas need under 70k).
+  size_t max_mask_derivatives = 1'000'000;
 };
 
 /// A deadline and a memory account for a compile; check() names the limit reached.

@@ -77,6 +77,8 @@ class GrammarMatcher {
   std::vector<DfaRow> depth_row_;
   std::vector<uint32_t> depth_parser_;
   size_t mask_work_ = 0;
+  uint64_t lexer_work0_ = 0;  // LexerDfa::thread_work() when the mask started
+  bool over_budget() const;
 };
 
 }  // namespace troupe::structured

@@ -53,6 +53,11 @@ int32_t GrammarMatcher::cross_boundary(int32_t state, uint8_t byte) {
   return lexer_.transitions(lexer_.start_state(parser_.top().lexemes))[byte];
 }
 
+bool GrammarMatcher::over_budget() const {
+  const GrammarLimits& l = grammar_->limits();
+  return mask_work_ > l.max_mask_steps || LexerDfa::thread_work() - lexer_work0_ > l.max_mask_derivatives;
+}
+
 void GrammarMatcher::walk_lexeme(uint32_t t, int32_t state, std::vector<uint64_t>& bits,
                                  std::vector<StateMask::Boundary>& out) {
   const TokenVocabulary::Trie& trie = vocab_->trie(t);
@@ -62,6 +67,7 @@ void GrammarMatcher::walk_lexeme(uint32_t t, int32_t state, std::vector<uint64_t
   depth_row_[0] = lexer_.transitions(state);
   uint32_t visited = 0;
   for (uint32_t i = 1; i < n; ++visited) {
+    if ((visited & 4095) == 4095 && over_budget()) break;  // fill_mask reports it
     const TokenVocabulary::Node& node = nodes[i];
     const uint32_t d = node.depth;
     const int32_t next = depth_row_[d - 1][node.byte];
@@ -107,7 +113,7 @@ const StateMask* GrammarMatcher::state_mask(int32_t state, std::unique_ptr<State
   } else {
     m->bits = std::move(bits);
   }
-  if (!cached) {
+  if (!cached && !over_budget()) {  // a walk cut short by the budget is never cached
     if (const StateMask* kept = lexer_.cache_mask(state, m)) return kept;
   }
   *scratch = std::move(m);  // not cached (over the cache budget, or another vocabulary's)
@@ -128,6 +134,7 @@ void GrammarMatcher::walk_boundary(const StateMask::Boundary& b, uint64_t* bits)
     depth_parser_[dj] = static_cast<uint32_t>(parser_.depth());
     uint32_t visited = 0;
     for (uint32_t i = b.node + 1; i < top.end; ++visited) {
+      if ((visited & 4095) == 4095 && over_budget()) break;  // fill_mask reports it
       const TokenVocabulary::Node& node = nodes[i];
       const uint32_t d = node.depth;
       if (parser_.depth() != depth_parser_[d - 1]) parser_.truncate(depth_parser_[d - 1]);
@@ -172,6 +179,7 @@ Status GrammarMatcher::fill_mask(uint64_t* bits) {
     const size_t depth0 = parser_.depth();
     boundary_rows_.clear();
     mask_work_ = 0;
+    lexer_work0_ = LexerDfa::thread_work();
     const size_t depths = vocab_->max_token_bytes() + 2;
     if (depth_state_.size() < depths) {
       depth_state_.resize(depths);
@@ -194,9 +202,10 @@ Status GrammarMatcher::fill_mask(uint64_t* bits) {
       if ((bits[static_cast<uint32_t>(first) >> 6] >> (first & 63)) & 1) set_bit(bits, other);
     }
     TROUPE_RETURN_IF_ERROR(status());
-    if (mask_work_ > grammar_->limits().max_mask_steps) {
-      return resource_exhausted("grammar matcher: one token mask took more than " +
-                                std::to_string(grammar_->limits().max_mask_steps) + " steps");
+    if (over_budget()) {
+      return resource_exhausted("grammar matcher: one token mask went over its limit of " +
+                                std::to_string(grammar_->limits().max_mask_steps) + " steps or " +
+                                std::to_string(grammar_->limits().max_mask_derivatives) + " regex derivatives");
     }
   }
   bool any = false;

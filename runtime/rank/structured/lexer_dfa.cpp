@@ -20,7 +20,11 @@ std::string key_of(const void* data, size_t bytes, char tag) {
   return k;
 }
 
+thread_local uint64_t t_lexer_work = 0;
+
 }  // namespace
+
+uint64_t LexerDfa::thread_work() { return t_lexer_work; }
 
 LexerDfa::LexerDfa(ExprStore& exprs, const std::vector<ExprId>& lexemes, size_t memory_budget)
     : exprs_(exprs),
@@ -136,12 +140,19 @@ void LexerDfa::build_transitions(int32_t state) {
   std::lock_guard<std::mutex> lock(mutex_);
   State& s = states_[static_cast<size_t>(state)];
   if (s.ready.load(std::memory_order_relaxed)) return;
+  const uint64_t work0 = exprs_.work();
+  struct Account {
+    const ExprStore& e;
+    uint64_t w0;
+    ~Account() { t_lexer_work += e.work() - w0; }
+  } account{exprs_, work0};
   std::vector<Item> items(items_.begin() + s.items_begin, items_.begin() + s.items_begin + s.items_count);
   ByteClasses classes;
   for (const Item& item : items) classes = refine(classes, exprs_.classes(item.expr));
   std::vector<uint8_t> reps = classes.representatives();
   std::vector<int32_t> target(reps.size(), kDead);
   std::vector<Item> next;
+  t_lexer_work += reps.size() * items.size();  // derivative lookups, memoised or not
   for (size_t c = 0; c < reps.size(); ++c) {
     next.clear();
     for (const Item& item : items) {

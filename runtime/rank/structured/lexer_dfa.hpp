@@ -85,6 +85,10 @@ class LexerDfa {
   /// first), or null.
   const StateMask* cache_mask(int32_t state, std::unique_ptr<StateMask>& mask);
 
+  /// Derivatives this thread has taken building states of any lexer (looked up or
+  /// computed; monotonic): a mask's share of the lexer's work is the difference over it.
+  static uint64_t thread_work();
+
   /// ok, or the limit the DFA reached (it then stops growing: transitions to states it
   /// could not make are dead, which only ever removes tokens).
   Status status() const;

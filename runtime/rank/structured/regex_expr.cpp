@@ -324,6 +324,7 @@ ExprId ExprStore::derivative(ExprId e, uint8_t b) {
     return kNothing;
   }
   ++depth_;
+  ++work_;
   ExprId d = derive(e, b);
   --depth_;
   derivatives_.emplace(key, d);

@@ -97,6 +97,8 @@ class ExprStore {
   bool matches(ExprId e, std::string_view text);
 
   size_t size() const { return nodes_.size(); }
+  /// Derivatives computed so far (a measure of the work done, for per-mask bounds).
+  uint64_t work() const { return work_; }
   bool overflowed() const { return overflowed_; }
   size_t memory_bytes() const;
 
@@ -125,6 +127,7 @@ class ExprStore {
   size_t max_nodes_;
   bool overflowed_ = false;
   uint32_t depth_ = 0;  // derivative / class recursion (a chain of nullable parts nests it)
+  uint64_t work_ = 0;
   std::unordered_map<uint64_t, ExprId> derivatives_;  // (e << 8 | byte) -> derivative
   std::unordered_map<ExprId, uint32_t> class_index_;  // e -> index into classes_ (shared partitions)
   std::vector<ByteClasses> classes_;

@@ -419,6 +419,23 @@ TEST(GrammarLimits, MaskAndRowLimitsAreErrors) {
   EXPECT_NE(st.message().find("Earley items"), std::string::npos) << st.to_string();
 }
 
+TEST(GrammarLimits, LexerWorkPerMaskIsBounded) {
+  GrammarLimits limits;
+  limits.max_mask_derivatives = 5;
+  auto g = compile_json_schema_grammar(R"({"type":"string","pattern":"^(ab|cd)*[0-9]{3}$"})", {}, limits);
+  ASSERT_TRUE(g.ok());
+  auto v = small_vocab({"\"", "ab", "cd", "1", "\"ab"});
+  GrammarMatcher m(*g, v);
+  std::vector<uint64_t> bits(v->mask_words());
+  Status st;
+  for (int32_t token : {0, 1, 2, 1}) {  // new lexer states at every step
+    st = m.fill_mask(bits.data());
+    if (!st.ok() || !m.accept_token(token)) break;
+  }
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("derivatives"), std::string::npos) << st.to_string();
+}
+
 TEST(GrammarLimits, CompileTimeLimitIsNamed) {
   GrammarLimits limits;
   limits.compile_seconds = 0.0;
