@@ -30,7 +30,7 @@ struct GrammarLimits {
   /// Trie nodes plus Earley items one token mask may visit.
   size_t max_mask_steps = 4'000'000;
   /// Regex derivatives one token mask may compute building lexer states (MaskBench's
-  /// heaviest schemas need under 70k).
+  /// heaviest schemas need about 80k).
   size_t max_mask_derivatives = 1'000'000;
 };
 

@@ -13,6 +13,7 @@ constexpr size_t kMaskCacheShare = 4;
 // A product search over (slice state, lexer state) pairs larger than this gives up
 // (the slice's tokens are then walked one by one, which is always right).
 constexpr size_t kMaxSlicePairs = 512;
+constexpr size_t kSeenSlots = 4096;
 
 std::string key_of(const void* data, size_t bytes, char tag) {
   std::string k(1, tag);
@@ -182,7 +183,27 @@ bool LexerDfa::slice_allows_all(int32_t state, uint32_t slice, const SliceAutoma
   // Breadth-first over (slice state, lexer state) pairs, one layer per byte of depth.
   bool pass = state != kDead;
   std::vector<std::pair<int16_t, int32_t>> frontier{{0, state}}, next;
-  std::unordered_set<uint64_t> seen{uint64_t{static_cast<uint32_t>(state)}};
+  // The pairs seen: a small open-addressing set, stamped per search (no clearing).
+  static thread_local std::vector<uint64_t> keys(kSeenSlots);
+  static thread_local std::vector<uint32_t> stamps(kSeenSlots, 0);
+  static thread_local uint32_t stamp = 0;
+  if (++stamp == 0) {
+    std::fill(stamps.begin(), stamps.end(), 0);
+    stamp = 1;
+  }
+  size_t seen = 0;
+  auto insert = [&](uint64_t key) {
+    size_t i = (key * 0x9E3779B97F4A7C15ULL) >> 52;  // kSeenSlots == 4096
+    while (stamps[i] == stamp) {
+      if (keys[i] == key) return false;
+      i = (i + 1) & (kSeenSlots - 1);
+    }
+    stamps[i] = stamp;
+    keys[i] = key;
+    ++seen;
+    return true;
+  };
+  insert(uint64_t{static_cast<uint32_t>(state)});
   for (uint32_t depth = 0; pass && depth < automaton.max_bytes && !frontier.empty(); ++depth) {
     next.clear();
     for (auto [u, q] : frontier) {
@@ -197,9 +218,9 @@ bool LexerDfa::slice_allows_all(int32_t state, uint32_t slice, const SliceAutoma
           break;
         }
         uint64_t key = (uint64_t{static_cast<uint16_t>(u2)} << 32) | static_cast<uint32_t>(q2);
-        if (seen.insert(key).second) next.emplace_back(u2, q2);
+        if (insert(key)) next.emplace_back(u2, q2);
       }
-      if (seen.size() > kMaxSlicePairs) pass = false;
+      if (seen > kMaxSlicePairs) pass = false;
     }
     frontier.swap(next);
   }
