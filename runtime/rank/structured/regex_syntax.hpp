@@ -5,6 +5,8 @@
 // matched by a finite automaton or is not implemented (backreferences,
 // lookaround, \b, \p{...}, inline flags, anchors inside the pattern) is an
 // error naming it; lazy quantifiers match as greedy ones (the same language).
+// \d and \w are ASCII and \s is ECMAScript's set in both dialects (Python's str
+// patterns take Unicode digits and letters: a regex here never allows more).
 #pragma once
 
 #include <cstdint>
