@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "runtime/core/engine_core/engine_core.hpp"
-#include "runtime/request/chat/chat_prompt.hpp"
-#include "runtime/request/chat/chat_template.hpp"
-#include "runtime/core/engine_core/request_types.hpp"
+#include "runtime/text/chat/chat_prompt.hpp"
+#include "runtime/text/chat/chat_template.hpp"
+#include "runtime/protocol/request_types.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
 #include "runtime/core/stats/engine_stats.hpp"

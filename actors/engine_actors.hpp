@@ -16,7 +16,7 @@
 #include "actors/stat_logger_actor.hpp"
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "runtime/config/engine_config.hpp"
 
 namespace troupe::actors {

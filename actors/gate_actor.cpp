@@ -11,7 +11,7 @@
 #include "actors/drop_unexpected.hpp"
 #include "actors/link_guard.hpp"
 #include "actors/status_error.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {

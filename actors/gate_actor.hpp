@@ -1,6 +1,6 @@
 // Gates: what a process publishes on the network instead of its real actors.
 // A peer asks for a challenge (a one-time nonce) and answers it with
-// HMAC-SHA256(secret, nonce) (runtime/core/crypto: OpenSSL; nonces from the OS's
+// HMAC-SHA256(secret, nonce) (net/: OpenSSL; nonces from the OS's
 // CSPRNG, compared in constant time); only then does the gate hand out the guarded
 // actor (a node's plugin host, an engine's stat logger). The secret never
 // crosses the wire. A refusal is logged on both sides. With an empty secret

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "actors/basp_frames.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <utility>
 
-#include "runtime/core/crypto/tls_socket.hpp"
+#include "net/tls_socket.hpp"
 
 namespace troupe::actors {
 namespace {

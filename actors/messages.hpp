@@ -19,9 +19,9 @@
 
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
-#include "runtime/rank/runner/rank_command.hpp"
-#include "runtime/core/engine_core/request_types.hpp"
-#include "runtime/rank/runner/worker_protocol.hpp"
+#include "runtime/protocol/rank_command.hpp"
+#include "runtime/protocol/request_types.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
 #include "troupe/attention.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
@@ -78,7 +78,7 @@ struct SubmitRequest {
 // -- Typed interfaces ---------------------------------------------------------
 
 /// One rank of the model (actors/worker_actor.hpp): it runs every all-ranks
-/// command (runtime/rank/runner/rank_command.hpp) and answers with the command's
+/// command (runtime/protocol/rank_command.hpp) and answers with the command's
 /// reply, or an error carrying its Status (actors/status_error.hpp).
 using worker_actor = caf::typed_actor<caf::replies_to<rank_atom, engine::RankCommand>::with<engine::RankReply>>;
 

@@ -15,7 +15,7 @@
 
 #include "actors/messages.hpp"
 #include "runtime/core/engine_core/engine_core.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 
 namespace troupe::actors {
 

@@ -23,10 +23,10 @@
 #include "apps/policy_options.hpp"
 #include "apps/quantization_option.hpp"
 #include "apps/speculative_options.hpp"
-#include "runtime/request/chat/chat_template.hpp"
+#include "runtime/text/chat/chat_template.hpp"
 #include "actors/engine.hpp"
 #include "apps/node_options.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps {

@@ -21,8 +21,8 @@
 #include "apps/policy_options.hpp"
 #include "apps/speculative_options.hpp"
 #include "apps/vllm_compat_options.hpp"
-#include "runtime/request/openai/reasoning_parsers.hpp"
-#include "runtime/request/openai/tool_parsers.hpp"
+#include "runtime/frontend/openai/reasoning_parsers.hpp"
+#include "runtime/frontend/openai/tool_parsers.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
 

@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "actors/engine.hpp"
-#include "runtime/request/openai/render.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/frontend/openai/render.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::runtime {

@@ -14,14 +14,14 @@
 
 #include "actors/engine.hpp"
 #include "apps/serve/server_context.hpp"
-#include "runtime/request/openai/chat_answer.hpp"
-#include "runtime/request/openai/reasoning_parsers.hpp"
-#include "runtime/request/openai/render.hpp"
-#include "runtime/request/openai/responses.hpp"
-#include "runtime/request/openai/responses_stream.hpp"
-#include "runtime/request/openai/tool_parsers.hpp"
-#include "runtime/request/openai/tools.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/frontend/openai/chat_answer.hpp"
+#include "runtime/frontend/openai/reasoning_parsers.hpp"
+#include "runtime/frontend/openai/render.hpp"
+#include "runtime/frontend/openai/responses.hpp"
+#include "runtime/frontend/openai/responses_stream.hpp"
+#include "runtime/frontend/openai/tool_parsers.hpp"
+#include "runtime/frontend/openai/tools.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps::serve {

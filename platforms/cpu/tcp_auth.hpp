@@ -19,7 +19,7 @@
 //
 // HMAC, random bytes and constant-time comparison come from OpenSSL's
 // libcrypto, called here directly: platforms build on the SDK only, so the
-// runtime's crypto module (runtime/core/crypto) is out of reach.
+// runtime's crypto module (net/) is out of reach.
 #pragma once
 
 #include <cstddef>

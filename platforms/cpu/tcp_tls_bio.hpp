@@ -5,7 +5,7 @@
 // lost its peer would take down the application embedding it. With
 // MSG_NOSIGNAL the write fails with EPIPE and the link reports a lost peer.
 // (The runtime has the same transport for the engine's node links,
-// runtime/core/crypto/tls_socket; a platform plugin links the SDK only.)
+// net/tls_socket; a platform plugin links the SDK only.)
 #pragma once
 
 struct ssl_st;

@@ -24,7 +24,8 @@
 #include "runtime/core/engine_core/kv_cache_setup.hpp"
 #include "runtime/rank/runner/worker_runner.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -132,7 +133,7 @@ class FakePlatform final : public Platform {
 
 std::shared_ptr<const tokenizer::Tokenizer> stories_tokenizer() {
   auto file = gguf::GgufFile::open(std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf");
-  auto tok = tokenizer::Tokenizer::from_gguf(**file);
+  auto tok = gguf::read_tokenizer(**file);
   return std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
 }
 

@@ -28,7 +28,7 @@
 
 #include "tests/raw_socket.hpp"
 #include "node_process.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "serve_process.hpp"
 
 namespace troupe::tests {

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/request/openai/errors.hpp"
-#include "runtime/request/openai/protocol.hpp"
-#include "runtime/request/openai/render.hpp"
+#include "runtime/frontend/openai/errors.hpp"
+#include "runtime/frontend/openai/protocol.hpp"
+#include "runtime/frontend/openai/render.hpp"
 
 namespace troupe::openai {
 namespace {
@@ -395,7 +395,7 @@ TEST(OpenAIProtocol, CacheSaltAndBeamSearchFields) {
     EXPECT_FALSE(parse_completion(ok)) << ok;
 }
 
-// vLLM's documented fields troupe lacks (runtime/request/openai/vllm_fields.cpp): a 400
+// vLLM's documented fields troupe lacks (runtime/frontend/openai/vllm_fields.cpp): a 400
 // naming the field off vLLM's default, nothing at it (per endpoint: add_special_tokens'
 // default is true on completions and embeddings, false on chat).
 TEST(OpenAIProtocol, VllmFieldsOffTheirDefaultAreRefusedByName) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/request/openai/responses.hpp"
-#include "runtime/request/openai/responses_stream.hpp"
+#include "runtime/frontend/openai/responses.hpp"
+#include "runtime/frontend/openai/responses_stream.hpp"
 
 namespace troupe::openai {
 namespace {

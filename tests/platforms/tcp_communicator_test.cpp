@@ -31,7 +31,7 @@
 
 #include "tests/raw_socket.hpp"
 #include "runtime/config/engine_config.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/rank_processes.hpp"
 #include "troupe/communicator.hpp"

@@ -20,10 +20,10 @@
 
 #include "runtime/core/engine_core/executor.hpp"
 #include "runtime/core/engine_core/request_tracker.hpp"
-#include "runtime/core/engine_core/request_types.hpp"
-#include "runtime/rank/runner/worker_protocol.hpp"
+#include "runtime/protocol/request_types.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
 #include "runtime/core/sched/scheduler.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "runtime/core/stats/engine_stats.hpp"
 #include "troupe/status.hpp"
 

@@ -4,22 +4,6 @@
 
 namespace troupe::engine {
 
-Result<PoolingType> parse_pooling_type(std::string_view name) {
-  if (name == "mean" || name == "MEAN") return PoolingType::mean;
-  if (name == "cls" || name == "CLS") return PoolingType::cls;
-  if (name == "last" || name == "LAST") return PoolingType::last;
-  return invalid_argument("unknown pooling type '" + std::string(name) + "' (mean, cls or last)");
-}
-
-const char* to_string(PoolingType type) {
-  switch (type) {
-    case PoolingType::mean: return "mean";
-    case PoolingType::cls: return "cls";
-    case PoolingType::last: return "last";
-  }
-  return "unknown";
-}
-
 Status pool(const float* hidden, int64_t num_tokens, int64_t hidden_size, const PoolingParams& params,
             const PoolingDefaults& defaults, std::vector<float>* out) {
   if (num_tokens <= 0 || hidden_size <= 0) return invalid_argument("nothing to pool");

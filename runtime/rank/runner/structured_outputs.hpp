@@ -14,10 +14,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/rank/runner/worker_protocol.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
 #include "runtime/rank/structured/json_matcher.hpp"
 #include "runtime/rank/structured/json_token_masker.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::engine {

@@ -12,7 +12,7 @@
 
 #include "runtime/rank/runner/logits_processing.hpp"
 #include "runtime/rank/runner/structured_outputs.hpp"
-#include "runtime/rank/runner/worker_protocol.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
 #include "runtime/model_files/source/model_source.hpp"
 #include "runtime/rank/spec_decode/ngram_proposer.hpp"
 #include "runtime/config/engine_config.hpp"

@@ -1,0 +1,36 @@
+# Which installed SDK headers (include/troupe, installed whole) the SDK
+# fingerprint covers: every *.hpp at any depth, except the folders named here,
+# each for its reason. Included by cmake/SdkFingerprint.cmake (the hash), the
+# top-level CMakeLists (what the hash depends on) and tests/sdk/
+# check_sdk_headers.cmake (nothing installed escapes both).
+#
+#   named_ops/     optional ops found by name (Ops::find_op): append-only by rule
+#                  (a published name's signature never changes; a changed op gets a
+#                  new name), so a new op rebuilds no plugin.
+#   model_runner/  the model runner's headers: a static library a platform links into
+#                  its own plugin (hidden symbols), never shared across the boundary.
+set(TROUPE_SDK_UNFINGERPRINTED_DIRS named_ops model_runner)
+
+# troupe_sdk_fingerprinted_headers(<sdk dir> <out var>): the covered headers, as paths
+# relative to <sdk dir>, sorted; the generated sdk_fingerprint.hpp (the result) is left out.
+function(troupe_sdk_fingerprinted_headers sdk_dir out_var)
+  file(GLOB_RECURSE all RELATIVE "${sdk_dir}" "${sdk_dir}/*.hpp")
+  set(kept)
+  foreach(h IN LISTS all)
+    if(h STREQUAL "sdk_fingerprint.hpp")
+      continue()
+    endif()
+    set(excluded OFF)
+    foreach(d IN LISTS TROUPE_SDK_UNFINGERPRINTED_DIRS)
+      string(FIND "${h}" "${d}/" at)
+      if(at EQUAL 0)
+        set(excluded ON)
+      endif()
+    endforeach()
+    if(NOT excluded)
+      list(APPEND kept "${h}")
+    endif()
+  endforeach()
+  list(SORT kept)
+  set(${out_var} "${kept}" PARENT_SCOPE)
+endfunction()
