@@ -1,7 +1,7 @@
 // The C++ embedding API: start an engine (inside your caf::actor_system or
 // one troupe makes), submit requests, receive tokens as a stream, cancel,
 // and subscribe to stat events. Behind it: plugin_host, worker, scheduler,
-// stat_logger and engine actors (docs/architecture.md). This header includes
+// stat_logger and engine actors (docs/engine.md). This header includes
 // no CAF; programs that talk to the engine's actors themselves (actor
 // subscribers, their own actor system) include actors/engine_caf.hpp.
 #pragma once
