@@ -13,7 +13,7 @@
 #    (fenced code blocks and `inline code` are skipped; #anchors are not checked).
 # Prints every mismatch and exits 1 if there is any; "docs: ok" otherwise.
 set -uo pipefail
-cd "${1:-$(dirname "$0")/..}"
+cd "${1:-$(dirname "$0")/..}" || exit 1
 status=0
 fail() {
   echo "docs: $*"
@@ -39,7 +39,11 @@ for f in "${files[@]}"; do
     [[ -z $quote ]] && continue
     n=${quote##* }
     [[ $n == "$abi" ]] && continue
-    where=$(grep -nE "ABI|TROUPE_ABI_VERSION" "$f" | grep -wE "$n" | cut -d: -f1 | paste -sd, -)
+    # The lines that hold the number after an ABI (or the line after one that ends in "ABI").
+    where=$(awk -v n="$n" '
+      { hit = ($0 ~ ("(^|[^0-9])" n "([^0-9]|$)")) }
+      hit && (/ABI/ || prev_abi) { print NR }
+      { prev_abi = /ABI( version)?[[:space:]]*$/ }' "$f" | paste -sd, -)
     fail "$f${where:+:$where} says \"$quote\", but include/troupe/plugin.hpp defines TROUPE_ABI_VERSION $abi" \
          "(write the current version as \"ABI version $abi\"; a past bump without the word ABI before its number)"
   done <<<"$quotes"
