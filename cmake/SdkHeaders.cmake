@@ -11,23 +11,27 @@
 #                  its own plugin (hidden symbols), never shared across the boundary.
 set(TROUPE_SDK_UNFINGERPRINTED_DIRS named_ops model_runner)
 
+# troupe_sdk_excluded(<path relative to the SDK folder> <out var>): ON when the path is
+# in one of the folders named above.
+function(troupe_sdk_excluded path out_var)
+  set(excluded OFF)
+  foreach(d IN LISTS TROUPE_SDK_UNFINGERPRINTED_DIRS)
+    string(FIND "${path}" "${d}/" at)
+    if(at EQUAL 0)
+      set(excluded ON)
+    endif()
+  endforeach()
+  set(${out_var} ${excluded} PARENT_SCOPE)
+endfunction()
+
 # troupe_sdk_fingerprinted_headers(<sdk dir> <out var>): the covered headers, as paths
 # relative to <sdk dir>, sorted; the generated sdk_fingerprint.hpp (the result) is left out.
 function(troupe_sdk_fingerprinted_headers sdk_dir out_var)
   file(GLOB_RECURSE all RELATIVE "${sdk_dir}" "${sdk_dir}/*.hpp")
   set(kept)
   foreach(h IN LISTS all)
-    if(h STREQUAL "sdk_fingerprint.hpp")
-      continue()
-    endif()
-    set(excluded OFF)
-    foreach(d IN LISTS TROUPE_SDK_UNFINGERPRINTED_DIRS)
-      string(FIND "${h}" "${d}/" at)
-      if(at EQUAL 0)
-        set(excluded ON)
-      endif()
-    endforeach()
-    if(NOT excluded)
+    troupe_sdk_excluded("${h}" excluded)
+    if(NOT excluded AND NOT h STREQUAL "sdk_fingerprint.hpp")
       list(APPEND kept "${h}")
     endif()
   endforeach()
