@@ -17,7 +17,7 @@ namespace {
 
 struct GateState {
   std::string secret;
-  std::string what;           // "node", "stat logger": for log lines
+  std::string what;            // "node", "stat logger": for log lines
   net::Challenges challenges;  // issued and not yet used
   static inline const char* name = "troupe.gate";
 };
