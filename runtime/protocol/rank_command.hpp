@@ -119,27 +119,11 @@ struct RemoveLora {
   auto fields(F&& f) { return f(lora_id); }
 };
 
-struct ListLoras {
-  static constexpr const char* kName = "ListLoras";
-  static constexpr const char* kWhat = "listing the LoRA adapters";
-  using Reply = std::vector<int64_t>;
-  template <class F>
-  auto fields(F&& f) { return f(); }
-};
-
-struct PinLora {
-  static constexpr const char* kName = "PinLora";
-  static constexpr const char* kWhat = "pinning the LoRA adapter";
-  using Reply = Done;
-  int64_t lora_id = 0;
-  template <class F>
-  auto fields(F&& f) { return f(lora_id); }
-};
-
-/// What every rank runs. The order of the alternatives is the wire format: append only.
+/// What every rank runs. The order of the alternatives is the wire format (a head and its
+/// nodes run the same build); a command the engine never sends is not kept here.
 struct RankCommand {
   using Op = std::variant<LoadModel, SizeKvCache, AllocateKvCache, WarmUp, ExecuteStep, Sleep, WakeUp, AddLora,
-                          RemoveLora, ListLoras, PinLora>;
+                          RemoveLora>;
   Op op;
 
   RankCommand() = default;
@@ -152,9 +136,9 @@ struct RankCommand {
   }
 };
 
-/// What a rank answered. Every command's Reply is one alternative (append only).
+/// What a rank answered. Every command's Reply is one alternative.
 struct RankReply {
-  using Value = std::variant<Done, WorkerInitReply, KvSizing, StepOutput, int64_t, std::vector<int64_t>>;
+  using Value = std::variant<Done, WorkerInitReply, KvSizing, StepOutput, int64_t>;
   Value value;
 
   RankReply() = default;

@@ -34,8 +34,8 @@ Status SamplingParams::validate(std::string* field) const {
     if (s.empty()) return bad(field, "stop", "strings must not be empty");
   for (int32_t id : stop_token_ids)
     if (id < 0) return bad(field, "stop_token_ids", fmt::format("must be non-negative, got {}", id));
-  if (logprobs < -1 || logprobs > 20)
-    return bad(field, "logprobs", fmt::format("must be -1 (none) or between 0 and 20, got {}", logprobs));
+  if (logprobs < -1 || logprobs > kMaxLogprobs)
+    return bad(field, "logprobs", fmt::format("must be between 0 and {}, got {}", kMaxLogprobs, logprobs));
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0) return bad(field, "logit_bias", fmt::format("token ids must be non-negative, got {}", id));
     if (!(bias >= -100.0f && bias <= 100.0f))

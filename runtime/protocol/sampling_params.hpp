@@ -26,7 +26,9 @@ struct SamplingParams {
   bool include_stop_str_in_output = false;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  int32_t logprobs = -1;             // number of top logprobs to return; -1: none
+  /// The most top logprobs a request may ask for (vLLM's default max_logprobs).
+  static constexpr int32_t kMaxLogprobs = 20;
+  int32_t logprobs = -1;             // number of top logprobs to return (<= kMaxLogprobs); -1: none
   /// OpenAI's logit_bias: (token id, bias in [-100, 100]) added to the logits before the
   /// penalties.
   std::vector<std::pair<int32_t, float>> logit_bias;

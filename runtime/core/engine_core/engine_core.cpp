@@ -199,6 +199,11 @@ StepStatus EngineCore::step(Executor& executor) {
   auto step = std::make_shared<InFlight>();
   step->started = Clock::now();
   step->output = scheduler_.schedule();
+  // A schedule that only preempted (the running requests gave their blocks back) has made
+  // room: schedule again at once. Otherwise nothing fits until something changes (a request
+  // arrives, ends or is aborted, an adapter or a wake-up), and each of those steps the core.
+  for (int again = 0; step->output.empty() && !step->output.preempted_ids.empty() && again < 2; ++again)
+    step->output = scheduler_.schedule();
   if (step->output.empty()) return StepStatus::blocked;
 
   StepInput in;

@@ -70,7 +70,7 @@ struct EngineCoreOutputs {
 
 enum class StepStatus {
   idle,       // nothing to run, a step is in flight, or the core is unhealthy
-  blocked,    // requests wait, but none fits now: try again shortly
+  blocked,    // requests wait, but none fits until a request arrives, ends or is aborted
   started,    // handed to the executor; its outputs reach the sink when it completes
   asleep,     // requests wait while the engine sleeps: step again within sleep_wait_left()
 };

@@ -316,6 +316,7 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
     if (mct) max_tokens = mct;
   }
   c->max_tokens = max_tokens;
+  if (chat && field(j, "max_completion_tokens")) c->body_names.emplace_back("max_tokens", "max_completion_tokens");
 
   // The model's defaults first; the request's fields override them.
   const SamplingDefaults& d = limits.sampling_defaults;
@@ -324,7 +325,7 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
   if (d.min_p) s.min_p = static_cast<float>(*d.min_p);
   if (d.repetition_penalty) s.repetition_penalty = static_cast<float>(*d.repetition_penalty);
   if (d.top_k) s.top_k = static_cast<int32_t>(*d.top_k);
-  // Numbers only here: their ranges are SamplingParams::validate's (below).
+  // Numbers only here: their ranges are SamplingParams::validate's, at admission.
   for (auto [key, out] : {std::pair{"temperature", &s.temperature}, std::pair{"top_p", &s.top_p},
                           std::pair{"min_p", &s.min_p}, std::pair{"presence_penalty", &s.presence_penalty},
                           std::pair{"frequency_penalty", &s.frequency_penalty},
@@ -434,22 +435,9 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
   if (!chat) {
     i.reset();
     if (auto e = get_int(j, "logprobs", &i)) return e;
-    if (i) {
-      if (*i < 0 || *i > limits.max_logprobs)
-        return invalid_param("logprobs", fmt::format("must be between 0 and {}, got {}", limits.max_logprobs, *i));
-      s.logprobs = static_cast<int32_t>(*i);
-    }
-  }
-  // max_tokens may be unset until the prompt's length is known (it then fills the
-  // context): min_tokens is checked against it at admission.
-  sampling::SamplingParams ranges = s;
-  ranges.max_tokens = max_tokens ? static_cast<int32_t>(std::clamp<int64_t>(*max_tokens, INT32_MIN, INT32_MAX))
-                                 : std::numeric_limits<int32_t>::max();
-  std::string param;
-  if (Status st = ranges.validate(&param); !st.ok()) {
-    // The body's name for the field, when it differs (chat's max_completion_tokens).
-    if (param == "max_tokens" && chat && field(j, "max_completion_tokens")) param = "max_completion_tokens";
-    return st.message().starts_with(param) ? from_status(st, param) : invalid_param(param, st.message());
+    // A count (-1 is the engine's "none"); its bound is SamplingParams::kMaxLogprobs, at admission.
+    if (i && *i < 0) return invalid_param("logprobs", fmt::format("must be a non-negative integer, got {}", *i));
+    if (i) s.logprobs = static_cast<int32_t>(std::min<int64_t>(*i, INT32_MAX));
   }
   return std::nullopt;
 }
@@ -635,13 +623,13 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
   std::optional<int64_t> top;
   if (auto e = get_int(j, "top_logprobs", &top)) return e;
   if (top) {
-    if (*top < 0 || *top > limits.max_logprobs)
-      return invalid_param("top_logprobs", fmt::format("must be between 0 and {}, got {}", limits.max_logprobs, *top));
+    if (*top < 0) return invalid_param("top_logprobs", fmt::format("must be a non-negative integer, got {}", *top));
     // vLLM's default is 0, sent by clients without logprobs.
     if (!logprobs && *top > 0) return invalid_param("top_logprobs", "requires logprobs to be true");
-    out->top_logprobs = static_cast<int>(*top);
+    out->top_logprobs = static_cast<int>(std::min<int64_t>(*top, INT32_MAX));  // its bound: at admission
   }
   if (logprobs) out->common.sampling.logprobs = out->top_logprobs;
+  out->common.body_names.emplace_back("logprobs", "top_logprobs");
   return std::nullopt;
 }
 
@@ -805,6 +793,17 @@ std::optional<ApiError> parse_rerank_request(std::string_view body, const Limits
     if (out->documents.back().empty()) return invalid_param("documents", fmt::format("document {} is empty", i));
   }
   return std::nullopt;
+}
+
+ApiError admission_error(const Status& status, const std::string& engine_field, const CommonFields& common) {
+  std::string name = engine_field;
+  for (const auto& [engine_name, body_name] : common.body_names)
+    if (engine_name == engine_field) name = body_name;
+  ApiError e = from_status(status, name);
+  // SamplingParams::validate's messages lead with the field: the body's name there too.
+  if (name != engine_field && !engine_field.empty() && e.message.rfind(engine_field + " ", 0) == 0)
+    e.message = name + e.message.substr(engine_field.size());
+  return e;
 }
 
 }  // namespace troupe::openai

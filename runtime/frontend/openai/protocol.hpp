@@ -31,7 +31,6 @@ struct Limits {
   size_t max_stop_string_bytes = 1024;
   size_t max_request_id_bytes = 256;  // request_id: logged and sent back
   size_t max_stop_token_ids = 1024;
-  int max_logprobs = 20;
   /// Nesting of the request body. A JSON schema may nest 32 schemas (json_schema.cpp's
   /// kMaxSchemaDepth), two JSON levels each (an object and its "properties"), below at
   /// most five levels of request (a chat tool's "parameters") and with an enum list
@@ -68,7 +67,16 @@ struct CommonFields {
   /// sequences (sampling.bad_words_token_ids).
   std::vector<std::string> bad_words;
   // vllm_xargs (per-request arguments of logits processors) goes to sampling.extra_args.
+  /// The body's name of an engine request field where the two differ (chat's top_logprobs
+  /// for logprobs, max_completion_tokens for max_tokens; the Responses API's own): the
+  /// engine checks the values at admission and names its own field (admission_error).
+  std::vector<std::pair<std::string, std::string>> body_names;
 };
+
+/// An admission refusal (engine::Engine::submit: the sampling ranges, the vocabulary, the
+/// context, ...) as the answer to this body: the field the engine named, under the body's
+/// own name, in "param" and at the head of the message.
+ApiError admission_error(const Status& status, const std::string& engine_field, const CommonFields& common);
 
 struct CompletionRequest {
   CommonFields common;

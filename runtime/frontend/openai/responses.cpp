@@ -242,6 +242,8 @@ std::optional<ApiError> parse_responses_request(std::string_view body, const Lim
     out->request_id = id->get<std::string>();
   }
   if (auto e = parse_chat_request(chat.dump(), limits, &out->chat)) return renamed(*e);
+  // Admission names the engine's fields; this body's names for them.
+  out->chat.common.body_names.emplace_back("max_tokens", "max_output_tokens");
 
   // What the response object repeats, at OpenAI's defaults when not sent.
   json& echo = out->echo;

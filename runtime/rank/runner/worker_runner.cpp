@@ -363,16 +363,4 @@ Status WorkerRunner::remove_lora(int64_t lora_id) {
   return (*ext)->remove_lora(lora_id);
 }
 
-Result<std::vector<int64_t>> WorkerRunner::list_loras() {
-  auto ext = require_extension<LoraExtension>(*worker_, "LoRA");
-  if (!ext.ok()) return ext.status();
-  return (*ext)->list_loras();
-}
-
-Status WorkerRunner::pin_lora(int64_t lora_id) {
-  auto ext = require_extension<LoraExtension>(*worker_, "LoRA");
-  if (!ext.ok()) return ext.status();
-  return (*ext)->pin_lora(lora_id);
-}
-
 }  // namespace troupe::engine

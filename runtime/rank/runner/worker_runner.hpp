@@ -53,8 +53,6 @@ class WorkerRunner {
   /// (runtime/rank/lora/lora_file.hpp) and hands it to the worker, which checks it against the model.
   Status add_lora(int64_t lora_id, const std::string& path);
   Status remove_lora(int64_t lora_id);
-  Result<std::vector<int64_t>> list_loras();
-  Status pin_lora(int64_t lora_id);
 
   int32_t rank() const { return rank_; }
   bool is_driver() const { return rank_ == kDriverRank; }
