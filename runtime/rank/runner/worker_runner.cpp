@@ -11,6 +11,7 @@
 #include "runtime/model_files/source/quantizing_source.hpp"
 #include "runtime/rank/lora/lora_file.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
+#include "runtime/rank/runner/pooling.hpp"
 #include "runtime/rank/sampling/rejection_sampler.hpp"
 #include "runtime/rank/sampling/sampler.hpp"
 #include "runtime/rank/spec_decode/speculative_config.hpp"
