@@ -69,12 +69,14 @@ ServerHandshake::State ServerHandshake::judge() {
   const std::string got = in_.substr(kMagicBytes + kNonceBytes, kProofBytes);
   if (!crypto::equal_constant_time(got, proof(*spec_, secret_, "client", nonce_, nonce_c))) {
     // Told, so the refused side can say why; nothing else follows.
-    out_ = std::string(1, '\1') + std::string(kProofBytes, '\0');
+    out_.assign(kVerdictBytes, '\0');
+    out_[0] = '\1';
     out_done_ = 0;
     flush();
     return end(State::refused, "wrong " + spec_->secret_name);
   }
-  out_ = std::string(1, '\0') + proof(*spec_, secret_, "server", nonce_, nonce_c);
+  out_.assign(1, '\0');
+  out_ += proof(*spec_, secret_, "server", nonce_, nonce_c);
   out_done_ = 0;
   verdict_ = true;
   if (!flush()) return end(State::left, "the connection failed: " + s_.error());
