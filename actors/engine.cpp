@@ -92,8 +92,8 @@ struct Engine::Impl {
   actors::RankLayout layout;
   actors::node_supervisor_actor supervisor;
   actors::stats_gate_actor stats_gate;
-  std::unique_ptr<actors::LinkGuard> stats_guard;  // the stats port, in front of stats_gate
-  std::shared_ptr<const actors::TlsContext> tls;   // options' TLS files, loaded; null: none
+  std::unique_ptr<net::LinkGuard> stats_guard;  // the stats port, in front of stats_gate
+  std::shared_ptr<const net::TlsContext> tls;   // options' TLS files, loaded; null: none
   mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
   std::vector<actors::worker_actor> workers;
   std::shared_ptr<LoraRegistry> loras = std::make_shared<LoraRegistry>();
@@ -205,7 +205,7 @@ Status Engine::Impl::connect_nodes() {
     uint16_t port = 0;
     TROUPE_RETURN_IF_ERROR(actors::parse_host_port(address, "--nodes", &host, &port));
     // Local node processes (loopback, a fresh secret) run without TLS.
-    const actors::LinkAuth auth(secret, local_nodes ? nullptr : tls);
+    const net::LinkAuth auth(secret, local_nodes ? nullptr : tls);
     if (!auth.authenticates() && !actors::is_loopback_host(host))
       return invalid_argument("node " + address + " is not on loopback: its link needs --secret-file or TLS "
                               "(--tls-cert, --tls-key, --tls-ca), as the node itself does");
@@ -300,7 +300,7 @@ void Engine::Impl::spawn_actors() {
   if (node_addresses.empty()) return;
   actors::NodeSupervisorSetup sup;
   sup.addresses = node_addresses;
-  sup.auth = actors::LinkAuth(options.node_secret, local_nodes ? nullptr : tls);
+  sup.auth = net::LinkAuth(options.node_secret, local_nodes ? nullptr : tls);
   sup.layout = layout;
   sup.config = config;
   sup.plan = kv_plan;
@@ -345,7 +345,7 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
   impl->config = std::move(options.config);
   impl->options = std::move(options);
   {
-    auto tls = actors::TlsContext::load(
+    auto tls = net::TlsContext::load(
         {impl->options.tls_cert_file, impl->options.tls_key_file, impl->options.tls_ca_file});
     if (!tls.ok()) return tls.status();
     impl->tls = std::move(*tls);
@@ -491,7 +491,7 @@ Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& h
   auto& sys = *im.system;
   if (!sys.has_middleman())
     return not_supported("the actor system has no middleman; call configure_actor_system() on its config");
-  const actors::LinkAuth auth(secret, im.tls);
+  const net::LinkAuth auth(secret, im.tls);
   if (!auth.authenticates() && !actors::is_loopback_host(host))
     return invalid_argument("publishing stat events on " + (host.empty() ? std::string("every interface") : host) +
                             " needs a secret (--secret-file) or TLS (--tls-cert/--tls-key/--tls-ca): anyone could "

@@ -104,7 +104,7 @@ int run_serve(Options o) {
     if (const char* k = std::getenv("TROUPE_API_KEY"); k && *k) o.api_key = k;
   std::string secret;
   if (Status st = read_optional_secret(o.placement.secret_file, &secret); !st.ok()) return fail(st.message());
-  if (auto tls = actors::TlsContext::load(o.placement.tls); !tls.ok()) return fail(tls.status().message());
+  if (auto tls = net::TlsContext::load(o.placement.tls); !tls.ok()) return fail(tls.status().message());
 
   std::mutex mu;
   std::condition_variable cv;

@@ -5,9 +5,11 @@
 # and kernels; kernels only the SDK's dtype header); only actors/ and apps/
 # include CAF, only platforms/cuda and kernels/cuda include CUDA/NCCL, only
 # plugin_host/ calls dlopen, and the public engine header (actors/engine.hpp)
-# reaches no CAF. net/ (crypto, TLS transport) and the model runner
-# (model_runner/, include/troupe/model_runner/) build on the SDK alone, and the
-# SDK's contract never reaches the model runner. runtime/ is grouped by
+# reaches no CAF. net/ (network trust: crypto, TLS, sockets, the one handshake,
+# the link guard) and the model runner (model_runner/,
+# include/troupe/model_runner/) build on the SDK alone, and the SDK's contract
+# never reaches the model runner. Only net/ calls OpenSSL (and `troupe certs`,
+# which makes certificates), so TLS and the handshake have one implementation. runtime/ is grouped by
 # dependency (config, text, protocol, model_files, rank, core, frontend, bottom
 # first; see below); conformance/ links the SDK only. Target links enforce the
 # same: each library exports an include root holding only its own folder
@@ -38,7 +40,7 @@ forbid net -- "$inc(runtime|actors|plugin_host|apps|platforms|kernels|model_runn
 forbid model_runner -- "$inc(runtime|actors|plugin_host|apps|platforms|kernels)/" "the model runner builds on the SDK only"
 forbid sdk include/troupe/*.hpp -- "${inc}troupe/model_runner/" "the SDK's contract never includes the model runner (a library platforms may link)"
 forbid kernels -- "$inc(runtime|actors|plugin_host|apps|platforms)/" "kernels know only raw pointers and the SDK's dtypes"
-forbid platforms -- "$inc(runtime|actors|plugin_host|apps)/" "platforms build on the SDK and kernels only"
+forbid platforms -- "$inc(runtime|actors|plugin_host|apps)/" "platforms build on the SDK, net/, the model runner and kernels only"
 forbid runtime -- "$inc(actors|plugin_host|apps|platforms|kernels|model_runner|conformance)/" "runtime depends on the SDK only"
 forbid conformance -- "$inc(runtime|actors|plugin_host|apps|platforms|kernels|model_runner)/" "conformance links the SDK only"
 # Inside runtime/, groups by dependency, bottom first: each group includes only
@@ -68,6 +70,8 @@ forbid include sdk kernels/cpu net platforms/cpu runtime plugin_host actors apps
   "${inc}(cuda|cuda_runtime|cuda_runtime_api|cublas|cublasLt|cuda_fp16|cuda_bf16|nccl)[._a-zA-Z]*\.h" \
   "only platforms/cuda and kernels/cuda include CUDA or NCCL"
 forbid include sdk kernels net platforms runtime actors apps -- '\bdlopen\s*\(' "only plugin_host/ calls dlopen"
+forbid include sdk kernels platforms runtime plugin_host actors conformance model_runner -- "${inc}openssl/" \
+  "only net/ includes OpenSSL (one TLS, one handshake; apps/cmd_certs makes certificates)"
 
 # The public engine header reaches no CAF header, not even through another one:
 # what speaks CAF is in actors/engine_caf.hpp.

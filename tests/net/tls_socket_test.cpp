@@ -3,7 +3,7 @@
 // raises SIGPIPE, whose default action ends the process. The session here is a
 // client whose first write (its ClientHello) goes to a socket whose other end is
 // closed; a whole handshake and data through this transport are the link tests'
-// (tests/actors/link_tls_test.cpp) and the nodes' over TLS.
+// (tests/net/link_guard_tls_test.cpp) and the nodes' over TLS.
 #include <gtest/gtest.h>
 
 #include <openssl/err.h>

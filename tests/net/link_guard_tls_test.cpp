@@ -1,4 +1,4 @@
-// The link guard with mutual TLS (actors/link_tls, actors/link_guard), on real
+// The link guard with mutual TLS (net/tls, net/stream, net/link_guard), on real
 // loopback sockets: certificates from two cluster CAs made by the real
 // `troupe certs`, a guard relaying to a plain echo server standing for CAF's
 // loopback end, and dial_link (or a raw OpenSSL client, or raw TCP) on the
@@ -22,12 +22,12 @@
 #include <string>
 #include <thread>
 
-#include "actors/link_guard.hpp"
-#include "actors/link_tls.hpp"
+#include "net/link_guard.hpp"
+#include "net/tls.hpp"
 #include "tests/raw_socket.hpp"
 #include "tests/run_troupe.hpp"
 
-namespace troupe::actors {
+namespace troupe::net {
 namespace {
 
 using namespace std::chrono_literals;
@@ -277,4 +277,4 @@ TEST_F(LinkTls, BadFilesGiveOneLineErrorsNamingThem) {
 }
 
 }  // namespace
-}  // namespace troupe::actors
+}  // namespace troupe::net

@@ -1,8 +1,8 @@
-#include "actors/basp_frames.hpp"
+#include "net/basp_frames.hpp"
 
 #include <algorithm>
 
-namespace troupe::actors {
+namespace troupe::net {
 
 bool BaspFrameCheck::feed(const uint8_t* data, size_t n) {
   if (!error_.empty()) return false;
@@ -39,4 +39,4 @@ bool BaspFrameCheck::feed(const uint8_t* data, size_t n) {
   return true;
 }
 
-}  // namespace troupe::actors
+}  // namespace troupe::net

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-namespace troupe::actors {
+namespace troupe::net {
 
 constexpr size_t kBaspHeaderBytes = 32;
 constexpr uint8_t kBaspLastOperation = 6;  // heartbeat
@@ -46,4 +46,4 @@ class BaspFrameCheck {
   std::string error_;
 };
 
-}  // namespace troupe::actors
+}  // namespace troupe::net

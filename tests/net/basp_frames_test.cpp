@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "actors/basp_frames.hpp"
+#include "net/basp_frames.hpp"
 
-namespace troupe::actors {
+namespace troupe::net {
 namespace {
 
 std::string header(uint8_t op, uint32_t payload_len) {
@@ -49,4 +49,4 @@ TEST(BaspFrameCheck, AnUnknownOperationStopsTheStream) {
 }
 
 }  // namespace
-}  // namespace troupe::actors
+}  // namespace troupe::net

@@ -7,15 +7,10 @@
 // few dozen bytes could make a node allocate gigabytes (basp_frames.hpp). So
 // CAF publishes only on 127.0.0.1 (an ephemeral port), and the guard listens
 // on the real address. A connection must first pass a handshake of fixed-size
-// messages, bounded by a deadline:
-//
-//   node -> peer   "troupeLK", version, nonce_s (32 random bytes)
-//   peer -> node   "troupeLK", nonce_c (32 random bytes),
-//                  HMAC-SHA256(secret, "troupe link v1 client" nonce_s nonce_c)
-//   node -> peer   verdict (0: accepted), HMAC-SHA256(secret, "troupe link v1 server" nonce_s nonce_c)
-//
-// so both sides prove the cluster secret with fresh nonces, and a peer without
-// it never reaches CAF. Then the guard relays bytes both ways, checking every
+// messages, bounded by a deadline: the handshake of handshake.hpp, with the
+// magic "troupeLK" and proofs bound to "troupe link v1", so both sides prove
+// the cluster secret with fresh nonces, and a peer without it never reaches
+// CAF. Then the guard relays bytes both ways, checking every
 // BASP header the remote side sends: an unknown operation or a payload above
 // the frame cap drops the connection with a log line. A connection that does
 // not finish the handshake within the deadline is dropped too, and at most
@@ -23,13 +18,16 @@
 // (dial_link) runs the same handshake, then gives CAF a one-shot loopback
 // port relayed by a process-wide thread, with the same frame check.
 //
-// With TLS (LinkAuth::tls, link_tls.hpp) every connection first passes a
+// With TLS (LinkAuth::tls, tls.hpp) every connection first passes a
 // mutual TLS 1.3 handshake (both certificates must chain to the cluster CA),
 // and everything above (the secret handshake, then BASP) runs inside TLS.
 //
 // With an empty secret the proofs are HMACs under the empty key: the
 // handshake and the frame cap still hold, but the secret authenticates
 // nothing (TLS then does, or the link is loopback only; the CLI enforces that).
+//
+// None of this speaks CAF: actors/gate_actor.hpp publishes CAF's middleman
+// behind a guard and connects CAF to the port dial_link returns.
 #pragma once
 
 #include <chrono>
@@ -38,10 +36,10 @@
 #include <string>
 #include <utility>
 
-#include "actors/link_tls.hpp"
+#include "net/tls.hpp"
 #include "troupe/status.hpp"
 
-namespace troupe::actors {
+namespace troupe::net {
 
 /// What a link proves: the cluster secret (empty: none) and, when set, mutual TLS.
 struct LinkAuth {
@@ -98,4 +96,4 @@ class LinkGuard {
 Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
                            std::chrono::milliseconds timeout);
 
-}  // namespace troupe::actors
+}  // namespace troupe::net
