@@ -8,7 +8,7 @@
 // The head's stats port stands behind the same guard.
 //
 // The link handshake and the BASP header are written here from their
-// descriptions (net/link_guard.hpp, actors/basp_frames.hpp), not with the
+// descriptions (net/link_guard.hpp, net/basp_frames.hpp), not with the
 // code under test.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
