@@ -2,7 +2,7 @@
 // one troupe makes), submit requests, receive tokens as a stream, cancel,
 // and subscribe to stat events. Behind it: plugin_host, worker, scheduler and
 // stat_logger actors, and the OutputRouter that hands each request's outputs to
-// its callback (docs/architecture.md). This header includes
+// its callback (docs/engine.md). This header includes
 // no CAF; programs that talk to the engine's actors themselves (actor
 // subscribers, their own actor system) include actors/engine_caf.hpp.
 #pragma once

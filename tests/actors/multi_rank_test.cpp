@@ -194,7 +194,7 @@ class Cluster {
     std::vector<std::promise<void>> done(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
       CoreRequest request;
-      request.request_id = "r" + std::to_string(i);
+      request.request_id = std::string("r").append(std::to_string(i));
       request.prompt_token_ids = prompts[i];
       request.sampling.temperature = 0;
       request.sampling.max_tokens = max_tokens;

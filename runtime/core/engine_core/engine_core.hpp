@@ -149,6 +149,8 @@ class EngineCore {
   std::unordered_map<std::string, std::unique_ptr<LiveRequest>> requests_;
   std::vector<FinishedRequestStats> pending_finished_;  // ended between steps; reported with the next stats
   bool in_flight_ = false;
+  /// Requests finished since the last step the ranks ran: they forget them with the next one.
+  std::vector<std::string> unsent_finished_ids_;
   int sleep_level_ = 0;
   Clock::time_point asleep_since_{};
   std::chrono::milliseconds sleep_wait_limit_;

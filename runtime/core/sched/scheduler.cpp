@@ -264,8 +264,6 @@ SchedulerOutput Scheduler::schedule() {
     out.num_scheduled_tokens += p.num_new_tokens;
   }
   awaiting_update_ = !out.scheduled.empty();
-  // Nothing runs: the ranks hear of the finished requests with the next step that does.
-  if (out.scheduled.empty()) finished_since_schedule_ = std::move(out.finished_ids);
 
   const PrefixCacheStats prefix = kv_.take_prefix_cache_stats();
   last_step_ = SchedulerStats{};
