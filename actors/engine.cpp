@@ -20,17 +20,17 @@
 #include "actors/plugin_host_actor.hpp"
 #include "actors/ranks.hpp"
 #include "actors/status_error.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "runtime/core/engine_core/kv_cache_setup.hpp"
-#include "runtime/request/admission/input_processor.hpp"
+#include "runtime/frontend/admission/input_processor.hpp"
 #include "runtime/rank/runner/logits_processing.hpp"
 #include "runtime/core/engine_core/lora_registry.hpp"
 #include "runtime/model_files/source/model_artifacts.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "runtime/core/stats/logging_stat_logger.hpp"
 #include "runtime/core/stats/prometheus_stat_logger.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 #include "troupe/scheduler_policy.hpp"
 
@@ -84,7 +84,7 @@ struct Engine::Impl {
   std::shared_ptr<const SchedulerPolicy> policy;      // of config.scheduler.scheduler_cls
   std::unique_ptr<LogitsProcessorChain> processors;   // this process's, for validate_request only
   std::shared_ptr<stats::PrometheusStatLogger> prometheus;
-  std::shared_ptr<actors::EngineCounters> counters = std::make_shared<actors::EngineCounters>();
+  std::shared_ptr<OutputRouter> router = std::make_shared<OutputRouter>();  // callers' callbacks, counters
   actors::plugin_host_actor plugin_host;
   actors::EngineActors actors;
   std::unique_ptr<actors::LocalNodes> local_nodes;
@@ -92,8 +92,8 @@ struct Engine::Impl {
   actors::RankLayout layout;
   actors::node_supervisor_actor supervisor;
   actors::stats_gate_actor stats_gate;
-  std::unique_ptr<actors::LinkGuard> stats_guard;  // the stats port, in front of stats_gate
-  std::shared_ptr<const actors::TlsContext> tls;   // options' TLS files, loaded; null: none
+  std::unique_ptr<net::LinkGuard> stats_guard;  // the stats port, in front of stats_gate
+  std::shared_ptr<const net::TlsContext> tls;   // options' TLS files, loaded; null: none
   mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
   std::vector<actors::worker_actor> workers;
   std::shared_ptr<LoraRegistry> loras = std::make_shared<LoraRegistry>();
@@ -116,7 +116,6 @@ struct Engine::Impl {
     stop(supervisor);
     stats_guard.reset();
     stop(stats_gate);
-    stop(actors.engine);
     stop(actors.scheduler);
     stop(actors.stat_logger);
     stop(plugin_host);
@@ -206,7 +205,7 @@ Status Engine::Impl::connect_nodes() {
     uint16_t port = 0;
     TROUPE_RETURN_IF_ERROR(actors::parse_host_port(address, "--nodes", &host, &port));
     // Local node processes (loopback, a fresh secret) run without TLS.
-    const actors::LinkAuth auth(secret, local_nodes ? nullptr : tls);
+    const net::LinkAuth auth(secret, local_nodes ? nullptr : tls);
     if (!auth.authenticates() && !actors::is_loopback_host(host))
       return invalid_argument("node " + address + " is not on loopback: its link needs --secret-file or TLS "
                               "(--tls-cert, --tls-key, --tls-ca), as the node itself does");
@@ -285,7 +284,7 @@ void Engine::Impl::spawn_actors() {
   setup.tokenizer = artifacts.tokenizer;
   setup.workers = workers;
   setup.rank_places = layout.places();
-  setup.counters = counters;
+  setup.router = router;
   setup.step_timeout = options.step_timeout;
   setup.policy = policy;
   setup.stat_loggers.log_interval_s = options.stat_log_interval_s;
@@ -301,7 +300,7 @@ void Engine::Impl::spawn_actors() {
   if (node_addresses.empty()) return;
   actors::NodeSupervisorSetup sup;
   sup.addresses = node_addresses;
-  sup.auth = actors::LinkAuth(options.node_secret, local_nodes ? nullptr : tls);
+  sup.auth = net::LinkAuth(options.node_secret, local_nodes ? nullptr : tls);
   sup.layout = layout;
   sup.config = config;
   sup.plan = kv_plan;
@@ -346,7 +345,7 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
   impl->config = std::move(options.config);
   impl->options = std::move(options);
   {
-    auto tls = actors::TlsContext::load(
+    auto tls = net::TlsContext::load(
         {impl->options.tls_cert_file, impl->options.tls_key_file, impl->options.tls_ca_file});
     if (!tls.ok()) return tls.status();
     impl->tls = std::move(*tls);
@@ -381,27 +380,26 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
   auto& im = *impl_;
   if (refused_field) refused_field->clear();
   if (!healthy()) return unavailable("the engine is unhealthy: " + unhealthy_reason());
-  auto admitted = im.input->process(std::move(request), im.counters->in_flight.load(), refused_field);
+  auto admitted = im.input->process(std::move(request), im.router->in_flight(), refused_field);
   if (!admitted) return admitted.status();
-  actors::SubmitRequest sr;
-  sr.request = std::move(admitted->request);
-  sr.on_output = std::move(on_output);
   if (auto lease = std::move(admitted->lora)) {
     // Released before the caller sees the last delta: by then the scheduler has
     // forgotten the request, and the caller may unload the adapter at once.
-    sr.on_output = [lease, inner = std::move(sr.on_output)](RequestOutput out) {
+    on_output = [lease, inner = std::move(on_output)](RequestOutput out) {
       if (out.finished) lease->release();
       inner(std::move(out));
     };
   }
-  std::string id = sr.request.request_id;
-  im.counters->in_flight++;
-  caf::anon_send(im.actors.engine, actors::submit_atom_v, std::move(sr));
+  std::string id = admitted->request.request_id;
+  // The callback first: the scheduler's outputs (or its refusal) go to the router.
+  im.router->add(id, std::move(on_output));
+  caf::anon_send(im.actors.scheduler, actors::submit_atom_v, std::move(admitted->request));
   return id;
 }
 
 void Engine::abort(const std::string& request_id) {
-  caf::anon_send(impl_->actors.engine, actors::abort_atom_v, request_id);
+  // An id the scheduler does not know (finished, or never submitted) is a no-op there.
+  caf::anon_send(impl_->actors.scheduler, actors::abort_atom_v, request_id);
 }
 
 Result<FinalOutput> Engine::generate(GenerateRequest request) {
@@ -493,7 +491,7 @@ Result<uint16_t> Engine::publish_stat_logger(uint16_t port, const std::string& h
   auto& sys = *im.system;
   if (!sys.has_middleman())
     return not_supported("the actor system has no middleman; call configure_actor_system() on its config");
-  const actors::LinkAuth auth(secret, im.tls);
+  const net::LinkAuth auth(secret, im.tls);
   if (!auth.authenticates() && !actors::is_loopback_host(host))
     return invalid_argument("publishing stat events on " + (host.empty() ? std::string("every interface") : host) +
                             " needs a secret (--secret-file) or TLS (--tls-cert/--tls-key/--tls-ca): anyone could "
@@ -514,7 +512,6 @@ struct EngineInternals {
 };
 
 actors::stat_logger_actor stat_logger(const Engine& engine) { return EngineInternals::of(engine).actors.stat_logger; }
-actors::engine_actor engine_actor(const Engine& engine) { return EngineInternals::of(engine).actors.engine; }
 std::vector<actors::worker_actor> worker_actors(const Engine& engine) {
   const auto& im = EngineInternals::of(engine);
   std::lock_guard lock(im.workers_mu);
@@ -531,7 +528,7 @@ bool Engine::serves_model(const std::string& name) const {
   return std::find(m.served_model_aliases.begin(), m.served_model_aliases.end(), name) != m.served_model_aliases.end();
 }
 int64_t Engine::num_kv_blocks() const { return impl_->kv_plan.num_blocks; }
-int64_t Engine::max_running_requests() const { return impl_->counters->max_running.load(); }
+int64_t Engine::max_running_requests() const { return impl_->router->max_running(); }
 std::string Engine::metrics_text() const { return impl_->prometheus->render(); }
 
 Result<std::string> Engine::render_chat(const chat::ChatPromptRequest& request) const {
@@ -552,11 +549,8 @@ std::string Engine::chat_template_origin() const {
   return p.jinja || p.builtin ? p.origin : p.error;
 }
 
-bool Engine::healthy() const { return impl_->counters->healthy.load(); }
+bool Engine::healthy() const { return impl_->router->healthy(); }
 
-std::string Engine::unhealthy_reason() const {
-  std::lock_guard lock(impl_->counters->mu);
-  return impl_->counters->unhealthy_reason;
-}
+std::string Engine::unhealthy_reason() const { return impl_->router->unhealthy_reason(); }
 
 }  // namespace troupe::engine

@@ -1,7 +1,8 @@
 // The C++ embedding API: start an engine (inside your caf::actor_system or
 // one troupe makes), submit requests, receive tokens as a stream, cancel,
-// and subscribe to stat events. Behind it: plugin_host, worker, scheduler,
-// stat_logger and engine actors (docs/architecture.md). This header includes
+// and subscribe to stat events. Behind it: plugin_host, worker, scheduler and
+// stat_logger actors, and the OutputRouter that hands each request's outputs to
+// its callback (docs/engine.md). This header includes
 // no CAF; programs that talk to the engine's actors themselves (actor
 // subscribers, their own actor system) include actors/engine_caf.hpp.
 #pragma once
@@ -16,9 +17,9 @@
 #include <vector>
 
 #include "runtime/core/engine_core/engine_core.hpp"
-#include "runtime/request/chat/chat_prompt.hpp"
-#include "runtime/request/chat/chat_template.hpp"
-#include "runtime/core/engine_core/request_types.hpp"
+#include "runtime/text/chat/chat_prompt.hpp"
+#include "runtime/text/chat/chat_template.hpp"
+#include "runtime/protocol/request_types.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
 #include "runtime/core/stats/engine_stats.hpp"
@@ -63,7 +64,8 @@ struct EngineOptions {
   std::vector<std::pair<std::string, std::string>> lora_modules;
 };
 
-/// Called for every delta, on one of the actor system's threads: must not block.
+/// Called for every delta, on the scheduler actor's thread (as a step completes): must
+/// not block, and should be quick, since the next step waits for it.
 using OutputCallback = std::function<void(RequestOutput)>;
 
 using StatsCallback = std::function<void(const StatsEvent&)>;

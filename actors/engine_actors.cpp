@@ -32,17 +32,16 @@ engine::EngineCoreConfig core_config(const EngineConfig& config, const engine::K
 EngineActors spawn_engine_actors(caf::actor_system& system, EngineActorsSetup setup) {
   EngineActors a;
   a.stat_logger = spawn_stat_logger_actor(system, std::move(setup.stat_loggers));
-  a.engine = spawn_engine_actor(system, {a.stat_logger, setup.counters});
   SchedulerSetup sched;
   sched.core = core_config(setup.config, setup.kv_plan);
   sched.core.policy = std::move(setup.policy);
   sched.tokenizer = setup.tokenizer;
   sched.workers = std::move(setup.workers);
   sched.rank_places = std::move(setup.rank_places);
-  sched.engine = a.engine;
+  sched.router = std::move(setup.router);
+  sched.stat_logger = a.stat_logger;
   sched.step_timeout = setup.step_timeout;
   a.scheduler = spawn_scheduler_actor(system, std::move(sched));
-  caf::anon_send(a.engine, scheduler_atom_v, a.scheduler);
   return a;
 }
 

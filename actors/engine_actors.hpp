@@ -1,6 +1,6 @@
 // The third part of starting an engine: given ranks whose model is loaded and
-// whose KV cache is allocated, spawn the stat logger, engine and scheduler
-// actors and wire them together. Engine::start calls it; tests call it with
+// whose KV cache is allocated, spawn the stat logger and scheduler actors and
+// wire them to the engine's OutputRouter (no actor relays outputs to callers). Engine::start calls it; tests call it with
 // workers of their own.
 #pragma once
 
@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/stat_logger_actor.hpp"
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/core/engine_core/output_router.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "runtime/config/engine_config.hpp"
 
 namespace troupe::actors {
@@ -28,7 +28,8 @@ struct EngineActorsSetup {
   std::vector<worker_actor> workers;                    // rank order
   std::vector<std::string> rank_places;                 // where each rank runs ("node H:P"), for errors
   StatLoggerSetup stat_loggers;
-  std::shared_ptr<EngineCounters> counters = std::make_shared<EngineCounters>();
+  /// Where outputs go (the callers' callbacks) and the counters Engine's getters read.
+  std::shared_ptr<engine::OutputRouter> router = std::make_shared<engine::OutputRouter>();
   std::chrono::milliseconds step_timeout = std::chrono::minutes(10);
   /// The scheduler policy of config.scheduler.scheduler_cls; null: FCFS.
   std::shared_ptr<const SchedulerPolicy> policy;
@@ -36,7 +37,6 @@ struct EngineActorsSetup {
 
 struct EngineActors {
   stat_logger_actor stat_logger;
-  engine_actor engine;
   scheduler_actor scheduler;
 };
 

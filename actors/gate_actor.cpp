@@ -5,24 +5,20 @@
 #include <caf/io/middleman_actor.hpp>
 
 #include <chrono>
-#include <deque>
-#include <fstream>
 
 #include "actors/drop_unexpected.hpp"
-#include "actors/link_guard.hpp"
 #include "actors/status_error.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/handshake.hpp"
+#include "net/link_guard.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {
 namespace {
 
-constexpr size_t kMaxOutstandingNonces = 64;
-
 struct GateState {
   std::string secret;
-  std::string what;                  // "node", "stat logger": for log lines
-  std::deque<std::string> nonces;    // issued and not yet used, oldest first
+  std::string what;            // "node", "stat logger": for log lines
+  net::Challenges challenges;  // issued and not yet used
   static inline const char* name = "troupe.gate";
 };
 
@@ -36,29 +32,26 @@ typename gate_actor<Handle>::behavior_type gate_behavior(
   return {
       [=](challenge_atom) -> caf::result<std::string> {
         auto& st = self->state;
-        // 256 bits from the OS's CSPRNG: a nonce nobody can predict or replay.
-        auto nonce = crypto::random_hex(32);
+        auto nonce = st.challenges.issue();
         if (!nonce.ok()) {
           TROUPE_LOG_ERROR("{}: no challenge: {}", st.what, nonce.status().message());
           return to_error(nonce.status());
         }
-        st.nonces.push_back(std::move(*nonce));
-        if (st.nonces.size() > kMaxOutstandingNonces) st.nonces.pop_front();
-        return st.nonces.back();
+        return std::move(*nonce);
       },
       [=](hello_atom, const std::string& nonce, const std::string& proof) -> caf::result<Handle> {
         auto& st = self->state;
         const auto sender = self->current_sender();
         const std::string peer = sender ? caf::to_string(sender->node()) : std::string("an anonymous peer");
-        auto it = std::find(st.nonces.begin(), st.nonces.end(), nonce);
-        if (it == st.nonces.end()) {
-          TROUPE_LOG_WARNING("{} refused a peer ({}): unknown or already used challenge", st.what, peer);
-          return to_error(invalid_argument("the " + st.what + " refused the connection: unknown or used challenge"));
-        }
-        st.nonces.erase(it);
-        if (!st.secret.empty() && !crypto::equal_constant_time(proof, gate_proof(st.secret, nonce))) {
-          TROUPE_LOG_WARNING("{} refused a peer ({}): wrong secret", st.what, peer);
-          return to_error(invalid_argument("the " + st.what + " refused the connection: wrong secret"));
+        switch (st.challenges.redeem(nonce, proof, st.secret)) {
+          case net::Challenges::Verdict::unknown_nonce:
+            TROUPE_LOG_WARNING("{} refused a peer ({}): unknown or already used challenge", st.what, peer);
+            return to_error(invalid_argument("the " + st.what + " refused the connection: unknown or used challenge"));
+          case net::Challenges::Verdict::wrong_proof:
+            TROUPE_LOG_WARNING("{} refused a peer ({}): wrong secret", st.what, peer);
+            return to_error(invalid_argument("the " + st.what + " refused the connection: wrong secret"));
+          case net::Challenges::Verdict::accepted:
+            break;
         }
         TROUPE_LOG_INFO("{} accepted a peer ({})", st.what, peer);
         return guarded;
@@ -68,7 +61,7 @@ typename gate_actor<Handle>::behavior_type gate_behavior(
 
 template <class Handle>
 Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, uint16_t port,
-                            const LinkAuth& auth, std::chrono::milliseconds timeout, const std::string& what) {
+                            const net::LinkAuth& auth, std::chrono::milliseconds timeout, const std::string& what) {
   const std::string& secret = auth.secret;
   const std::string where = what + " " + host + ":" + std::to_string(port);
   if (!system.has_middleman()) return not_supported("the actor system has no middleman (configure_actor_system)");
@@ -83,7 +76,7 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   for (int attempt = 1;; ++attempt) {
     // Every connection passes the link guard's handshake first (link_guard.hpp); CAF
     // connects to the loopback end of the authenticated link.
-    auto link = dial_link(host, port, auth, what, timeout);
+    auto link = net::dial_link(host, port, auth, what, timeout);
     if (!link.ok()) return link.status();
     caf::error failed;
     self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, std::string("127.0.0.1"),
@@ -111,32 +104,32 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
 }
 
 template <class Handle>
-Result<std::unique_ptr<LinkGuard>> publish_guarded_impl(caf::actor_system& system, const Handle& gate,
-                                                        const std::string& host, uint16_t port,
-                                                        const LinkAuth& auth, const std::string& what) {
-  auto limits = link_limits_from_env();
+Result<std::unique_ptr<net::LinkGuard>> publish_guarded_impl(caf::actor_system& system, const Handle& gate,
+                                                             const std::string& host, uint16_t port,
+                                                             const net::LinkAuth& auth, const std::string& what) {
+  auto limits = net::link_limits_from_env();
   if (!limits.ok()) return limits.status();
   auto inner = system.middleman().publish(gate, 0, "127.0.0.1", /*reuse_addr=*/false);
   if (!inner)
     return unavailable("cannot publish the " + what + " on 127.0.0.1: " + system.render(inner.error()));
-  return LinkGuard::listen(host, port, *inner, auth, what, *limits);
+  return net::LinkGuard::listen(host, port, *inner, auth, what, *limits);
 }
 
 }  // namespace
 
-Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
-                                                   const std::string& host, uint16_t port, const LinkAuth& auth) {
+Result<std::unique_ptr<net::LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
+                                                        const std::string& host, uint16_t port,
+                                                        const net::LinkAuth& auth) {
   return publish_guarded_impl(system, gate, host, port, auth, "node");
 }
 
-Result<std::unique_ptr<LinkGuard>> publish_guarded(caf::actor_system& system, const stats_gate_actor& gate,
-                                                   const std::string& host, uint16_t port, const LinkAuth& auth) {
+Result<std::unique_ptr<net::LinkGuard>> publish_guarded(caf::actor_system& system, const stats_gate_actor& gate,
+                                                        const std::string& host, uint16_t port,
+                                                        const net::LinkAuth& auth) {
   return publish_guarded_impl(system, gate, host, port, auth, "stat logger");
 }
 
-std::string gate_proof(const std::string& secret, const std::string& nonce) {
-  return crypto::to_hex(crypto::hmac_sha256(secret, nonce));
-}
+std::string gate_proof(const std::string& secret, const std::string& nonce) { return net::nonce_proof(secret, nonce); }
 
 node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor guarded, std::string secret) {
   return system.spawn(gate_behavior<plugin_host_actor>, std::move(guarded), std::move(secret), std::string("node"));
@@ -148,12 +141,12 @@ stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor g
 }
 
 Result<plugin_host_actor> connect_node(caf::actor_system& system, const std::string& host, uint16_t port,
-                                       const LinkAuth& auth, std::chrono::milliseconds timeout) {
+                                       const net::LinkAuth& auth, std::chrono::milliseconds timeout) {
   return connect_gate<plugin_host_actor>(system, host, port, auth, timeout, "node");
 }
 
 Result<stat_logger_actor> connect_stats(caf::actor_system& system, const std::string& host, uint16_t port,
-                                        const LinkAuth& auth, std::chrono::milliseconds timeout) {
+                                        const net::LinkAuth& auth, std::chrono::milliseconds timeout) {
   return connect_gate<stat_logger_actor>(system, host, port, auth, timeout, "stat logger");
 }
 
@@ -170,16 +163,6 @@ Status parse_host_port(const std::string& text, const std::string& what, std::st
   if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
   *port = static_cast<uint16_t>(p);
   return {};
-}
-
-Result<std::string> read_secret_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found("cannot read the secret file " + path);
-  std::string line;
-  std::getline(in, line);
-  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-  if (line.empty()) return invalid_argument("the secret file " + path + " is empty");
-  return line;
 }
 
 bool is_loopback_host(const std::string& host) {

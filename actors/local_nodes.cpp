@@ -11,7 +11,7 @@
 #include <fstream>
 #include <thread>
 
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::actors {

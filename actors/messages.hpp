@@ -19,9 +19,9 @@
 
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
-#include "runtime/rank/runner/rank_command.hpp"
-#include "runtime/core/engine_core/request_types.hpp"
-#include "runtime/rank/runner/worker_protocol.hpp"
+#include "runtime/protocol/rank_command.hpp"
+#include "runtime/protocol/request_types.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
 #include "troupe/attention.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/model.hpp"
@@ -33,12 +33,10 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, rank_atom, "rank")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, submit_atom, "submit")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, abort_atom, "abort")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, step_atom, "step")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, outputs_atom, "outputs")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, stats_atom, "stats")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, tick_atom, "tick")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, subscribe_atom, "subscribe")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, unsub_atom, "unsub")
-CAF_ADD_ATOM(troupe_actors, troupe::actors, scheduler_atom, "scheduler")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, report_atom, "report")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, challenge_atom, "challenge")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, hello_atom, "hello")
@@ -65,20 +63,12 @@ using engine::StepOutput;
 using engine::WorkerInitReply;
 
 
-using OutputCallback = std::function<void(engine::RequestOutput)>;
 using StatsCallback = std::function<void(const StatsEvent&)>;
-
-/// What the engine actor needs to start a request (tokenized and validated),
-/// with the caller's process-local callback.
-struct SubmitRequest {
-  CoreRequest request;
-  OutputCallback on_output;
-};
 
 // -- Typed interfaces ---------------------------------------------------------
 
 /// One rank of the model (actors/worker_actor.hpp): it runs every all-ranks
-/// command (runtime/rank/runner/rank_command.hpp) and answers with the command's
+/// command (runtime/protocol/rank_command.hpp) and answers with the command's
 /// reply, or an error carrying its Status (actors/status_error.hpp).
 using worker_actor = caf::typed_actor<caf::replies_to<rank_atom, engine::RankCommand>::with<engine::RankReply>>;
 
@@ -97,7 +87,9 @@ using plugin_host_actor = caf::typed_actor<
     caf::replies_to<comm_id_atom, ParallelConfig, std::string>::with<std::string>,
     caf::replies_to<report_atom>::with<std::string>>;
 
-/// Hosts the EngineCore: requests in, steps fanned out to the workers.
+/// Hosts the EngineCore: requests in (admitted, their callbacks already with the engine's
+/// OutputRouter; a request the core refuses ends there with its error), steps fanned out
+/// to the workers, outputs straight to the OutputRouter and stats to the stat logger.
 /// (reset_atom, workers): after lost ranks were rebuilt, start over with a
 /// fresh core on these workers (their KV caches are empty).
 /// Sleep mode: (sleep_atom, level) -> resident bytes the ranks freed, once every rank
@@ -111,7 +103,7 @@ using plugin_host_actor = caf::typed_actor<
 /// LoRA: (lora_add, id, path) has every rank load the adapter, then lets requests name the
 /// id; (lora_rm, id) refuses while unfinished requests use it, else every rank drops it.
 using scheduler_actor = caf::typed_actor<
-    caf::replies_to<submit_atom, CoreRequest>::with<bool>,
+    caf::reacts_to<submit_atom, CoreRequest>,
     caf::reacts_to<abort_atom, std::string>,
     caf::reacts_to<step_atom>,
     caf::reacts_to<tick_atom>,
@@ -122,13 +114,6 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<sleeping_atom>::with<int32_t>,
     caf::replies_to<lora_add_atom, int64_t, std::string>::with<bool>,
     caf::replies_to<lora_rm_atom, int64_t>::with<bool>>;
-
-/// Request intake and output delivery to each caller's callback.
-using engine_actor = caf::typed_actor<
-    caf::reacts_to<scheduler_atom, scheduler_actor>,
-    caf::reacts_to<submit_atom, SubmitRequest>,
-    caf::reacts_to<abort_atom, std::string>,
-    caf::reacts_to<outputs_atom, EngineCoreOutputs>>;
 
 /// Whoever wants every step's stats (local or in another process).
 using stats_subscriber_actor = caf::typed_actor<caf::reacts_to<stats_atom, StatsEvent>>;
@@ -176,7 +161,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::worker_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::plugin_host_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::scheduler_actor))
-  CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::engine_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stats_subscriber_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::stat_logger_actor))
   CAF_ADD_TYPE_ID(troupe_actors, (troupe::actors::node_gate_actor))
@@ -186,7 +170,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_actors, (std::vector<std::string>))
 CAF_END_TYPE_ID_BLOCK(troupe_actors)
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::SubmitRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StatsCallback)
 
 #include "actors/serialization.hpp"

@@ -15,16 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "actors/link_guard.hpp"
 #include "actors/messages.hpp"
 #include "actors/ranks.hpp"
+#include "net/link_guard.hpp"
 #include "runtime/config/engine_config.hpp"
 
 namespace troupe::actors {
 
 struct NodeSupervisorSetup {
   std::vector<std::string> addresses;   // "HOST:PORT" of each node of layout.nodes
-  LinkAuth auth;                        // the nodes' secret and TLS, as at start
+  net::LinkAuth auth;                   // the nodes' secret and TLS, as at start
   RankLayout layout;
   EngineConfig config;
   KvCachePlan plan;

@@ -49,9 +49,9 @@ void deliver(caf::typed_response_promise<bool>& promise, const Status& status) {
 void run_step(Self self) {
   auto& st = self->state;
   std::erase_if(st.retired, [](const auto& r) { return !r.first->step_in_flight(); });
+  // Blocked (nothing fits) needs no timer: whatever can make room arrives as a message
+  // (submit, abort, LoRA, wake-up) or a step's completion, and each of those steps again.
   const auto status = st.core->step(*st.executor);
-  if (status == engine::StepStatus::blocked)
-    self->delayed_send(self, std::chrono::milliseconds(5), step_atom_v);  // nothing fits now; try again shortly
   if (status == engine::StepStatus::asleep && !st.sleep_timer_armed) {
     const auto left = st.core->sleep_wait_left(engine::EngineCore::Clock::now());
     if (!left) return;
@@ -98,12 +98,15 @@ void install_core(Self self, std::vector<worker_actor> workers) {
   if (st.core && st.core->step_in_flight()) st.retired.emplace_back(std::move(st.core), std::move(st.executor));
   st.executor = std::make_unique<RankExecutor>(self, RankGroup{std::move(workers), setup.rank_places, setup.step_timeout},
                                                [self](std::chrono::milliseconds delay) { arm_watchdog(self, delay); });
-  engine_actor engine = setup.engine;
   const uint64_t generation = ++st.generation;
-  st.core = std::make_unique<engine::EngineCore>(setup.core, setup.tokenizer, [self, engine, generation](
+  st.core = std::make_unique<engine::EngineCore>(setup.core, setup.tokenizer, [self, generation](
                                                                                   EngineCoreOutputs out) {
     if (generation != self->state.generation) return;  // a retired core: its requests have ended already
-    self->send(engine, outputs_atom_v, std::move(out));
+    const auto& s = *self->state.setup;
+    // Stats first, outputs second: a caller that saw its request finish finds that step
+    // sent to the stat logger already.
+    if (out.has_stats) self->send(s.stat_logger, stats_atom_v, std::move(out.stats));
+    s.router->deliver(out);
     self->send(self, step_atom_v);  // the next step, if there is work (a no-op otherwise)
   });
   for (auto& w : st.executor->group().workers) self->monitor(w);
@@ -124,12 +127,17 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
                  : " died: " + self->system().render(dm.reason))));
   });
   return {
-      [=](submit_atom, CoreRequest& request) -> caf::result<bool> {
-        if (auto s = self->state.core->add_request(std::move(request)); !s) return to_error(s);
+      [=](submit_atom, CoreRequest& request) {
+        std::string id = request.request_id;
+        if (Status s = self->state.core->add_request(std::move(request)); !s.ok()) {
+          self->state.setup->router->fail(id, s);
+          return;
+        }
         self->send(self, step_atom_v);  // after the other submits already queued: they join this step
-        return true;
       },
-      [=](abort_atom, const std::string& id) { (void)self->state.core->abort_request(id); },
+      [=](abort_atom, const std::string& id) {
+        if (self->state.core->abort_request(id)) self->send(self, step_atom_v);  // its blocks may let others in
+      },
       [=](step_atom) { run_step(self); },
       [=](tick_atom) {
         self->state.sleep_timer_armed = false;
@@ -168,8 +176,8 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
         if (st.core->healthy() && st.core->has_unfinished_requests())
           st.core->fail_lost(unavailable("the engine restarted its ranks"));
         install_core(self, std::move(workers));
-        EngineCoreOutputs healthy;  // tells the engine actor (and /health) it serves again
-        self->send(st.setup->engine, outputs_atom_v, std::move(healthy));
+        EngineCoreOutputs healthy;  // tells the router (and /health) it serves again
+        st.setup->router->deliver(healthy);
         TROUPE_LOG_INFO("the engine serves again on {} rank(s)", rank_workers(self).size());
         return true;
       },

@@ -1,7 +1,9 @@
 // The scheduler actor: a mailbox around the engine::EngineCore. Requests and
 // aborts arrive as messages and take effect between steps; each step goes to
 // every rank's worker actor (a fan-out of requests with a finite timeout) and
-// completes when every rank has answered. Outputs go to the engine actor.
+// completes when every rank has answered. Outputs go straight to the engine's
+// OutputRouter (the callers' callbacks, called on this actor's thread), each
+// step's stats to the stat logger first.
 // After lost ranks were rebuilt, (reset_atom, workers) starts a fresh core.
 // Interface: actors/messages.hpp, scheduler_actor.
 #pragma once
@@ -15,7 +17,8 @@
 
 #include "actors/messages.hpp"
 #include "runtime/core/engine_core/engine_core.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/core/engine_core/output_router.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 
 namespace troupe::actors {
 
@@ -25,7 +28,9 @@ struct SchedulerSetup {
   std::vector<worker_actor> workers;   // rank order; rank 0 is the driver and samples
   /// Where each rank runs, for error messages ("node 10.0.0.2:7000"); empty: this process.
   std::vector<std::string> rank_places;
-  engine_actor engine;                 // receives (outputs_atom, EngineCoreOutputs)
+  /// Receives every batch of outputs (and a request the core refuses, as an error).
+  std::shared_ptr<engine::OutputRouter> router;
+  stat_logger_actor stat_logger;       // receives each step's stats
   /// A rank that has not answered a step by then fails it (a long prefill on a
   /// small CPU can take seconds, so the default is generous).
   std::chrono::milliseconds step_timeout = std::chrono::minutes(10);

@@ -216,7 +216,7 @@ typename Inspector::result_type inspect(Inspector& f, StatsEvent& x) {
   return f(caf::meta::type_name("StatsEvent"), x.scheduler, x.iteration);
 }
 
-// -- The collective call (runtime/rank/runner/rank_command.hpp) -------------------
+// -- The collective call (runtime/protocol/rank_command.hpp) -------------------
 // Commands and Done list their own fields; a variant crosses as a one-byte
 // alternative index, then that alternative.
 

@@ -1,6 +1,6 @@
 // The worker actor: a mailbox around one engine::Rank (the platform's Worker,
 // the model file, and sampling on the driver rank), which runs every
-// all-ranks command (runtime/rank/runner/rank_command.hpp). It is
+// all-ranks command (runtime/protocol/rank_command.hpp). It is
 // spawned detached (its own thread), so model steps never occupy CAF's
 // scheduler threads. Interface: actors/messages.hpp, worker_actor.
 #pragma once

@@ -1,5 +1,5 @@
 // `troupe certs --out DIR --hosts NAME_OR_IP,... [--days N] [--force]`: a quick
-// start for mutual TLS between troupe processes (actors/link_tls.hpp). Makes a
+// start for mutual TLS between troupe processes (net/tls.hpp). Makes a
 // self-signed cluster CA (DIR/ca.pem, DIR/ca-key.pem; or reuses the one in DIR)
 // and, for every host, DIR/<host>.pem and DIR/<host>-key.pem signed by it, with
 // the host as a subject alternative name (an IP address or a DNS name: the

@@ -23,10 +23,10 @@
 #include "apps/policy_options.hpp"
 #include "apps/quantization_option.hpp"
 #include "apps/speculative_options.hpp"
-#include "runtime/request/chat/chat_template.hpp"
+#include "runtime/text/chat/chat_template.hpp"
 #include "actors/engine.hpp"
 #include "apps/node_options.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps {
@@ -185,7 +185,7 @@ int run_generate(const Options& o) {
   apply_placement(o.placement, &eo.config);
   if (Status s = parse_nodes(o.placement.nodes, &eo.nodes); !s.ok()) return fail(s.message());
   if (Status s = read_optional_secret(o.placement.secret_file, &eo.node_secret); !s.ok()) return fail(s.message());
-  if (auto tls = actors::TlsContext::load(o.placement.tls); !tls.ok()) return fail(tls.status().message());
+  if (auto tls = net::TlsContext::load(o.placement.tls); !tls.ok()) return fail(tls.status().message());
   eo.tls_cert_file = o.placement.tls.cert;
   eo.tls_key_file = o.placement.tls.key;
   eo.tls_ca_file = o.placement.tls.ca;

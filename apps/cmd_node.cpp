@@ -25,6 +25,8 @@
 #include "actors/status_error.hpp"
 #include "apps/command.hpp"
 #include "apps/tls_options.hpp"
+#include "net/handshake.hpp"   // read_secret_file
+#include "net/link_guard.hpp"  // LinkAuth
 #include "troupe/log.hpp"
 
 namespace troupe::apps {
@@ -35,7 +37,7 @@ struct Options {
   int port = 0;
   std::string secret_file;
   std::string port_file;
-  actors::TlsFiles tls;
+  net::TlsFiles tls;
 };
 
 int fail(const std::string& message) {
@@ -47,7 +49,7 @@ int run_node(const Options& o) {
   if (o.port < 0 || o.port > 65535) return fail("--port must be in 0..65535 (0: any free port)");
   std::string secret;
   if (!o.secret_file.empty()) {
-    auto s = actors::read_secret_file(o.secret_file);
+    auto s = net::read_secret_file(o.secret_file);
     if (!s) return fail(s.status().message());
     secret = *s;
   }
@@ -57,7 +59,7 @@ int run_node(const Options& o) {
     ::setenv("TROUPE_CLUSTER_SECRET_FILE", std::filesystem::absolute(o.secret_file).c_str(), 1);
   else
     ::unsetenv("TROUPE_CLUSTER_SECRET_FILE");
-  auto tls = actors::TlsContext::load(o.tls);
+  auto tls = net::TlsContext::load(o.tls);
   if (!tls) return fail(tls.status().message());
   // The platform's links between ranks (the CPU platform's TCP collectives) use the same
   // certificates; platforms see no CLI, so they get the files' names here.
@@ -95,7 +97,7 @@ int run_node(const Options& o) {
   auto gate = actors::spawn_node_gate(*system, host, secret);
   // CAF listens on loopback only; the network reaches it through the link guard.
   auto guard = actors::publish_guarded(*system, gate, o.host, static_cast<uint16_t>(o.port),
-                                       actors::LinkAuth(secret, *tls));
+                                       net::LinkAuth(secret, *tls));
   if (!guard.ok()) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + guard.status().message());
   const uint16_t port = (*guard)->port();
   TROUPE_LOG_INFO("Node listening on {}:{} (platform {}{}{})", o.host, port, platform,

@@ -15,6 +15,8 @@
 #include "actors/gate_actor.hpp"
 #include "actors/status_error.hpp"
 #include "apps/tls_options.hpp"
+#include "net/handshake.hpp"   // read_secret_file
+#include "net/link_guard.hpp"  // LinkAuth
 #include "plugin_host/report.hpp"
 #include "troupe/plugin.hpp"
 
@@ -70,7 +72,7 @@ void print_text(const nlohmann::json& j) {
 }
 
 /// The report of the node at `address` (its own plugins and platform).
-int node_report(const std::string& address, const std::string& secret_file, const actors::TlsFiles& tls_files,
+int node_report(const std::string& address, const std::string& secret_file, const net::TlsFiles& tls_files,
                 bool json) {
   auto fail = [](const std::string& m) {
     std::fprintf(stderr, "troupe plugins: error: %s\n", m.c_str());
@@ -81,16 +83,16 @@ int node_report(const std::string& address, const std::string& secret_file, cons
   if (Status st = actors::parse_host_port(address, "--node", &host, &port); !st.ok()) return fail(st.message());
   std::string secret;
   if (!secret_file.empty()) {
-    auto s = actors::read_secret_file(secret_file);
+    auto s = net::read_secret_file(secret_file);
     if (!s) return fail(s.status().message());
     secret = *s;
   }
-  auto tls = actors::TlsContext::load(tls_files);
+  auto tls = net::TlsContext::load(tls_files);
   if (!tls) return fail(tls.status().message());
   caf::actor_system_config cfg;
   engine::configure_actor_system(cfg);
   caf::actor_system system{cfg};
-  auto node = actors::connect_node(system, host, port, actors::LinkAuth(secret, *tls), std::chrono::seconds(10));
+  auto node = actors::connect_node(system, host, port, net::LinkAuth(secret, *tls), std::chrono::seconds(10));
   if (!node) return fail(node.status().message());
   std::string text;
   Status status;
@@ -126,7 +128,7 @@ CommandRegistration plugins_command(
       sub.add_flag("--json", *json, "Print the report as JSON");
       sub.add_option("--node", *node, "Report what the node at HOST:PORT (troupe node) loaded and activated");
       sub.add_option("--secret-file", *secret_file, "The node's secret (with --node)");
-      auto tls = std::make_shared<actors::TlsFiles>();
+      auto tls = std::make_shared<net::TlsFiles>();
       add_tls_options(sub, tls.get());
       return [json, node, secret_file, tls]() {
         if (!node->empty()) return node_report(*node, *secret_file, *tls, *json);

@@ -21,8 +21,8 @@
 #include "apps/policy_options.hpp"
 #include "apps/speculative_options.hpp"
 #include "apps/vllm_compat_options.hpp"
-#include "runtime/request/openai/reasoning_parsers.hpp"
-#include "runtime/request/openai/tool_parsers.hpp"
+#include "runtime/frontend/openai/reasoning_parsers.hpp"
+#include "runtime/frontend/openai/tool_parsers.hpp"
 #include "apps/serve/api_server.hpp"
 #include "troupe/log.hpp"
 
@@ -73,49 +73,58 @@ int fail(const std::string& message) {
   return 1;
 }
 
-int run_serve(Options o) {
-  engine::EngineOptions eo;
-  auto& c = eo.config;
-  if (Status st = apply_vllm_compat_options(o.vllm, o.model); !st.ok()) return fail(st.message());
-  if (Status st = apply_load_format(o.load, o.model, &c.model); !st.ok()) return fail(st.message());
-  if (Status st = apply_policy_options(o.policy, &c); !st.ok()) return fail(st.message());
-  if (Status st = apply_speculative_options(o.speculative_config, &c); !st.ok()) return fail(st.message());
+// The auto tool choice and reasoning parsers the flags name (vLLM: auto tool choice needs
+// a registered parser), checked before anything loads.
+Status check_parsers(const Options& o) {
   if (o.enable_auto_tool_choice) {
-    // vLLM: auto tool choice needs a registered parser; checked before anything loads.
-    if (o.tool_call_parser.empty()) return fail("--enable-auto-tool-choice requires --tool-call-parser");
+    if (o.tool_call_parser.empty()) return invalid_argument("--enable-auto-tool-choice requires --tool-call-parser");
     auto parser = openai::make_tool_parser(o.tool_call_parser);
-    if (!parser.ok()) return fail(parser.status().message());
+    if (!parser.ok()) return parser.status();
   }
   if (!o.reasoning_parser.empty()) {
     auto parser = openai::make_reasoning_parser(o.reasoning_parser);
-    if (!parser.ok()) return fail("--reasoning-parser " + o.reasoning_parser + ": " + parser.status().message());
+    if (!parser.ok())
+      return invalid_argument("--reasoning-parser " + o.reasoning_parser + ": " + parser.status().message());
   }
+  return {};
+}
+
+// The model to load: the argument, the default model, or "" with --load-format dummy.
+Result<std::string> model_path(const Options& o) {
   const std::string model = o.load.dummy() ? "" : o.model.empty() ? default_model_path() : o.model;
   if (!o.load.dummy() && !std::filesystem::exists(model)) {
     if (o.model.empty())
-      return fail("the default model " + model + " is missing; run scripts/fetch-model.sh to download it");
-    return fail("model file not found: " + model);
+      return not_found("the default model " + model + " is missing; run scripts/fetch-model.sh to download it");
+    return not_found("model file not found: " + model);
   }
-  if (o.port <= 0 || o.port > 65535) return fail("--port must be in 1..65535");
-  if (o.max_body_bytes < 1024) return fail("--max-body-bytes must be at least 1024");
+  return model;
+}
+
+// Step 1, before anything starts: the option groups into the engine's config, the
+// parsers, the model file, the server's flags, the API key, the secret and TLS files.
+Status check_options(Options& o, engine::EngineOptions* eo, std::string* model, std::string* secret) {
+  auto& c = eo->config;
+  TROUPE_RETURN_IF_ERROR(apply_vllm_compat_options(o.vllm, o.model));
+  TROUPE_RETURN_IF_ERROR(apply_load_format(o.load, o.model, &c.model));
+  TROUPE_RETURN_IF_ERROR(apply_policy_options(o.policy, &c));
+  TROUPE_RETURN_IF_ERROR(apply_speculative_options(o.speculative_config, &c));
+  TROUPE_RETURN_IF_ERROR(check_parsers(o));
+  auto path = model_path(o);
+  if (!path.ok()) return path.status();
+  *model = std::move(path).value();
+  if (o.port <= 0 || o.port > 65535) return invalid_argument("--port must be in 1..65535");
+  if (o.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be at least 1024");
   if (!(o.sleep_wait_timeout > 0) || o.sleep_wait_timeout > 86400)
-    return fail("--sleep-wait-timeout must be in (0, 86400] seconds");
+    return invalid_argument("--sleep-wait-timeout must be in (0, 86400] seconds");
   if (o.api_key.empty())
     if (const char* k = std::getenv("TROUPE_API_KEY"); k && *k) o.api_key = k;
-  std::string secret;
-  if (Status st = read_optional_secret(o.placement.secret_file, &secret); !st.ok()) return fail(st.message());
-  if (auto tls = actors::TlsContext::load(o.placement.tls); !tls.ok()) return fail(tls.status().message());
+  TROUPE_RETURN_IF_ERROR(read_optional_secret(o.placement.secret_file, secret));
+  if (auto tls = net::TlsContext::load(o.placement.tls); !tls.ok()) return tls.status();
+  return {};
+}
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool shutdown = false;
-  bool engine_stopped = false;
-  auto request_shutdown = [&] {
-    std::lock_guard lock(mu);
-    shutdown = true;
-    cv.notify_all();
-  };
-
+// Step 2: the HTTP server's options (it opens before the model loads).
+apps::serve::ServeOptions serve_options(const Options& o, const std::string& model) {
   apps::serve::ServeOptions so;
   so.host = o.host;
   so.port = o.port;
@@ -125,11 +134,31 @@ int run_serve(Options o) {
   so.log_requests = o.log_requests;
   if (o.enable_auto_tool_choice) so.tool_call_parser = o.tool_call_parser;
   so.reasoning_parser = o.reasoning_parser;
-  apps::serve::ApiServer server(so);
-  if (Status st = server.start(request_shutdown); !st.ok()) return fail(st.message());
-  TROUPE_LOG_INFO("HTTP server listening on http://{}:{} (/health answers 503 until the model is loaded)", o.host,
-                  o.port);
+  return so;
+}
 
+// LoRA: the settings and the adapters to load at start (name=path).
+Status add_lora_options(const Options& o, engine::EngineOptions* eo) {
+  auto& lora = eo->config.lora;
+  lora.enable_lora = o.enable_lora;
+  lora.max_loras = o.max_loras;
+  lora.max_lora_rank = o.max_lora_rank;
+  for (const std::string& m : o.lora_modules) {
+    const size_t eq = m.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == m.size())
+      return invalid_argument("--lora-modules takes name=path, got '" + m + "'");
+    eo->lora_modules.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  if (!o.enable_lora && !eo->lora_modules.empty()) return invalid_argument("--lora-modules needs --enable-lora");
+  if (o.max_loras < 1 || o.max_lora_rank < 1)
+    return invalid_argument("--max-loras and --max-lora-rank must be at least 1");
+  return {};
+}
+
+// Step 3: the rest of the engine's options from the flags (step 1 applied the option groups).
+Status fill_engine_options(const Options& o, const std::string& model, const std::string& secret,
+                           engine::EngineOptions* eo) {
+  auto& c = eo->config;
   c.model.model_path = model;
   if (!o.served_model_name.empty()) {
     c.model.served_model_name = o.served_model_name.front();
@@ -142,25 +171,7 @@ int run_serve(Options o) {
   c.model.runner = o.runner;
   c.model.enable_sleep_mode = o.enable_sleep_mode;
   c.model.sleep_wait_timeout_s = o.sleep_wait_timeout;
-  c.lora.enable_lora = o.enable_lora;
-  c.lora.max_loras = o.max_loras;
-  c.lora.max_lora_rank = o.max_lora_rank;
-  for (const std::string& m : o.lora_modules) {
-    const size_t eq = m.find('=');
-    if (eq == 0 || eq == std::string::npos || eq + 1 == m.size()) {
-      server.stop();
-      return fail("--lora-modules takes name=path, got '" + m + "'");
-    }
-    eo.lora_modules.emplace_back(m.substr(0, eq), m.substr(eq + 1));
-  }
-  if (!o.enable_lora && !eo.lora_modules.empty()) {
-    server.stop();
-    return fail("--lora-modules needs --enable-lora");
-  }
-  if (o.max_loras < 1 || o.max_lora_rank < 1) {
-    server.stop();
-    return fail("--max-loras and --max-lora-rank must be at least 1");
-  }
+  TROUPE_RETURN_IF_ERROR(add_lora_options(o, eo));
   c.cache.block_size = o.block_size;
   c.cache.enable_prefix_caching = o.enable_prefix_caching;
   c.cache.num_gpu_blocks_override = o.num_gpu_blocks_override;
@@ -169,73 +180,86 @@ int run_serve(Options o) {
   c.scheduler.max_num_queued_requests = o.max_num_queued_requests;
   apply_placement(o.placement, &c);
   if (!o.chat_template.empty()) c.extra["chat_template"] = o.chat_template;
-  eo.stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
-  if (Status st = parse_nodes(o.placement.nodes, &eo.nodes); !st.ok()) {
-    server.stop();
-    return fail(st.message());
-  }
-  eo.node_secret = secret;
-  eo.tls_cert_file = o.placement.tls.cert;
-  eo.tls_key_file = o.placement.tls.key;
-  eo.tls_ca_file = o.placement.tls.ca;
+  eo->stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
+  TROUPE_RETURN_IF_ERROR(parse_nodes(o.placement.nodes, &eo->nodes));
+  eo->node_secret = secret;
+  eo->tls_cert_file = o.placement.tls.cert;
+  eo->tls_key_file = o.placement.tls.key;
+  eo->tls_ca_file = o.placement.tls.ca;
+  return {};
+}
 
+// Step 4: the engine (plugins, the model on every rank, the KV cache, warm-up).
+Result<std::unique_ptr<engine::Engine>> start_engine(const engine::EngineOptions& eo) {
   const auto t0 = std::chrono::steady_clock::now();
   auto engine = engine::Engine::start(eo);
-  if (!engine.ok()) {
-    server.stop();
-    return fail(engine.status().to_string());
-  }
+  if (!engine.ok()) return engine.status();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& cfg = (*engine)->config();
   TROUPE_LOG_INFO("Engine ready in {:.2f} s: model '{}', max_model_len {}, KV cache {} blocks x {} tokens = {} tokens",
                   seconds, (*engine)->served_model_name(), cfg.model.max_model_len, (*engine)->num_kv_blocks(),
                   cfg.cache.block_size, (*engine)->num_kv_blocks() * cfg.cache.block_size);
-  if (!o.api_key.empty()) TROUPE_LOG_INFO("API key authentication is on for /v1/*, /tokenize and /detokenize");
-  if (o.stats_port > 0) {
-    auto port = (*engine)->publish_stat_logger(static_cast<uint16_t>(o.stats_port),
-                                               o.stats_host == "0.0.0.0" ? "" : o.stats_host, secret);
-    if (!port.ok()) {
-      server.stop();
-      return fail(port.status().message());
-    }
-    TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{}{})", o.stats_host,
-                    *port, *port,
-                    std::string(secret.empty() ? "" : " --secret-file FILE") +
-                        (o.placement.tls.any() ? " --tls-cert C --tls-key K --tls-ca CA" : ""));
-  }
-  // The flag wins; else the model folder's config may name one.
-  if (o.io_processor_plugin.empty() && cfg.extra.count("io_processor_plugin"))
-    o.io_processor_plugin = cfg.extra.at("io_processor_plugin");
-  if (!o.io_processor_plugin.empty()) {
-    auto io = plugin_host::PluginHost::instance().make_io_processor(o.io_processor_plugin, cfg);
-    if (!io.ok()) {
-      server.stop();
-      return fail(io.status().message());
-    }
-    if (cfg.model.runner != "pooling") {
-      server.stop();
-      return fail("--io-processor-plugin needs a pooling model (--runner pooling); this one runs as " +
-                  cfg.model.runner);
-    }
-    TROUPE_LOG_INFO("POST /pooling goes through the IO processor plugin {}", o.io_processor_plugin);
-    server.set_io_processor(o.io_processor_plugin, std::shared_ptr<IOProcessor>(std::move(*io)));
-  }
-  server.set_engine(engine->get());
-  TROUPE_LOG_INFO("Starting API server on http://{}:{}", o.host, o.port);
+  return engine;
+}
 
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return shutdown; });
+// --stats-port: the stat logger published for `troupe stats --connect`.
+Status publish_stats(const Options& o, engine::Engine& engine, const std::string& secret) {
+  if (o.stats_port <= 0) return {};
+  auto port = engine.publish_stat_logger(static_cast<uint16_t>(o.stats_port),
+                                         o.stats_host == "0.0.0.0" ? "" : o.stats_host, secret);
+  if (!port.ok()) return port.status();
+  TROUPE_LOG_INFO("Publishing stat events on {}:{} (subscribe with: troupe stats --connect HOST:{}{})", o.stats_host,
+                  *port, *port,
+                  std::string(secret.empty() ? "" : " --secret-file FILE") +
+                      (o.placement.tls.any() ? " --tls-cert C --tls-key K --tls-ca CA" : ""));
+  return {};
+}
+
+// The IO processor plugin POST /pooling goes through: the flag's, else the one the model
+// folder's config names, if any.
+Status attach_io_processor(const Options& o, const EngineConfig& cfg, apps::serve::ApiServer& server) {
+  std::string name = o.io_processor_plugin;
+  if (name.empty() && cfg.extra.count("io_processor_plugin")) name = cfg.extra.at("io_processor_plugin");
+  if (name.empty()) return {};
+  auto io = plugin_host::PluginHost::instance().make_io_processor(name, cfg);
+  if (!io.ok()) return io.status();
+  if (cfg.model.runner != "pooling")
+    return invalid_argument("--io-processor-plugin needs a pooling model (--runner pooling); this one runs as " +
+                            cfg.model.runner);
+  TROUPE_LOG_INFO("POST /pooling goes through the IO processor plugin {}", name);
+  server.set_io_processor(name, std::shared_ptr<IOProcessor>(std::move(*io)));
+  return {};
+}
+
+// SIGINT/SIGTERM (the server's signal handler) set it; the main thread waits for it.
+class ShutdownLatch {
+ public:
+  void request() {
+    std::lock_guard lock(mu_);
+    requested_ = true;
+    cv_.notify_all();
   }
-  // Stop taking requests; let those in flight finish for up to --shutdown-timeout, then
-  // abort the rest (closing their connections cancels them in the engine).
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return requested_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool requested_ = false;
+};
+
+// Stop taking requests; let those in flight finish for up to --shutdown-timeout, then
+// abort the rest (closing their connections cancels them in the engine).
+void drain_and_close(apps::serve::ApiServer& server, double shutdown_timeout) {
   server.drain();
   size_t left = server.in_flight();
   TROUPE_LOG_INFO("Shutting down: new requests are refused; {} in flight{}", left,
-                  left && o.shutdown_timeout > 0 ? fmt::format(", waiting up to {} s for them", o.shutdown_timeout)
-                                                 : std::string());
+                  left && shutdown_timeout > 0 ? fmt::format(", waiting up to {} s for them", shutdown_timeout)
+                                               : std::string());
   const auto drain_end = std::chrono::steady_clock::now() +
-                         std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000));
+                         std::chrono::milliseconds(static_cast<int64_t>(shutdown_timeout * 1000));
   while (left > 0 && std::chrono::steady_clock::now() < drain_end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     left = server.in_flight();
@@ -243,22 +267,54 @@ int run_serve(Options o) {
   if (left > 0) TROUPE_LOG_WARNING("aborting {} request(s) still in flight", left);
   server.stop();
   TROUPE_LOG_INFO("HTTP server closed; stopping the engine");
-  // A stuck actor must not keep a stopped server alive forever: give the
-  // engine a bounded time to stop, then leave with an error.
+}
+
+// A stuck actor must not keep a stopped server alive forever: give the engine a bounded
+// time to stop, then leave with an error.
+void stop_engine(std::unique_ptr<engine::Engine>& engine) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopped = false;
   std::thread watchdog([&] {
     std::unique_lock lock(mu);
-    if (!cv.wait_for(lock, std::chrono::seconds(15), [&] { return engine_stopped; })) {
+    if (!cv.wait_for(lock, std::chrono::seconds(15), [&] { return stopped; })) {
       TROUPE_LOG_ERROR("the engine did not stop within 15 s; exiting anyway");
       std::_Exit(3);
     }
   });
-  engine->reset();
+  engine.reset();
   {
     std::lock_guard lock(mu);
-    engine_stopped = true;
+    stopped = true;
     cv.notify_all();
   }
   watchdog.join();
+}
+
+int run_serve(Options o) {
+  engine::EngineOptions eo;
+  std::string model, secret;
+  if (Status st = check_options(o, &eo, &model, &secret); !st.ok()) return fail(st.message());
+  ShutdownLatch shutdown;
+  apps::serve::ApiServer server(serve_options(o, model));
+  if (Status st = server.start([&shutdown] { shutdown.request(); }); !st.ok()) return fail(st.message());
+  TROUPE_LOG_INFO("HTTP server listening on http://{}:{} (/health answers 503 until the model is loaded)", o.host,
+                  o.port);
+  auto stop_and_fail = [&server](const std::string& message) {
+    server.stop();
+    return fail(message);
+  };
+  if (Status st = fill_engine_options(o, model, secret, &eo); !st.ok()) return stop_and_fail(st.message());
+  auto engine = start_engine(eo);
+  if (!engine.ok()) return stop_and_fail(engine.status().to_string());
+  if (!o.api_key.empty()) TROUPE_LOG_INFO("API key authentication is on for /v1/*, /tokenize and /detokenize");
+  if (Status st = publish_stats(o, **engine, secret); !st.ok()) return stop_and_fail(st.message());
+  if (Status st = attach_io_processor(o, (*engine)->config(), server); !st.ok()) return stop_and_fail(st.message());
+  server.set_engine(engine->get());
+  TROUPE_LOG_INFO("Starting API server on http://{}:{}", o.host, o.port);
+  shutdown.wait();
+  drain_and_close(server, o.shutdown_timeout);
+  stop_engine(*engine);
   TROUPE_LOG_INFO("Shutdown complete");
   return 0;
 }

@@ -18,6 +18,8 @@
 #include "actors/messages.hpp"
 #include "apps/command.hpp"
 #include "apps/tls_options.hpp"
+#include "net/handshake.hpp"   // read_secret_file
+#include "net/link_guard.hpp"  // LinkAuth
 
 namespace troupe::apps {
 namespace {
@@ -25,7 +27,7 @@ namespace {
 struct Options {
   std::string connect;
   std::string secret_file;
-  actors::TlsFiles tls;
+  net::TlsFiles tls;
   int64_t count = 0;      // 0: until the engine goes away
   double timeout_s = 0;   // 0: no limit
 };
@@ -65,17 +67,17 @@ int run_stats(const Options& o) {
   if (Status st = actors::parse_host_port(o.connect, "--connect", &host, &port); !st.ok()) return fail(st.message());
   std::string secret;
   if (!o.secret_file.empty()) {
-    auto s = actors::read_secret_file(o.secret_file);
+    auto s = net::read_secret_file(o.secret_file);
     if (!s) return fail(s.status().message());
     secret = *s;
   }
-  auto tls = actors::TlsContext::load(o.tls);
+  auto tls = net::TlsContext::load(o.tls);
   if (!tls) return fail(tls.status().message());
   caf::actor_system_config cfg;
   engine::configure_actor_system(cfg);
   cfg.set("scheduler.max-threads", size_t{2});
   caf::actor_system system{cfg};
-  auto remote = actors::connect_stats(system, host, port, actors::LinkAuth(secret, *tls), std::chrono::seconds(10));
+  auto remote = actors::connect_stats(system, host, port, net::LinkAuth(secret, *tls), std::chrono::seconds(10));
   if (!remote) return fail("cannot subscribe at " + o.connect + ": " + remote.status().message());
   std::mutex mu;
   std::condition_variable cv;

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   using namespace troupe::apps;
   // A write to a peer that has gone must fail with EPIPE, not kill a head or a node (seen
   // once as a head exiting on SIGPIPE, 141, after a node reset its TLS connection). The
-  // TLS transports send with MSG_NOSIGNAL themselves (runtime/core/crypto/tls_socket);
+  // TLS transports send with MSG_NOSIGNAL themselves (net/tls_socket);
   // this covers any other write to a closed socket.
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"troupe: an actor-model LLM inference and serving engine"};

@@ -13,6 +13,7 @@
 
 #include "actors/gate_actor.hpp"
 #include "apps/tls_options.hpp"
+#include "net/handshake.hpp"  // read_secret_file
 #include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 
@@ -29,7 +30,7 @@ struct PlacementOptions {
   int pipeline_parallel_size = 1;
   std::string nodes;                  // HOST:PORT[,HOST:PORT...]
   std::string secret_file;            // the nodes' secret
-  actors::TlsFiles tls;               // mutual TLS on the links to the nodes and the stats port
+  net::TlsFiles tls;               // mutual TLS on the links to the nodes and the stats port
 };
 
 /// --device (vLLM's flag): the platform to run on; TROUPE_DEVICE when not given.
@@ -104,7 +105,7 @@ inline Status parse_nodes(const std::string& text, std::vector<std::string>* out
 /// The secret of `path`, or none when no file is given.
 inline Status read_optional_secret(const std::string& path, std::string* out) {
   if (path.empty()) return {};
-  auto secret = actors::read_secret_file(path);
+  auto secret = net::read_secret_file(path);
   if (!secret) return secret.status();
   *out = *secret;
   return {};

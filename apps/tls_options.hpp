@@ -1,5 +1,5 @@
 // --tls-cert, --tls-key, --tls-ca: mutual TLS on the links between troupe
-// processes (actors/link_tls.hpp), for every command that listens for or dials
+// processes (net/tls.hpp), for every command that listens for or dials
 // one: `troupe node`, the head (`serve`, `generate`: its --nodes and its stats
 // port), `troupe stats --connect`, `troupe plugins --node`. `troupe certs`
 // makes a cluster CA and the files.
@@ -9,11 +9,11 @@
 
 #include <string>
 
-#include "actors/link_tls.hpp"
+#include "net/tls.hpp"
 
 namespace troupe::apps {
 
-inline void add_tls_options(CLI::App& sub, actors::TlsFiles* files) {
+inline void add_tls_options(CLI::App& sub, net::TlsFiles* files) {
   sub.add_option("--tls-cert", files->cert,
                  "PEM certificate of this process for mutual TLS on links between troupe processes (with "
                  "--tls-key and --tls-ca; `troupe certs` makes them)");

@@ -10,12 +10,12 @@ install(DIRECTORY include/troupe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${TROUPE_SDK_FINGERPRINT_HEADER} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe)
 # Headers of the engine's C++ API (actors/engine.hpp) and what they include,
 # under include/troupe_internal so they never mix with the plugin SDK.
-foreach(dir runtime actors plugin_host)
+foreach(dir net runtime actors plugin_host)
   install(DIRECTORY ${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe_internal FILES_MATCHING PATTERN "*.hpp")
 endforeach()
 
 set(troupe_export_targets)
-foreach(t troupe_sdk troupe_model_runner troupe_kernels_cpu troupe_runtime troupe_plugin_host troupe_engine)
+foreach(t troupe_sdk troupe_model_runner troupe_kernels_cpu troupe_net troupe_runtime troupe_plugin_host troupe_engine)
   if(TARGET ${t})
     list(APPEND troupe_export_targets ${t})
   endif()

@@ -127,10 +127,10 @@ class Scenario {
         CONFORMANCE_ASSIGN(kd, s.put(k[static_cast<size_t>(l)]));
         CONFORMANCE_ASSIGN(vd, s.put(v[static_cast<size_t>(l)]));
         CONFORMANCE_ASSIGN(out, s.scratch(T * h.heads * h.head_dim * 4));
-        AttentionParams params;
-        params.scale = scale;
-        params.sliding_window = window_[l];
-        params.logit_softcap = softcap_[l];
+        AttentionParams params(scale);
+        if (window_[l] > 0) params.set("sliding_window", window_[l]);
+        if (softcap_[l] > 0) params.set("logit_softcap", softcap_[l]);
+        if (Status st = attn.check_params(params); !st.ok()) return st;
         attn.forward(l, qd, kd, vd, static_cast<float*>(out), h.heads, b, params);
         CONFORMANCE_ASSIGN(o, s.get(static_cast<float*>(out), T * h.heads * h.head_dim));
         all.insert(all.end(), o.begin(), o.end());

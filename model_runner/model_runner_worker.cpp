@@ -89,7 +89,7 @@ Status ModelRunnerWorker::load_model(const ModelSource& source) {
   ctx.pp_rank = pp_rank_;
   ctx.pp_size = settings_.parallel.pipeline_parallel_size;
   if (settings_.enable_lora) ctx.loras = &loras_;
-  ctx.max_model_len = std::max<int64_t>(0, settings_.max_model_len);
+  ctx.settings = &config_;
   auto model = model_registry::create(source.architecture(), source, ctx);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);

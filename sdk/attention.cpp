@@ -4,6 +4,63 @@
 
 namespace troupe {
 
+AttentionParams& AttentionParams::set(std::string_view name, double value) {
+  Entry& e = slot(name);
+  e.number = value;
+  e.values = nullptr;
+  e.count = 0;
+  return *this;
+}
+
+AttentionParams& AttentionParams::set_array(std::string_view name, const float* values, int64_t count) {
+  Entry& e = slot(name);
+  e.number = 0.0;
+  e.values = values;
+  e.count = values != nullptr && count > 0 ? count : 0;
+  return *this;
+}
+
+double AttentionParams::number(std::string_view name, double fallback) const {
+  const Entry* e = find(name);
+  return e != nullptr && e->values == nullptr ? e->number : fallback;
+}
+
+std::span<const float> AttentionParams::array(std::string_view name) const {
+  const Entry* e = find(name);
+  if (e == nullptr || e->values == nullptr) return {};
+  return {e->values, static_cast<size_t>(e->count)};
+}
+
+std::vector<std::string> AttentionParams::names() const {
+  std::vector<std::string> out;
+  out.reserve(entries_.size());
+  for (const Entry& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+const AttentionParams::Entry* AttentionParams::find(std::string_view name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+AttentionParams::Entry& AttentionParams::slot(std::string_view name) {
+  for (Entry& e : entries_)
+    if (e.name == name) return e;
+  entries_.push_back(Entry{std::string(name)});
+  return entries_.back();
+}
+
+bool AttentionBackend::implements(std::string_view name) const { return name == "scale"; }
+
+Status AttentionBackend::check_params(const AttentionParams& params) const {
+  for (const std::string& n : params.names())
+    if (!implements(n))
+      return not_supported("attention backend " + name() + " does not implement the attention parameter '" + n +
+                           "' this model needs");
+  return {};
+}
+
 Status AttentionBackend::check_batch(const ForwardBatch& b) const {
   const int64_t blocks = num_blocks();
   const KvCacheSpec& s = spec();

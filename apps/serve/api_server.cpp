@@ -5,8 +5,9 @@
 #include <optional>
 
 #include "actors/engine.hpp"
-#include "runtime/request/openai/render.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "net/crypto.hpp"
+#include "runtime/frontend/openai/render.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::runtime {
@@ -42,18 +43,6 @@ using HttpServer = restinio::http_server_t<Traits>;
 // listener above hears. Pipelining clients get their responses in order, as before.
 constexpr std::size_t kMaxPipelinedRequests = 16;
 
-// Compares without an early exit, so the time taken does not reveal how much of the key matched.
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
-}
-
 bool authorized(const ServerContext& ctx, const restinio::request_handle_t& req) {
   if (ctx.options.api_key.empty()) return true;
   std::string auth = req->header().get_field_or(restinio::http_field::authorization, "");
@@ -61,7 +50,7 @@ bool authorized(const ServerContext& ctx, const restinio::request_handle_t& req)
   std::string_view token = auth;
   if (token.size() >= prefix.size() && token.substr(0, prefix.size()) == prefix) token.remove_prefix(prefix.size());
   else token = {};
-  return constant_time_equal(token, ctx.options.api_key);
+  return crypto::equal_constant_time(token, ctx.options.api_key);  // no early exit: timing reveals nothing
 }
 
 engine::Engine* ready_engine(ServerContext& ctx, const restinio::request_handle_t& req) {

@@ -14,14 +14,14 @@
 
 #include "actors/engine.hpp"
 #include "apps/serve/server_context.hpp"
-#include "runtime/request/openai/chat_answer.hpp"
-#include "runtime/request/openai/reasoning_parsers.hpp"
-#include "runtime/request/openai/render.hpp"
-#include "runtime/request/openai/responses.hpp"
-#include "runtime/request/openai/responses_stream.hpp"
-#include "runtime/request/openai/tool_parsers.hpp"
-#include "runtime/request/openai/tools.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/frontend/openai/chat_answer.hpp"
+#include "runtime/frontend/openai/reasoning_parsers.hpp"
+#include "runtime/frontend/openai/render.hpp"
+#include "runtime/frontend/openai/responses.hpp"
+#include "runtime/frontend/openai/responses_stream.hpp"
+#include "runtime/frontend/openai/tool_parsers.hpp"
+#include "runtime/frontend/openai/tools.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps::serve {
@@ -74,7 +74,8 @@ struct Generation : std::enable_shared_from_this<Generation> {
   std::string id;
   int64_t created = 0;
   std::string model;
-  std::vector<std::vector<int32_t>> prompt_ids;  // per prompt
+  // Per prompt: the ids admission took (text is tokenized there, once), from the first output.
+  std::vector<std::vector<int32_t>> prompt_ids;
   std::vector<std::string> prompt_texts;         // per prompt, for echo
   std::vector<ChoiceState> choices;
   int remaining = 0;
@@ -334,11 +335,6 @@ bool add_special_tokens(const engine::Engine& e, const std::string& text) {
   return bos.empty() || text.rfind(bos, 0) != 0;
 }
 
-// Text -> ids exactly as the engine tokenizes it (special tokens parsed).
-std::vector<int32_t> encode(const engine::Engine& e, const std::string& text) {
-  return e.tokenizer().encode(text, add_special_tokens(e, text), /*parse_special=*/true);
-}
-
 }  // namespace
 
 namespace {
@@ -397,7 +393,7 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
     auto text = e->render_chat(r.chat);
     if (!text.ok())
       return respond_error(req, openai::from_status(text.status(), r.chat.chat_template.empty() ? "messages" : "chat_template"));
-    ids.push_back(encode(*e, *text));
+    ids.emplace_back();  // admission tokenizes the text; its ids come back with the first output
     texts.push_back(*text);
     text_prompt.push_back(true);
   } else {
@@ -413,7 +409,7 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
         ids.push_back(std::move(p.token_ids));
         text_prompt.push_back(false);
       } else {
-        ids.push_back(encode(*e, p.text));
+        ids.emplace_back();  // as above: tokenized once, at admission
         texts.push_back(std::move(p.text));
         text_prompt.push_back(true);
       }
@@ -481,7 +477,7 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
     if (!submitted.ok()) {
       gen->abort_all();
       gen->responded = true;
-      return respond_error(req, openai::from_status(submitted.status(), refused_field));
+      return respond_error(req, openai::admission_error(submitted.status(), refused_field, common));
     }
     c.engine_id = *submitted;
   }

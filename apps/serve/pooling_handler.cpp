@@ -13,8 +13,8 @@
 #include "actors/engine.hpp"
 #include "actors/io_processing.hpp"
 #include "apps/serve/server_context.hpp"
-#include "runtime/request/openai/render.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/frontend/openai/render.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 
 namespace troupe::apps::serve {
 namespace {

@@ -13,9 +13,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/core/engine_core/request_types.hpp"
-#include "runtime/request/openai/errors.hpp"
-#include "runtime/request/openai/protocol.hpp"
+#include "runtime/protocol/request_types.hpp"
+#include "runtime/frontend/openai/errors.hpp"
+#include "runtime/frontend/openai/protocol.hpp"
 #include "troupe/io_processor.hpp"
 #include "troupe/status.hpp"
 

@@ -31,7 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/engine.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 
 using troupe::engine::Engine;
 using Clock = std::chrono::steady_clock;

@@ -4,7 +4,7 @@
 // the result is in core cycles, from a chain of dependent scalar adds timed the same
 // way (one add per cycle), so it holds whatever the clock does. Used to tell a tile
 // that waits on memory or overhead from one at its instruction mix's bound
-// (bench/README.md, "Where the AVX2 batched tiles stand on Zen 3").
+// (bench/HISTORY.md, "Where the AVX2 batched tiles stand on Zen 3").
 //
 // One step is one quad (4 levels, Q4_K/Q5_K/Q6_K) or one pair (2 levels, Q8_0's
 // 16-bit tile) for R rows x T tokens: T/8 activation vectors, R broadcast levels,

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "troupe/model_custom_ops.hpp"
+#include "troupe/named_ops/custom_ops.hpp"
 #include "troupe/plugin.hpp"
 
 namespace {

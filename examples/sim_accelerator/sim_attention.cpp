@@ -32,6 +32,10 @@ troupe::Status SimAttentionBackend::allocate(const troupe::KvCacheSpec& spec, in
   return {};
 }
 
+bool SimAttentionBackend::implements(std::string_view name) const {
+  return name == "scale" || name == "sliding_window" || name == "logit_softcap";
+}
+
 void SimAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
                                   int num_heads, const troupe::ForwardBatch& b,
                                   const troupe::AttentionParams& params) {
@@ -63,8 +67,9 @@ void SimAttentionBackend::forward(int layer, const float* q, const float* k, con
     auto slot_of = [&](int64_t p) { return int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs; };
     kernels::paged_attention_seq(cache, qr, o, b.query_start[static_cast<size_t>(s)],
                                  b.query_start[static_cast<size_t>(s) + 1], b.seq_lens[static_cast<size_t>(s)],
-                                 num_heads, spec_.num_kv_heads, hd, params.scale, params.sliding_window,
-                                 params.logit_softcap, slot_of, scores_.data(), key_row_.data());
+                                 num_heads, spec_.num_kv_heads, hd, static_cast<float>(params.number("scale", 1.0)),
+                                 static_cast<int32_t>(params.number("sliding_window")),
+                                 static_cast<float>(params.number("logit_softcap")), slot_of, scores_.data(), key_row_.data());
   }
   maybe_break(op, o, T * num_heads * hd);
 }

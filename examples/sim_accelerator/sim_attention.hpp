@@ -20,6 +20,8 @@ class SimAttentionBackend final : public troupe::AttentionBackend {
   troupe::Status allocate(const troupe::KvCacheSpec& spec, int64_t num_blocks) override;
   const troupe::KvCacheSpec& spec() const override { return spec_; }
   int64_t num_blocks() const override { return num_blocks_; }
+  /// scale, sliding_window and logit_softcap.
+  bool implements(std::string_view name) const override;
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
                const troupe::ForwardBatch& batch, const troupe::AttentionParams& params) override;
   using troupe::AttentionBackend::forward;

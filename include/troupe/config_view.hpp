@@ -3,7 +3,7 @@
 // the engine's structs. The engine's own EngineConfig (runtime, outside the
 // SDK and its fingerprint) may gain fields in any release without touching
 // a plugin: a setting is a name and a text value, and names only ever grow.
-// The names are listed in docs/architecture.md ("Engine settings by name").
+// The names are listed in docs/plugins.md ("Engine data crosses as views").
 //
 // Values are text: integers in decimal, booleans "true"/"false", doubles in
 // the shortest form that reads back the same, lists of names comma-separated.

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "troupe/config_view.hpp"
 #include "troupe/dtype.hpp"
 #include "troupe/status.hpp"
 
@@ -108,10 +109,17 @@ struct ModelContext {
   /// The LoRA adapters that ForwardBatch::lora_ids name (troupe/lora.hpp); owned by the
   /// worker, alive as long as the model. nullptr: LoRA is off.
   const LoraLookup* loras = nullptr;
-  /// The longest sequence the engine will run (--max-model-len); 0: the model's own context
-  /// length. Phi-3's long-context RoPE picks its factor set from it, as llama.cpp picks from
-  /// its per-sequence context.
-  int64_t max_model_len = 0;
+  /// The engine's settings by name (troupe/config_view.hpp), for whatever a model family reads
+  /// beyond the fields above: a family that needs a new setting reads it by name, and this
+  /// struct (and the SDK) stay as they are. Alive as long as the model; nullptr reads as
+  /// "no settings". Phi-3's long-context RoPE, for one, picks its factor set from
+  /// "model.max_model_len" (0: the model's own context length), as llama.cpp picks from its
+  /// per-sequence context.
+  const ConfigView* settings = nullptr;
+  /// The integer setting `key`, or `fallback` when there are no settings or no such setting.
+  int64_t setting_int(std::string_view key, int64_t fallback = 0) const {
+    return settings != nullptr ? settings->get_int(key, fallback) : fallback;
+  }
 };
 
 /// What this rank's share of a model keeps in the KV cache.

@@ -24,7 +24,7 @@
 
 /// Bump whenever any SDK header changes a class layout, a vtable or a signature.
 /// (TROUPE_SDK_FINGERPRINT catches a forgotten bump; the version names the release.)
-#define TROUPE_ABI_VERSION 16u
+#define TROUPE_ABI_VERSION 17u
 #define TROUPE_SDK_VERSION "0.1.0"
 
 // Identifies the compiler family and C++ standard library ABI: classes with

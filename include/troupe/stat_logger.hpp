@@ -2,7 +2,7 @@
 // The stat-logger actor calls it with every step's stats as a read-only view
 // by name, not as the engine's structs: the engine may report new numbers in
 // any release without touching a plugin. The names are listed in
-// docs/architecture.md ("Step stats by name"); they only ever grow.
+// docs/plugins.md ("Engine data crosses as views"); they only ever grow.
 #pragma once
 
 #include <cstdint>

@@ -80,7 +80,7 @@ ActFormat act_format(DType type) {
     // q8_0 blocks do the same); Q4_1/Q5_1 (whose min term meets the activations' float
     // sum) and Q8_0 keep 16 bits: with 8, Q8_0 files drift from an fp64 reference by up
     // to 0.02 logprob (the arch goldens allow 2e-3) and SmolLM2-135M's Q8_0 output
-    // matrix no longer answers "Paris" (docs/architecture.md).
+    // matrix no longer answers "Paris" (docs/kernels.md, bench/HISTORY.md).
     case DType::q4_0: case DType::q5_0: case DType::iq4_nl:
       return ActFormat::q8_32;
     case DType::q4_1: case DType::q5_1: case DType::q8_0:

@@ -43,6 +43,10 @@ Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks
   return {};
 }
 
+bool CpuAttentionBackend::implements(std::string_view name) const {
+  return name == "scale" || name == "sliding_window" || name == "logit_softcap";
+}
+
 void CpuAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
                                   int num_heads, const ForwardBatch& b, const AttentionParams& params) {
   TROUPE_CHECK(layer >= 0 && layer < spec_.num_layers, "attention layer out of range (cache not allocated?)");
@@ -67,9 +71,9 @@ void CpuAttentionBackend::forward(int layer, const float* q, const float* k, con
   a.num_kv_heads = spec_.num_kv_heads;
   a.head_dim = spec_.head_dim;
   a.block_size = spec_.block_size;
-  a.scale = params.scale;
-  a.window = params.sliding_window;
-  a.softcap = params.logit_softcap;
+  a.scale = static_cast<float>(params.number("scale", 1.0));
+  a.window = static_cast<int32_t>(params.number("sliding_window"));
+  a.softcap = static_cast<float>(params.number("logit_softcap"));
   a.work_offsets = work_offsets_.data();
   kernels::cpu::paged_attention(a, pool_);
 }

@@ -21,6 +21,8 @@ class CpuAttentionBackend final : public AttentionBackend {
   explicit CpuAttentionBackend(kernels::cpu::ThreadPool* pool) : pool_(pool) {}
   std::string name() const override { return "cpu_paged"; }
   Status allocate(const KvCacheSpec& spec, int64_t num_blocks) override;
+  /// scale, sliding_window and logit_softcap.
+  bool implements(std::string_view name) const override;
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
                const ForwardBatch& batch, const AttentionParams& params) override;
   using AttentionBackend::forward;

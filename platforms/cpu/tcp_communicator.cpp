@@ -14,7 +14,7 @@
 namespace troupe::cpu {
 
 using tcp::Clock;
-using tcp::Fd;
+using net::Stream;
 using std::chrono::milliseconds;
 
 namespace {
@@ -64,7 +64,7 @@ Result<std::unique_ptr<TcpCommunicator>> TcpCommunicator::create(const TcpOption
                             std::to_string(o.world_size) + " ranks (2 to 256)");
   auto mesh = tcp::join_world(o.id, o.where, o.rank, o.world_size, o.timeout, o.secret);
   if (!mesh.ok()) return mesh.status();
-  const bool tls = std::any_of(mesh->links.begin(), mesh->links.end(), [](const Fd& l) { return l.tls(); });
+  const bool tls = std::any_of(mesh->links.begin(), mesh->links.end(), [](const Stream& l) { return l.is_tls(); });
   TROUPE_LOG_INFO("cpu communicator {}: rank {} connected to {} rank(s) over {}", o.id, o.rank, o.world_size - 1,
                   tls ? "TLS" : "TCP");
   return std::unique_ptr<TcpCommunicator>(new TcpCommunicator(o.id, o.rank, o.world_size, o.timeout,
@@ -74,7 +74,7 @@ Result<std::unique_ptr<TcpCommunicator>> TcpCommunicator::create(const TcpOption
 
 TcpCommunicator::TcpCommunicator(std::string name, int rank, int world, milliseconds timeout,
                                  std::shared_ptr<tcp::Endpoint> endpoint, std::string channel,
-                                 std::vector<tcp::Address> table, std::vector<Fd> links)
+                                 std::vector<tcp::Address> table, std::vector<Stream> links)
     : HostCommunicator(std::move(name), rank, world, kMaxBytes),
       timeout_(timeout),
       endpoint_(std::move(endpoint)),
@@ -144,20 +144,20 @@ uint8_t* TcpCommunicator::scratch(size_t bytes) {
 }
 
 Status TcpCommunicator::progress_send(Part& p, const char* op) {
-  Fd& link = links_[static_cast<size_t>(p.peer)];
-  const int fd = link.get();
-  while (p.send_pending() && link.tls()) {
+  Stream& link = links_[static_cast<size_t>(p.peer)];
+  const int fd = link.fd();
+  while (p.send_pending() && link.is_tls()) {
     // TLS: the header, then the payload (no gather-write through a TLS session).
     const bool head = p.out_done < kHeaderBytes;
     const uint8_t* from = head ? p.out_head + p.out_done : p.out + (p.out_done - kHeaderBytes);
     const size_t n = head ? kHeaderBytes - p.out_done : kHeaderBytes + p.out_bytes - p.out_done;
     size_t put = 0;
-    const auto r = link.write_some(from, n, &put);
-    if (r == Fd::Io::done) {
+    const auto r = link.write(from, n, &put);
+    if (r == Stream::Io::done) {
       p.out_done += put;
       continue;
     }
-    if (r == Fd::Io::again) return {};
+    if (r == Stream::Io::again) return {};
     return unavailable(who(p.peer) + " closed its connection to rank " + std::to_string(rank_) + " during " + op +
                        " (" + link.error() + "): its process ended or it left the communicator");
   }
@@ -185,20 +185,20 @@ Status TcpCommunicator::progress_send(Part& p, const char* op) {
 }
 
 Status TcpCommunicator::progress_recv(Part& p, const char* op) {
-  Fd& link = links_[static_cast<size_t>(p.peer)];
-  const int fd = link.get();
+  Stream& link = links_[static_cast<size_t>(p.peer)];
+  const int fd = link.fd();
   while (p.recv_pending()) {
     ssize_t r = 0;
-    if (link.tls()) {
+    if (link.is_tls()) {
       // TLS: into the header, then the payload; never past what this round expects.
       const bool head = p.in_done < kHeaderBytes;
       uint8_t* to = head ? p.in_head + p.in_done : p.in + (p.in_done - kHeaderBytes);
       const size_t n = head ? kHeaderBytes - p.in_done : kHeaderBytes + p.in_bytes - p.in_done;
       size_t got = 0;
-      const auto io = link.read_some(to, n, &got);
-      if (io == Fd::Io::again) return {};
-      if (io == Fd::Io::closed) r = 0;
-      else if (io == Fd::Io::failed)
+      const auto io = link.read(to, n, &got);
+      if (io == Stream::Io::again) return {};
+      if (io == Stream::Io::closed) r = 0;
+      else if (io == Stream::Io::failed)
         return unavailable(who(p.peer) + " broke its TLS connection to rank " + std::to_string(rank_) + " during " +
                            op + " (" + link.error() + ")");
       else r = static_cast<ssize_t>(got);
@@ -223,7 +223,7 @@ Status TcpCommunicator::progress_recv(Part& p, const char* op) {
         // receiver's own buffer, never past its size), and the link is closed.
         auto violation = [&](std::string message) {
           TROUPE_LOG_ERROR("cpu communicator {}: closed the link to {}: {}", name(), who(p.peer), message);
-          links_[static_cast<size_t>(p.peer)].reset();
+          links_[static_cast<size_t>(p.peer)].close();
           return internal_error(std::move(message));
         };
         if (tag != p.in_tag) {
@@ -266,8 +266,8 @@ Status TcpCommunicator::exchange(std::vector<Part>& parts, Wait what, const char
     bool buffered = false;  // TLS holds decrypted bytes poll() cannot see
     for (Part& p : parts) {
       if (!p.send_pending() && !p.recv_pending()) continue;
-      const Fd& link = links_[static_cast<size_t>(p.peer)];
-      fds.push_back({link.get(), link.events(p.recv_pending(), p.send_pending()), 0});
+      const Stream& link = links_[static_cast<size_t>(p.peer)];
+      fds.push_back({link.fd(), link.events(p.recv_pending(), p.send_pending()), 0});
       busy.push_back(&p);
       buffered |= p.recv_pending() && link.pending();
     }

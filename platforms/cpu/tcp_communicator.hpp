@@ -21,6 +21,10 @@
 //     twice is refused with a clear error on both sides.
 //   - new_group connects the group's members the same way through the same
 //     listeners (no new rendezvous), its hellos naming the group.
+// Before its hello, every connection passes the handshake on the cluster
+// secret, inside mutual TLS when the node has certificates (tcp_trust.hpp;
+// net/, the same code as the links between head and nodes), and the links
+// are net::Streams.
 //
 // Data: every message is a 16-byte header (what op, root and size the sender
 // runs; its payload bytes) and the payload. Every collective is one round
@@ -45,9 +49,9 @@
 #include <string>
 #include <vector>
 
+#include "net/stream.hpp"
 #include "platforms/cpu/host_communicator.hpp"
 #include "platforms/cpu/tcp_rendezvous.hpp"
-#include "platforms/cpu/tcp_socket.hpp"
 
 namespace troupe::cpu {
 
@@ -74,7 +78,7 @@ class TcpCommunicator final : public HostCommunicator {
  private:
   TcpCommunicator(std::string name, int rank, int world, std::chrono::milliseconds timeout,
                   std::shared_ptr<tcp::Endpoint> endpoint, std::string channel, std::vector<tcp::Address> table,
-                  std::vector<tcp::Fd> links);
+                  std::vector<net::Stream> links);
 
   Status run_all_reduce(float* buf, int64_t count) override;
   Status run_reduce_scatter(const float* in, float* out, int64_t count) override;
@@ -97,7 +101,7 @@ class TcpCommunicator final : public HostCommunicator {
   std::shared_ptr<tcp::Endpoint> endpoint_;  // this rank's listener, shared with its groups
   std::string channel_;       // "" for the world, "/<k>:<ranks>" for a group
   std::vector<tcp::Address> table_;  // every rank's listener
-  std::vector<tcp::Fd> links_;  // connection to each peer (none to itself)
+  std::vector<net::Stream> links_;  // connection to each peer (none to itself)
   std::vector<uint8_t> scratch_;
 };
 

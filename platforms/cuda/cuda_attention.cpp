@@ -109,6 +109,10 @@ AttentionInputsLayout pack_attention_inputs(const ForwardBatch& b, size_t width,
   return l;
 }
 
+bool CudaAttentionBackend::implements(std::string_view name) const {
+  return name == "scale" || name == "sliding_window" || name == "logit_softcap";
+}
+
 Status CudaAttentionBackend::run(int layer, const float* q, const float* k, const float* v, float* out,
                                  int num_heads, const ForwardBatch& b, const AttentionParams& params) {
   if (storage_ == nullptr) return unavailable("the cuda_paged KV cache is not allocated (initialize_cache first)");
@@ -164,9 +168,9 @@ Status CudaAttentionBackend::run(int layer, const float* q, const float* k, cons
   p.num_kv_heads = spec_.num_kv_heads;
   p.head_dim = spec_.head_dim;
   p.block_size = spec_.block_size;
-  p.scale = params.scale;
-  p.window = params.sliding_window;
-  p.softcap = params.logit_softcap;
+  p.scale = static_cast<float>(params.number("scale", 1.0));
+  p.window = static_cast<int32_t>(params.number("sliding_window"));
+  p.softcap = static_cast<float>(params.number("logit_softcap"));
   return kc::paged_attention(p, ctx_->stream());
 }
 

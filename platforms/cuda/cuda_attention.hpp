@@ -49,6 +49,8 @@ class CudaAttentionBackend final : public AttentionBackend {
   /// Also: head_dim at most the kernel's 256.
   Status check_batch(const ForwardBatch& batch) const override;
   /// Failures are recorded in the context (the worker fails the step with them).
+  /// scale, sliding_window and logit_softcap.
+  bool implements(std::string_view name) const override;
   void forward(int layer, const float* q, const float* k, const float* v, float* out, int num_heads,
                const ForwardBatch& batch, const AttentionParams& params) override;
   using AttentionBackend::forward;

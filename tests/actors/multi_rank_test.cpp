@@ -24,7 +24,8 @@
 #include "runtime/core/engine_core/kv_cache_setup.hpp"
 #include "runtime/rank/runner/worker_runner.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -132,7 +133,7 @@ class FakePlatform final : public Platform {
 
 std::shared_ptr<const tokenizer::Tokenizer> stories_tokenizer() {
   auto file = gguf::GgufFile::open(std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf");
-  auto tok = tokenizer::Tokenizer::from_gguf(**file);
+  auto tok = gguf::read_tokenizer(**file);
   return std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
 }
 
@@ -165,14 +166,13 @@ class Cluster {
     setup.kv_plan = plan_;
     setup.tokenizer = stories_tokenizer();
     setup.workers = workers_;
-    setup.counters = counters_;
+    setup.router = router_;
     setup.stat_loggers.log_interval_s = 0;
     setup.step_timeout = step_timeout;
     actors_ = spawn_engine_actors(*system_, std::move(setup));
   }
 
   ~Cluster() {
-    caf::anon_send_exit(actors_.engine, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(actors_.scheduler, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(actors_.stat_logger, caf::exit_reason::user_shutdown);
     for (auto& w : workers_) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
@@ -183,11 +183,8 @@ class Cluster {
 
   const Status& start_error() const { return start_error_; }
   const KvCachePlan& plan() const { return plan_; }
-  EngineCounters& counters() { return *counters_; }
-  std::string unhealthy_reason() {
-    std::lock_guard lock(counters_->mu);
-    return counters_->unhealthy_reason;
-  }
+  engine::OutputRouter& router() { return *router_; }
+  std::string unhealthy_reason() { return router_->unhealthy_reason(); }
   /// The worker of `rank` goes away, as when its node is lost.
   void kill_worker(int rank) { caf::anon_send_exit(workers_[static_cast<size_t>(rank)], caf::exit_reason::kill); }
 
@@ -196,18 +193,17 @@ class Cluster {
     std::vector<engine::FinalOutput> outs(prompts.size());
     std::vector<std::promise<void>> done(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
-      SubmitRequest sr;
-      sr.request.request_id = "r" + std::to_string(i);
-      sr.request.prompt_token_ids = prompts[i];
-      sr.request.sampling.temperature = 0;
-      sr.request.sampling.max_tokens = max_tokens;
-      sr.request.sampling.ignore_eos = true;
-      sr.on_output = [&outs, &done, i](engine::RequestOutput o) {
+      CoreRequest request;
+      request.request_id = std::string("r").append(std::to_string(i));
+      request.prompt_token_ids = prompts[i];
+      request.sampling.temperature = 0;
+      request.sampling.max_tokens = max_tokens;
+      request.sampling.ignore_eos = true;
+      router_->add(request.request_id, [&outs, &done, i](engine::RequestOutput o) {
         engine::accumulate(outs[i], o);
         if (o.finished) done[i].set_value();
-      };
-      counters_->in_flight++;
-      caf::anon_send(actors_.engine, submit_atom_v, std::move(sr));
+      });
+      caf::anon_send(actors_.scheduler, submit_atom_v, std::move(request));
     }
     for (auto& d : done)
       EXPECT_EQ(d.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready) << "a request hung";
@@ -221,7 +217,7 @@ class Cluster {
   EngineConfig config_;
   std::vector<worker_actor> workers_;
   KvCachePlan plan_;
-  std::shared_ptr<EngineCounters> counters_ = std::make_shared<EngineCounters>();
+  std::shared_ptr<engine::OutputRouter> router_ = std::make_shared<engine::OutputRouter>();
   EngineActors actors_;
   Status start_error_;
 };
@@ -246,7 +242,7 @@ TEST(MultiRank, EveryRankRunsEveryStepAndTheDriversTokensAreUsed) {
   }
   EXPECT_GT(b.steps[0].load(), 1);
   EXPECT_EQ(b.steps[0].load(), b.steps[1].load()) << "ranks ran different numbers of steps";
-  EXPECT_TRUE(c.counters().healthy.load());
+  EXPECT_TRUE(c.router().healthy());
 }
 
 TEST(MultiRank, KvCacheIsSizedByTheSmallestRank) {
@@ -285,9 +281,8 @@ TEST(MultiRank, AFailingRankFailsTheStepWithItsStatus) {
     EXPECT_LT(o.token_ids.size(), 20u);
   }
   EXPECT_GE(in_flight, 1);
-  EXPECT_FALSE(c.counters().healthy.load());
-  std::lock_guard lock(c.counters().mu);
-  EXPECT_NE(c.counters().unhealthy_reason.find("rank 3"), std::string::npos) << c.counters().unhealthy_reason;
+  EXPECT_FALSE(c.router().healthy());
+  EXPECT_NE(c.unhealthy_reason().find("rank 3"), std::string::npos) << c.unhealthy_reason();
 }
 
 // A node dies: the surviving rank's step fails first (its collective peer went away) and
@@ -309,7 +304,7 @@ TEST(MultiRank, TheLostRankIsNamedEvenWhenTheSurvivorsFailedStepCameFirst) {
     if (!named) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(named) << c.unhealthy_reason();
-  EXPECT_FALSE(c.counters().healthy.load());
+  EXPECT_FALSE(c.router().healthy());
 }
 
 TEST(MultiRank, ARankThatNeverAnswersFailsTheStepAfterTheTimeout) {
@@ -324,7 +319,7 @@ TEST(MultiRank, ARankThatNeverAnswersFailsTheStepAfterTheTimeout) {
   EXPECT_EQ(outs[0].error.code(), StatusCode::unavailable);
   EXPECT_NE(outs[0].error.message().find("the worker of rank 1 did not answer the step within 300 ms"), std::string::npos)
       << outs[0].error.to_string();
-  EXPECT_FALSE(c.counters().healthy.load());
+  EXPECT_FALSE(c.router().healthy());
   b.release();  // let the silent rank's thread finish before the cluster stops
 }
 

@@ -8,7 +8,7 @@
 // The head's stats port stands behind the same guard.
 //
 // The link handshake and the BASP header are written here from their
-// descriptions (actors/link_guard.hpp, actors/basp_frames.hpp), not with the
+// descriptions (net/link_guard.hpp, net/basp_frames.hpp), not with the
 // code under test.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -28,7 +28,7 @@
 
 #include "tests/raw_socket.hpp"
 #include "node_process.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "serve_process.hpp"
 
 namespace troupe::tests {

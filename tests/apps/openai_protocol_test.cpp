@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/request/openai/errors.hpp"
-#include "runtime/request/openai/protocol.hpp"
-#include "runtime/request/openai/render.hpp"
+#include "runtime/frontend/openai/errors.hpp"
+#include "runtime/frontend/openai/protocol.hpp"
+#include "runtime/frontend/openai/render.hpp"
 
 namespace troupe::openai {
 namespace {
@@ -25,6 +25,18 @@ std::optional<ApiError> parse_completion(const std::string& body, CompletionRequ
   auto e = parse_completion_request(body, Limits{}, &r);
   if (out) *out = r;
   return e;
+}
+
+// What a completions body is refused with: its parse, else admission's one range check
+// (SamplingParams::validate, as engine::InputProcessor runs it) under the body's names.
+std::optional<ApiError> refusal(const std::string& body) {
+  CompletionRequest r;
+  if (auto e = parse_completion(body, &r)) return e;
+  sampling::SamplingParams s = r.common.sampling;
+  if (r.common.max_tokens) s.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(*r.common.max_tokens, INT32_MIN, INT32_MAX));
+  std::string field;
+  if (Status st = s.validate(&field); !st.ok()) return admission_error(st, field, r.common);
+  return std::nullopt;
 }
 
 TEST(OpenAIProtocol, ParsesAFullCompletionRequest) {
@@ -127,7 +139,7 @@ TEST(OpenAIProtocol, RejectsBadInputNamingTheField) {
       {"", ""},
   };
   for (const auto& c : cases) {
-    auto e = parse_completion(c.body);
+    auto e = refusal(c.body);
     ASSERT_TRUE(e.has_value()) << c.body;
     EXPECT_EQ(e->http_status, 400) << c.body;
     EXPECT_EQ(e->param, c.param) << c.body;
@@ -207,25 +219,49 @@ TEST(OpenAIProtocol, ChatRequest) {
   EXPECT_EQ(e->param, "top_logprobs");
 }
 
-// The ranges are SamplingParams::validate's; the body's own name for a field is kept.
-TEST(OpenAIProtocol, RangesComeFromSamplingParamsValidate) {
+// The ranges are SamplingParams::validate's, checked once, at admission: the protocol parses
+// types only, and admission_error names the field as the body did.
+TEST(OpenAIProtocol, RangesAreCheckedAtAdmissionUnderTheBodysNames) {
+  auto refusal = [](const CommonFields& common, int64_t max_tokens) {
+    sampling::SamplingParams s = common.sampling;
+    s.max_tokens = static_cast<int32_t>(max_tokens);
+    std::string field;
+    Status st = s.validate(&field);
+    EXPECT_FALSE(st.ok());
+    return admission_error(st, field, common);
+  };
   ChatCompletionRequest chat;
   auto e = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})", Limits{},
                               &chat);
+  ASSERT_FALSE(e) << e->message;
+  ApiError a = refusal(chat.common, *chat.common.max_tokens);
+  EXPECT_EQ(a.http_status, 400);
+  EXPECT_EQ(a.param, "max_completion_tokens");
+  EXPECT_EQ(a.message.rfind("max_completion_tokens must be at least 1", 0), 0u) << a.message;
+  e = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
+                         Limits{}, &chat);
+  ASSERT_FALSE(e) << e->message;
+  a = refusal(chat.common, 16);
+  EXPECT_EQ(a.param, "top_logprobs");
+  EXPECT_EQ(a.message.rfind("top_logprobs must be between 0 and 20", 0), 0u) << a.message;
+  // A count below zero is no count: refused as it is parsed.
+  e = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":-1})",
+                         Limits{}, &chat);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "max_completion_tokens");
-  EXPECT_NE(e->message.find("max_completion_tokens"), std::string::npos) << e->message;
-  // min_tokens against an explicit max_tokens now; against an unset one (the rest of the context) at admission.
-  e = parse_completion(R"({"prompt":"x","max_tokens":2,"min_tokens":3})");
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "min_tokens");
-  EXPECT_FALSE(parse_completion(R"({"prompt":"x","min_tokens":300})"));
-  // The same message as the engine's own check.
-  sampling::SamplingParams s;
-  s.top_p = 1.5f;
-  e = parse_completion(R"({"prompt":"x","top_p":1.5})");
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->message, s.validate().message());
+  EXPECT_EQ(e->param, "top_logprobs");
+  // Completions name the engine's fields; the message is the engine's own.
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","max_tokens":2,"min_tokens":3,"top_p":1.5})", &r));
+  sampling::SamplingParams s = r.common.sampling;
+  s.max_tokens = 2;
+  std::string field;
+  Status st = s.validate(&field);
+  a = admission_error(st, field, r.common);
+  EXPECT_EQ(a.param, "top_p");
+  EXPECT_EQ(a.message, st.message());
+  s.top_p = 1.0f;
+  a = admission_error(s.validate(&field), field, r.common);
+  EXPECT_EQ(a.param, "min_tokens");
 }
 
 TEST(OpenAIProtocol, LogitBiasAllowedTokenIdsAndMinTokens) {
@@ -395,7 +431,7 @@ TEST(OpenAIProtocol, CacheSaltAndBeamSearchFields) {
     EXPECT_FALSE(parse_completion(ok)) << ok;
 }
 
-// vLLM's documented fields troupe lacks (runtime/request/openai/vllm_fields.cpp): a 400
+// vLLM's documented fields troupe lacks (runtime/frontend/openai/vllm_fields.cpp): a 400
 // naming the field off vLLM's default, nothing at it (per endpoint: add_special_tokens'
 // default is true on completions and embeddings, false on chat).
 TEST(OpenAIProtocol, VllmFieldsOffTheirDefaultAreRefusedByName) {

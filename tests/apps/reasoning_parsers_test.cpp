@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/request/openai/chat_answer.hpp"
-#include "runtime/request/openai/reasoning_parsers.hpp"
-#include "runtime/request/openai/tool_parsers.hpp"
+#include "runtime/frontend/openai/chat_answer.hpp"
+#include "runtime/frontend/openai/reasoning_parsers.hpp"
+#include "runtime/frontend/openai/tool_parsers.hpp"
 
 namespace troupe::openai {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/request/openai/responses.hpp"
-#include "runtime/request/openai/responses_stream.hpp"
+#include "runtime/frontend/openai/responses.hpp"
+#include "runtime/frontend/openai/responses_stream.hpp"
 
 namespace troupe::openai {
 namespace {
@@ -29,6 +29,18 @@ ApiError parse_error(const json& body) {
   auto err = parse_responses_request(body.dump(), Limits{}, &r);
   EXPECT_TRUE(err) << body.dump();
   return err.value_or(ApiError{});
+}
+
+// A body that parses but whose values admission refuses (SamplingParams::validate, run
+// once there), answered under the Responses API's names (openai::admission_error).
+ApiError admission_refusal(const json& body) {
+  ResponsesRequest r = parse_ok(body);
+  sampling::SamplingParams s = r.chat.common.sampling;
+  if (r.chat.common.max_tokens) s.max_tokens = static_cast<int32_t>(*r.chat.common.max_tokens);
+  std::string field;
+  Status st = s.validate(&field);
+  EXPECT_FALSE(st.ok()) << body.dump();
+  return admission_error(st, field, r.chat.common);
 }
 
 const json kWeather = {{"type", "function"},
@@ -138,9 +150,11 @@ TEST(Responses, BadFieldsAre400sNamingThem) {
   EXPECT_EQ(parse_error({{"input", 3}}).param, "input");
   EXPECT_EQ(parse_error({{"input", json::array()}}).param, "input");
   EXPECT_EQ(parse_error({{"input", json::array({{{"role", "robot"}, {"content", "x"}}})}}).param, "input");
-  EXPECT_EQ(parse_error({{"input", "x"}, {"max_output_tokens", -3}}).param, "max_output_tokens");
+  EXPECT_EQ(admission_refusal({{"input", "x"}, {"max_output_tokens", -3}}).param, "max_output_tokens");
+  EXPECT_EQ(admission_refusal({{"input", "x"}, {"max_output_tokens", -3}}).message.rfind("max_output_tokens must", 0),
+            0u);
   EXPECT_EQ(parse_error({{"input", "x"}, {"max_output_tokens", "many"}}).param, "max_output_tokens");
-  EXPECT_EQ(parse_error({{"input", "x"}, {"temperature", -1}}).param, "temperature");
+  EXPECT_EQ(admission_refusal({{"input", "x"}, {"temperature", -1}}).param, "temperature");
   EXPECT_EQ(parse_error({{"input", "x"}, {"instructions", 5}}).param, "instructions");
   json bad_tool = kWeather;
   bad_tool["name"] = "get weather";

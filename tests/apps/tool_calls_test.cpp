@@ -10,9 +10,9 @@
 
 #include "runtime/rank/structured/json_matcher.hpp"
 #include "runtime/rank/structured/json_schema.hpp"
-#include "runtime/request/openai/protocol.hpp"
-#include "runtime/request/openai/render.hpp"
-#include "runtime/request/openai/tools.hpp"
+#include "runtime/frontend/openai/protocol.hpp"
+#include "runtime/frontend/openai/render.hpp"
+#include "runtime/frontend/openai/tools.hpp"
 
 namespace troupe::openai {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/request/openai/partial_json.hpp"
-#include "runtime/request/openai/tool_parsers.hpp"
-#include "runtime/request/openai/tools.hpp"
+#include "runtime/frontend/openai/partial_json.hpp"
+#include "runtime/frontend/openai/tool_parsers.hpp"
+#include "runtime/frontend/openai/tools.hpp"
 
 namespace troupe::openai {
 namespace {

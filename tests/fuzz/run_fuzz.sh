@@ -30,8 +30,8 @@ case "$name" in
   safetensors)
     seconds=${SAFETENSORS_FUZZ_SECONDS:-15}
     sources=("$src/tests/fuzz/safetensors_fuzz.cpp" "$src/runtime/model_files/safetensors/safetensors_file.cpp"
-             "$src/runtime/model_files/gguf/mapped_file.cpp" "$src/runtime/request/json/json_io.cpp")
-    headers=("$src"/runtime/model_files/safetensors/*.hpp "$src/runtime/model_files/gguf/mapped_file.hpp" "$src/runtime/request/json/json_io.hpp")
+             "$src/runtime/model_files/gguf/mapped_file.cpp" "$src/runtime/text/json/json_io.cpp")
+    headers=("$src"/runtime/model_files/safetensors/*.hpp "$src/runtime/model_files/gguf/mapped_file.hpp" "$src/runtime/text/json/json_io.hpp")
     seed_headers=("$src/tests/runtime/model_files/safetensors/safetensors_writer.hpp")
     seed_real() {  # the real MiniLM header when TROUPE_MINILM_DIR is set (its JSON, with the data cut off)
       local real="${TROUPE_MINILM_DIR:-}/model.safetensors"

@@ -10,7 +10,7 @@ test passes too.
 Renders every template of tests/data/chat_templates/*.jinja with every conversation of
 tests/data/chat_templates/conversations.json and writes tests/data/golden/chat_template_goldens.json:
 the text, or that rendering failed (with jinja2's message). The C++ test
-(tests/runtime/request/chat/jinja/chat_template_golden_test.cpp) must match byte for byte.
+(tests/runtime/text/chat/jinja/chat_template_golden_test.cpp) must match byte for byte.
 
 usage: python3 tests/golden/gen_chat_template_goldens.py   (needs python3-jinja2 >= 3.1)
        python3 tests/golden/gen_chat_template_goldens.py --templates DIR --out FILE

@@ -31,7 +31,7 @@
 
 #include "tests/raw_socket.hpp"
 #include "runtime/config/engine_config.hpp"
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "tests/platforms/rank_processes.hpp"
 #include "troupe/communicator.hpp"
@@ -366,7 +366,7 @@ TEST(TcpCommunicatorIds, MakeAListenerHereAndServeOneWorldWhoseRankZeroRunsHere)
 
 // ---------------------------------------------------------------------------------------
 // Strangers on a listener (in one process, raw sockets): the handshake on the cluster secret
-// (platforms/cpu/tcp_auth.hpp), written here from its description.
+// (net/handshake.hpp, as platforms/cpu/tcp_trust.hpp sets it up), written here from its description.
 
 std::string answer_for(const std::string& challenge, const std::string& secret) {
   const std::string nonce_s = challenge.substr(9, 32), nonce_c(32, 'n');

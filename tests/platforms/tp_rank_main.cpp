@@ -41,11 +41,12 @@
 #include "runtime/config/engine_config.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 #include "troupe/communicator.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 
 namespace troupe {
 namespace {
@@ -187,7 +188,7 @@ Status run_model(const std::map<std::string, std::string>& f) {
   std::vector<Seq> seqs;
   std::unique_ptr<tokenizer::Tokenizer> text_tokenizer;
   if (f.count("--prompt")) {
-    auto tok = tokenizer::Tokenizer::from_gguf(*shared);
+    auto tok = gguf::read_tokenizer(*shared);
     if (!tok.ok()) return tok.status();
     text_tokenizer = std::move(*tok);
     const bool special = f.count("--special") && f.at("--special") == "1";  // "<|im_start|>" etc. as tokens

@@ -199,6 +199,17 @@ StepStatus EngineCore::step(Executor& executor) {
   auto step = std::make_shared<InFlight>();
   step->started = Clock::now();
   step->output = scheduler_.schedule();
+  // A schedule that only preempted (the running requests gave their blocks back) has made
+  // room: schedule again at once. Otherwise nothing fits until something changes (a request
+  // arrives, ends or is aborted, an adapter or a wake-up), and each of those steps the core.
+  for (int again = 0; step->output.empty() && !step->output.preempted_ids.empty() && again < 2; ++again) {
+    unsent_finished_ids_.insert(unsent_finished_ids_.end(), step->output.finished_ids.begin(),
+                                step->output.finished_ids.end());
+    step->output = scheduler_.schedule();
+  }
+  // Nothing runs: the ranks hear of the requests that finished with the next step that does.
+  unsent_finished_ids_.insert(unsent_finished_ids_.end(), step->output.finished_ids.begin(),
+                              step->output.finished_ids.end());
   if (step->output.empty()) return StepStatus::blocked;
 
   StepInput in;
@@ -221,7 +232,8 @@ StepStatus EngineCore::step(Executor& executor) {
     }
   }
   if (!any_drafts) in.draft_token_ids.clear();  // the common case travels without them
-  in.finished_ids = step->output.finished_ids;
+  in.finished_ids = std::move(unsent_finished_ids_);
+  unsent_finished_ids_.clear();
   step->sample_ids = in.sample_ids;
   in_flight_ = true;
   executor.execute(std::move(in), [this, step](Result<StepOutput> result) { complete_step(*step, std::move(result)); });

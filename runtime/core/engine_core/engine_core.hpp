@@ -20,10 +20,10 @@
 
 #include "runtime/core/engine_core/executor.hpp"
 #include "runtime/core/engine_core/request_tracker.hpp"
-#include "runtime/core/engine_core/request_types.hpp"
-#include "runtime/rank/runner/worker_protocol.hpp"
+#include "runtime/protocol/request_types.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
 #include "runtime/core/sched/scheduler.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "runtime/core/stats/engine_stats.hpp"
 #include "troupe/status.hpp"
 
@@ -70,7 +70,7 @@ struct EngineCoreOutputs {
 
 enum class StepStatus {
   idle,       // nothing to run, a step is in flight, or the core is unhealthy
-  blocked,    // requests wait, but none fits now: try again shortly
+  blocked,    // requests wait, but none fits until a request arrives, ends or is aborted
   started,    // handed to the executor; its outputs reach the sink when it completes
   asleep,     // requests wait while the engine sleeps: step again within sleep_wait_left()
 };
@@ -149,6 +149,8 @@ class EngineCore {
   std::unordered_map<std::string, std::unique_ptr<LiveRequest>> requests_;
   std::vector<FinishedRequestStats> pending_finished_;  // ended between steps; reported with the next stats
   bool in_flight_ = false;
+  /// Requests finished since the last step the ranks ran: they forget them with the next one.
+  std::vector<std::string> unsent_finished_ids_;
   int sleep_level_ = 0;
   Clock::time_point asleep_since_{};
   std::chrono::milliseconds sleep_wait_limit_;

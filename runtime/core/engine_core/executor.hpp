@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/rank/runner/rank_command.hpp"
+#include "runtime/protocol/rank_command.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::engine {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/rank/runner/worker_protocol.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/status.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/engine_core/request_types.hpp"
+#include "runtime/protocol/request_types.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::engine {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/engine_core/request_types.hpp"
+#include "runtime/protocol/request_types.hpp"
 #include "runtime/core/engine_core/stop_checker.hpp"
-#include "runtime/request/tokenizer/incremental_decoder.hpp"
+#include "runtime/text/tokenizer/incremental_decoder.hpp"
 #include "runtime/core/stats/engine_stats.hpp"
 
 namespace troupe::engine {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/rank/sampling/sampling_params.hpp"
-#include "runtime/core/sched/finish_reason.hpp"
+#include "runtime/protocol/sampling_params.hpp"
+#include "runtime/protocol/finish_reason.hpp"
 
 namespace troupe::sampling {
 

@@ -15,7 +15,7 @@
 #include "runtime/core/engine_core/in_process_executor.hpp"
 #include "runtime/model_files/source/model_artifacts.hpp"
 #include "runtime/rank/runner/worker_runner.hpp"
-#include "runtime/rank/sampling/sampling_params.hpp"
+#include "runtime/protocol/sampling_params.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/worker.hpp"

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/core/crypto/crypto.hpp"
+#include "net/crypto.hpp"
 
 namespace troupe::sched {
 

@@ -19,16 +19,6 @@ const char* to_string(RequestStatus status) {
   return "unknown";
 }
 
-const char* to_string(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::stop: return "stop";
-    case FinishReason::length: return "length";
-    case FinishReason::abort: return "abort";
-    case FinishReason::error: return "error";
-  }
-  return "unknown";
-}
-
 bool is_finished(RequestStatus status) {
   return status != RequestStatus::waiting && status != RequestStatus::running &&
          status != RequestStatus::preempted;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/core/sched/block_hash.hpp"
-#include "runtime/core/sched/finish_reason.hpp"
+#include "runtime/protocol/finish_reason.hpp"
 
 namespace troupe::sched {
 

@@ -1,6 +1,6 @@
 // StepStats: one step's SchedulerStats and IterationStats as the SDK's
 // StepStatsView, the names a stat-logger plugin reads (the table in
-// step_stats_view.cpp; docs/architecture.md lists them).
+// step_stats_view.cpp; docs/plugins.md lists them).
 #pragma once
 
 #include "runtime/core/stats/engine_stats.hpp"

@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/request/tokenizer/unicode.hpp"
+#include "runtime/text/tokenizer/unicode.hpp"
 
 namespace troupe::dummy {
 namespace {

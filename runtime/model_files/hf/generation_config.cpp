@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/request/json/json_io.hpp"
+#include "runtime/text/json/json_io.hpp"
 
 namespace troupe::hf {
 

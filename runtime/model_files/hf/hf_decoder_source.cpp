@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "runtime/model_files/hf/hf_model_folder.hpp"
-#include "runtime/request/json/json_io.hpp"
+#include "runtime/text/json/json_io.hpp"
 
 namespace troupe::hf {
 namespace {

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "runtime/model_files/hf/hf_decoder_source.hpp"
-#include "runtime/request/tokenizer/tokenizer_json_writer.hpp"
+#include "runtime/text/tokenizer/tokenizer_json_writer.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 
 namespace troupe::hf {
 namespace {
@@ -282,7 +283,7 @@ Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, 
   TROUPE_RETURN_IF_ERROR(write_json(dir + "/config.json", c));
 
   // tokenizer.json and tokenizer_config.json: the GGUF's tokenizer in its family's HF layout.
-  auto tok = tokenizer::write_hf_tokenizer(model);
+  auto tok = gguf::hf_tokenizer_files(model);
   if (!tok.ok()) return Status(tok.status().code(), "the tokenizer: " + tok.status().message());
   TROUPE_RETURN_IF_ERROR(tokenizer::write_hf_tokenizer_files(*tok, dir));
 

@@ -18,7 +18,7 @@
 
 #include "runtime/model_files/hf/hf_weight_shards.hpp"
 #include "runtime/model_files/safetensors/safetensors_file.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/model.hpp"
 #include "troupe/status.hpp"
 

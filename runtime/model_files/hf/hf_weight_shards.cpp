@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "runtime/request/json/json_io.hpp"
+#include "runtime/text/json/json_io.hpp"
 
 namespace troupe::hf {
 namespace {

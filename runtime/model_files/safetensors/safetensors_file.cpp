@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "runtime/model_files/gguf/mapped_file.hpp"
-#include "runtime/request/json/json_io.hpp"
+#include "runtime/text/json/json_io.hpp"
 
 namespace troupe::safetensors {
 

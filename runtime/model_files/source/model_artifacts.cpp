@@ -11,6 +11,7 @@
 #include "runtime/model_files/hf/generation_config.hpp"
 #include "runtime/model_files/hf/hf_model_folder.hpp"
 #include "runtime/model_files/source/quantizing_source.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 
 namespace troupe::engine {
 namespace {
@@ -133,7 +134,7 @@ Status load_gguf(EngineConfig& config, ModelArtifacts& a, const WeightFormat* me
   for (const auto& t : file.tensors()) tensors.push_back(&t);
   weight_types(tensors, method, a, most);
   config.model.architecture = file.architecture();
-  auto tok = tokenizer::Tokenizer::from_gguf(file);
+  auto tok = gguf::read_tokenizer(file);
   if (!tok) return Status(tok.status().code(), model_label(config) + ": " + tok.status().message());
   a.tokenizer = std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
   auto jinja = file.get_string("tokenizer.chat_template");
@@ -282,7 +283,7 @@ Result<ModelArtifacts> load_model_artifacts(EngineConfig& config) {
 Result<std::shared_ptr<const tokenizer::Tokenizer>> load_tokenizer(const OpenedModel& model) {
   if (!model.owner) return invalid_argument("load_tokenizer: no model is open");
   if (model.folder) return std::static_pointer_cast<const hf::HfModelFolder>(model.owner)->tokenizer_ptr();
-  auto tok = tokenizer::Tokenizer::from_gguf(*std::static_pointer_cast<const gguf::GgufFile>(model.owner));
+  auto tok = gguf::read_tokenizer(*std::static_pointer_cast<const gguf::GgufFile>(model.owner));
   if (!tok) return tok.status();
   return std::shared_ptr<const tokenizer::Tokenizer>(std::move(tok).value());
 }

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/request/chat/chat_prompt.hpp"
+#include "runtime/text/chat/chat_prompt.hpp"
 #include "runtime/model_files/source/model_source.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/status.hpp"

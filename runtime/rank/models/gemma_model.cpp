@@ -37,6 +37,8 @@ Result<std::unique_ptr<Model>> GemmaModel::create(const ModelSource& source, con
   model->scale_ = named_ops::find<named_ops::Scale>(ops);
   if (needs_softcap) model->softcap_ = named_ops::find<named_ops::SoftCap>(ops);
   model->info_.weight_bytes = w->bytes_per_token;
+  for (const AttentionParams* params : {&model->global_attn_, &model->local_attn_})
+    TROUPE_RETURN_IF_ERROR(context.attention->check_params(*params));
   TROUPE_RETURN_IF_ERROR(model->place(*w));
   TROUPE_RETURN_IF_ERROR(model->allocate_activations());
   return std::unique_ptr<Model>(std::move(model));
@@ -54,6 +56,11 @@ GemmaModel::GemmaModel(GemmaHParams hp, const ModelContext& ctx)
   info_.hidden_size = hp_.n_embd;
   int local = 0;
   for (bool b : hp_.is_local) local += b ? 1 : 0;
+  for (AttentionParams* params : {&global_attn_, &local_attn_}) {
+    params->set("scale", hp_.attn_scale);
+    if (hp_.attn_softcap > 0) params->set("logit_softcap", hp_.attn_softcap);
+  }
+  if (local > 0 && hp_.sliding_window > 0) local_attn_.set("sliding_window", hp_.sliding_window);
   TROUPE_LOG_INFO("{} model: {} layers ({} sliding-window of {}, {} global), hidden {}, heads {}/{} (kv), head dim {}, "
                   "ffn {}, vocab {}, rope theta {} (local {}), attention soft-cap {}, final soft-cap {}",
                   hp_.arch, hp_.n_layer, local, hp_.sliding_window, hp_.n_layer - local, hp_.n_embd, hp_.n_head,
@@ -156,11 +163,7 @@ void GemmaModel::run_layer(const ForwardBatch& b, int l) {
   const float theta = local ? hp_.rope_theta_local : hp_.rope_theta;
   ops.rope(q, b.positions.data(), T, hp_.n_head, hp_.head_dim, theta, /*neox=*/true);
   ops.rope(k, b.positions.data(), T, hp_.n_head_kv, hp_.head_dim, theta, /*neox=*/true);
-  AttentionParams params;
-  params.scale = hp_.attn_scale;
-  params.sliding_window = local ? hp_.sliding_window : 0;
-  params.logit_softcap = hp_.attn_softcap;
-  ctx_.attention->forward(l, q, k, v_.data(), attn_.data(), hp_.n_head, b, params);
+  ctx_.attention->forward(l, q, k, v_.data(), attn_.data(), hp_.n_head, b, local ? local_attn_ : global_attn_);
   ops.matmul(L.wo, attn_.data(), T, tmp_.data());
   ops.rms_norm(tmp_.data(), static_cast<const float*>(L.post_attn_norm.data), T, E, hp_.rms_eps, tmp2_.data());
   ops.add_inplace(x_.data(), tmp2_.data(), T * E);

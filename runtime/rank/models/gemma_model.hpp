@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/rank/models/gemma_hparams.hpp"
+#include "troupe/attention.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/model.hpp"
 #include "troupe/named_ops/named_ops.hpp"
@@ -44,6 +45,8 @@ class GemmaModel final : public Model {
   WeightTensor token_embd_, output_norm_, output_;
   std::vector<Layer> layers_;
   ModelInfo info_;
+  // Attention of the global and of the sliding-window layers (scale, soft-cap, window).
+  AttentionParams global_attn_, local_attn_;
   named_ops::GeluTanhMul::Fn gelu_tanh_mul_ = nullptr;
   named_ops::Scale::Fn scale_ = nullptr;
   named_ops::SoftCap::Fn softcap_ = nullptr;  // only when the final logits are soft-capped

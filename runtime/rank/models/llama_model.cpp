@@ -19,7 +19,7 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
   if (context.max_num_batched_tokens <= 0 || context.max_num_batched_tokens > (int64_t{1} << 20))
     return invalid_argument("max_num_batched_tokens " + std::to_string(context.max_num_batched_tokens) +
                             " is out of range");
-  auto hp = read_llama_hparams(source, context.max_model_len);
+  auto hp = read_llama_hparams(source, std::max<int64_t>(0, context.setting_int("model.max_model_len")));
   if (!hp.ok()) return hp.status();
   // The split is checked before any weight is looked at, with vLLM's wording.
   const int tp = context.tp_size, pp = context.pp_size;
@@ -55,6 +55,7 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
   if (!shard.ok()) return shard.status();
   std::unique_ptr<LlamaModel> model(new LlamaModel(std::move(*hp), std::move(*w), std::move(*shard), context));
   model->rope_freq_factors_ = rope_freq_factors;
+  TROUPE_RETURN_IF_ERROR(context.attention->check_params(model->attn_params_));
   TROUPE_RETURN_IF_ERROR(place_llama_shard(model->shard_, model->weights_));
   TROUPE_RETURN_IF_ERROR(model->allocate_activations());
   return std::unique_ptr<Model>(std::move(model));
@@ -72,6 +73,8 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
   info_.hidden_size = hp_.n_embd;
   info_.weight_bytes = w_.bytes_per_token;
   info_.sliding_window = hp_.sliding_window;  // every layer's window: the KV cache frees what leaves it
+  attn_params_.set("scale", 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)));  // the float the kernels get
+  if (hp_.sliding_window > 0) attn_params_.set("sliding_window", hp_.sliding_window);
   TROUPE_LOG_INFO("{} model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}{}{}, "
                   "{} output{}",
                   hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
@@ -298,9 +301,7 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   AttentionBackend& attn = *ctx_.attention;
   const int64_t T = b.num_tokens();
   const int64_t E = hp_.n_embd;
-  AttentionParams params;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  params.sliding_window = hp_.sliding_window;
+  const AttentionParams& params = attn_params_;
   const int tp = shard_.tp_size;
   // Every rank of a stage holds the same residual stream; the partial sums of the
   // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.

@@ -12,8 +12,9 @@
 
 #include "runtime/rank/models/llama_hparams.hpp"
 #include "runtime/rank/models/llama_shard.hpp"
+#include "troupe/attention.hpp"
 #include "troupe/device_memory.hpp"
-#include "troupe/model_custom_ops.hpp"
+#include "troupe/named_ops/custom_ops.hpp"
 #include "troupe/model.hpp"
 #include "troupe/named_ops/rope_ops.hpp"
 
@@ -65,6 +66,7 @@ class LlamaModel final : public Model {
   named_ops::RopeFreqFactors::Fn rope_freq_factors_ = nullptr;
   DeviceArray<float> rope_factors_;
   LlamaShard shard_;       // views of this rank's share, placed in weights_
+  AttentionParams attn_params_;  // every layer's: scale, and the window when the file has one
   ModelInfo info_;
   // Activations in device memory, rows of max_num_batched_tokens; "local" = this tensor rank's share.
   DeviceArray<float> x_;     // [T][n_embd] residual stream (the same on every rank of a stage)

@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "runtime/request/json/json_io.hpp"
+#include "runtime/text/json/json_io.hpp"
 #include "troupe/check.hpp"
 
 namespace troupe::engine {

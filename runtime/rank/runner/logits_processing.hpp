@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 #include "runtime/config/engine_config.hpp"
 #include "troupe/logits_processor.hpp"
 #include "troupe/status.hpp"

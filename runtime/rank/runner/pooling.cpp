@@ -1,24 +1,9 @@
 #include "runtime/rank/runner/pooling.hpp"
 
 #include <cmath>
+#include <string>
 
 namespace troupe::engine {
-
-Result<PoolingType> parse_pooling_type(std::string_view name) {
-  if (name == "mean" || name == "MEAN") return PoolingType::mean;
-  if (name == "cls" || name == "CLS") return PoolingType::cls;
-  if (name == "last" || name == "LAST") return PoolingType::last;
-  return invalid_argument("unknown pooling type '" + std::string(name) + "' (mean, cls or last)");
-}
-
-const char* to_string(PoolingType type) {
-  switch (type) {
-    case PoolingType::mean: return "mean";
-    case PoolingType::cls: return "cls";
-    case PoolingType::last: return "last";
-  }
-  return "unknown";
-}
 
 Status pool(const float* hidden, int64_t num_tokens, int64_t hidden_size, const PoolingParams& params,
             const PoolingDefaults& defaults, std::vector<float>* out) {
@@ -55,6 +40,33 @@ Status pool(const float* hidden, int64_t num_tokens, int64_t hidden_size, const 
       for (auto& v : acc) v /= norm;
   }
   out->assign(acc.begin(), acc.end());
+  return {};
+}
+
+Status RowPooler::pool_rows(const std::vector<std::string>& sample_ids, const ForwardBatch& b,
+                            const ModelRunnerOutput& result, const DriverRequests& requests, StepOutput& out) const {
+  const int64_t hidden = result.hidden_size;
+  if (hidden <= 0 || static_cast<int64_t>(result.hidden_states.size()) != hidden * b.num_tokens())
+    return internal_error("rank " + std::to_string(rank_) + " returned " + std::to_string(result.hidden_states.size()) +
+                          " hidden-state values for " + std::to_string(b.num_tokens()) + " rows");
+  out.tokens.resize(sample_ids.size());
+  for (size_t i = 0; i < sample_ids.size(); ++i) {
+    const SamplingState* req = requests.find(sample_ids[i]);
+    if (!req) return internal_error("no state for pooling request " + sample_ids[i]);
+    if (!req->pooling)
+      return invalid_argument("request " + sample_ids[i] + " asks for generation, but this model runs as a pooling model");
+    // The sequence whose last row is this logits row; its prompt is all in this step.
+    const int32_t row = b.logits_indices[i];
+    int32_t seq = 0;
+    while (seq + 1 < static_cast<int32_t>(b.query_start.size()) && b.query_start[seq + 1] <= row) ++seq;
+    const int32_t begin = b.query_start[seq];
+    const int32_t count = b.query_start[seq + 1] - begin;
+    if (b.seq_lens[seq] != count)
+      return internal_error("pooling request " + sample_ids[i] + " was split over steps (chunked prefill)");
+    TROUPE_RETURN_IF_ERROR(pool(result.hidden_states.data() + static_cast<int64_t>(begin) * hidden, count, hidden,
+                                req->pooling_params, defaults_, &out.tokens[i].embedding));
+    out.tokens[i].token = 0;
+  }
   return {};
 }
 

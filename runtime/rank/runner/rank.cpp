@@ -25,8 +25,6 @@ Result<RankReply> handle(WorkerRunner& r, Sleep& c) { return reply(r.sleep(c.lev
 Result<RankReply> handle(WorkerRunner& r, WakeUp& c) { return reply(r.wake_up(c.tags)); }
 Result<RankReply> handle(WorkerRunner& r, AddLora& c) { return reply(r.add_lora(c.lora_id, c.path)); }
 Result<RankReply> handle(WorkerRunner& r, RemoveLora& c) { return reply(r.remove_lora(c.lora_id)); }
-Result<RankReply> handle(WorkerRunner& r, ListLoras&) { return reply(r.list_loras()); }
-Result<RankReply> handle(WorkerRunner& r, PinLora& c) { return reply(r.pin_lora(c.lora_id)); }
 
 }  // namespace
 

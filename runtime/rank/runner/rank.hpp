@@ -1,5 +1,5 @@
 // One rank of a model as the engine drives it: it runs each RankCommand
-// (runtime/rank/runner/rank_command.hpp) on its WorkerRunner and answers with the
+// (runtime/protocol/rank_command.hpp) on its WorkerRunner and answers with the
 // command's reply. The worker actor is a mailbox around one Rank; the
 // in-process executor calls Ranks directly.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/rank/runner/rank_command.hpp"
+#include "runtime/protocol/rank_command.hpp"
 #include "runtime/rank/runner/worker_runner.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/status.hpp"

@@ -1,21 +1,26 @@
-// One rank of a model, without actors: the platform's Worker, the model file
-// it reads, and (on the driver rank only) the sampling state of each request.
-// The worker actor is a mailbox around it; the in-process executor calls it
-// directly.
+// One rank of a model, without actors: the platform's Worker and the model file
+// it reads. On the driver rank it also runs each step's per-request work, one
+// class per concern: the requests' sampling state (DriverRequests), logits
+// processors (LogitsProcessorChain), structured-output masks (StructuredOutputs),
+// the choice of tokens (StepSampler), drafts (DraftProposer) and, for a pooling
+// model, pooling (RowPooler); execute() is their order. The worker actor is a
+// mailbox around it; the in-process executor calls it directly.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "runtime/rank/runner/logits_processing.hpp"
-#include "runtime/rank/runner/structured_outputs.hpp"
-#include "runtime/rank/runner/worker_protocol.hpp"
-#include "runtime/model_files/source/model_source.hpp"
-#include "runtime/rank/spec_decode/ngram_proposer.hpp"
 #include "runtime/config/engine_config.hpp"
+#include "runtime/model_files/source/model_source.hpp"
+#include "runtime/protocol/worker_protocol.hpp"
+#include "runtime/rank/runner/draft_proposer.hpp"
+#include "runtime/rank/runner/driver_requests.hpp"
+#include "runtime/rank/runner/logits_processing.hpp"
+#include "runtime/rank/runner/pooling.hpp"
+#include "runtime/rank/runner/step_sampler.hpp"
+#include "runtime/rank/runner/structured_outputs.hpp"
 #include "troupe/platform.hpp"
 #include "troupe/status.hpp"
 #include "troupe/worker.hpp"
@@ -29,7 +34,8 @@ class WorkerRunner {
  public:
   /// Make `platform`'s worker for `rank`, bind it to its device and load the
   /// model file named by config.model.model_path. The driver rank also makes
-  /// the logits processors of config.model.logits_processors.
+  /// its per-request parts: the logits processors of config.model.logits_processors,
+  /// the sampler and structured outputs (or the pooler), the drafter.
   static Result<std::unique_ptr<WorkerRunner>> create(const Platform& platform, const EngineConfig& config,
                                                       int32_t rank);
   ~WorkerRunner();
@@ -40,10 +46,9 @@ class WorkerRunner {
   /// Allocate the KV cache the engine decided on.
   Status initialize_cache(const KvCacheSpec& spec, int64_t num_blocks);
   Status warm_up();
-  /// Run one step; the driver rank also applies the logits processors and
-  /// samples a token for each sample_ids row. With speculative decoding it verifies each
-  /// row's drafts (runtime/rank/sampling/rejection_sampler.hpp), then asks the drafter for
-  /// the next step's drafts (through its DraftTokensExtension interface).
+  /// Run one step; the driver rank also chooses a token for each sample_ids request
+  /// (processors and structured-output masks applied first) or pools its rows. With
+  /// speculative decoding it verifies each request's drafts, then proposes the next step's.
   Result<StepOutput> execute(StepInput input);
   /// Sleep mode (the worker's SleepModeExtension): the resident bytes of this process the
   /// sleep freed (it may be 0 or less when the memory was never touched).
@@ -53,8 +58,6 @@ class WorkerRunner {
   /// (runtime/rank/lora/lora_file.hpp) and hands it to the worker, which checks it against the model.
   Status add_lora(int64_t lora_id, const std::string& path);
   Status remove_lora(int64_t lora_id);
-  Result<std::vector<int64_t>> list_loras();
-  Status pin_lora(int64_t lora_id);
 
   int32_t rank() const { return rank_; }
   bool is_driver() const { return rank_ == kDriverRank; }
@@ -62,28 +65,35 @@ class WorkerRunner {
 
  private:
   WorkerRunner() = default;
-  /// request_.token_selection for this step: one row per sampled request when every one of
-  /// them can have its token chosen on the device (sampling::device_selection), else empty.
-  void plan_device_selection(const StepInput& input);
-  Status sample(const StepInput& input, ModelRunnerOutput& result, StepOutput& out);
-  /// The tokens the worker chose on the device (result.sampled_token_ids), one per request.
-  Status take_device_tokens(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
-  /// The drafts for each sampled row's next step (drafter_ set).
-  Status propose_drafts(const StepInput& input, StepOutput& out);
-  Status pool_rows(const StepInput& input, const ModelRunnerOutput& result, StepOutput& out);
+  /// The platform's worker for this rank, bound to its device, with the model loaded.
+  Status load(const Platform& platform, const EngineConfig& config);
+  /// The driver rank's per-request concerns, as `config` asks for them.
+  Status make_driver_parts(const EngineConfig& config);
+  /// The step's finished requests forgotten and its new (or resumed) ones added, by every concern.
+  Status update_requests(StepInput& input);
+  /// The driver's part after the model: pooling, or each sampled request's tokens, then drafts.
+  Status finish_step(const StepInput& input, ModelRunnerOutput& result, StepOutput& out);
+  /// Tokens from the logits: a copy kept for logprobs, processors, masks, then sampling.
+  Status sample_from_logits(const StepInput& input, ModelRunnerOutput& result, StepOutput& out);
+  /// Whether a row with logprobs gets changed by processors or a mask (its logprobs stay the model's).
+  bool needs_raw_logits(const StepInput& input) const;
+  Status apply_processors(const StepInput& input, size_t rows, ModelRunnerOutput& result);
 
   int32_t rank_ = 0;
   bool pooling_runner_ = false;
-  PoolingDefaults pooling_defaults_;
   OpenedModel model_;  // the model file or folder the worker reads
   std::unique_ptr<Worker> worker_;
   WorkerInitReply init_reply_;
-  std::unordered_map<std::string, SamplingState> requests_;  // driver only: request id → sampling state
-  std::unique_ptr<LogitsProcessorChain> processors_;          // driver only, when any is enabled
-  std::unique_ptr<spec_decode::NgramDrafter> drafter_;         // driver only, with --speculative-config
-  std::unique_ptr<StructuredOutputs> structured_;              // driver only, for generation
-  ExecuteModelRequest request_;                               // reused across steps
-  std::vector<float> raw_logits_;                             // driver: logits before processors and masks
+  ExecuteModelRequest request_;  // reused across steps
+  // The driver rank's parts (none on other ranks).
+  DriverRequests requests_;
+  std::unique_ptr<RowPooler> pooler_;                 // a pooling model
+  std::unique_ptr<StepSampler> sampler_;              // a generation model
+  std::unique_ptr<LogitsProcessorChain> processors_;  // generation, when any is enabled
+  std::unique_ptr<StructuredOutputs> structured_;     // generation
+  std::unique_ptr<DraftProposer> drafter_;            // generation, with --speculative-config
+  TokenMasks masks_;                                  // this step's, from structured_
+  std::vector<float> raw_logits_;                     // logits before processors and masks
 };
 
 }  // namespace troupe::engine

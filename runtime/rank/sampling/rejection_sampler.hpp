@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "runtime/rank/sampling/sampler.hpp"
-#include "runtime/rank/sampling/sampling_params.hpp"
+#include "runtime/protocol/sampling_params.hpp"
 
 namespace troupe::sampling {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/rank/sampling/sampling_params.hpp"
+#include "runtime/protocol/sampling_params.hpp"
 #include "troupe/ops.hpp"
 
 namespace troupe::sampling {

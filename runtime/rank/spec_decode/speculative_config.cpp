@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "runtime/request/json/json_io.hpp"
+#include "runtime/text/json/json_io.hpp"
 
 namespace troupe::spec_decode {
 namespace {

@@ -90,7 +90,7 @@ const std::vector<uint64_t>& JsonTokenMasker::allowed(const JsonMatcher& state) 
   return lru_.front().second;
 }
 
-void JsonTokenMasker::mask_choices(const std::vector<std::string_view>& rests, bool may_end, float* logits) const {
+std::vector<uint64_t> JsonTokenMasker::allowed_choices(const std::vector<std::string_view>& rests, bool may_end) const {
   std::vector<uint64_t> bits(static_cast<size_t>((vocab_size_ + 63) / 64), 0);
   bool any = false;
   for (std::string_view rest : rests) {
@@ -111,6 +111,11 @@ void JsonTokenMasker::mask_choices(const std::vector<std::string_view>& rests, b
     for (int32_t id : eog_ids_)
       if (id >= 0 && id < vocab_size_) bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
   }
+  return bits;
+}
+
+void JsonTokenMasker::mask_choices(const std::vector<std::string_view>& rests, bool may_end, float* logits) const {
+  const std::vector<uint64_t> bits = allowed_choices(rests, may_end);
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
   for (int64_t id = 0; id < vocab_size_; ++id)
     if (!(bits[static_cast<size_t>(id) / 64] >> (id % 64) & 1)) logits[id] = kMasked;

@@ -37,6 +37,8 @@ class JsonTokenMasker {
   /// prefix of one of `rests` (what remains of each choice the output still matches), and
   /// end-of-generation when `may_end` (the output is a whole choice) or nothing else is.
   void mask_choices(const std::vector<std::string_view>& rests, bool may_end, float* logits) const;
+  /// The tokens mask_choices allows, as a bit set like allowed()'s.
+  std::vector<uint64_t> allowed_choices(const std::vector<std::string_view>& rests, bool may_end) const;
 
   int64_t vocab_size() const { return vocab_size_; }
   size_t cached_states() const { return cache_.size(); }

@@ -36,7 +36,7 @@ is needed to rebuild the same file from the GGUF: "tokenizer_json" is the
 file with model.vocab and model.merges emptied, "vocab_fnv1a64" and
 "merges_fnv1a64" (FNV-1a 64 over "text\\0id\\n" per vocab entry in id order,
 and "left\\0right\\n" per merge) with their counts. The C++ test
-(tests/runtime/request/tokenizer/hf_tokenizer_json_test.cpp) fills vocab and
+(tests/runtime/text/tokenizer/hf_tokenizer_json_test.cpp) fills vocab and
 merges from the GGUF, checks the hashes, and reads the file.
 
 Each case: "text", "ids" (encode with add_special_tokens), "decoded"

@@ -20,12 +20,14 @@ namespace troupe::kernels::cuda::testing {
 
 /// Skips the test (with the probe's reason, e.g. "cudaGetDeviceCount: CUDA
 /// driver version is insufficient for CUDA runtime version (35)") when there
-/// is no usable device; otherwise creates a stream the test runs on.
+/// is no usable device; otherwise creates a stream the test runs on. The
+/// message starts with the tag scripts/gpu-check.sh counts (scripts/lib/
+/// gpu-check-lib.sh): on a GPU machine, any such skip fails the check.
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const Status probe = probe_device();
-    if (!probe.ok()) GTEST_SKIP() << probe.message();
+    if (!probe.ok()) GTEST_SKIP() << "no usable CUDA device: " << probe.message();
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
   }
   void TearDown() override {

@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "runtime/model_files/gguf/gguf_file.hpp"
-#include "runtime/request/tokenizer/incremental_decoder.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/incremental_decoder.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 
 namespace troupe::engine::testing {
 
@@ -18,7 +19,7 @@ inline std::shared_ptr<const tokenizer::Tokenizer> stories_tokenizer() {
   static std::shared_ptr<const tokenizer::Tokenizer> tok = [] {
     auto file = gguf::GgufFile::open(std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf");
     EXPECT_TRUE(file.ok()) << file.status().to_string();
-    auto t = tokenizer::Tokenizer::from_gguf(**file);
+    auto t = gguf::read_tokenizer(**file);
     EXPECT_TRUE(t.ok()) << t.status().to_string();
     return std::shared_ptr<const tokenizer::Tokenizer>(std::move(t).value());
   }();

@@ -1,7 +1,7 @@
 // Admission without actors: InputProcessor on the real stories260K tokenizer
 // (each check, the field it names, ids and seeds, LoRA names, logits-processor
 // arguments) and the LoraRegistry behind the LoRA names.
-#include "runtime/request/admission/input_processor.hpp"
+#include "runtime/frontend/admission/input_processor.hpp"
 
 #include <gtest/gtest.h>
 

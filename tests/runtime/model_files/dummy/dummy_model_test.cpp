@@ -14,12 +14,13 @@
 
 #include "runtime/config/engine_config.hpp"
 #include "kernels/cpu/quantize.hpp"
-#include "runtime/request/chat/chat_template.hpp"
+#include "runtime/text/chat/chat_template.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
 #include "runtime/model_files/dummy/synthetic_vocab.hpp"
 #include "runtime/model_files/source/model_source.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 
 namespace troupe::dummy {
 namespace {
@@ -138,7 +139,7 @@ TEST(SyntheticVocab, HasExactlyTheShapesSizeWithUniqueTokens) {
 TEST(SyntheticVocab, EncodesAndDecodesAnyText) {
   auto file = build("tiny", "q8_0", 0);
   ASSERT_TRUE(file);
-  auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  auto tok = gguf::read_tokenizer(*file);
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   const auto& t = **tok;
   EXPECT_EQ(t.vocab_size(), 512);
@@ -362,7 +363,7 @@ TEST(DummyWeights, Gpt2HasLlamaCppsGpt2Layout) {
     EXPECT_EQ(t->type, w.type) << w.name;
   }
   // GPT-2's vocabulary: 256 bytes, 50000 merges, <|endoftext|> last as BOS, EOS and unknown.
-  auto tok = tokenizer::Tokenizer::from_gguf(f);
+  auto tok = gguf::read_tokenizer(f);
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   EXPECT_EQ((*tok)->token_id("<|endoftext|>"), 50256);
   EXPECT_EQ((*tok)->bos_id(), 50256);

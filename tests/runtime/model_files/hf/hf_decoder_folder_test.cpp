@@ -40,7 +40,7 @@
 #include "runtime/model_files/hf/hf_model_folder.hpp"
 #include "runtime/model_files/source/model_source.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
-#include "runtime/rank/runner/rank_command.hpp"
+#include "runtime/protocol/rank_command.hpp"
 #include "runtime/rank/runner/worker_runner.hpp"
 #include "tests/platforms/cpu_test_platform.hpp"
 

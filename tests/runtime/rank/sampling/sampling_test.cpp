@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/rank/sampling/sampler.hpp"
-#include "runtime/rank/sampling/sampling_params.hpp"
+#include "runtime/protocol/sampling_params.hpp"
 #include "runtime/core/engine_core/stop_checker.hpp"
 
 namespace troupe::sampling {
