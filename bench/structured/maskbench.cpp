@@ -31,7 +31,7 @@
 #include "runtime/rank/structured/grammar_matcher.hpp"
 #include "runtime/rank/structured/json_schema_grammar.hpp"
 #include "runtime/rank/structured/json_text.hpp"
-#include "runtime/request/tokenizer/tokenizer.hpp"
+#include "runtime/text/tokenizer/tokenizer.hpp"
 
 namespace {
 

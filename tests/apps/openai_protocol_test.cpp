@@ -1,4 +1,4 @@
-// Unit tests of runtime/request/openai: request parsing/validation and response
+// Unit tests of runtime/frontend/openai: request parsing/validation and response
 // rendering, without a server.
 #include <gtest/gtest.h>
 
