@@ -90,7 +90,11 @@ Result<uint8_t> type_bits(const SchemaJson& t) {
 std::string enum_key(const SchemaJson& v) {
   if (v.is_number()) {
     auto d = decimal_of(v);
-    if (d) return "n" + d->to_string();
+    if (d) {
+      std::string key(1, 'n');
+      key += d->to_string();
+      return key;
+    }
   }
   return v.dump();
 }

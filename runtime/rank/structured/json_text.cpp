@@ -25,7 +25,10 @@ std::string python_float_repr(double value) {
   std::string out = negative ? "-" : "";
   if (point <= -4 || point > 16) {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      out += '.';
+      out.append(digits, 1, std::string::npos);
+    }
     char ebuf[16];
     std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     return out + ebuf;

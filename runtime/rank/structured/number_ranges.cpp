@@ -90,7 +90,9 @@ ExprId natural_range(ExprStore& s, const std::string& a, const std::optional<std
       alts.push_back(s.concat(lead, s.repeat(digit_range(s, '0', '9'), static_cast<uint32_t>(la),
                                              static_cast<uint32_t>(lb - 2))));
     }
-    alts.push_back(digits_between(s, "1" + std::string(lb - 1, '0'), *b));
+    std::string lowest(lb, '0');  // 10...0, the least number of b's length
+    lowest[0] = '1';
+    alts.push_back(digits_between(s, lowest, *b));
   }
   return s.alt(alts);
 }

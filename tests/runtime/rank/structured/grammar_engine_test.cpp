@@ -1,6 +1,7 @@
 // The grammar engine's core: regex terms and derivatives, the regex syntax,
 // the Earley parser (left recursion, ambiguity, empty rules), token masks
 // against a small vocabulary, rollback, and the bounds on bad input.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -86,7 +87,7 @@ TEST(RegexExpr, HugeCountsAndPathologicalPatternsStayBounded) {
 TEST(RegexExpr, LiteralSetIsFactored) {
   ExprStore s;
   std::vector<std::string> words;
-  for (int i = 0; i < 100000; ++i) words.push_back("w" + std::to_string(i));
+  for (int i = 0; i < 100000; ++i) words.push_back(fmt::format("w{}", i));
   std::vector<std::string_view> views(words.begin(), words.end());
   ExprId e = s.literal_set(views);
   EXPECT_TRUE(s.matches(e, "w99999"));

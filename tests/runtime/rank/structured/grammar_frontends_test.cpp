@@ -1,5 +1,6 @@
 // The front ends besides JSON Schema: regex, choice, Lark and GBNF grammars
 // (with errors at a line and column), structural tags, and the grammar cache.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -85,7 +86,7 @@ TEST(GbnfGrammar, ErrorsHaveLineAndColumn) {
 
 TEST(GbnfGrammar, DeepChainsAndRepeatsAreErrorsNotCrashes) {
   std::string chain = "root ::= r0\n";
-  for (int i = 0; i < 5000; ++i) chain += "r" + std::to_string(i) + " ::= \"x\" r" + std::to_string(i + 1) + " | \"y\"\n";
+  for (int i = 0; i < 5000; ++i) chain += fmt::format("r{} ::= \"x\" r{} | \"y\"\n", i, i + 1);
   chain += "r5000 ::= \"z\"\n";
   auto deep = compile_grammar_text(chain);
   if (!deep.ok()) {

@@ -1,5 +1,6 @@
 // The JSON Schema front end: what each keyword admits, exactly, and what is
 // refused by name.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -306,7 +307,7 @@ TEST(JsonSchemaGrammar, BadInputEndsInBoundedTime) {
                                                "properties":{"x":{"$ref":"#"}}})").ok());
   // 100k enum values.
   std::string big = R"({"enum":[)";
-  for (int i = 0; i < 100000; ++i) big += (i ? "," : "") + std::string("\"v") + std::to_string(i) + "\"";
+  for (int i = 0; i < 100000; ++i) big += fmt::format("{}\"v{}\"", i ? "," : "", i);
   big += "]}";
   auto g = compile_json_schema_grammar(big);
   EXPECT_TRUE(g.ok());
