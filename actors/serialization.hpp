@@ -50,9 +50,13 @@ typename Inspector::result_type inspect(Inspector& f, SpeculativeConfig& x) {
            x.prompt_lookup_min);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StructuredOutputsConfig& x) {
+  return f(caf::meta::type_name("StructuredOutputsConfig"), x.compile_timeout_s, x.max_memory_mib);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineConfig& x) {
   return f(caf::meta::type_name("EngineConfig"), x.device, x.model, x.cache, x.scheduler, x.parallel, x.compilation,
-           x.lora, x.speculative, x.extra);
+           x.lora, x.speculative, x.structured_outputs, x.extra);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ModelInfo& x) {
@@ -83,7 +87,7 @@ typename Inspector::result_type inspect(Inspector& f, SchedulerStats& x) {
   return f(caf::meta::type_name("SchedulerStats"), x.step, x.num_running_reqs, x.num_waiting_reqs,
            x.kv_cache_usage, x.prefix_cache_queries, x.prefix_cache_hits, x.num_preempted_reqs,
            x.num_scheduled_tokens, x.step_seconds, x.model_seconds, x.communicator_bytes, x.communicator_seconds,
-           x.sleep_level, x.spec_decoding);
+           x.sleep_level, x.spec_decoding, x.structured_output_bytes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinishedRequestStats& x) {
@@ -108,7 +112,7 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_p, x.top_k, x.min_p,
            x.repetition_penalty, x.presence_penalty, x.frequency_penalty, has_seed, seed, x.max_tokens, x.stop,
            x.stop_token_ids, x.ignore_eos, x.logprobs, x.extra_args, x.logit_bias, x.allowed_token_ids,
-           x.min_tokens, x.min_tokens_banned_ids, x.bad_words_token_ids, x.include_stop_str_in_output, x.structured_output, x.json_schema, x.choices,
+           x.min_tokens, x.min_tokens_banned_ids, x.bad_words_token_ids, x.include_stop_str_in_output, x.structured_output, x.structured_spec, x.choices, x.structured_compact, x.structured_whitespace_pattern,
            caf::meta::load_callback([&]() -> caf::error {
              x.seed = has_seed ? std::optional<uint64_t>(seed) : std::nullopt;
              return caf::none;
@@ -177,9 +181,13 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
   return f(caf::meta::type_name("SampledToken"), x.token, x.logprob, x.top_ids, x.top_logprobs, x.embedding);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RequestFailure& x) {
+  return f(caf::meta::type_name("RequestFailure"), x.request_id, x.error);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepOutput& x) {
-  return f(caf::meta::type_name("StepOutput"), x.step, x.rank, x.tokens, x.num_accepted, x.draft_token_ids,
-           x.model_seconds, x.sample_seconds, x.communicator_bytes, x.communicator_seconds);
+  return f(caf::meta::type_name("StepOutput"), x.step, x.rank, x.tokens, x.num_accepted, x.draft_token_ids, x.failed,
+           x.model_seconds, x.sample_seconds, x.communicator_bytes, x.communicator_seconds, x.structured_output_bytes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {

@@ -64,6 +64,8 @@ struct Options {
   LoadFormatOptions load;
   PolicyOptions policy;
   std::string speculative_config;  // --speculative-config JSON
+  double structured_compile_timeout_s = 1.0;
+  int64_t structured_max_memory_mib = 256;
   PlacementOptions placement;
   VllmCompatOptions vllm;  // vLLM's flags answered by name (accepted or refused)
 };
@@ -114,6 +116,10 @@ Status check_options(Options& o, engine::EngineOptions* eo, std::string* model, 
   *model = std::move(path).value();
   if (o.port <= 0 || o.port > 65535) return invalid_argument("--port must be in 1..65535");
   if (o.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be at least 1024");
+  if (!(o.structured_compile_timeout_s > 0) || o.structured_compile_timeout_s > 3600)
+    return invalid_argument("--structured-outputs-compile-timeout-s must be in (0, 3600] seconds");
+  if (o.structured_max_memory_mib < 1 || o.structured_max_memory_mib > (int64_t{1} << 20))
+    return invalid_argument("--structured-outputs-max-memory-mib must be in [1, 1048576]");
   if (!(o.sleep_wait_timeout > 0) || o.sleep_wait_timeout > 86400)
     return invalid_argument("--sleep-wait-timeout must be in (0, 86400] seconds");
   if (o.api_key.empty())
@@ -178,6 +184,8 @@ Status fill_engine_options(const Options& o, const std::string& model, const std
   c.scheduler.max_num_seqs = o.max_num_seqs;
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   c.scheduler.max_num_queued_requests = o.max_num_queued_requests;
+  c.structured_outputs.compile_timeout_s = o.structured_compile_timeout_s;
+  c.structured_outputs.max_memory_mib = o.structured_max_memory_mib;
   apply_placement(o.placement, &c);
   if (!o.chat_template.empty()) c.extra["chat_template"] = o.chat_template;
   eo->stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
@@ -354,6 +362,12 @@ const CommandRegistration kRegistration(
       sub.add_option("--lora-modules", o->lora_modules, "LoRA adapters to load at start: name=path [name=path ...]");
       sub.add_option("--max-loras", o->max_loras, "Distinct LoRA adapters in one step (default 1)");
       sub.add_option("--max-lora-rank", o->max_lora_rank, "Largest LoRA rank accepted (default 16)");
+      sub.add_option("--structured-outputs-compile-timeout-s", o->structured_compile_timeout_s,
+                     "Longest compile of one structured output's schema or grammar, seconds (default 1); longer is a "
+                     "400 naming the limit");
+      sub.add_option("--structured-outputs-max-memory-mib", o->structured_max_memory_mib,
+                     "Most memory one compiled schema or grammar may hold, MiB (default 256); more is a 400 naming "
+                     "the limit");
       sub.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (also $TROUPE_API_KEY)");
       sub.add_flag("--disable-log-stats", o->disable_log_stats, "No periodic throughput/KV log line");
       sub.add_option("--shutdown-timeout", o->shutdown_timeout,

@@ -132,6 +132,13 @@ struct SpeculativeConfig {
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
 };
 
+/// Structured outputs (`troupe serve --structured-outputs-*`): the bounds of one grammar's
+/// compile, applied where the API compiles it at admission and where the driver rank does.
+struct StructuredOutputsConfig {
+  double compile_timeout_s = 1.0;  // a schema or grammar that takes longer is refused, naming the limit
+  int64_t max_memory_mib = 256;    // memory of one compiled grammar (its lazily built lexer included)
+};
+
 struct EngineConfig final : ConfigEditor {
   /// The platform to run on (vLLM's --device): a platform plugin's name or device type
   /// ("cpu", "cuda"); "auto" lets the plugin host choose. After start-up it names the
@@ -144,6 +151,7 @@ struct EngineConfig final : ConfigEditor {
   CompilationConfig compilation;
   LoraConfig lora;
   SpeculativeConfig speculative;
+  StructuredOutputsConfig structured_outputs;
   /// Free-form settings a platform or plugin may add or read, by name "extra.NAME".
   std::map<std::string, std::string> extra;
 

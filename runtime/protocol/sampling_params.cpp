@@ -16,6 +16,29 @@ Status bad(std::string* field, const char* name, const std::string& what) {
 
 }  // namespace
 
+Status SamplingParams::validate_structured_output(std::string* field) const {
+  const std::string& k = structured_output;
+  const bool json = k == "json_object" || k == "json_schema" || k == "structural_tag";
+  const bool with_spec = k == "json_schema" || k == "regex" || k == "grammar" || k == "structural_tag";
+  if (!k.empty() && !json && !with_spec && k != "choice")
+    return bad(field, "structured_output",
+               fmt::format("must be empty, json_object, json_schema, regex, grammar, structural_tag or choice, got '{}'",
+                           k));
+  if ((k == "choice") != !choices.empty())
+    return bad(field, "choices", "must be given exactly with structured_output choice");
+  for (const auto& c : choices)
+    if (c.empty()) return bad(field, "choices", "must not be empty strings");
+  if (with_spec != !structured_spec.empty())
+    return bad(field, "structured_spec",
+               "must be given exactly with structured_output json_schema, regex, grammar and structural_tag");
+  if ((structured_compact || !structured_whitespace_pattern.empty()) && !json)
+    return bad(field, "structured_compact",
+               "whitespace options apply to JSON outputs (json_object, json_schema, structural_tag)");
+  if (structured_compact && !structured_whitespace_pattern.empty())
+    return bad(field, "structured_whitespace_pattern", "cannot be combined with structured_compact (no whitespace)");
+  return {};
+}
+
 Status SamplingParams::validate(std::string* field) const {
   if (field) field->clear();
   if (!std::isfinite(temperature) || temperature < 0.0f)
@@ -46,16 +69,7 @@ Status SamplingParams::validate(std::string* field) const {
   for (const auto& word : bad_words_token_ids)
     for (int32_t id : word)
       if (id < 0) return bad(field, "bad_words", fmt::format("token ids must be non-negative, got {}", id));
-  if (!structured_output.empty() && structured_output != "json_object" && structured_output != "json_schema" &&
-      structured_output != "choice")
-    return bad(field, "structured_output",
-               fmt::format("must be empty, json_object, json_schema or choice, got '{}'", structured_output));
-  if ((structured_output == "choice") != !choices.empty())
-    return bad(field, "choices", "must be given exactly with structured_output choice");
-  for (const auto& c : choices)
-    if (c.empty()) return bad(field, "choices", "must not be empty strings");
-  if ((structured_output == "json_schema") != !json_schema.empty())
-    return bad(field, "json_schema", "must be given exactly with structured_output json_schema");
+  TROUPE_RETURN_IF_ERROR(validate_structured_output(field));
   if (min_tokens < 0) return bad(field, "min_tokens", fmt::format("must be non-negative, got {}", min_tokens));
   if (min_tokens > max_tokens)
     return bad(field, "min_tokens", fmt::format("must be at most max_tokens ({}), got {}", max_tokens, min_tokens));

@@ -44,14 +44,23 @@ struct SamplingParams {
   /// token cannot be sampled when the output so far ends with the rest of it (a one-token
   /// sequence: never). Such rows are sampled on the host.
   std::vector<std::vector<int32_t>> bad_words_token_ids;
-  /// Structured output (OpenAI's response_format), enforced token by token on the driver:
-  /// "json_object" (the output is one JSON object), "json_schema" (one object that
-  /// `json_schema` admits, runtime/rank/structured/json_schema.hpp), "choice" (one of
-  /// `choices`); empty: free text.
+  /// Structured output, enforced token by token on the driver by the grammar engine
+  /// (runtime/rank/structured/): "json_object" (one JSON object), "json_schema" (a value
+  /// the JSON Schema `structured_spec` admits), "regex" (the whole output matches the
+  /// regex `structured_spec`, Python syntax), "grammar" (the Lark or GBNF grammar
+  /// `structured_spec`), "structural_tag" (vLLM's structural tag, JSON text in
+  /// `structured_spec`), "choice" (exactly one of `choices`); empty: free text.
   std::string structured_output;
-  std::string json_schema;  // the schema's JSON text, with structured_output "json_schema"
+  /// The schema, regex, grammar or structural tag text of structured_output.
+  std::string structured_spec;
   /// With structured_output "choice" (vLLM's guided_choice): the output is exactly one of these.
   std::vector<std::string> choices;
+  /// JSON (json_object, json_schema, structural_tag): vLLM's disable_any_whitespace, no
+  /// whitespace between JSON's tokens.
+  bool structured_compact = false;
+  /// JSON: vLLM's whitespace_pattern, the regex of the whitespace between JSON's tokens
+  /// instead of the default (runs of at most 20 spaces, tabs and newlines); empty: the default.
+  std::string structured_whitespace_pattern;
   /// Arguments for logits processors (vLLM's extra_args, the body's `vllm_xargs`): a JSON
   /// object as text; empty: none.
   std::string extra_args;
@@ -62,6 +71,9 @@ struct SamplingParams {
   /// The one home of the parameters' ranges: ok, or invalid_argument whose message
   /// names the offending parameter; `field`, when given, is set to that name.
   Status validate(std::string* field = nullptr) const;
+
+ private:
+  Status validate_structured_output(std::string* field) const;
 };
 
 }  // namespace troupe::sampling

@@ -11,6 +11,7 @@
 #include "runtime/protocol/sampling_params.hpp"
 #include "troupe/attention.hpp"
 #include "troupe/model.hpp"
+#include "troupe/status.hpp"
 
 namespace troupe::engine {
 
@@ -64,6 +65,14 @@ struct SampledToken {
   std::vector<float> embedding;
 };
 
+/// A request the driver rank cannot go on with (its structured output's grammar did not
+/// compile there, or a token mask went over its limit): the core ends it with `error`;
+/// its tokens of the step, if any, are dropped. Its neighbours go on.
+struct RequestFailure {
+  std::string request_id;
+  Status error;
+};
+
 /// One rank's answer to a step. Only the driver rank samples: the others
 /// answer with no tokens.
 struct StepOutput {
@@ -75,12 +84,16 @@ struct StepOutput {
   std::vector<int32_t> num_accepted;        // driver, speculative decoding: drafts accepted per entry
   /// Driver, speculative decoding: the drafts proposed for each entry's next step.
   std::vector<std::vector<int32_t>> draft_token_ids;
+  /// Driver: requests that failed alone (RequestFailure).
+  std::vector<RequestFailure> failed;
   double model_seconds = 0;                 // inside execute_model
   double sample_seconds = 0;
   /// Communication inside execute_model: this rank's, or (from the executor)
   /// all ranks' bytes and the longest time any rank spent.
   int64_t communicator_bytes = 0;
   double communicator_seconds = 0;
+  /// Driver: bytes its live requests' structured-output grammars hold.
+  int64_t structured_output_bytes = 0;
 };
 
 }  // namespace troupe::engine

@@ -121,6 +121,7 @@ void EngineCore::emit(EngineCoreOutputs out, bool with_stats) {
     out.has_stats = true;
     out.stats.scheduler = between_steps(scheduler_);
     out.stats.scheduler.sleep_level = sleep_level_;
+    out.stats.scheduler.structured_output_bytes = structured_output_bytes_;
     out.stats.iteration.finished_requests = std::move(pending_finished_);
     pending_finished_.clear();
   }
@@ -272,6 +273,13 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
     (void)scheduler_.update_from_output(scheduled, {});  // closes the step
     return;
   }
+  // Requests the driver rank could not go on with (their structured output's grammar) end
+  // alone, with their errors; their tokens of this step are dropped.
+  EngineCoreOutputs out;
+  for (RequestFailure& f : result->failed) {
+    auto it = requests_.find(f.request_id);
+    if (it != requests_.end()) end_request(*it->second, FinishReason::error, std::move(f.error), out);
+  }
   // Each entry's tokens: [first_of[i], first_of[i] + count) of result->tokens.
   std::unordered_map<std::string, sched::StepTokens> sampled;
   std::unordered_map<std::string, size_t> first_of;
@@ -303,7 +311,6 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
     return;
   }
 
-  EngineCoreOutputs out;
   const auto now = Clock::now();
   for (const auto& sr : scheduled.scheduled) {
     auto it = requests_.find(sr.request_id);
@@ -375,6 +382,8 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
   out.stats.scheduler.communicator_seconds = result->communicator_seconds;
   out.stats.scheduler.sleep_level = sleep_level_;
   out.stats.scheduler.spec_decoding = std::move(spec);
+  structured_output_bytes_ = result->structured_output_bytes;
+  out.stats.scheduler.structured_output_bytes = structured_output_bytes_;
   // Scheduled tokens that were neither a decode's last token nor a draft were prompt tokens.
   iter.num_prompt_tokens =
       std::max<int64_t>(0, scheduled.num_scheduled_tokens - decode_tokens - out.stats.scheduler.spec_decoding.num_draft_tokens);

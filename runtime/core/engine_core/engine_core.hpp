@@ -152,6 +152,7 @@ class EngineCore {
   /// Requests finished since the last step the ranks ran: they forget them with the next one.
   std::vector<std::string> unsent_finished_ids_;
   int sleep_level_ = 0;
+  int64_t structured_output_bytes_ = 0;  // the driver's live grammars, from the last step
   Clock::time_point asleep_since_{};
   std::chrono::milliseconds sleep_wait_limit_;
   bool weights_asleep_ = false, kv_asleep_ = false;  // sleep mode: the parts not woken yet

@@ -33,6 +33,8 @@ struct SchedulerStats {
   int64_t communicator_bytes = 0;        // payload through the ranks' communicators, all ranks
   double communicator_seconds = 0.0;     // the longest any rank spent communicating
   int sleep_level = 0;                   // sleep mode: 0 awake, else the level the engine sleeps at
+  /// Bytes the driver rank's live structured-output grammars hold (lexers built lazily included).
+  int64_t structured_output_bytes = 0;
   SpecDecodingStats spec_decoding;       // this step's speculative decoding
 };
 

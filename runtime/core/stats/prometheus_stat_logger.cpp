@@ -42,6 +42,8 @@ PrometheusStatLogger::PrometheusStatLogger(std::string model_name, int engine_in
   running_ = gauge("troupe:num_requests_running", "Number of requests in model execution batches.");
   waiting_ = gauge("troupe:num_requests_waiting", "Number of requests waiting to be processed.");
   kv_usage_ = gauge("troupe:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.");
+  structured_bytes_ = gauge("troupe:structured_output_grammar_bytes",
+                            "Bytes held by the grammars of the running structured-output requests (driver rank).");
   sleep_state_ = gauge("troupe:engine_sleep_state",
                        "Sleep mode: 0 awake, 1 weights offloaded and KV cache dropped, 2 both dropped.");
   num_blocks_ = gauge("troupe:cache_config_num_blocks", "Number of KV cache blocks.");
@@ -91,6 +93,7 @@ void PrometheusStatLogger::record(const SchedulerStats* s, const IterationStats*
     waiting_->Set(s->num_waiting_reqs);
     kv_usage_->Set(s->kv_cache_usage);
     sleep_state_->Set(s->sleep_level);
+    structured_bytes_->Set(static_cast<double>(s->structured_output_bytes));
     prefix_queries_->Increment(static_cast<double>(s->prefix_cache_queries));
     prefix_hits_->Increment(static_cast<double>(s->prefix_cache_hits));
     preemptions_->Increment(static_cast<double>(s->num_preempted_reqs));

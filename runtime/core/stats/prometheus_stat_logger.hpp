@@ -38,6 +38,7 @@ class PrometheusStatLogger final : public EngineStatLogger {
   prometheus::Gauge* kv_usage_;
   prometheus::Gauge* num_blocks_;
   prometheus::Gauge* sleep_state_;
+  prometheus::Gauge* structured_bytes_;
   prometheus::Counter* prefix_queries_;
   prometheus::Counter* prefix_hits_;
   prometheus::Counter* preemptions_;

@@ -33,6 +33,7 @@ constexpr NumberField<SchedulerStats> kSchedulerNumbers[] = {
     TROUPE_STAT(SchedulerStats, "spec_decoding.num_drafts", x.spec_decoding.num_drafts),
     TROUPE_STAT(SchedulerStats, "step", x.step),
     TROUPE_STAT(SchedulerStats, "step_seconds", x.step_seconds),
+    TROUPE_STAT(SchedulerStats, "structured_output_bytes", x.structured_output_bytes),
 };
 
 constexpr NumberField<IterationStats> kIterationNumbers[] = {

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
-#include <string_view>
+#include <unordered_set>
 #include <utility>
+
+#include "runtime/rank/structured/grammar_cache.hpp"
+#include "troupe/log.hpp"
 
 namespace troupe::engine {
 
@@ -14,12 +17,12 @@ void TokenMasks::reset(size_t rows, int64_t vocab_size) {
   masked_.assign(rows, 0);  // allowed_ grows when a row is masked: steps without a mask need none
 }
 
-void TokenMasks::set(size_t row, const std::vector<uint64_t>& allowed) {
+uint64_t* TokenMasks::row(size_t row) {
   masked_[row] = 1;
   if (allowed_.size() < masked_.size() * words_) allowed_.resize(masked_.size() * words_);
-  auto out = allowed_.begin() + static_cast<ptrdiff_t>(row * words_);
+  uint64_t* out = allowed_.data() + row * words_;
   std::fill_n(out, words_, uint64_t{0});
-  std::copy_n(allowed.begin(), std::min(words_, allowed.size()), out);
+  return out;
 }
 
 void TokenMasks::apply(float* logits, int64_t vocab_size, size_t rows) const {
@@ -34,117 +37,150 @@ void TokenMasks::apply(float* logits, int64_t vocab_size, size_t rows) const {
   }
 }
 
-StructuredOutputs::StructuredOutputs(TokenizerLoader load, int64_t vocab_size)
-    : load_(std::move(load)), vocab_size_(vocab_size) {}
+StructuredOutputs::StructuredOutputs(TokenizerLoader load, int64_t vocab_size, structured::GrammarLimits limits)
+    : load_(std::move(load)), vocab_size_(vocab_size), limits_(limits) {}
 
-StructuredOutputs::~StructuredOutputs() = default;
+StructuredOutputs::~StructuredOutputs() {
+  end_masks();
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
 
-Status StructuredOutputs::add(const SamplingState& request) {
-  states_.erase(request.request_id);
-  const std::string& kind = request.params.structured_output;
-  if (kind.empty()) return {};
-  if (!masker_) {
-    auto tok = load_();
-    if (!tok) return tok.status();
-    const auto& t = **tok;
-    texts_.resize(static_cast<size_t>(t.vocab_size()));
-    for (int32_t id = 0; id < t.vocab_size(); ++id) texts_[static_cast<size_t>(id)] = t.decode({id}, /*skip_special=*/true);
-    masker_ = std::make_unique<structured::JsonTokenMasker>(texts_, t.eog_ids(), vocab_size_);
-  }
-  if (kind == "choice") {
-    State state{nullptr, structured::JsonMatcher(), request.params.choices, {}};
-    for (int32_t token : request.output_token_ids) state.output += text(token);
-    states_.insert_or_assign(request.request_id, std::move(state));
-    return {};
-  }
-  std::shared_ptr<const structured::CompiledSchema> schema;
-  if (kind == "json_object") {
-    schema = structured::json_object_schema();
-  } else if (kind == "json_schema") {
-    auto& cached = schemas_[request.params.json_schema];
-    if (!cached) {
-      if (schemas_.size() > 64) {  // many distinct schemas: start over (their masks age out of the cache)
-        schemas_.clear();
-        return add(request);
-      }
-      auto compiled = structured::compile_json_schema(request.params.json_schema);
-      if (!compiled) {
-        schemas_.erase(request.params.json_schema);
-        return compiled.status();
-      }
-      cached = *compiled;
-    }
-    schema = cached;
-  } else {
-    return invalid_argument("structured output '" + kind +
-                            "' is not implemented (json_object, json_schema and choice are)");
-  }
-  State state{schema, structured::JsonMatcher(schema.get()), {}, {}};
-  for (int32_t token : request.output_token_ids) (void)state.matcher.feed(text(token));
-  states_.insert_or_assign(request.request_id, std::move(state));
+Status StructuredOutputs::load_vocabulary() {
+  if (vocab_) return {};
+  auto tok = load_();
+  if (!tok) return tok.status();
+  const auto& t = **tok;
+  // The bytes each token adds inside a text (not decode(), which strips a first token's
+  // space); control tokens add none and are never allowed, end-of-generation ones are
+  // allowed where the grammar may end.
+  std::vector<std::string> bytes(static_cast<size_t>(t.vocab_size()));
+  for (int32_t id = 0; id < t.vocab_size(); ++id)
+    if (!t.is_special(id)) bytes[static_cast<size_t>(id)] = t.token_to_piece(id, /*special=*/false);
+  vocab_ = structured::TokenVocabulary::create(std::move(bytes), t.eog_ids(), vocab_size_);
+  TROUPE_LOG_DEBUG("structured output: the vocabulary's tries hold {:.1f} MiB",
+                   static_cast<double>(vocab_->memory_bytes()) / (1 << 20));
   return {};
 }
 
-const std::string& StructuredOutputs::text(int32_t token) const {
-  static const std::string kNone;
-  return token >= 0 && static_cast<size_t>(token) < texts_.size() ? texts_[static_cast<size_t>(token)] : kNone;
+void StructuredOutputs::fail(const std::string& request_id, State* state, Status error) {
+  if (state) {
+    if (state->failed) return;
+    state->failed = true;
+  }
+  TROUPE_LOG_WARNING("structured output of request {} failed: {}", request_id, error.message());
+  failures_.push_back(RequestFailure{request_id, std::move(error)});
 }
 
-void StructuredOutputs::compute_masks(const std::vector<std::string>& sample_ids,
-                                      const std::vector<std::vector<int32_t>>& drafts, TokenMasks& masks) {
-  auto drafts_of = [&](size_t i) {
-    return i < drafts.size() ? std::span<const int32_t>(drafts[i]) : std::span<const int32_t>();
-  };
+void StructuredOutputs::add(const SamplingState& request) {
+  states_.erase(request.request_id);
+  auto spec = structured::grammar_spec(request.params);
+  if (!spec) return;
+  State& state = states_[request.request_id];
+  if (Status st = load_vocabulary(); !st.ok()) return fail(request.request_id, &state, std::move(st));
+  auto grammar = structured::GrammarCache::shared().get(*spec, limits_);
+  if (!grammar.ok()) {
+    return fail(request.request_id, &state,
+                Status(grammar.status().code(), "structured output: " + grammar.status().message()));
+  }
+  state.grammar = *grammar;
+  state.matcher = std::make_unique<structured::GrammarMatcher>(state.grammar, vocab_);
+  for (int32_t token : request.output_token_ids) {
+    if (!state.matcher->accept_token(token)) {
+      return fail(request.request_id, &state,
+                  internal_error("structured output: the grammar refuses a token the request already has"));
+    }
+  }
+}
+
+void StructuredOutputs::begin_masks(const std::vector<std::string>& sample_ids,
+                                    const std::vector<std::vector<int32_t>>& drafts, TokenMasks& masks) {
+  end_masks();
   size_t rows = 0;
-  for (size_t i = 0; i < sample_ids.size(); ++i) rows += 1 + drafts_of(i).size();
-  masks.reset(rows, masker_ ? masker_->vocab_size() : vocab_size_);
-  size_t first = 0;
+  bool any = false;
   for (size_t i = 0; i < sample_ids.size(); ++i) {
+    rows += 1 + (i < drafts.size() ? drafts[i].size() : 0);
     auto it = states_.find(sample_ids[i]);
-    if (it != states_.end() && masker_) mask_request(it->second, drafts_of(i), first, masks);
-    first += 1 + drafts_of(i).size();
+    any = any || (it != states_.end() && !it->second.failed);
+  }
+  masks.reset(rows, vocab_size_);
+  if (!any) return;  // no thread for a step without a structured output
+  job_ids_ = sample_ids;
+  job_drafts_ = drafts;
+  job_masks_ = &masks;
+  {
+    std::lock_guard lock(mutex_);
+    job_pending_ = true;
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  }
+  cv_.notify_all();
+}
+
+void StructuredOutputs::end_masks() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [this] { return !job_pending_; });
+}
+
+void StructuredOutputs::worker_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || job_pending_; });
+    if (job_pending_) {
+      lock.unlock();
+      run_masks();  // the caller waits in end_masks() before touching anything run_masks reads
+      lock.lock();
+      job_pending_ = false;
+      cv_.notify_all();
+      continue;
+    }
+    if (stop_) return;
   }
 }
 
-void StructuredOutputs::mask_request(const State& state, std::span<const int32_t> drafts, size_t first,
-                                     TokenMasks& masks) {
-  if (!state.schema) {  // a choice: the output so far, extended along the drafts
-    std::string output = state.output;
-    for (size_t j = 0; j <= drafts.size(); ++j) {
-      masks.set(first + j, allowed_choices(state, output));
-      if (j < drafts.size()) output += text(drafts[j]);
-    }
-    return;
+void StructuredOutputs::run_masks() {
+  TokenMasks& masks = *job_masks_;
+  size_t first = 0;
+  for (size_t i = 0; i < job_ids_.size(); ++i) {
+    std::span<const int32_t> drafts;
+    if (i < job_drafts_.size()) drafts = job_drafts_[i];
+    auto it = states_.find(job_ids_[i]);
+    if (it != states_.end() && !it->second.failed) mask_request(it->first, it->second, drafts, first, masks);
+    first += 1 + drafts.size();
   }
-  structured::JsonMatcher matcher = state.matcher;
+}
+
+void StructuredOutputs::mask_request(const std::string& request_id, State& state, std::span<const int32_t> drafts,
+                                     size_t first, TokenMasks& masks) {
+  structured::GrammarMatcher& m = *state.matcher;
+  size_t accepted = 0;
   for (size_t j = 0; j <= drafts.size(); ++j) {
-    masks.set(first + j, masker_->allowed(matcher));
-    if (j < drafts.size() && !matcher.feed(text(drafts[j]))) break;
+    Status st = m.fill_mask(masks.row(first + j));
+    if (!st.ok()) {
+      for (size_t k = 0; k <= drafts.size(); ++k) masks.unmask(first + k);
+      fail(request_id, &state, Status(st.code(), "structured output: " + st.message()));
+      break;
+    }
+    if (j == drafts.size() || !m.accept_token(drafts[j])) break;
+    ++accepted;
   }
+  m.rollback(accepted);
 }
 
-std::vector<uint64_t> StructuredOutputs::allowed_choices(const State& state, const std::string& output) const {
-  std::vector<std::string_view> rests;
-  bool whole = false;
-  for (const auto& c : state.choices) {
-    if (c.size() < output.size() || c.compare(0, output.size(), output) != 0) continue;
-    if (c.size() == output.size()) {
-      whole = true;
-    } else {
-      rests.emplace_back(std::string_view(c).substr(output.size()));
-    }
-  }
-  return masker_->allowed_choices(rests, whole);
+std::vector<RequestFailure> StructuredOutputs::take_failures() {
+  std::vector<RequestFailure> out;
+  out.swap(failures_);
+  return out;
 }
 
 void StructuredOutputs::advance(const std::string& request_id, int32_t token) {
   auto it = states_.find(request_id);
-  if (it == states_.end()) return;
-  if (it->second.schema) {
-    (void)it->second.matcher.feed(text(token));
-  } else {
-    it->second.output += text(token);
-  }
+  if (it == states_.end() || it->second.failed) return;
+  if (!it->second.matcher->accept_token(token))
+    fail(request_id, &it->second, internal_error("structured output: the grammar refuses the sampled token"));
 }
 
 void StructuredOutputs::advance(const std::vector<std::string>& sample_ids, const StepOutput& out) {
@@ -153,6 +189,14 @@ void StructuredOutputs::advance(const std::vector<std::string>& sample_ids, cons
     const size_t n = 1 + (i < out.num_accepted.size() ? static_cast<size_t>(out.num_accepted[i]) : 0);
     for (size_t k = 0; k < n && t < out.tokens.size(); ++k) advance(sample_ids[i], out.tokens[t++].token);
   }
+}
+
+size_t StructuredOutputs::grammar_bytes() const {
+  std::unordered_set<const structured::Grammar*> seen;
+  size_t bytes = 0;
+  for (const auto& [id, state] : states_)
+    if (state.grammar && seen.insert(state.grammar.get()).second) bytes += state.grammar->memory_bytes();
+  return bytes;
 }
 
 }  // namespace troupe::engine

@@ -9,6 +9,7 @@
 #include "runtime/model_files/source/model_artifacts.hpp"
 #include "runtime/model_files/source/quantizing_source.hpp"
 #include "runtime/rank/lora/lora_file.hpp"
+#include "runtime/rank/structured/grammar_cache.hpp"
 #include "runtime/rank/models/builtin_models.hpp"
 #include "runtime/rank/spec_decode/speculative_config.hpp"
 #include "troupe/extensions.hpp"
@@ -86,7 +87,8 @@ Status WorkerRunner::make_driver_parts(const EngineConfig& config) {
   }
   if (!pooling_runner_) {
     sampler_ = std::make_unique<StepSampler>(rank_);
-    structured_ = std::make_unique<StructuredOutputs>([this] { return load_tokenizer(model_); }, vocab_size);
+    structured_ = std::make_unique<StructuredOutputs>([this] { return load_tokenizer(model_); }, vocab_size,
+                                                      structured::grammar_limits(config.structured_outputs));
   }
   if (config.speculative.enabled()) {
     TROUPE_RETURN_IF_ERROR(spec_decode::validate(config.speculative));
@@ -119,13 +121,8 @@ Status WorkerRunner::warm_up() { return worker_->compile_or_warm_up_model(); }
 Result<StepOutput> WorkerRunner::execute(StepInput input) {
   if (is_driver()) TROUPE_RETURN_IF_ERROR(update_requests(input));
   // The step's masks need only the requests' states after the previous step, never this
-  // step's logits: they could be computed while the model runs (counted as sampling time).
-  double mask_seconds = 0;
-  if (structured_) {
-    auto tm = Clock::now();
-    structured_->compute_masks(input.sample_ids, input.draft_token_ids, masks_);
-    mask_seconds = since(tm);
-  }
+  // step's logits: a worker thread computes them while the model runs.
+  if (structured_) structured_->begin_masks(input.sample_ids, input.draft_token_ids, masks_);
   StepOutput out;
   out.step = input.step;
   out.rank = rank_;
@@ -133,19 +130,26 @@ Result<StepOutput> WorkerRunner::execute(StepInput input) {
   request_.batch = std::move(input.batch);
   request_.return_hidden_states = pooling_runner_;
   request_.token_selection.clear();
-  // Logits processors read the logits: no token is chosen on the device with them.
+  // Logits processors read the logits: no token is chosen on the device with them (nor for
+  // a request with a structured output: sampling::device_selection).
   if (sampler_ && !processors_)
     sampler_->plan_device_selection(input, request_.batch.logits_indices.size(), requests_, request_.token_selection);
   auto result = worker_->execute_model(request_);
+  // Waited for here (the time the model did not hide counts as sampling time).
+  auto tm = Clock::now();
+  if (structured_) structured_->end_masks();
+  const double mask_seconds = since(tm);
   if (!result) return result.status();
-  out.model_seconds = since(t0);
-  out.communicator_bytes = result->communicator_bytes;
-  out.communicator_seconds = result->communicator_seconds;
+  out.model_seconds = since(t0) - mask_seconds;
   if (!is_driver()) return out;
   auto t1 = Clock::now();
   Status st = finish_step(input, *result, out);
   worker_->recycle_output(std::move(*result));  // its buffers serve the next step
   TROUPE_RETURN_IF_ERROR(st);
+  if (structured_) {
+    out.failed = structured_->take_failures();
+    out.structured_output_bytes = static_cast<int64_t>(structured_->grammar_bytes());
+  }
   out.sample_seconds = since(t1) + mask_seconds;
   return out;
 }
@@ -160,7 +164,7 @@ Status WorkerRunner::update_requests(StepInput& input) {
     // Again after a preemption: the processors replace its state.
     if (processors_ && !r.pooling)
       TROUPE_RETURN_IF_ERROR(processors_->add_request(r.request_id, r.params.extra_args, r.prompt_token_ids));
-    if (structured_ && !r.pooling) TROUPE_RETURN_IF_ERROR(structured_->add(r));
+    if (structured_ && !r.pooling) structured_->add(r);  // a grammar that fails ends this request alone
     requests_.add(std::move(r));
   }
   return {};

@@ -1,14 +1,19 @@
 #include "runtime/rank/structured/grammar_cache.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "runtime/rank/structured/grammar_frontends.hpp"
+#include "troupe/log.hpp"
 
 namespace troupe::structured {
 namespace {
 
-std::string key_of(const GrammarSpec& spec) {
+std::string key_of(const GrammarSpec& spec, const GrammarLimits& limits) {
   std::string k(1, static_cast<char>('0' + static_cast<int>(spec.kind)));
+  k += std::to_string(limits.compile_seconds) + "," + std::to_string(limits.memory_bytes) + "," +
+       std::to_string(limits.max_row_items) + "," + std::to_string(limits.max_mask_steps) + "," +
+       std::to_string(limits.max_mask_derivatives) + ";";
   k += spec.json.compact ? 'c' : 'w';
   k += std::to_string(spec.json.max_whitespace) + ":";
   if (spec.json.whitespace_pattern) k += std::to_string(spec.json.whitespace_pattern->size()) + ":" + *spec.json.whitespace_pattern;
@@ -17,7 +22,44 @@ std::string key_of(const GrammarSpec& spec) {
   return k + "|" + spec.text;
 }
 
+const char* kind_name(GrammarKind kind) {
+  switch (kind) {
+    case GrammarKind::json_schema: return "json_schema";
+    case GrammarKind::json_object: return "json_object";
+    case GrammarKind::regex: return "regex";
+    case GrammarKind::choice: return "choice";
+    case GrammarKind::grammar: return "grammar";
+    case GrammarKind::structural_tag: return "structural_tag";
+  }
+  return "?";
+}
+
 }  // namespace
+
+GrammarLimits grammar_limits(const StructuredOutputsConfig& config) {
+  GrammarLimits limits;
+  limits.compile_seconds = config.compile_timeout_s;
+  limits.memory_bytes = static_cast<size_t>(std::max<int64_t>(config.max_memory_mib, 1)) << 20;
+  return limits;
+}
+
+std::optional<GrammarSpec> grammar_spec(const sampling::SamplingParams& p) {
+  const std::string& k = p.structured_output;
+  if (k.empty()) return std::nullopt;
+  GrammarSpec spec;
+  if (k == "json_schema") spec.kind = GrammarKind::json_schema;
+  else if (k == "json_object") spec.kind = GrammarKind::json_object;
+  else if (k == "regex") spec.kind = GrammarKind::regex;
+  else if (k == "choice") spec.kind = GrammarKind::choice;
+  else if (k == "grammar") spec.kind = GrammarKind::grammar;
+  else if (k == "structural_tag") spec.kind = GrammarKind::structural_tag;
+  else return std::nullopt;  // SamplingParams::validate refuses it first
+  spec.text = p.structured_spec;
+  spec.choices = p.choices;
+  spec.json.compact = p.structured_compact;
+  if (!p.structured_whitespace_pattern.empty()) spec.json.whitespace_pattern = p.structured_whitespace_pattern;
+  return spec;
+}
 
 Result<std::shared_ptr<const Grammar>> compile_grammar(const GrammarSpec& spec, const GrammarLimits& limits) {
   switch (spec.kind) {
@@ -34,8 +76,13 @@ Result<std::shared_ptr<const Grammar>> compile_grammar(const GrammarSpec& spec, 
 GrammarCache::GrammarCache(const GrammarLimits& limits, size_t max_entries, size_t max_bytes)
     : limits_(limits), max_entries_(max_entries), max_bytes_(max_bytes) {}
 
-Result<std::shared_ptr<const Grammar>> GrammarCache::get(const GrammarSpec& spec) {
-  std::string key = key_of(spec);
+GrammarCache& GrammarCache::shared() {
+  static GrammarCache cache;
+  return cache;
+}
+
+Result<std::shared_ptr<const Grammar>> GrammarCache::get(const GrammarSpec& spec, const GrammarLimits& limits) {
+  std::string key = key_of(spec, limits);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = index_.find(key);
@@ -45,7 +92,17 @@ Result<std::shared_ptr<const Grammar>> GrammarCache::get(const GrammarSpec& spec
     }
   }
   // Compiled outside the lock: another request's grammar may compile meanwhile.
-  auto grammar = compile_grammar(spec, limits_);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto grammar = compile_grammar(spec, limits);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (grammar.ok()) {
+    TROUPE_LOG_DEBUG("structured output: {} grammar compiled in {:.2f} ms, {:.1f} KiB ({} lexemes, {} rules)",
+                     kind_name(spec.kind), ms, static_cast<double>((*grammar)->memory_bytes()) / 1024.0,
+                     (*grammar)->num_lexemes(), (*grammar)->num_rules());
+  } else {
+    TROUPE_LOG_DEBUG("structured output: {} refused in {:.2f} ms: {}", kind_name(spec.kind), ms,
+                     grammar.status().message());
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = index_.find(key);
   if (it != index_.end()) return it->second->grammar;

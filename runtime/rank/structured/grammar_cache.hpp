@@ -2,16 +2,22 @@
 // of compiled grammars by their text: requests with the same schema share one
 // grammar (and the lexer states and mask parts it has built). Failures are
 // cached too, so a bad schema sent again is refused without compiling.
+// GrammarCache::shared() is the process's one cache: the API compiles a
+// request's grammar there at admission (a bad one is a 400), and the driver
+// rank of the same process finds it there by text.
 #pragma once
 
 #include <cstddef>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/config/engine_config.hpp"
+#include "runtime/protocol/sampling_params.hpp"
 #include "runtime/rank/structured/grammar.hpp"
 #include "runtime/rank/structured/json_schema_grammar.hpp"
 #include "troupe/status.hpp"
@@ -27,6 +33,14 @@ struct GrammarSpec {
   JsonSchemaOptions json;            // json_schema, json_object, structural_tag
 };
 
+/// What a request's sampling params ask for (structured_output and its spec, choices and
+/// whitespace options); nullopt for free text.
+std::optional<GrammarSpec> grammar_spec(const sampling::SamplingParams& params);
+
+/// The limits the engine's settings give (compile time and memory; the per-mask work
+/// bounds keep their defaults).
+GrammarLimits grammar_limits(const StructuredOutputsConfig& config);
+
 /// Compiles any kind (no cache).
 Result<std::shared_ptr<const Grammar>> compile_grammar(const GrammarSpec& spec, const GrammarLimits& limits = {});
 
@@ -37,7 +51,11 @@ class GrammarCache {
   explicit GrammarCache(const GrammarLimits& limits = {}, size_t max_entries = 256,
                         size_t max_bytes = size_t{1} << 30);
 
-  Result<std::shared_ptr<const Grammar>> get(const GrammarSpec& spec);
+  Result<std::shared_ptr<const Grammar>> get(const GrammarSpec& spec) { return get(spec, limits_); }
+  /// Compiled under `limits` (part of the key: the same text under other limits is another entry).
+  Result<std::shared_ptr<const Grammar>> get(const GrammarSpec& spec, const GrammarLimits& limits);
+  /// The process's cache (256 grammars, 1 GiB).
+  static GrammarCache& shared();
   size_t size() const;
   /// Bytes held by the cached grammars now (they grow as their lexers build states).
   size_t memory_bytes() const;

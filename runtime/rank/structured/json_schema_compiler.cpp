@@ -33,7 +33,8 @@ Result<Symbol> SchemaCompiler::value(Conjunction conj) {
   if (it != memo_.end()) return it->second;
   TROUPE_RETURN_IF_ERROR(b_.check_budget());
   if (depth_ >= kMaxNesting) {
-    return invalid_argument("JSON Schema: values nested more than " + std::to_string(kMaxNesting) + " deep");
+    return invalid_argument("JSON Schema: values nested more than " + std::to_string(kMaxNesting) +
+                            " deep (the nesting limit)");
   }
   struct Depth {
     int& d;

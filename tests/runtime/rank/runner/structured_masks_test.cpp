@@ -1,5 +1,6 @@
 // StructuredOutputs' masks as a step uses them: computed from the requests' states
-// before the logits exist, applied to the logits afterwards, advanced by the tokens.
+// before the logits exist (on the worker thread), applied to the logits afterwards,
+// advanced by the tokens; a request whose grammar fails ends alone.
 #include "runtime/rank/runner/structured_outputs.hpp"
 
 #include <gtest/gtest.h>
@@ -31,16 +32,18 @@ std::shared_ptr<const tokenizer::Tokenizer> tiny_tokenizer() {
   return tok.ok() ? std::shared_ptr<const tokenizer::Tokenizer>(std::move(*tok)) : nullptr;
 }
 
-StructuredOutputs make_outputs() {
+std::unique_ptr<StructuredOutputs> make_outputs(structured::GrammarLimits limits = {}) {
   auto tok = tiny_tokenizer();
-  return StructuredOutputs([tok]() -> Result<std::shared_ptr<const tokenizer::Tokenizer>> { return tok; }, kVocab);
+  return std::make_unique<StructuredOutputs>(
+      [tok]() -> Result<std::shared_ptr<const tokenizer::Tokenizer>> { return tok; }, kVocab, limits);
 }
 
-SamplingState request(std::string id, std::string kind, std::vector<std::string> choices = {}) {
+SamplingState request(std::string id, std::string kind, std::vector<std::string> choices = {}, std::string spec = "") {
   SamplingState s;
   s.request_id = std::move(id);
   s.params.structured_output = std::move(kind);
   s.params.choices = std::move(choices);
+  s.params.structured_spec = std::move(spec);
   return s;
 }
 
@@ -53,9 +56,10 @@ std::vector<int32_t> allowed(const std::vector<float>& logits, size_t row) {
 }
 
 TEST(StructuredMasks, ComputedBeforeTheLogitsAppliedAfter) {
-  StructuredOutputs outputs = make_outputs();
-  ASSERT_TRUE(outputs.add(request("plain", "")).ok());
-  ASSERT_TRUE(outputs.add(request("c", "choice", {"yes", "no"})).ok());
+  auto outputs_ptr = make_outputs();
+  StructuredOutputs& outputs = *outputs_ptr;
+  outputs.add(request("plain", ""));
+  outputs.add(request("c", "choice", {"yes", "no"}));
   EXPECT_FALSE(outputs.has("plain"));
   // "c" verifies one draft ("y"): its second row is masked from the state after it.
   TokenMasks masks;
@@ -74,9 +78,10 @@ TEST(StructuredMasks, ComputedBeforeTheLogitsAppliedAfter) {
 }
 
 TEST(StructuredMasks, AdvanceFollowsTheStepsTokens) {
-  StructuredOutputs outputs = make_outputs();
-  ASSERT_TRUE(outputs.add(request("plain", "")).ok());
-  ASSERT_TRUE(outputs.add(request("c", "choice", {"yes", "no"})).ok());
+  auto outputs_ptr = make_outputs();
+  StructuredOutputs& outputs = *outputs_ptr;
+  outputs.add(request("plain", ""));
+  outputs.add(request("c", "choice", {"yes", "no"}));
   StepOutput out;
   out.tokens.resize(3);
   out.tokens[0].token = 7;
@@ -92,8 +97,9 @@ TEST(StructuredMasks, AdvanceFollowsTheStepsTokens) {
 }
 
 TEST(StructuredMasks, JsonObjectStartsWithABrace) {
-  StructuredOutputs outputs = make_outputs();
-  ASSERT_TRUE(outputs.add(request("j", "json_object")).ok());
+  auto outputs_ptr = make_outputs();
+  StructuredOutputs& outputs = *outputs_ptr;
+  outputs.add(request("j", "json_object"));
   TokenMasks masks;
   outputs.compute_masks({"j"}, {}, masks);
   std::vector<float> logits(kVocab, 0.0f);
@@ -102,6 +108,68 @@ TEST(StructuredMasks, JsonObjectStartsWithABrace) {
   outputs.remove("j");
   outputs.compute_masks({"j"}, {}, masks);
   EXPECT_FALSE(masks.masked(0));
+}
+
+// Every kind goes through the one engine: a regex, a GBNF grammar.
+TEST(StructuredMasks, RegexAndGrammarKinds) {
+  auto outputs_ptr = make_outputs();
+  StructuredOutputs& outputs = *outputs_ptr;
+  outputs.add(request("r", "regex", {}, "(yes|no)"));
+  outputs.add(request("g", "grammar", {}, "root ::= \"n\" \"o\""));
+  TokenMasks masks;
+  outputs.compute_masks({"r", "g"}, {}, masks);
+  EXPECT_TRUE(outputs.take_failures().empty());
+  std::vector<float> logits(2 * kVocab, 0.0f);
+  masks.apply(logits.data(), kVocab, 2);
+  EXPECT_EQ(allowed(logits, 0), (std::vector<int32_t>{3, 5, 6, 8}));  // y, yes, n, no
+  EXPECT_EQ(allowed(logits, 1), (std::vector<int32_t>{6, 8}));        // n, no
+}
+
+// A grammar that does not compile on the rank, or a mask over its limit, fails only its
+// own request; its neighbours' masks are made as usual.
+TEST(StructuredMasks, AFailingGrammarFailsItsRequestAlone) {
+  structured::GrammarLimits tight;
+  tight.max_mask_steps = 1;  // every mask of a grammar with choices to walk goes over it
+  auto outputs_ptr = make_outputs(tight);
+  StructuredOutputs& outputs = *outputs_ptr;
+  outputs.add(request("bad", "json_schema", {}, R"({"not": {"type": "string"}})"));
+  outputs.add(request("heavy", "choice", {"yes", "no"}));
+  outputs.add(request("plain", ""));
+  auto failures = outputs.take_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].request_id, "bad");
+  EXPECT_NE(failures[0].error.message().find("'not'"), std::string::npos) << failures[0].error.message();
+  TokenMasks masks;
+  outputs.compute_masks({"bad", "heavy", "plain"}, {}, masks);
+  failures = outputs.take_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].request_id, "heavy");
+  EXPECT_NE(failures[0].error.message().find("limit"), std::string::npos) << failures[0].error.message();
+  EXPECT_FALSE(masks.masked(0));
+  EXPECT_FALSE(masks.masked(1));
+  EXPECT_FALSE(masks.masked(2));
+  // Reported once.
+  outputs.compute_masks({"heavy"}, {}, masks);
+  EXPECT_TRUE(outputs.take_failures().empty());
+}
+
+// Masks are computed on the worker thread while the caller does something else; many steps
+// in a row give the same masks as one at a time.
+TEST(StructuredMasks, BeginThenEndAcrossManySteps) {
+  auto outputs_ptr = make_outputs();
+  StructuredOutputs& outputs = *outputs_ptr;
+  outputs.add(request("c", "choice", {"yes", "no"}));
+  outputs.add(request("j", "json_object"));
+  TokenMasks masks;
+  for (int step = 0; step < 200; ++step) {
+    outputs.begin_masks({"c", "j"}, {}, masks);
+    outputs.end_masks();
+    std::vector<float> logits(2 * kVocab, 0.0f);
+    masks.apply(logits.data(), kVocab, 2);
+    ASSERT_EQ(allowed(logits, 0), (std::vector<int32_t>{3, 5, 6, 8}));
+    ASSERT_EQ(allowed(logits, 1), (std::vector<int32_t>{9}));
+  }
+  outputs.end_masks();  // nothing started: returns at once
 }
 
 }  // namespace
