@@ -20,6 +20,7 @@
 #include "runtime/frontend/openai/responses.hpp"
 #include "runtime/frontend/openai/responses_stream.hpp"
 #include "runtime/frontend/openai/tool_parsers.hpp"
+#include "runtime/rank/structured/grammar_cache.hpp"
 #include "runtime/frontend/openai/tools.hpp"
 #include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
@@ -353,6 +354,8 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
   const GenerationDefaults& defaults = e->config().model.generation_defaults;
   limits.sampling_defaults = {defaults.temperature, defaults.top_p, defaults.min_p, defaults.repetition_penalty,
                               defaults.top_k};
+  // Structured outputs compile at admission under the engine's limits (--structured-outputs-*).
+  limits.grammar = structured::grammar_limits(e->config().structured_outputs);
 
   openai::CommonFields common;
   std::vector<std::string> texts;
@@ -380,6 +383,9 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
       auto parser = openai::make_tool_parser(ctx.options.tool_call_parser);
       if (!parser.ok()) return respond_error(req, openai::from_status(parser.status(), "tool_choice"));
       gen->tool_parser = std::move(parser).value();
+      if (auto err = openai::constrain_strict_tools(r.tools, ctx.options.tool_call_parser, limits.grammar,
+                                                    &r.common.sampling))
+        return respond_error(req, *err);
     }
     // The engine constrains structured output (forced tools, response_format) from the first
     // token, so there is no reasoning to split from it: those answers are all content.

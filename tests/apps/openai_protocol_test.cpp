@@ -169,10 +169,10 @@ TEST(OpenAIProtocol, InvalidUtf8AndDeepNestingAreRejected) {
   EXPECT_EQ(json_depth(R"({"a":"[[[[","b":[{}]})", 100), 3);
 }
 
-// The body's nesting limit lets through every schema the compiler accepts (32 nested
-// schemas under response_format, with an enum list at the bottom), so the schema's own
-// limit is the one a client meets, with its own message.
-TEST(OpenAIProtocol, BodyNestingLimitAdmitsTheDeepestSchema) {
+// The body's nesting limit (72 levels) lets through schemas nested 32 deep under
+// response_format, with an enum list at the bottom; deeper bodies are refused before any
+// schema is read (the schema compiler's own bound, 300 nested values, is never reached).
+TEST(OpenAIProtocol, BodyNestingLimitBoundsSchemas) {
   auto nested = [](int levels) {
     nlohmann::json s = {{"type", "array"}, {"items", {{"enum", {nlohmann::json::array({"x"})}}}}};
     for (int k = 0; k < levels; ++k) s = {{"type", "object"}, {"properties", {{"a", s}}}};
@@ -188,12 +188,11 @@ TEST(OpenAIProtocol, BodyNestingLimitAdmitsTheDeepestSchema) {
       auto e = chat ? parse_chat_request(body.dump(), Limits{}, &cr) : parse_completion_request(body.dump(), Limits{}, &r);
       EXPECT_FALSE(e) << levels << ": " << (e ? e->message : "");
     }
-    nlohmann::json body = {{"prompt", "x"}, {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", nested(32)}}}}}};
+    nlohmann::json body = {{"prompt", "x"}, {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", nested(40)}}}}}};
     CompletionRequest r;
     auto e = parse_completion_request(body.dump(), Limits{}, &r);
     ASSERT_TRUE(e);
-    EXPECT_NE(e->message.find("nested deeper than 32 levels"), std::string::npos) << e->message;
-    EXPECT_EQ(e->param, "response_format");
+    EXPECT_NE(e->message.find("nesting deeper than 72 levels"), std::string::npos) << e->message;
   }
 }
 
@@ -298,8 +297,8 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
       {R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{}}})", "response_format"},
       {R"({"prompt":"x","response_format":{"type":"regex"}})", "response_format"},
       {R"({"prompt":"x","response_format":"json"})", "response_format"},
-      {R"({"prompt":"x","guided_json":{"type":"string"}})", "guided_json"},  // an object or array root only
-      {R"({"prompt":"x","guided_json":{"type":"object","properties":{"a":{"format":"date"}}}})", "guided_json"},
+      {R"({"prompt":"x","guided_json":{"type":"object","not":{"type":"string"}}})", "guided_json"},  // not enforceable
+      {R"({"prompt":"x","guided_json":{"type":"string","format":"idn-email"}})", "guided_json"},
       {R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", "response_format"},
       {R"({"prompt":"x","guided_choice":[]})", "guided_choice"},
       {R"({"prompt":"x","guided_choice":["a",""]})", "guided_choice"},
@@ -331,14 +330,14 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
       "json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
                                 &r));
   EXPECT_EQ(r.common.sampling.structured_output, "json_schema");
-  EXPECT_EQ(json::parse(r.common.sampling.json_schema)["properties"]["a"]["type"], "integer");
+  EXPECT_EQ(json::parse(r.common.sampling.structured_spec)["properties"]["a"]["type"], "integer");
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json":{"type":"object"}}})", &r));
   EXPECT_EQ(r.common.sampling.structured_output, "json_schema");
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json_object":true}})", &r));
   EXPECT_EQ(r.common.sampling.structured_output, "json_object");
   for (const char* bad : {R"({"prompt":"x","structured_outputs":{"choice":["a"],"json_object":true}})",
-                          R"({"prompt":"x","structured_outputs":{"regex":"a+"}})",
-                          R"({"prompt":"x","structured_outputs":{"json":{"type":"integer"}}})",
+                          R"({"prompt":"x","structured_outputs":{"regex":"a+","json":{"type":"integer"}}})",
+                          R"({"prompt":"x","structured_outputs":{"json":{"not":{}}}})",
                           R"({"prompt":"x","structured_outputs":{"json":{"type":"object"},"json_object":true}})",
                           R"({"prompt":"x","structured_outputs":{"colour":1}})",
                           R"({"prompt":"x","guided_json":{"type":"object"},"structured_outputs":{"json_object":true}})"}) {
@@ -346,16 +345,40 @@ TEST(OpenAIProtocol, UnimplementedFieldsAreRefusedNotIgnored) {
     ASSERT_TRUE(e) << bad;
     EXPECT_EQ(e->param, "structured_outputs") << bad;
   }
-  EXPECT_NE(parse_completion(R"({"prompt":"x","structured_outputs":{"grammar":"x"}})")->message.find("not implemented"),
-            std::string::npos);
+  // Every kind vLLM takes; a grammar's error gives its line and column.
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"regex":"a+"}})", &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "regex");
+  EXPECT_EQ(r.common.sampling.structured_spec, "a+");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_grammar":"root ::= \"a\" | \"b\""})", &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "grammar");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json":{"type":"integer"}}})", &r));
+  EXPECT_EQ(r.common.sampling.structured_output, "json_schema");  // any root, not just objects
+  auto bad_grammar = parse_completion(R"({"prompt":"x","structured_outputs":{"grammar":"start: \"a\"\nfoo: (\"b\""}})");
+  ASSERT_TRUE(bad_grammar);
+  EXPECT_EQ(bad_grammar->param, "structured_outputs");
+  EXPECT_NE(bad_grammar->message.find("line 2"), std::string::npos) << bad_grammar->message;
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_json":{"type":"object"},"guided_whitespace_pattern":" ?",
+                                   "guided_decoding_backend":"xgrammar"})", &r));
+  EXPECT_EQ(r.common.sampling.structured_whitespace_pattern, " ?");
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json":{"type":"object"},
+                                   "disable_any_whitespace":true}})", &r));
+  EXPECT_TRUE(r.common.sampling.structured_compact);
+  EXPECT_TRUE(r.common.sampling.validate().ok());
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_choice":["yes","no"]})", &r));
   EXPECT_EQ(r.common.sampling.structured_output, "choice");
   EXPECT_EQ(r.common.sampling.choices, (std::vector<std::string>{"yes", "no"}));
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"choice":["a b","c"]}})", &r));
   EXPECT_EQ(r.common.sampling.choices, (std::vector<std::string>{"a b", "c"}));
   EXPECT_TRUE(r.common.sampling.validate().ok());
+  // Properties keep their written order (the engine writes them so), whatever nlohmann sorts.
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_json":{"type":"object","properties":{"zeta":{},"alpha":{}}}})", &r));
+  EXPECT_LT(r.common.sampling.structured_spec.find("zeta"), r.common.sampling.structured_spec.find("alpha"));
+  ASSERT_FALSE(parse_completion(R"({"prompt":"x","structured_outputs":{"json":{"properties":{"zeta":{},"alpha":{}}},
+                                   "disable_additional_properties":true}})", &r));
+  EXPECT_LT(r.common.sampling.structured_spec.find("zeta"), r.common.sampling.structured_spec.find("alpha"));
+  EXPECT_NE(r.common.sampling.structured_spec.find(R"("additionalProperties":false)"), std::string::npos);
   ASSERT_FALSE(parse_completion(R"({"prompt":"x","guided_json":"{\"type\":\"object\"}"})", &r));
-  EXPECT_EQ(r.common.sampling.json_schema, R"({"type":"object"})");
+  EXPECT_EQ(r.common.sampling.structured_spec, R"({"type":"object"})");
   EXPECT_TRUE(r.common.sampling.validate().ok());
 
   ChatCompletionRequest chat;

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/rank/structured/json_matcher.hpp"
-#include "runtime/rank/structured/json_schema.hpp"
+#include "runtime/rank/structured/grammar_frontends.hpp"
+#include "runtime/rank/structured/json_schema_grammar.hpp"
+#include "tests/runtime/rank/structured/grammar_test_util.hpp"
 #include "runtime/frontend/openai/protocol.hpp"
 #include "runtime/frontend/openai/render.hpp"
 #include "runtime/frontend/openai/tools.hpp"
@@ -39,17 +40,14 @@ TEST(ToolCalls, ToolChoiceAndItsConstraint) {
   ASSERT_FALSE(parse(kTools + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})", &r));
   EXPECT_EQ(r.tools.choice, ToolChoice::named);
   EXPECT_EQ(r.common.sampling.structured_output, "json_schema");
-  EXPECT_EQ(json::parse(r.common.sampling.json_schema)["required"], json::array({"city"}));
+  EXPECT_EQ(json::parse(r.common.sampling.structured_spec)["required"], json::array({"city"}));
   EXPECT_TRUE(r.common.sampling.validate().ok());
 
   ASSERT_FALSE(parse(kTools + R"(,"tool_choice":"required")", &r));
   EXPECT_EQ(r.tools.choice, ToolChoice::required);
-  auto schema = structured::compile_json_schema(r.common.sampling.json_schema);
+  auto schema = structured::compile_json_schema_grammar(r.common.sampling.structured_spec);
   ASSERT_TRUE(schema.ok()) << schema.status().message();
-  auto admitted = [&](const std::string& text) {
-    structured::JsonMatcher m(schema->get());
-    return m.feed(text) && m.complete();
-  };
+  auto admitted = [&](const std::string& text) { return structured::testing::accepts(*schema, text); };
   EXPECT_TRUE(admitted(R"([{"name":"get_weather","parameters":{"city":"Oslo"}},{"name":"now","parameters":{}}])"));
   EXPECT_FALSE(admitted(R"([{"name":"get_weather","parameters":{"days":1}}])"));  // city is required
   EXPECT_FALSE(admitted(R"([{"name":"later","parameters":{}}])"));
@@ -60,12 +58,9 @@ TEST(ToolCalls, ToolChoiceAndItsConstraint) {
   EXPECT_FALSE(admitted(R"([{"name":"now","parameters":{"x":1}}])"));
   // parallel_tool_calls false: at most one call (a model cannot write calls until max_tokens).
   ASSERT_FALSE(parse(kTools + R"(,"tool_choice":"required","parallel_tool_calls":false)", &r));
-  auto single = structured::compile_json_schema(r.common.sampling.json_schema);
+  auto single = structured::compile_json_schema_grammar(r.common.sampling.structured_spec);
   ASSERT_TRUE(single.ok()) << single.status().message();
-  auto admitted_single = [&](const std::string& text) {
-    structured::JsonMatcher m(single->get());
-    return m.feed(text) && m.complete();
-  };
+  auto admitted_single = [&](const std::string& text) { return structured::testing::accepts(*single, text); };
   EXPECT_TRUE(admitted_single(R"([{"name":"now","parameters":{}}])"));
   EXPECT_FALSE(admitted_single(R"([{"name":"get_weather","parameters":{"city":"Oslo"}},{"name":"now","parameters":{}}])"));
   EXPECT_FALSE(admitted_single(R"([])"));
@@ -73,7 +68,70 @@ TEST(ToolCalls, ToolChoiceAndItsConstraint) {
   ASSERT_FALSE(parse(R"("tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"a":{"type":"integer"}}}}}],
                         "tool_choice":{"type":"function","function":{"name":"f"}})",
                      &r));
-  EXPECT_EQ(json::parse(r.common.sampling.json_schema)["type"], "object");
+  EXPECT_EQ(json::parse(r.common.sampling.structured_spec)["type"], "object");
+}
+
+// Real tool schemas: references into the tool's own $defs, anyOf with null, ranges; under
+// "required" each tool's schema sits under the list schema's $defs, its references re-rooted.
+TEST(ToolCalls, RealToolSchemasThroughTheGrammarEngine) {
+  const std::string tools = R"("tools":[
+    {"type":"function","function":{"name":"book","parameters":{"type":"object",
+      "$defs":{"day":{"type":"string","format":"date"}},
+      "properties":{"when":{"$ref":"#/$defs/day"},"seats":{"anyOf":[{"type":"integer","minimum":1,"maximum":9},{"type":"null"}]}},
+      "required":["when","seats"]}}},
+    {"type":"function","function":{"name":"now"}}])";
+  ChatCompletionRequest r;
+  ASSERT_FALSE(parse(tools + R"(,"tool_choice":"required")", &r));
+  auto g = structured::compile_json_schema_grammar(r.common.sampling.structured_spec);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(structured::testing::accepts(*g, R"([{"name": "book", "parameters": {"when": "2025-02-28", "seats": null}}])"));
+  EXPECT_TRUE(structured::testing::accepts(*g, R"([{"name": "book", "parameters": {"when": "2024-02-29", "seats": 2}}, {"name": "now", "parameters": {}}])"));
+  EXPECT_FALSE(structured::testing::accepts(*g, R"([{"name": "book", "parameters": {"when": "2025-02-29", "seats": 2}}])"));
+  EXPECT_FALSE(structured::testing::accepts(*g, R"([{"name": "book", "parameters": {"when": "2025-02-28", "seats": 10}}])"));
+  ASSERT_FALSE(parse(tools + R"(,"tool_choice":{"type":"function","function":{"name":"book"}})", &r));
+  g = structured::compile_json_schema_grammar(r.common.sampling.structured_spec);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(structured::testing::accepts(*g, R"({"when": "2025-01-31", "seats": 9})"));
+  // A schema the engine cannot enforce: a 400 naming the keyword.
+  auto e = parse(R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","not":{"required":["a"]}}}}],
+                    "tool_choice":"required")",
+                 &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools");
+  EXPECT_NE(e->message.find("'not'"), std::string::npos) << e->message;
+}
+
+// strict tools: compiled at admission whatever the choice; under "auto" with the hermes
+// parser their calls are enforced by a structural tag.
+TEST(ToolCalls, StrictToolsAreCompiledAndEnforcedWithHermes) {
+  ChatCompletionRequest r;
+  auto e = parse(R"("tools":[{"type":"function","function":{"name":"f","strict":true,
+                    "parameters":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}}}],
+                    "tool_choice":"none")",
+                 &r);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("'uniqueItems'"), std::string::npos) << e->message;
+  e = parse(R"("tools":[{"type":"function","function":{"name":"f","strict":"yes"}}])", &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools");
+  ASSERT_FALSE(parse(R"("tools":[{"type":"function","function":{"name":"get_weather","strict":true,
+                        "parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},
+                       {"type":"function","function":{"name":"loose"}}])",
+                     &r));
+  EXPECT_EQ(r.tools.choice, ToolChoice::automatic);
+  EXPECT_TRUE(r.common.sampling.structured_output.empty());
+  ASSERT_FALSE(constrain_strict_tools(r.tools, "llama3_json", {}, &r.common.sampling));
+  EXPECT_TRUE(r.common.sampling.structured_output.empty());  // not this parser's format
+  ASSERT_FALSE(constrain_strict_tools(r.tools, "hermes", {}, &r.common.sampling));
+  ASSERT_EQ(r.common.sampling.structured_output, "structural_tag");
+  EXPECT_TRUE(r.common.sampling.validate().ok());
+  auto g = structured::compile_structural_tag(r.common.sampling.structured_spec);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(structured::testing::accepts(*g, "Let me look.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                                               "{\"city\": \"Oslo\"}}\n</tool_call>"));
+  EXPECT_TRUE(structured::testing::accepts(*g, "No call needed."));
+  EXPECT_FALSE(structured::testing::accepts(*g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(structured::testing::accepts(*g, "<tool_call>\n{\"name\": \"loose\", \"arguments\": {}}\n</tool_call>"));
 }
 
 TEST(ToolCalls, BadToolsAndChoicesAre400sNamingTheField) {
@@ -89,7 +147,7 @@ TEST(ToolCalls, BadToolsAndChoicesAre400sNamingTheField) {
       {kTools + R"(,"tool_choice":{"type":"function","function":{"name":"later"}})", "tool_choice"},
       {R"("tool_choice":"required")", "tool_choice"},
       {kTools + R"(,"tool_choice":"required","response_format":{"type":"json_object"})", "tool_choice"},
-      {R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}}}],"tool_choice":"required")",
+      {R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}}}],"tool_choice":"required")",
        "tools"},
   };
   for (const auto& [body, param] : bad) {

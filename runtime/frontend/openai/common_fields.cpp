@@ -227,9 +227,9 @@ Error parse_completion_logprobs(const json& j, sampling::SamplingParams* s) {
 
 }  // namespace
 
-Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields* c) {
+Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields* c, const nlohmann::ordered_json* ordered) {
   if (auto e = refuse_unimplemented(j, chat)) return e;
-  if (auto e = parse_structured_output(j, &c->sampling)) return e;
+  if (auto e = parse_structured_output(j, limits, &c->sampling, ordered)) return e;
   if (auto e = parse_output_options(j, c)) return e;
   if (auto e = parse_bad_words(j, limits, c)) return e;
   if (auto e = parse_stream_options(j, c)) return e;

@@ -125,13 +125,16 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Li
                          "repetition_penalty", "logprobs", "echo", "ignore_eos", "user", "stream",
                          "stream_options", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens", "bad_words",
-                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "structured_outputs", "guided_choice",
+                         "include_stop_str_in_output", "best_of", "suffix", "response_format", "guided_json", "guided_regex", "guided_grammar", "guided_whitespace_pattern",
+                         "guided_decoding_backend", "structural_tag", "structured_outputs", "guided_choice",
                          "cache_salt", "use_beam_search", "length_penalty", "logprob_token_ids",
                          "return_token_ids", "return_tokens_as_token_ids", "truncate_prompt_tokens", "request_id"},
                      Endpoint::completions, "completions");
   if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::completions)) return e;
   *out = CompletionRequest{};
-  if (auto e = body::parse_common(j, limits, /*chat=*/false, &out->common)) return e;
+  const nlohmann::ordered_json ordered = body::ordered_body(body, j);
+  if (auto e = body::parse_common(j, limits, /*chat=*/false, &out->common, ordered.is_object() ? &ordered : nullptr))
+    return e;
   if (auto e = get_bool(j, "echo", &out->echo)) return e;
 
   const json* p = field(j, "prompt");
@@ -182,7 +185,8 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                          "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "ignore_eos",
                          "user", "stream", "stream_options", "add_generation_prompt", "priority", "vllm_xargs", "logit_bias",
                          "allowed_token_ids", "min_tokens", "bad_words",
-                         "include_stop_str_in_output", "best_of", "response_format", "guided_json", "structured_outputs", "guided_choice", "tool_choice",
+                         "include_stop_str_in_output", "best_of", "response_format", "guided_json", "guided_regex", "guided_grammar", "guided_whitespace_pattern",
+                         "guided_decoding_backend", "structural_tag", "structured_outputs", "guided_choice", "tool_choice",
                          "tools", "parallel_tool_calls", "continue_final_message", "cache_salt", "use_beam_search", "length_penalty",
                          "logprob_token_ids", "return_token_ids", "return_tokens_as_token_ids",
                          "truncate_prompt_tokens", "chat_template", "chat_template_kwargs", "request_id",
@@ -190,8 +194,10 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const Limits& 
                      Endpoint::chat, "chat.completions");
   if (auto e = refuse_unimplemented_vllm_fields(j, Endpoint::chat)) return e;
   *out = ChatCompletionRequest{};
-  if (auto e = body::parse_common(j, limits, /*chat=*/true, &out->common)) return e;
-  if (auto e = parse_tools(j, &out->tools, &out->common.sampling)) return e;
+  const nlohmann::ordered_json ordered = body::ordered_body(body, j);
+  const nlohmann::ordered_json* keys_in_order = ordered.is_object() ? &ordered : nullptr;
+  if (auto e = body::parse_common(j, limits, /*chat=*/true, &out->common, keys_in_order)) return e;
+  if (auto e = parse_tools(j, &out->tools, &out->common.sampling, limits.grammar, keys_in_order)) return e;
   if (auto e = parse_messages(j, &out->messages)) return e;
   if (auto e = get_bool(j, "add_generation_prompt", &out->add_generation_prompt)) return e;
   if (auto e = get_bool(j, "continue_final_message", &out->continue_final_message)) return e;

@@ -13,6 +13,7 @@
 #include "runtime/frontend/openai/errors.hpp"
 #include "runtime/frontend/openai/tools.hpp"
 #include "runtime/protocol/sampling_params.hpp"
+#include "runtime/rank/structured/grammar.hpp"
 
 namespace troupe::openai {
 
@@ -31,12 +32,13 @@ struct Limits {
   size_t max_stop_string_bytes = 1024;
   size_t max_request_id_bytes = 256;  // request_id: logged and sent back
   size_t max_stop_token_ids = 1024;
-  /// Nesting of the request body. A JSON schema may nest 32 schemas (json_schema.cpp's
-  /// kMaxSchemaDepth), two JSON levels each (an object and its "properties"), below at
-  /// most five levels of request (a chat tool's "parameters") and with an enum list
-  /// at the bottom: 2 * 32 + 8 lets every schema troupe accepts through.
+  /// Nesting of the request body (nlohmann's parser recurses): a JSON schema under
+  /// response_format may nest 32 schemas (two JSON levels each, an object and its
+  /// "properties"), with an enum list at the bottom.
   int max_json_depth = 72;
   size_t max_prompts = 256;            // prompts in one completions request
+  /// Structured outputs compile at admission under these (--structured-outputs-*).
+  structured::GrammarLimits grammar;
   SamplingDefaults sampling_defaults;  // not a limit: what completions and chat start from
 };
 

@@ -224,7 +224,12 @@ std::optional<ApiError> parse_responses_request(std::string_view body, const Lim
       if (!type || !type->is_string()) return invalid_param("text", "text.format needs a string type");
       if (*type == "json_schema") {
         json js = {{"name", format->value("name", "response")}};
-        if (const json* schema = field(*format, "schema")) js["schema"] = *schema;
+        if (const json* schema = field(*format, "schema")) {
+          // As JSON text with its keys in their written order (the engine writes properties so).
+          const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+          const nlohmann::ordered_json::json_pointer at("/text/format/schema");
+          js["schema"] = ordered.is_object() && ordered.contains(at) ? ordered.at(at).dump() : schema->dump();
+        }
         chat["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
       } else if (*type == "json_object") {
         chat["response_format"] = {{"type", "json_object"}};

@@ -1,12 +1,15 @@
 // What a body asks of the output's form: the fields troupe refuses because it
-// lacks them, and the structured outputs it enforces.
+// lacks them, and the structured outputs it enforces (every kind vLLM takes,
+// through the one grammar engine, compiled here at admission).
 #include <fmt/format.h>
 
 #include <string>
 #include <utility>
 
 #include "runtime/frontend/openai/common_fields.hpp"
-#include "runtime/rank/structured/json_schema.hpp"
+#include "runtime/frontend/openai/tools.hpp"
+#include "runtime/rank/structured/grammar_cache.hpp"
+#include "troupe/log.hpp"
 
 namespace troupe::openai::body {
 
@@ -19,12 +22,11 @@ Error refuse_unimplemented(const json& j, bool chat) {
   if (const json* rf = field(j, "response_format")) {
     const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
     if (!type || !type->is_string()) return invalid_param("response_format", "must be an object with a string 'type'");
-    if (*type != "text" && *type != "json_object" && *type != "json_schema")
-      return refuse("response_format", fmt::format(" for type '{}'; 'text', 'json_object' and 'json_schema' are",
+    if (*type != "text" && *type != "json_object" && *type != "json_schema" && *type != "structural_tag")
+      return refuse("response_format", fmt::format(" for type '{}'; 'text', 'json_object', 'json_schema' and "
+                                                   "'structural_tag' are",
                                                    type->get<std::string>()));
   }
-  for (const char* key : {"guided_regex", "guided_grammar"})
-    if (field(j, key)) return refuse(key, " (structured outputs)");
   if (chat) {
     // OpenAI's deprecated functions/function_call (tools replaced them; vLLM has neither).
     if (field(j, "functions") || field(j, "function_call"))
@@ -54,45 +56,115 @@ Error refuse_unimplemented(const json& j, bool chat) {
 
 namespace {
 
-// The constraint a body names so far: a schema (from the field `param`) or a list of choices.
+// The one constraint a body names: its kind (SamplingParams::structured_output), its
+// value in the body and the field that named it (for errors).
 struct Constraint {
-  const json* schema = nullptr;
-  const char* param = "response_format";
-  const json* choice = nullptr;
-  const char* choice_param = "structured_outputs";
+  std::string kind;
+  const json* value = nullptr;
+  std::string param;
+  std::string pointer;  // where the value is in the body (its keys' order is read there)
 };
 
-// vLLM's newer form, structured_outputs: {"json": schema}, {"json_object": true} or
-// {"choice": [...]}; one constraint, and no other field of the body names one.
-Error read_structured_outputs(const json& so, Constraint* c, sampling::SamplingParams* s) {
-  if (c->schema || !s->structured_output.empty())
-    return invalid_param("structured_outputs", "give only one of response_format, guided_json and structured_outputs");
-  if (!so.is_object()) return invalid_param("structured_outputs", "must be an object");
-  for (const auto& [key, v] : so.items()) {
-    if (v.is_null()) continue;
-    if (key == "json") {
-      c->schema = &v;
-      c->param = "structured_outputs";
-    } else if (key == "json_object") {
-      if (!v.is_boolean()) return invalid_param("structured_outputs", "json_object must be a boolean");
-      if (v.get<bool>()) s->structured_output = "json_object";
-    } else if (key == "choice") {
-      c->choice = &v;
-    } else if (key == "regex" || key == "grammar" || key == "structural_tag") {
-      return invalid_param("structured_outputs",
-                           fmt::format("structured_outputs.{} is not implemented in troupe yet (json, "
-                                       "json_object and choice are)", key));
-    } else if (key != "disable_any_whitespace" && key != "disable_fallback" && key != "disable_additional_properties" &&
-               key != "whitespace_pattern") {
-      return invalid_param("structured_outputs", fmt::format("unknown field '{}'", key));
-    }
-  }
-  if ((c->schema != nullptr) + !s->structured_output.empty() + (c->choice != nullptr) > 1)
-    return invalid_param("structured_outputs", "give one of json, json_object and choice");
+// Whitespace and schema options (vLLM's structured_outputs options and guided_whitespace_pattern).
+struct Options {
+  bool compact = false;
+  std::string whitespace_pattern;
+  bool close_objects = false;  // disable_additional_properties
+};
+
+Error take(Constraint* c, const char* kind, const json* value, const std::string& param, std::string pointer) {
+  if (!c->kind.empty())
+    return invalid_param(param, fmt::format("give one structured output: {} already names one ({})", c->param, c->kind));
+  *c = Constraint{kind, value, param, std::move(pointer)};
   return std::nullopt;
 }
 
-Error set_choice(const json& choice, const char* param, sampling::SamplingParams* s) {
+Error read_response_format(const json& j, Constraint* c) {
+  const json* rf = field(j, "response_format");
+  if (!rf) return std::nullopt;
+  const std::string type = field(*rf, "type")->get<std::string>();
+  if (type == "json_object") return take(c, "json_object", nullptr, "response_format", "");
+  if (type == "json_schema") {
+    const json* js = field(*rf, "json_schema");
+    if (!js || !js->is_object() || !field(*js, "schema"))
+      return invalid_param("response_format", "json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
+    // strict true or false alike: the schema is enforced (as vLLM does).
+    if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+      return invalid_param("response_format", "json_schema.strict must be a boolean");
+    return take(c, "json_schema", field(*js, "schema"), "response_format", "/response_format/json_schema/schema");
+  }
+  if (type == "structural_tag") {
+    if (field(*rf, "format"))
+      return invalid_param("response_format", "structural_tag with 'format' (xgrammar's newer structural tags) is not "
+                                              "implemented in troupe yet; give 'structures' and 'triggers'");
+    return take(c, "structural_tag", rf, "response_format", "/response_format");
+  }
+  return std::nullopt;  // text
+}
+
+Error read_string(const json& v, const std::string& param, std::string* out) {
+  if (!v.is_string()) return invalid_param(param, "must be a string");
+  *out = v.get<std::string>();
+  return std::nullopt;
+}
+
+// vLLM's structured_outputs: {"json" | "regex" | "choice" | "grammar" | "json_object" |
+// "structural_tag": ..., and options}.
+Error read_structured_outputs(const json& so, Constraint* c, Options* o) {
+  if (!so.is_object()) return invalid_param("structured_outputs", "must be an object");
+  for (const auto& [key, v] : so.items()) {
+    if (v.is_null()) continue;
+    const std::string param = "structured_outputs";
+    if (key == "json") {
+      if (auto e = take(c, "json_schema", &v, param, "/structured_outputs/json")) return e;
+    } else if (key == "regex" || key == "grammar" || key == "choice" || key == "structural_tag") {
+      if (auto e = take(c, key.c_str(), &v, param, "/structured_outputs/" + key)) return e;
+    } else if (key == "json_object") {
+      if (!v.is_boolean()) return invalid_param(param, "json_object must be a boolean");
+      if (v.get<bool>())
+        if (auto e = take(c, "json_object", nullptr, param, "")) return e;
+    } else if (key == "disable_any_whitespace" || key == "disable_fallback" ||
+               key == "disable_additional_properties") {
+      if (!v.is_boolean()) return invalid_param(param, key + " must be a boolean");
+      if (key == "disable_any_whitespace") o->compact = v.get<bool>();
+      if (key == "disable_additional_properties") o->close_objects = v.get<bool>();
+    } else if (key == "whitespace_pattern") {
+      if (auto e = read_string(v, param + ".whitespace_pattern", &o->whitespace_pattern)) return e;
+    } else if (key == "backend") {
+      // vLLM's per-request backend: troupe has one engine.
+    } else {
+      return invalid_param(param, fmt::format("unknown field '{}'", key));
+    }
+  }
+  return std::nullopt;
+}
+
+// Every field that names a constraint; more than one is an error naming the second.
+Error read_constraint(const json& j, Constraint* c, Options* o) {
+  if (auto e = read_response_format(j, c)) return e;
+  if (const json* g = field(j, "guided_json"))
+    if (auto e = take(c, "json_schema", g, "guided_json", "/guided_json")) return e;
+  if (const json* g = field(j, "guided_regex"))
+    if (auto e = take(c, "regex", g, "guided_regex", "/guided_regex")) return e;
+  if (const json* g = field(j, "guided_grammar"))
+    if (auto e = take(c, "grammar", g, "guided_grammar", "/guided_grammar")) return e;
+  if (const json* g = field(j, "guided_choice"))
+    if (auto e = take(c, "choice", g, "guided_choice", "/guided_choice")) return e;
+  if (const json* g = field(j, "structural_tag"))
+    if (auto e = take(c, "structural_tag", g, "structural_tag", "/structural_tag")) return e;
+  if (const json* so = field(j, "structured_outputs"))
+    if (auto e = read_structured_outputs(*so, c, o)) return e;
+  if (const json* w = field(j, "guided_whitespace_pattern"))
+    if (auto e = read_string(*w, "guided_whitespace_pattern", &o->whitespace_pattern)) return e;
+  if (const json* b = field(j, "guided_decoding_backend")) {
+    if (!b->is_string()) return invalid_param("guided_decoding_backend", "must be a string");
+    TROUPE_LOG_DEBUG("guided_decoding_backend '{}' ignored: troupe has one structured-output engine",
+                     b->get<std::string>());
+  }
+  return std::nullopt;
+}
+
+Error set_choice(const json& choice, const std::string& param, sampling::SamplingParams* s) {
   if (!choice.is_array() || choice.empty() || choice.size() > 1024)
     return invalid_param(param, "choice must be a list of 1 to 1024 strings");
   for (const auto& c : choice) {
@@ -100,58 +172,70 @@ Error set_choice(const json& choice, const char* param, sampling::SamplingParams
       return invalid_param(param, "choice must be a list of non-empty strings");
     s->choices.push_back(c.get<std::string>());
   }
-  s->structured_output = "choice";
   return std::nullopt;
 }
 
-// A schema (an object, or its JSON text), compiled once here so that one troupe cannot
-// enforce is refused naming why.
-Error set_schema(const json& schema, const char* param, sampling::SamplingParams* s) {
-  std::string text;
-  if (schema.is_string()) {
-    text = schema.get<std::string>();
-  } else {
-    text = schema.dump();
+// The constraint's value with its keys in their written order: its JSON text parsed, or
+// the same place in the body parsed keeping the order.
+nlohmann::ordered_json in_order(const Constraint& c, const nlohmann::ordered_json* ordered) {
+  if (c.value->is_string())
+    return nlohmann::ordered_json::parse(c.value->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (ordered) {
+    const nlohmann::ordered_json::json_pointer at(c.pointer);
+    if (ordered->contains(at)) return ordered->at(at);
   }
-  auto compiled = structured::compile_json_schema(text);
-  if (!compiled.ok()) return invalid_param(param, compiled.status().message());
-  s->structured_output = "json_schema";
-  s->json_schema = std::move(text);
+  return nlohmann::ordered_json::parse(c.value->dump());
+}
+
+// The constraint's text into `s` (a schema or structural tag as an object or its JSON text).
+Error set_spec(const Constraint& c, const Options& o, sampling::SamplingParams* s,
+               const nlohmann::ordered_json* ordered) {
+  s->structured_output = c.kind;
+  if (c.kind == "choice") return set_choice(*c.value, c.param, s);
+  if (c.kind == "json_schema" || c.kind == "structural_tag") {
+    nlohmann::ordered_json value = in_order(c, ordered);
+    if (value.is_discarded()) return invalid_param(c.param, fmt::format("the {} is not valid JSON", c.kind));
+    if (!value.is_object() && !(c.kind == "json_schema" && value.is_boolean()))
+      return invalid_param(c.param, fmt::format("the {} must be a JSON object", c.kind));
+    if (c.kind == "json_schema" && o.close_objects) close_schema_objects(&value);
+    s->structured_spec = value.dump();
+  } else if (c.kind == "regex" || c.kind == "grammar") {
+    if (auto e = read_string(*c.value, c.param, &s->structured_spec)) return e;
+    if (s->structured_spec.empty()) return invalid_param(c.param, fmt::format("the {} is empty", c.kind));
+  }
+  // Whitespace options shape JSON only; with a regex, grammar or choice they change nothing.
+  if (c.kind == "json_object" || c.kind == "json_schema" || c.kind == "structural_tag") {
+    s->structured_compact = o.compact;
+    if (!o.compact) s->structured_whitespace_pattern = o.whitespace_pattern;
+  }
   return std::nullopt;
 }
 
 }  // namespace
 
-Error parse_structured_output(const json& j, sampling::SamplingParams* s) {
+Error compile_structured_output(const sampling::SamplingParams& s, const structured::GrammarLimits& limits,
+                                const std::string& param) {
+  auto spec = structured::grammar_spec(s);
+  if (!spec) return std::nullopt;
+  auto grammar = structured::GrammarCache::shared().get(*spec, limits);
+  if (!grammar.ok()) return invalid_param(param, grammar.status().message());
+  return std::nullopt;
+}
+
+nlohmann::ordered_json ordered_body(std::string_view body, const json& j) {
+  for (const char* key : {"response_format", "guided_json", "structured_outputs", "structural_tag", "tools"})
+    if (field(j, key)) return nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+}
+
+Error parse_structured_output(const json& j, const Limits& limits, sampling::SamplingParams* s,
+                              const nlohmann::ordered_json* ordered) {
   Constraint c;
-  if (const json* rf = field(j, "response_format")) {
-    const std::string type = field(*rf, "type")->get<std::string>();
-    if (type == "json_object") s->structured_output = "json_object";
-    if (type == "json_schema") {
-      const json* js = field(*rf, "json_schema");
-      if (!js || !js->is_object() || !field(*js, "schema"))
-        return invalid_param("response_format", "json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
-      c.schema = field(*js, "schema");
-    }
-  }
-  if (const json* g = field(j, "guided_json")) {
-    if (c.schema || !s->structured_output.empty())
-      return invalid_param("guided_json", "give only one of response_format, guided_json and structured_outputs");
-    c.schema = g;
-    c.param = "guided_json";
-  }
-  if (const json* so = field(j, "structured_outputs"))
-    if (auto e = read_structured_outputs(*so, &c, s)) return e;
-  if (const json* g = field(j, "guided_choice")) {
-    if (c.schema || c.choice || !s->structured_output.empty())
-      return invalid_param("guided_choice", "give only one of response_format, guided_json, guided_choice and "
-                                            "structured_outputs");
-    c.choice = g;
-    c.choice_param = "guided_choice";
-  }
-  if (c.choice) return set_choice(*c.choice, c.choice_param, s);
-  if (!c.schema) return std::nullopt;
-  return set_schema(*c.schema, c.param, s);
+  Options o;
+  if (auto e = read_constraint(j, &c, &o)) return e;
+  if (c.kind.empty()) return std::nullopt;
+  if (auto e = set_spec(c, o, s, ordered)) return e;
+  return compile_structured_output(*s, limits.grammar, c.param);
 }
 
 }  // namespace troupe::openai::body

@@ -1,15 +1,17 @@
 #include "runtime/frontend/openai/tools.hpp"
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
 
-#include "runtime/rank/structured/json_schema.hpp"
+#include "runtime/rank/structured/grammar_cache.hpp"
 
 namespace troupe::openai {
 namespace {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 const json* field(const json& j, const char* key) {
   auto it = j.find(key);
@@ -28,36 +30,83 @@ bool valid_function_name(const std::string& name) {
 
 // Objects without additionalProperties get false, as xgrammar's strict mode (vLLM's default)
 // reads them: a model is not let to invent keys (and to ramble in them until max_tokens).
-void close_objects(json* schema, int depth = 0) {
-  if (!schema->is_object() || depth > 32) return;
+void close_objects(ojson* schema, int depth = 0) {
+  if (!schema->is_object() || depth > 64) return;
   if (schema->contains("properties") && !schema->contains("additionalProperties"))
     (*schema)["additionalProperties"] = false;
-  if (auto p = schema->find("properties"); p != schema->end() && p->is_object())
-    for (auto& [k, sub] : p->items()) close_objects(&sub, depth + 1);
-  if (auto i = schema->find("items"); i != schema->end()) close_objects(&*i, depth + 1);
-  if (auto a = schema->find("anyOf"); a != schema->end() && a->is_array())
-    for (auto& sub : *a) close_objects(&sub, depth + 1);
+  for (const char* key : {"properties", "patternProperties", "$defs", "definitions"})
+    if (auto p = schema->find(key); p != schema->end() && p->is_object())
+      for (auto& [k, sub] : p->items()) close_objects(&sub, depth + 1);
+  for (const char* key : {"items", "additionalProperties", "additionalItems", "propertyNames"})
+    if (auto i = schema->find(key); i != schema->end()) {
+      if (i->is_array()) {
+        for (auto& sub : *i) close_objects(&sub, depth + 1);  // draft-04 tuple items
+      } else {
+        close_objects(&*i, depth + 1);
+      }
+    }
+  for (const char* key : {"anyOf", "oneOf", "allOf", "prefixItems"})
+    if (auto a = schema->find(key); a != schema->end() && a->is_array())
+      for (auto& sub : *a) close_objects(&sub, depth + 1);
 }
 
 // A tool's parameters schema (objects closed), or vLLM's "no parameters" object.
-json parameters_schema(const json& parameters) {
-  json schema = parameters.is_null() ? json{{"type", "object"}, {"properties", json::object()}} : parameters;
-  if (!schema.contains("type")) schema["type"] = "object";  // parameters are an object (OpenAI)
+ojson parameters_schema(const ojson& parameters) {
+  ojson schema = parameters.is_null() ? ojson{{"type", "object"}, {"properties", ojson::object()}} : parameters;
+  if (!schema.contains("type") && !schema.contains("$ref") && !schema.contains("anyOf"))
+    schema["type"] = "object";  // parameters are an object (OpenAI)
   close_objects(&schema);
   return schema;
+}
+
+// Compiled in the process's grammar cache (the driver rank finds it there by text).
+std::optional<ApiError> compile_schema(const std::string& text, const structured::GrammarLimits& limits,
+                                       const std::string& param, const std::string& which) {
+  structured::GrammarSpec spec;
+  spec.kind = structured::GrammarKind::json_schema;
+  spec.text = text;
+  auto compiled = structured::GrammarCache::shared().get(spec, limits);
+  if (!compiled.ok()) return invalid_param(param, fmt::format("{} cannot be enforced: {}", which, compiled.status().message()));
+  return std::nullopt;
 }
 
 // vLLM's schema of tool_choice "required": a non-empty list of {"name", "parameters"},
 // one branch per tool; with parallel_tool_calls false (OpenAI: at most one call) a list
 // of one, so a model cannot go on writing calls until max_tokens cuts the list.
-json required_schema(const ToolsRequest& t) {
-  json branches = json::array();
-  for (size_t i = 0; i < t.names.size(); ++i)
+// A tool's local references ("#/...") re-rooted under `prefix` ("#/$defs/tool0"), where
+// the "required" schema keeps the tool's whole parameters schema.
+void reroot_refs(ojson* schema, const std::string& prefix, int depth = 0) {
+  if (depth > 64) return;
+  if (schema->is_object()) {
+    for (auto& [k, v] : schema->items()) {
+      if (k == "$ref" && v.is_string() && !v.get<std::string>().empty() && v.get<std::string>()[0] == '#') {
+        v = prefix + v.get<std::string>().substr(1);
+      } else {
+        reroot_refs(&v, prefix, depth + 1);
+      }
+    }
+  } else if (schema->is_array()) {
+    for (auto& v : *schema) reroot_refs(&v, prefix, depth + 1);
+  }
+}
+
+ojson required_schema(const ToolsRequest& t) {
+  ojson branches = ojson::array();
+  ojson defs = ojson::object();
+  for (size_t i = 0; i < t.names.size(); ++i) {
+    // Each tool's parameters under $defs, so their own references ($defs, definitions) resolve.
+    const std::string def = "tool" + std::to_string(i);
+    ojson params = parameters_schema(t.parameters[i]);
+    reroot_refs(&params, "#/$defs/" + def);
+    defs[def] = std::move(params);
     branches.push_back({{"properties",
-                         {{"name", {{"type", "string"}, {"enum", json::array({t.names[i]})}}},
-                          {"parameters", parameters_schema(t.parameters[i])}}},
-                        {"required", json::array({"name", "parameters"})}});
-  json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "object"}, {"anyOf", branches}}}};
+                         {{"name", {{"type", "string"}, {"enum", ojson::array({t.names[i]})}}},
+                          {"parameters", {{"$ref", "#/$defs/" + def}}}}},
+                        {"required", ojson::array({"name", "parameters"})},
+                        {"additionalProperties", false}});
+  }
+  ojson schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "object"}, {"anyOf", branches}}},
+                  {"$defs", defs}};
   if (!t.parallel_calls) schema["maxItems"] = 1;
   return schema;
 }
@@ -89,6 +138,8 @@ void dump_python(const Json& v, std::string* out) {
 
 }  // namespace
 
+void close_schema_objects(ojson* schema) { close_objects(schema); }
+
 std::string python_json_dumps(const json& value) {
   std::string out;
   dump_python(value, &out);
@@ -101,7 +152,8 @@ std::string python_json_dumps(const nlohmann::ordered_json& value) {
   return out;
 }
 
-std::optional<ApiError> parse_tools(const json& j, ToolsRequest* out, sampling::SamplingParams* s) {
+std::optional<ApiError> parse_tools(const json& j, ToolsRequest* out, sampling::SamplingParams* s,
+                                    const structured::GrammarLimits& limits, const ojson* ordered) {
   *out = ToolsRequest{};
   const json* tools = field(j, "tools");
   if (tools) {
@@ -121,8 +173,21 @@ std::optional<ApiError> parse_tools(const json& j, ToolsRequest* out, sampling::
       if (params && !params->is_object()) return invalid_param("tools", at + ".function.parameters must be an object");
       const json* desc = field(*fn, "description");
       if (desc && !desc->is_string()) return invalid_param("tools", at + ".function.description must be a string");
+      const json* strict = field(*fn, "strict");
+      if (strict && !strict->is_boolean()) return invalid_param("tools", at + ".function.strict must be a boolean");
       out->names.push_back(name->get<std::string>());
-      out->parameters.push_back(params ? *params : json(nullptr));
+      // The schema with its keys in their written order (the engine writes properties so).
+      const ojson::json_pointer in_body("/tools/" + std::to_string(i) + "/function/parameters");
+      if (!params) out->parameters.push_back(ojson(nullptr));
+      else if (ordered && ordered->contains(in_body)) out->parameters.push_back(ordered->at(in_body));
+      else out->parameters.push_back(ojson::parse(params->dump()));
+      out->strict.push_back(strict && strict->get<bool>());
+      // A strict tool's schema must be enforceable whether or not this request forces a call.
+      if (out->strict.back()) {
+        if (auto e = compile_schema(parameters_schema(out->parameters.back()).dump(), limits, "tools",
+                                    fmt::format("{}.function.parameters (strict)", at)))
+          return e;
+      }
     }
   }
   if (const json* parallel = field(j, "parallel_tool_calls"); parallel && !parallel->is_null()) {
@@ -155,7 +220,7 @@ std::optional<ApiError> parse_tools(const json& j, ToolsRequest* out, sampling::
   if (!s->structured_output.empty())
     return invalid_param("tool_choice", "\"required\" and a named function are enforced by structured outputs: "
                                         "they cannot be combined with response_format, guided_* or structured_outputs");
-  json schema;
+  ojson schema;
   std::string which;
   if (out->choice == ToolChoice::named) {
     size_t i = 0;
@@ -169,11 +234,36 @@ std::optional<ApiError> parse_tools(const json& j, ToolsRequest* out, sampling::
     which = "the tools' parameters";
   }
   std::string text = schema.dump();
-  auto compiled = structured::compile_json_schema(text);
-  if (!compiled.ok())
-    return invalid_param("tools", fmt::format("{} cannot be enforced: {}", which, compiled.status().message()));
+  if (auto e = compile_schema(text, limits, "tools", which)) return e;
   s->structured_output = "json_schema";
-  s->json_schema = std::move(text);
+  s->structured_spec = std::move(text);
+  return std::nullopt;
+}
+
+std::optional<ApiError> constrain_strict_tools(const ToolsRequest& tools, const std::string& parser,
+                                               const structured::GrammarLimits& limits, sampling::SamplingParams* s) {
+  if (tools.choice != ToolChoice::automatic || !s->structured_output.empty()) return std::nullopt;
+  if (std::find(tools.strict.begin(), tools.strict.end(), true) == tools.strict.end()) return std::nullopt;
+  if (parser != "hermes") return std::nullopt;  // other parsers' formats: not enforced (docs/serving.md)
+  // Hermes: <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>; free text elsewhere.
+  ojson structures = ojson::array();
+  for (size_t i = 0; i < tools.names.size(); ++i) {
+    if (!tools.strict[i]) continue;
+    structures.push_back({{"begin", "<tool_call>\n{\"name\": \"" + tools.names[i] + "\", \"arguments\": "},
+                          {"schema", parameters_schema(tools.parameters[i])},
+                          {"end", "}\n</tool_call>"}});
+  }
+  sampling::SamplingParams constrained = *s;
+  constrained.structured_output = "structural_tag";
+  constrained.structured_spec =
+      ojson{{"type", "structural_tag"}, {"structures", structures}, {"triggers", ojson::array({"<tool_call>"})}}.dump();
+  structured::GrammarSpec spec;
+  spec.kind = structured::GrammarKind::structural_tag;
+  spec.text = constrained.structured_spec;
+  auto compiled = structured::GrammarCache::shared().get(spec, limits);
+  if (!compiled.ok())
+    return invalid_param("tools", "the strict tools cannot be enforced: " + compiled.status().message());
+  *s = std::move(constrained);
   return std::nullopt;
 }
 

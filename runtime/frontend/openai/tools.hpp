@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/protocol/sampling_params.hpp"
+#include "runtime/rank/structured/grammar.hpp"
 #include "runtime/frontend/openai/errors.hpp"
 #include "runtime/frontend/openai/render.hpp"
 #include "troupe/status.hpp"
@@ -26,15 +27,35 @@ struct ToolsRequest {
   ToolChoice choice = ToolChoice::none;
   std::string named;               // the function of ToolChoice::named
   std::vector<std::string> names;  // every tool's function name, in request order
-  nlohmann::json parameters = nlohmann::json::array();  // each tool's parameters schema (null: none)
+  /// Each tool's parameters schema (null: none), its keys in their written order.
+  nlohmann::ordered_json parameters = nlohmann::ordered_json::array();
+  std::vector<bool> strict;        // each tool's function.strict
   bool parallel_calls = true;      // parallel_tool_calls: false makes "required" at most one call
   bool forced() const { return choice == ToolChoice::required || choice == ToolChoice::named; }
 };
 
 /// Validates `tools` and `tool_choice` of a chat body (vLLM's defaults: "auto" with tools,
 /// "none" without) and, for "required" or a named function, sets the structured-output
-/// constraint on `sampling`. Errors name the field.
-std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsRequest* out, sampling::SamplingParams* sampling);
+/// constraint on `sampling`, compiled under `limits` (a schema that cannot be enforced is
+/// an error naming the keyword). A strict tool's (function.strict) schema is compiled
+/// whatever the choice. Errors name the field.
+/// `ordered`: the body with its keys in their written order (body::ordered_body), where the
+/// schemas are read; null: from `body` (keys sorted).
+std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsRequest* out, sampling::SamplingParams* sampling,
+                                    const structured::GrammarLimits& limits = {},
+                                    const nlohmann::ordered_json* ordered = nullptr);
+
+/// tool_choice "auto" with strict tools and the hermes tool-call parser: a structural tag
+/// (free text; after "<tool_call>" a strict tool's call, its arguments as its schema says).
+/// Nothing for other parsers (their formats are not enforced) or when another structured
+/// output is set.
+std::optional<ApiError> constrain_strict_tools(const ToolsRequest& tools, const std::string& parser,
+                                               const structured::GrammarLimits& limits,
+                                               sampling::SamplingParams* sampling);
+
+/// Every object schema in `schema` without additionalProperties gets false (vLLM's
+/// disable_additional_properties; the tools' schemas).
+void close_schema_objects(nlohmann::ordered_json* schema);
 
 /// vLLM's tool-call id: "chatcmpl-tool-" and 32 random hex digits.
 std::string make_tool_call_id();
