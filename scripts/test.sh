@@ -52,6 +52,23 @@ if [[ -z ${TROUPE_GEMMA_MODEL:-} ]]; then
 fi
 export TROUPE_GEMMA_MODEL
 
+# A Python with the OpenAI SDK, pydantic, jsonschema and lark for the HTTP tests that validate
+# structured outputs independently (tests/apps/structured_outputs_check.py).
+if [[ -z ${TROUPE_TEST_PYTHON:-} ]]; then
+  venv="$build/test-venv"
+  for attempt in 1 2 3; do
+    if { [[ -x $venv/bin/python ]] || python3 -m venv --system-site-packages "$venv"; } &&
+       "$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai pydantic jsonschema lark >&2; then
+      TROUPE_TEST_PYTHON=$venv/bin/python
+      break
+    fi
+    echo "test.sh: setting up the test venv failed (attempt $attempt)" >&2
+    sleep 5
+  done
+  [[ -n ${TROUPE_TEST_PYTHON:-} ]] || { echo "test.sh: could not set up the test venv" >&2; exit 1; }
+fi
+export TROUPE_TEST_PYTHON
+
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 # Paths under the checkout enter ccache's keys relative to it, so another clone on the
