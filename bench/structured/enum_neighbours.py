@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""How much one structured-output request with a huge enum slows a plain
-neighbour (issue 25: no more than 2x). Starts `troupe serve` on loopback,
-times a plain greedy completion alone, then the same completion while a
-request whose json_schema holds an N-value enum runs beside it, alternating,
-and prints the ratio of medians.
+"""How much one heavy structured-output request slows a plain neighbour
+(issue 25: no more than 2x; issue 43: no more than 1.25x). Starts `troupe serve`
+on loopback, times a plain greedy completion alone, then the same completion
+while a heavy request runs beside it, alternating, and prints the ratio of
+medians. Heavy requests (--heavy):
+  enum       a json_schema whose array items are an N-value enum (eight picks);
+  wordcount  a string of at most 200 words (`^(?:\S+\s+){0,199}\S+$`) and at most
+             --max-length characters, the pattern family whose lexer states multiply.
+A heavy mask that goes over its limit fails that request alone (its error is printed).
 
-  bench/structured/enum_neighbours.py [--troupe build/bin/troupe] [--model GGUF]
-                                      [--values 69000] [--rounds 3] [--tokens 64]
+  bench/structured/enum_neighbours.py [--troupe build/bin/troupe] [--model GGUF] [--heavy enum,wordcount]
+                                      [--values 69000] [--max-length 1500] [--rounds 3] [--tokens 64]
 """
-import argparse, json, os, socket, statistics, subprocess, sys, threading, time, urllib.request
+import argparse, json, os, re, socket, statistics, subprocess, sys, threading, time, urllib.error, urllib.request
 
 def free_port():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
@@ -16,8 +20,40 @@ def free_port():
 def post(port, body, timeout=600):
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return json.loads(e.read() or b"{}")
+
+def heavy_request(kind, a, seed):
+    if kind == "enum":
+        values = [f"value-{i:06d}-of-the-enum" for i in range(a.values)]
+        # Eight picks, so the enum is masked for as long as the plain request runs.
+        schema = {"type": "object", "additionalProperties": False, "required": ["picks"],
+                  "properties": {"picks": {"type": "array", "items": {"enum": values}, "minItems": 8,
+                                           "maxItems": 8}}}
+        def valid(v):
+            return len(v["picks"]) == 8 and all(p in set(values) for p in v["picks"])
+    else:
+        pattern = r"^(?:\S+\s+){0,199}\S+$"
+        schema = {"type": "object", "additionalProperties": False, "required": ["text"],
+                  "properties": {"text": {"type": "string", "pattern": pattern, "maxLength": a.max_length}}}
+        def valid(v):
+            return re.search(pattern, v["text"]) is not None and len(v["text"]) <= a.max_length
+    body = {"prompt": "Write:", "max_tokens": 4 * a.tokens, "temperature": 1.0, "seed": seed,
+            "response_format": {"type": "json_schema", "json_schema": {"name": kind, "schema": schema}}}
+    return body, valid
+
+def outcome(h, valid):
+    if "error" in h:
+        return "error: " + h["error"].get("message", "")[:160]
+    c = h["choices"][0]
+    try:
+        ok = valid(json.loads(c["text"]))
+    except Exception:
+        ok = False
+    return f"valid={ok} finish={c['finish_reason']} tokens={h['usage']['completion_tokens']}"
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
@@ -25,7 +61,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--troupe", default=os.path.join(root, "build/bin/troupe"))
     ap.add_argument("--model", default=os.environ.get("TROUPE_TEST_MODEL", ""))
+    ap.add_argument("--heavy", default="enum,wordcount")
     ap.add_argument("--values", type=int, default=69000)
+    ap.add_argument("--max-length", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=64)
     a = ap.parse_args()
@@ -42,35 +80,23 @@ def main():
             except Exception:
                 time.sleep(0.2)
         plain = {"prompt": "Once upon a time", "max_tokens": a.tokens, "temperature": 0, "ignore_eos": True}
-        values = [f"value-{i:06d}-of-the-enum" for i in range(a.values)]
-        # Eight picks, so the enum is masked for as long as the plain request runs.
-        schema = {"type": "object", "additionalProperties": False, "required": ["picks"],
-                  "properties": {"picks": {"type": "array", "items": {"enum": values}, "minItems": 8,
-                                           "maxItems": 8}}}
-        heavy = {"prompt": "Pick one:", "max_tokens": 4 * a.tokens, "temperature": 1.0, "seed": 1,
-                 "response_format": {"type": "json_schema", "json_schema": {"name": "pick", "schema": schema}}}
-        body_mb = len(json.dumps(heavy)) / 1e6
         post(port, plain)  # warm-up
-        alone, beside, heavy_done = [], [], []
-        for r in range(a.rounds):
-            t = time.monotonic(); post(port, plain); alone.append(time.monotonic() - t)
-            th = threading.Thread(target=lambda: heavy_done.append(post(port, dict(heavy, seed=r + 1))))
-            th.start(); time.sleep(0.3)  # the heavy request is admitted and masking first
-            t = time.monotonic(); post(port, plain); beside.append(time.monotonic() - t)
-            th.join()
-        def valid(h):
-            try:
-                picks = json.loads(h["choices"][0]["text"])["picks"]
-                return len(picks) == 8 and all(p in set(values) for p in picks)
-            except Exception:
-                return False
-        ok = [(valid(h), h["choices"][0]["finish_reason"], h["usage"]["completion_tokens"]) for h in heavy_done]
-        ratio = statistics.median(beside) / statistics.median(alone)
-        print(f"enum of {a.values} values ({body_mb:.2f} MB body); plain request of {a.tokens} tokens, "
-              f"{a.rounds} rounds")
-        print(f"  alone  {statistics.median(alone):.3f} s (median; {', '.join(f'{x:.2f}' for x in alone)})")
-        print(f"  beside {statistics.median(beside):.3f} s (median; {', '.join(f'{x:.2f}' for x in beside)})")
-        print(f"  slowdown {ratio:.2f}x (goal <= 2x); enum outputs (valid, finish, tokens): {ok}")
+        for kind in a.heavy.split(","):
+            heavy, valid = heavy_request(kind, a, 1)
+            body_mb = len(json.dumps(heavy)) / 1e6
+            alone, beside, heavy_done = [], [], []
+            for r in range(a.rounds):
+                t = time.monotonic(); post(port, plain); alone.append(time.monotonic() - t)
+                th = threading.Thread(target=lambda: heavy_done.append(post(port, dict(heavy, seed=r + 1))))
+                th.start(); time.sleep(0.3)  # the heavy request is admitted and masking first
+                t = time.monotonic(); post(port, plain); beside.append(time.monotonic() - t)
+                th.join()
+            ratio = statistics.median(beside) / statistics.median(alone)
+            what = f"enum of {a.values} values" if kind == "enum" else f"word-count pattern, maxLength {a.max_length}"
+            print(f"{kind}: {what} ({body_mb:.2f} MB body); plain request of {a.tokens} tokens, {a.rounds} rounds")
+            print(f"  alone  {statistics.median(alone):.3f} s (median; {', '.join(f'{x:.2f}' for x in alone)})")
+            print(f"  beside {statistics.median(beside):.3f} s (median; {', '.join(f'{x:.2f}' for x in beside)})")
+            print(f"  slowdown {ratio:.2f}x (goal <= 1.25x); heavy outputs: {[outcome(h, valid) for h in heavy_done]}")
     finally:
         server.terminate(); server.wait(timeout=30)
 

@@ -7,6 +7,10 @@
 // every valid instance is accepted and every invalid one refused; a valid one
 // refused is a validation error, an invalid one accepted an invalidation error.
 //
+// Two tables: the instances as stored, and (labelled "keys in the schema's
+// order") each valid instance with its objects' keys in the order the engine
+// writes them, `properties` order (bench/structured/maskbench_order.hpp).
+//
 // Only the splits this work may use are read (an allow-list on the file names):
 // Github_trivial, Github_easy, Github_medium, Github_hard, Glaiveai2K,
 // Synthesized, Handwritten and JME. Files of other splits are never opened.
@@ -26,8 +30,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/structured/maskbench_order.hpp"
 #include "bench/structured/maskbench_walk.hpp"
 #include "runtime/model_files/gguf/gguf_file.hpp"
+#include "runtime/model_files/gguf/gguf_vocab.hpp"
 #include "runtime/rank/structured/grammar_matcher.hpp"
 #include "runtime/rank/structured/json_schema_grammar.hpp"
 #include "runtime/rank/structured/json_text.hpp"
@@ -78,7 +84,7 @@ std::shared_ptr<const TokenVocabulary> load_vocab(const std::string& path,
     std::fprintf(stderr, "%s\n", file.status().to_string().c_str());
     return nullptr;
   }
-  auto t = troupe::tokenizer::Tokenizer::from_gguf(**file);
+  auto t = troupe::gguf::read_tokenizer(**file);
   if (!t) {
     std::fprintf(stderr, "%s\n", t.status().to_string().c_str());
     return nullptr;
@@ -86,7 +92,8 @@ std::shared_ptr<const TokenVocabulary> load_vocab(const std::string& path,
   *tok = std::move(*t);
   std::vector<std::string> bytes(static_cast<size_t>((*tok)->vocab_size()));
   for (int32_t id = 0; id < (*tok)->vocab_size(); ++id) {
-    bytes[static_cast<size_t>(id)] = (*tok)->is_special(id) ? "" : (*tok)->decode({id}, /*skip_special=*/true);
+    // As the driver rank reads them (runtime/rank/runner/structured_outputs.cpp).
+    bytes[static_cast<size_t>(id)] = (*tok)->is_special(id) ? "" : (*tok)->token_to_piece(id, /*special=*/false);
   }
   return TokenVocabulary::create(std::move(bytes), (*tok)->eog_ids(), (*tok)->vocab_size());
 }
@@ -110,7 +117,21 @@ struct Run {
   std::shared_ptr<const TokenVocabulary> vocab;
   double timeout_s;
   std::vector<double> tbm, ttfm;
+  std::vector<double> tbm_ordered;  // the re-walks of reordered valid instances
 };
+
+// One table's verdict on one schema from its instances' outcomes.
+struct Verdict {
+  bool validation = false, invalidation = false;
+  std::string failure;
+};
+
+void count(SplitStats& st, const Verdict& v, bool timed_out) {
+  if (timed_out) ++st.timeout;
+  else if (v.invalidation) ++st.invalidation_error;
+  else if (v.validation) ++st.validation_error;
+  else ++st.passing;
+}
 
 // "[...last bytes before] next [refused token]" of a refused valid instance.
 std::string refusal_context(const Run& run, const std::vector<int32_t>& tokens, size_t allowed) {
@@ -121,14 +142,42 @@ std::string refusal_context(const Run& run, const std::vector<int32_t>& tokens, 
   return "at [" + before + "] next [" + refused + "]";
 }
 
-// One data file: compile, first mask, every instance walked; its counts go to `st`.
-nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohmann::ordered_json& doc, SplitStats& st) {
+// One instance's outcome into a table's counts and verdict.
+void record(Run& run, SplitStats& st, Verdict& v, const std::string& tag, bool valid,
+            const troupe::bench::WalkResult& r, const std::vector<int32_t>& tokens) {
+  (valid ? st.valid_instances : st.invalid_instances)++;
+  if (!r.mismatch.empty()) {
+    ++st.mismatch;
+    v.failure += tag + r.mismatch + "; ";
+  }
+  if (!r.error.empty()) {
+    ++st.mask_error;
+    v.failure += tag + "mask error: " + r.error + "; ";
+  }
+  if (valid && !r.accepted) {
+    ++st.valid_refused;
+    v.validation = true;
+    v.failure += tag + "valid refused after " + std::to_string(r.tokens_allowed) + "/" + std::to_string(tokens.size()) +
+                 " tokens " + refusal_context(run, tokens, r.tokens_allowed) + "; ";
+  } else if (!valid && r.accepted) {
+    ++st.invalid_accepted;
+    v.invalidation = true;
+    v.failure += tag + "invalid accepted; ";
+  }
+}
+
+// One data file: compile, first mask, every instance walked as stored (`st`) and, for
+// valid instances, with keys in the schema's order (`ordered`).
+nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohmann::ordered_json& doc, SplitStats& st,
+                                  SplitStats& ordered) {
   nlohmann::ordered_json out = {{"id", name}};
   ++st.schemas;
+  ++ordered.schemas;
   auto start = Clock::now();
   auto compiled = troupe::structured::compile_json_schema_grammar(doc["schema"].dump());
   if (!compiled) {
     ++st.compile_error;
+    ++ordered.compile_error;
     out["compile_error"] = compiled.status().message();
     return out;
   }
@@ -140,8 +189,7 @@ nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohm
   double ttfm_us = us_since(start);
   run.ttfm.push_back(ttfm_us);
   out["ttfm_us"] = ttfm_us;
-  std::string failure;
-  bool validation = false, invalidation = false;
+  Verdict stored_v, ordered_v;
   double max_mask_us = 0;
   int i = 0;
   for (const auto& test : doc["tests"]) {
@@ -151,39 +199,28 @@ nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohm
     auto r = troupe::bench::walk_tokens(*compiled, run.vocab, tokens);
     run.tbm.insert(run.tbm.end(), r.mask_us.begin(), r.mask_us.end());
     for (double us : r.mask_us) max_mask_us = std::max(max_mask_us, us);
-    (valid ? st.valid_instances : st.invalid_instances)++;
     const std::string tag = "test #" + std::to_string(i++) + ": ";
-    if (!r.mismatch.empty()) {
-      ++st.mismatch;
-      failure += tag + r.mismatch + "; ";
+    record(run, st, stored_v, tag, valid, r, tokens);
+    if (valid) {
+      std::string text2 = troupe::structured::python_json_dumps(
+          troupe::bench::reorder_keys(test["data"], doc["schema"], doc["schema"]));
+      if (text2 != text) {
+        auto tokens2 = run.tok.encode(text2, /*add_special=*/false, /*parse_special=*/false);
+        auto r2 = troupe::bench::walk_tokens(*compiled, run.vocab, tokens2);
+        run.tbm_ordered.insert(run.tbm_ordered.end(), r2.mask_us.begin(), r2.mask_us.end());
+        record(run, ordered, ordered_v, tag + "(keys reordered) ", valid, r2, tokens2);
+        continue;
+      }
     }
-    if (!r.error.empty()) {
-      ++st.mask_error;
-      failure += tag + "mask error: " + r.error + "; ";
-    }
-    if (valid && !r.accepted) {
-      ++st.valid_refused;
-      validation = true;
-      failure += tag + "valid refused after " + std::to_string(r.tokens_allowed) + "/" + std::to_string(tokens.size()) +
-                 " tokens " + refusal_context(run, tokens, r.tokens_allowed) + "; ";
-    } else if (!valid && r.accepted) {
-      ++st.invalid_accepted;
-      invalidation = true;
-      failure += tag + "invalid accepted; ";
-    }
+    record(run, ordered, ordered_v, tag, valid, r, tokens);
   }
   const double total_s = us_since(start) / 1e6;
-  if (total_s > run.timeout_s) {
-    ++st.timeout;
-    out["timeout_s"] = total_s;
-  } else if (invalidation) {
-    ++st.invalidation_error;
-  } else if (validation) {
-    ++st.validation_error;
-  } else {
-    ++st.passing;
-  }
-  if (!failure.empty()) out["failure"] = failure;
+  const bool timed_out = total_s > run.timeout_s;
+  if (timed_out) out["timeout_s"] = total_s;
+  count(st, stored_v, timed_out);
+  count(ordered, ordered_v, timed_out);
+  if (!stored_v.failure.empty()) out["failure"] = stored_v.failure;
+  if (!ordered_v.failure.empty()) out["failure_keys_in_schema_order"] = ordered_v.failure;
   out["max_mask_us"] = max_mask_us;
   out["memory_bytes"] = (*compiled)->memory_bytes();
   return out;
@@ -204,9 +241,10 @@ void add(SplitStats& total, const SplitStats& s) {
   total.invalid_accepted += s.invalid_accepted;
 }
 
-void print_report(const std::map<std::string, SplitStats>& stats, Run& run) {
-  std::printf("| split | schemas | passing | compile error | validation error | invalidation error | timeout | "
-              "valid inst. refused | invalid inst. accepted |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+void print_table(const char* title, const std::map<std::string, SplitStats>& stats) {
+  std::printf("%s\n\n| split | schemas | passing | compile error | validation error | invalidation error | timeout | "
+              "valid inst. refused | invalid inst. accepted |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+              title);
   auto row = [](const std::string& name, const SplitStats& s) {
     std::printf("| %s | %d | %s | %s | %s | %s | %s | %ld/%ld | %ld/%ld |\n", name.c_str(), s.schemas,
                 pct(s.passing, s.schemas).c_str(), pct(s.compile_error, s.schemas).c_str(),
@@ -220,12 +258,22 @@ void print_report(const std::map<std::string, SplitStats>& stats, Run& run) {
     add(total, s);
   }
   row("TOTAL", total);
-  std::printf("\nmask/accept disagreements (engine bugs): %d; masks failed on a grammar limit: %d instances\n",
+  std::printf("\nmask/accept disagreements (engine bugs): %d; masks failed on a grammar limit: %d instances\n\n",
               total.mismatch, total.mask_error);
+}
+
+void print_report(const std::map<std::string, SplitStats>& stats, const std::map<std::string, SplitStats>& ordered,
+                  Run& run) {
+  print_table("Instances as stored", stats);
+  print_table("Keys in the schema's order (each valid instance's object keys in `properties` order, the text the "
+              "engine is specified to produce)",
+              ordered);
   std::printf("TBM (us, %zu masks):  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", run.tbm.size(), percentile(run.tbm, 50),
               percentile(run.tbm, 90), percentile(run.tbm, 99), percentile(run.tbm, 100));
   std::printf("TTFM (us, %zu schemas): p50 %.0f  p90 %.0f  p99 %.0f  max %.0f\n", run.ttfm.size(), percentile(run.ttfm, 50),
               percentile(run.ttfm, 90), percentile(run.ttfm, 99), percentile(run.ttfm, 100));
+  std::printf("TBM of the reordered re-walks (us, %zu masks): p50 %.1f  p99 %.1f\n", run.tbm_ordered.size(),
+              percentile(run.tbm_ordered, 50), percentile(run.tbm_ordered, 99));
 }
 
 }  // namespace
@@ -249,10 +297,10 @@ int main(int argc, char** argv) {
   if (!vocab) return 1;
   std::fprintf(stderr, "vocabulary: %lld tokens, tries built in %.0f ms\n", static_cast<long long>(vocab->vocab_size()),
                us_since(t0) / 1000);
-  Run run{*tok, vocab, timeout_s, {}, {}};
+  Run run{*tok, vocab, timeout_s, {}, {}, {}};
   std::ofstream results;
   if (!results_path.empty()) results.open(results_path);
-  std::map<std::string, SplitStats> stats;
+  std::map<std::string, SplitStats> stats, ordered;
   for (const auto& path : data_files(data_dir, filter, limit)) {
     const std::string name = path.filename().string();
     nlohmann::ordered_json doc;
@@ -264,9 +312,10 @@ int main(int argc, char** argv) {
       continue;
     }
     if (!doc.contains("tests") || doc["tests"].empty()) continue;  // MaskBench counts schemas with tests
-    auto out = run_schema(run, name, doc, stats[allowed_split(name)]);
+    const std::string split = allowed_split(name);
+    auto out = run_schema(run, name, doc, stats[split], ordered[split]);
     if (results) results << out.dump() << "\n";
   }
-  print_report(stats, run);
+  print_report(stats, ordered, run);
   return 0;
 }
