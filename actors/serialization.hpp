@@ -51,7 +51,7 @@ typename Inspector::result_type inspect(Inspector& f, SpeculativeConfig& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StructuredOutputsConfig& x) {
-  return f(caf::meta::type_name("StructuredOutputsConfig"), x.compile_timeout_s, x.max_memory_mib);
+  return f(caf::meta::type_name("StructuredOutputsConfig"), x.compile_timeout_s, x.max_memory_mib, x.mask_timeout_ms);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineConfig& x) {

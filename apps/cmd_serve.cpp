@@ -66,6 +66,7 @@ struct Options {
   std::string speculative_config;  // --speculative-config JSON
   double structured_compile_timeout_s = 1.0;
   int64_t structured_max_memory_mib = 256;
+  double structured_mask_timeout_ms = 50;
   PlacementOptions placement;
   VllmCompatOptions vllm;  // vLLM's flags answered by name (accepted or refused)
 };
@@ -120,6 +121,8 @@ Status check_options(Options& o, engine::EngineOptions* eo, std::string* model, 
     return invalid_argument("--structured-outputs-compile-timeout-s must be in (0, 3600] seconds");
   if (o.structured_max_memory_mib < 1 || o.structured_max_memory_mib > (int64_t{1} << 20))
     return invalid_argument("--structured-outputs-max-memory-mib must be in [1, 1048576]");
+  if (!(o.structured_mask_timeout_ms >= 0) || o.structured_mask_timeout_ms > 600000)
+    return invalid_argument("--structured-outputs-mask-timeout-ms must be in [0, 600000] (0: no limit)");
   if (!(o.sleep_wait_timeout > 0) || o.sleep_wait_timeout > 86400)
     return invalid_argument("--sleep-wait-timeout must be in (0, 86400] seconds");
   if (o.api_key.empty())
@@ -186,6 +189,7 @@ Status fill_engine_options(const Options& o, const std::string& model, const std
   c.scheduler.max_num_queued_requests = o.max_num_queued_requests;
   c.structured_outputs.compile_timeout_s = o.structured_compile_timeout_s;
   c.structured_outputs.max_memory_mib = o.structured_max_memory_mib;
+  c.structured_outputs.mask_timeout_ms = o.structured_mask_timeout_ms;
   apply_placement(o.placement, &c);
   if (!o.chat_template.empty()) c.extra["chat_template"] = o.chat_template;
   eo->stat_log_interval_s = o.disable_log_stats ? 0.0 : 5.0;
@@ -368,6 +372,9 @@ const CommandRegistration kRegistration(
       sub.add_option("--structured-outputs-max-memory-mib", o->structured_max_memory_mib,
                      "Most memory one compiled schema or grammar may hold, MiB (default 256); more is a 400 naming "
                      "the limit");
+      sub.add_option("--structured-outputs-mask-timeout-ms", o->structured_mask_timeout_ms,
+                     "Longest computation of one token mask, ms (default 50; 0: none); longer fails that request "
+                     "alone, naming the limit, so a heavy grammar cannot hold its neighbours' steps");
       sub.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' (also $TROUPE_API_KEY)");
       sub.add_flag("--disable-log-stats", o->disable_log_stats, "No periodic throughput/KV log line");
       sub.add_option("--shutdown-timeout", o->shutdown_timeout,

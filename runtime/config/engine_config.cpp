@@ -147,6 +147,7 @@ const std::vector<Field>& fields() {
       nested("speculative.prompt_lookup_max", &E::speculative, &SpeculativeConfig::prompt_lookup_max),
       nested("speculative.prompt_lookup_min", &E::speculative, &SpeculativeConfig::prompt_lookup_min),
       nested("structured_outputs.compile_timeout_s", &E::structured_outputs, &StructuredOutputsConfig::compile_timeout_s),
+      nested("structured_outputs.mask_timeout_ms", &E::structured_outputs, &StructuredOutputsConfig::mask_timeout_ms),
       nested("structured_outputs.max_memory_mib", &E::structured_outputs, &StructuredOutputsConfig::max_memory_mib),
   };
   return table;

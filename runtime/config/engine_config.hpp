@@ -137,6 +137,8 @@ struct SpeculativeConfig {
 struct StructuredOutputsConfig {
   double compile_timeout_s = 1.0;  // a schema or grammar that takes longer is refused, naming the limit
   int64_t max_memory_mib = 256;    // memory of one compiled grammar (its lazily built lexer included)
+  /// Wall time of one token mask; longer fails that request alone, naming the limit (0: none).
+  double mask_timeout_ms = 50;
 };
 
 struct EngineConfig final : ConfigEditor {

@@ -32,6 +32,9 @@ struct GrammarLimits {
   /// Regex derivatives one token mask may compute building lexer states (MaskBench's
   /// heaviest schemas need about 80k).
   size_t max_mask_derivatives = 1'000'000;
+  /// Wall time of one token mask, seconds; 0: no bound (benchmarks). The server sets it
+  /// (--structured-outputs-mask-timeout-ms) so that one heavy grammar cannot hold a step.
+  double max_mask_seconds = 0;
 };
 
 /// A deadline and a memory account for a compile; check() names the limit reached.

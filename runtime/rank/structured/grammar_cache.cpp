@@ -13,7 +13,7 @@ std::string key_of(const GrammarSpec& spec, const GrammarLimits& limits) {
   std::string k(1, static_cast<char>('0' + static_cast<int>(spec.kind)));
   k += std::to_string(limits.compile_seconds) + "," + std::to_string(limits.memory_bytes) + "," +
        std::to_string(limits.max_row_items) + "," + std::to_string(limits.max_mask_steps) + "," +
-       std::to_string(limits.max_mask_derivatives) + ";";
+       std::to_string(limits.max_mask_derivatives) + "," + std::to_string(limits.max_mask_seconds) + ";";
   k += spec.json.compact ? 'c' : 'w';
   k += std::to_string(spec.json.max_whitespace) + ":";
   if (spec.json.whitespace_pattern) k += std::to_string(spec.json.whitespace_pattern->size()) + ":" + *spec.json.whitespace_pattern;
@@ -40,6 +40,7 @@ GrammarLimits grammar_limits(const StructuredOutputsConfig& config) {
   GrammarLimits limits;
   limits.compile_seconds = config.compile_timeout_s;
   limits.memory_bytes = static_cast<size_t>(std::max<int64_t>(config.max_memory_mib, 1)) << 20;
+  limits.max_mask_seconds = std::max(config.mask_timeout_ms, 0.0) / 1000.0;
   return limits;
 }
 

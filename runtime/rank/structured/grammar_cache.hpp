@@ -37,8 +37,8 @@ struct GrammarSpec {
 /// whitespace options); nullopt for free text.
 std::optional<GrammarSpec> grammar_spec(const sampling::SamplingParams& params);
 
-/// The limits the engine's settings give (compile time and memory; the per-mask work
-/// bounds keep their defaults).
+/// The limits the engine's settings give (compile time and memory, a mask's wall time; the
+/// per-mask work bounds keep their defaults).
 GrammarLimits grammar_limits(const StructuredOutputsConfig& config);
 
 /// Compiles any kind (no cache).

@@ -7,6 +7,7 @@
 // whole sentence of the grammar.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -78,6 +79,9 @@ class GrammarMatcher {
   std::vector<uint32_t> depth_parser_;
   size_t mask_work_ = 0;
   uint64_t lexer_work0_ = 0;  // LexerDfa::thread_work() when the mask started
+  bool timed_ = false;        // the grammar's limits bound a mask's wall time
+  std::chrono::steady_clock::time_point mask_deadline_{};
+  bool past_deadline() const { return timed_ && std::chrono::steady_clock::now() > mask_deadline_; }
   bool over_budget() const;
 };
 

@@ -55,7 +55,8 @@ int32_t GrammarMatcher::cross_boundary(int32_t state, uint8_t byte) {
 
 bool GrammarMatcher::over_budget() const {
   const GrammarLimits& l = grammar_->limits();
-  return mask_work_ > l.max_mask_steps || LexerDfa::thread_work() - lexer_work0_ > l.max_mask_derivatives;
+  return mask_work_ > l.max_mask_steps || LexerDfa::thread_work() - lexer_work0_ > l.max_mask_derivatives ||
+         past_deadline();
 }
 
 void GrammarMatcher::walk_lexeme(uint32_t t, int32_t state, std::vector<uint64_t>& bits,
@@ -180,6 +181,12 @@ Status GrammarMatcher::fill_mask(uint64_t* bits) {
     boundary_rows_.clear();
     mask_work_ = 0;
     lexer_work0_ = LexerDfa::thread_work();
+    const double seconds = grammar_->limits().max_mask_seconds;
+    timed_ = seconds > 0;
+    if (timed_) {
+      mask_deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                              std::chrono::duration<double>(seconds));
+    }
     const size_t depths = vocab_->max_token_bytes() + 2;
     if (depth_state_.size() < depths) {
       depth_state_.resize(depths);
@@ -202,6 +209,11 @@ Status GrammarMatcher::fill_mask(uint64_t* bits) {
       if ((bits[static_cast<uint32_t>(first) >> 6] >> (first & 63)) & 1) set_bit(bits, other);
     }
     TROUPE_RETURN_IF_ERROR(status());
+    if (past_deadline()) {
+      return resource_exhausted("grammar matcher: one token mask went over its time limit of " +
+                                std::to_string(static_cast<int64_t>(grammar_->limits().max_mask_seconds * 1000 + 0.5)) +
+                                " ms");
+    }
     if (over_budget()) {
       return resource_exhausted("grammar matcher: one token mask went over its limit of " +
                                 std::to_string(grammar_->limits().max_mask_steps) + " steps or " +

@@ -151,6 +151,15 @@ TEST(StructuredMasks, AFailingGrammarFailsItsRequestAlone) {
   // Reported once.
   outputs.compute_masks({"heavy"}, {}, masks);
   EXPECT_TRUE(outputs.take_failures().empty());
+  // A mask over its wall time (--structured-outputs-mask-timeout-ms) names that limit.
+  structured::GrammarLimits timed;
+  timed.max_mask_seconds = 1e-9;
+  auto slow_ptr = make_outputs(timed);
+  slow_ptr->add(request("slow", "choice", {"yes", "no"}));
+  slow_ptr->compute_masks({"slow"}, {}, masks);
+  failures = slow_ptr->take_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_NE(failures[0].error.message().find("time limit of 0 ms"), std::string::npos) << failures[0].error.message();
 }
 
 // Masks are computed on the worker thread while the caller does something else; many steps
