@@ -276,7 +276,8 @@ TEST(StructuredOutputHttp, RefusalsNameTheKeywordOrTheLine) {
 }
 
 // Bad input is bounded: a 100k-value enum under a small --structured-outputs-max-memory-mib
-// and a deep chain of $ref answer a 400 naming the limit within about 2 s; with the
+// and a deep chain of $ref answer a 400 naming the limit, not a hang (the compile stops at
+// its 1 s limit; the bound here leaves room for a loaded CI machine); with the
 // defaults a 100k enum is served.
 TEST(StructuredOutputHttp, BadInputIsBoundedByTheFlags) {
   tests::ServeProcess server({"--max-model-len", "256", "--max-body-bytes", "16777216",
@@ -293,7 +294,7 @@ TEST(StructuredOutputHttp, BadInputIsBoundedByTheFlags) {
     auto t0 = std::chrono::steady_clock::now();
     json e = tests::post_json(server, "/v1/completions",
                               {{"prompt", "x"}, {"max_tokens", 4}, {"guided_json", schema}}, 400);
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.5);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
     return e["error"]["message"].get<std::string>();
   };
   std::string m = timed({{"enum", values}});
