@@ -167,7 +167,7 @@ void record(Run& run, SplitStats& st, Verdict& v, const std::string& tag, bool v
 }
 
 // One data file: compile, first mask, every instance walked as stored (`st`) and, for
-// valid instances, with keys in the schema's order (`ordered`).
+// valid instances refused as stored, with keys in the schema's order (`ordered`).
 nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohmann::ordered_json& doc, SplitStats& st,
                                   SplitStats& ordered) {
   nlohmann::ordered_json out = {{"id", name}};
@@ -201,7 +201,10 @@ nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohm
     for (double us : r.mask_us) max_mask_us = std::max(max_mask_us, us);
     const std::string tag = "test #" + std::to_string(i++) + ": ";
     record(run, st, stored_v, tag, valid, r, tokens);
-    if (valid) {
+    // A valid instance refused as stored is walked again with its keys in the schema's
+    // order; one accepted as stored already is in an order the grammar writes (the
+    // rough reordering could only get it wrong).
+    if (valid && !r.accepted) {
       std::string text2 = troupe::structured::python_json_dumps(
           troupe::bench::reorder_keys(test["data"], doc["schema"], doc["schema"]));
       if (text2 != text) {

@@ -294,10 +294,9 @@ Result<SchemaFacts> SchemaFactsBuilder::facts(const Conjunction& conj) const {
     }
     for (auto c = children.rbegin(); c != children.rend(); ++c) stack.push_back(*c);
   }
-  // Document order: merged properties come in the order the schema writes them (a branch
-  // of allOf[0] before allOf[1]), not in the order references were followed.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](const SchemaJson* a, const SchemaJson* b) { return index_.order(a) < index_.order(b); });
+  // Merged properties come in the order the conjuncts are reached: a schema's own keywords,
+  // then its $ref, then allOf[0] (followed through its references) before allOf[1]. Not the
+  // document order: definitions are often written after the ones that use them.
   for (const SchemaJson* node : order) {
     TROUPE_RETURN_IF_ERROR(add_keywords(*node, f));
     f.parts.push_back(node);

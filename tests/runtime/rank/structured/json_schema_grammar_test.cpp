@@ -113,6 +113,13 @@ TEST(JsonSchemaGrammar, AllOfMergesAndRefusesWhatItCannot) {
                                     {"properties":{"b":{}}}]})");
   EXPECT_TRUE(accepts(closed, R"({"a": 1})"));
   EXPECT_FALSE(accepts(closed, R"({"a": 1, "b": 2})"));  // b is additional to the first part
+  // Merged keys in allOf's order, each branch followed through its $ref, wherever the
+  // definitions are written (here the user comes before the base it extends).
+  auto extended = schema(R"({"definitions":{"file":{"allOf":[{"$ref":"#/definitions/node"},{"properties":{"mode":{}}}]},
+                                            "node":{"properties":{"path":{}},"required":["path"]}},
+                             "$ref":"#/definitions/file"})");
+  EXPECT_TRUE(accepts(extended, R"({"path": "/e", "mode": 1})"));
+  EXPECT_FALSE(accepts(extended, R"({"mode": 1, "path": "/e"})"));
   std::string e = refusal(R"({"allOf":[{"patternProperties":{"^a":{}}},{"additionalProperties":false}]})");
   EXPECT_NE(e.find("patternProperties"), std::string::npos) << e;
 }
