@@ -1,5 +1,6 @@
 #include "bench/structured/maskbench_order.hpp"
 
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,20 +25,61 @@ const ojson* resolve(const ojson& root, const std::string& ref) {
   }
 }
 
-// `s` and every schema it applies in place ($ref, allOf, anyOf, oneOf), in document order.
-void expand(const ojson& root, const ojson* s, int depth, Schemas& out) {
+// Whether a patternProperties key matches `key` (ECMAScript search); a pattern std::regex
+// cannot read counts as matching, so its schema is still followed.
+bool pattern_matches(const std::string& pattern, const std::string& key) {
+  try {
+    return std::regex_search(key, std::regex(pattern, std::regex::ECMAScript));
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+// How well a branch's schemas describe object `value`: its keys the branch declares,
+// minus a large penalty per required key the value lacks.
+int branch_score(const ojson& value, const Schemas& branch) {
+  int score = 0;
+  for (const ojson* s : branch) {
+    if (auto p = s->find("properties"); p != s->end() && p->is_object())
+      for (const auto& [k, sub] : p->items()) score += value.contains(k) ? 1 : 0;
+    if (auto r = s->find("required"); r != s->end() && r->is_array())
+      for (const auto& k : *r) score -= (k.is_string() && !value.contains(k.get<std::string>())) ? 1000 : 0;
+  }
+  return score;
+}
+
+// `s` and every schema it applies in place: its own keywords, its $ref, then allOf in
+// order (the order the engine merges them); of anyOf and oneOf, for an object value the
+// one branch that fits it best (the engine writes one branch's keys), else every branch.
+void expand(const ojson& root, const ojson* s, const ojson& value, int depth, Schemas& out) {
   if (!s || !s->is_object() || depth > kMaxDepth) return;
   out.push_back(s);
-  if (auto r = s->find("$ref"); r != s->end() && r->is_string()) expand(root, resolve(root, *r), depth + 1, out);
-  for (const char* key : {"allOf", "anyOf", "oneOf"})
-    if (auto a = s->find(key); a != s->end() && a->is_array())
-      for (const auto& sub : *a) expand(root, &sub, depth + 1, out);
+  if (auto r = s->find("$ref"); r != s->end() && r->is_string()) expand(root, resolve(root, *r), value, depth + 1, out);
+  if (auto a = s->find("allOf"); a != s->end() && a->is_array())
+    for (const auto& sub : *a) expand(root, &sub, value, depth + 1, out);
+  for (const char* key : {"anyOf", "oneOf"}) {
+    auto a = s->find(key);
+    if (a == s->end() || !a->is_array()) continue;
+    if (!value.is_object()) {
+      for (const auto& sub : *a) expand(root, &sub, value, depth + 1, out);
+      continue;
+    }
+    Schemas best;
+    int best_score = 0;
+    for (const auto& sub : *a) {
+      Schemas branch;
+      expand(root, &sub, value, depth + 1, branch);
+      const int score = branch_score(value, branch);
+      if (best.empty() || score > best_score) best = std::move(branch), best_score = score;
+    }
+    out.insert(out.end(), best.begin(), best.end());
+  }
 }
 
 ojson reorder(const ojson& value, const Schemas& schemas, const ojson& root, int depth) {
   if (depth > kMaxDepth) return value;
   Schemas all;
-  for (const ojson* s : schemas) expand(root, s, 0, all);
+  for (const ojson* s : schemas) expand(root, s, value, 0, all);
   if (value.is_object()) {
     std::vector<std::pair<std::string, Schemas>> declared;  // in order
     auto slot = [&](const std::string& key) -> Schemas& {
@@ -55,8 +97,12 @@ ojson reorder(const ojson& value, const Schemas& schemas, const ojson& root, int
     for (const auto& [k, v] : value.items()) {
       if (out.contains(k)) continue;
       Schemas subs;
-      for (const ojson* s : all)
+      for (const ojson* s : all) {
         if (auto a = s->find("additionalProperties"); a != s->end() && a->is_object()) subs.push_back(&*a);
+        if (auto pp = s->find("patternProperties"); pp != s->end() && pp->is_object())
+          for (const auto& [pattern, sub] : pp->items())
+            if (pattern_matches(pattern, k)) subs.push_back(&sub);
+      }
       out[k] = reorder(v, subs, root, depth + 1);
     }
     return out;

@@ -17,6 +17,10 @@ TEST(MaskbenchOrder, KeysFollowTheSchema) {
   const ojson value = ojson::parse(R"({"z": 0, "c": 1, "a": [{"y": 1, "x": 2}], "b": {"q": 0, "y": 1, "x": 2}})");
   EXPECT_EQ(reorder_keys(value, schema, schema).dump(),
             R"({"b":{"x":2,"y":1,"q":0},"a":[{"x":2,"y":1}],"c":1,"z":0})");
+  // Undeclared keys follow the patternProperties that match them.
+  const ojson patterned = ojson::parse(R"({"patternProperties": {"^s": {"properties": {"x": {}, "y": {}}}, "^t": {}}})");
+  EXPECT_EQ(reorder_keys(ojson::parse(R"({"s1": {"y": 1, "x": 2}, "t1": {"y": 1, "x": 2}})"), patterned, patterned).dump(),
+            R"({"s1":{"x":2,"y":1},"t1":{"y":1,"x":2}})");
   // Not an object, or no schema for it: as it was.
   EXPECT_EQ(reorder_keys(ojson::parse("[1,{\"b\":1,\"a\":2}]"), ojson::object(), ojson::object()).dump(),
             R"([1,{"b":1,"a":2}])");
