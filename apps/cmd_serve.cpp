@@ -24,6 +24,7 @@
 #include "runtime/frontend/openai/reasoning_parsers.hpp"
 #include "runtime/frontend/openai/tool_parsers.hpp"
 #include "apps/serve/api_server.hpp"
+#include "apps/serve/http_listener.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps {
@@ -48,6 +49,7 @@ struct Options {
   std::string tool_call_parser;
   std::string reasoning_parser;
   uint64_t max_body_bytes = 1u << 20;
+  size_t max_connections = 0;  // 0: derived from RLIMIT_NOFILE (http_listener.hpp)
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
   int stats_port = 0;  // 0: stat events are not published
@@ -114,6 +116,10 @@ Status check_options(Options& o, engine::EngineOptions* eo, std::string* model, 
   *model = std::move(path).value();
   if (o.port <= 0 || o.port > 65535) return invalid_argument("--port must be in 1..65535");
   if (o.max_body_bytes < 1024) return invalid_argument("--max-body-bytes must be at least 1024");
+  // The soft descriptor limit rises to the hard one; the connection cap stays below it.
+  const auto budget = apps::serve::raise_descriptor_limit();
+  if (o.max_connections == 0) o.max_connections = budget.default_max_connections;
+  TROUPE_RETURN_IF_ERROR(apps::serve::check_max_connections(o.max_connections, /*probe_slots=*/32, budget));
   if (!(o.sleep_wait_timeout > 0) || o.sleep_wait_timeout > 86400)
     return invalid_argument("--sleep-wait-timeout must be in (0, 86400] seconds");
   if (o.api_key.empty())
@@ -130,6 +136,7 @@ apps::serve::ServeOptions serve_options(const Options& o, const std::string& mod
   so.port = o.port;
   so.api_key = o.api_key;
   so.max_body_bytes = o.max_body_bytes;
+  so.max_connections = o.max_connections;
   so.model_path = o.load.dummy() ? "dummy:" + o.load.model_shape : model;
   so.log_requests = o.log_requests;
   if (o.enable_auto_tool_choice) so.tool_call_parser = o.tool_call_parser;
@@ -372,6 +379,9 @@ const CommandRegistration kRegistration(
       sub.add_option("--reasoning-parser", o->reasoning_parser,
                      "Split chat answers into reasoning_content and content: deepseek_r1 or qwen3 (<think> models)");
       sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
+      sub.add_option("--max-connections", o->max_connections,
+                     "Open HTTP connections at most; more get 503 while /health still answers (default: from "
+                     "RLIMIT_NOFILE, raised to its hard limit at start)");
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");
       sub.add_option("--stats-port", o->stats_port,

@@ -30,6 +30,7 @@ struct ServeOptions {
   int port = 8000;
   std::string api_key;                      // empty: no authentication
   uint64_t max_body_bytes = 1u << 20;       // larger bodies get 413
+  size_t max_connections = 1024;            // --max-connections: more get 503 (http_listener.hpp)
   openai::Limits limits;
   std::string model_path;                   // "root" in /v1/models
   bool log_requests = false;                // one info line per request
@@ -72,6 +73,7 @@ struct ServerContext {
   std::string io_processor_name;              // --io-processor-plugin
   std::shared_ptr<IOProcessor> io_processor;  // /pooling goes through it when set
   DisconnectWatch disconnects;                // generations in flight, by connection
+  std::function<std::string()> http_metrics;  // the listener's counts for /metrics (HTTP thread)
 };
 
 /// Writes a complete (non-streamed) response.
