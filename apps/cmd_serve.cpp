@@ -378,7 +378,8 @@ const CommandRegistration kRegistration(
                      "The parser of auto tool choice: hermes, llama3_json, mistral or pythonic");
       sub.add_option("--reasoning-parser", o->reasoning_parser,
                      "Split chat answers into reasoning_content and content: deepseek_r1 or qwen3 (<think> models)");
-      sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
+      sub.add_option("--max-body-bytes", o->max_body_bytes,
+                     "Largest request body; larger ones get 413 from their Content-Length, unread (default 1 MiB)");
       sub.add_option("--max-connections", o->max_connections,
                      "Open HTTP connections at most; more get 503 while /health still answers (default: from "
                      "RLIMIT_NOFILE, raised to its hard limit at start)");

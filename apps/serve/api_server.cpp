@@ -185,6 +185,10 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
 
 }  // namespace
 
+std::function<void(const asio::error_code&)> on_answered(const restinio::request_handle_t& req) {
+  return [id = req->connection_id()](const asio::error_code&) { http_request_answered(id); };
+}
+
 void respond(const restinio::request_handle_t& req, int http_status, const std::string& content_type,
              std::string body) {
   req->create_response(restinio::http_status_line_t{restinio::http_status_code_t{static_cast<std::uint16_t>(http_status)},
@@ -192,7 +196,7 @@ void respond(const restinio::request_handle_t& req, int http_status, const std::
       .append_header(restinio::http_field::content_type, content_type)
       .append_header(restinio::http_field::server, "troupe")
       .set_body(std::move(body))
-      .done();
+      .done(on_answered(req));
 }
 
 void ConnectionListener::state_changed(const restinio::connection_state::notice_t& notice) noexcept {
@@ -205,10 +209,18 @@ void ConnectionListener::state_changed(const restinio::connection_state::notice_
   }
 }
 
-uint64_t DisconnectWatch::watch(uint64_t connection_id, std::function<void()> cancel) {
+uint64_t DisconnectWatch::watch(uint64_t connection_id, Watched w) {
   const uint64_t token = next_token_++;
-  by_connection_[connection_id].emplace(token, std::move(cancel));
+  by_connection_[connection_id].emplace(token, std::move(w));
   return token;
+}
+
+bool DisconnectWatch::streaming(uint64_t connection_id) const {
+  auto it = by_connection_.find(connection_id);
+  if (it == by_connection_.end()) return false;
+  for (const auto& [token, w] : it->second)
+    if (w.streaming) return true;
+  return false;
 }
 
 void DisconnectWatch::forget(uint64_t connection_id, uint64_t token) {
@@ -223,7 +235,8 @@ void DisconnectWatch::closed(uint64_t connection_id) {
   if (it == by_connection_.end()) return;
   auto callbacks = std::move(it->second);  // a callback may forget() its own entry
   by_connection_.erase(it);
-  for (auto& [token, cancel] : callbacks) cancel();
+  for (auto& [token, w] : callbacks)
+    if (w.left) w.left();
 }
 
 Result<std::string> submit_on_http_thread(ServerContext& ctx, engine::Engine& e, engine::GenerateRequest request,
@@ -272,18 +285,22 @@ std::string render_http_metrics(const ListenerStats& s) {
       "troupe:http_connections_refused_total{{reason=\"out_of_descriptors\"}} {}\n"
       "# HELP troupe:http_accept_errors_total Failed accepts (each logged at most once a second and re-armed).\n"
       "# TYPE troupe:http_accept_errors_total counter\n"
-      "troupe:http_accept_errors_total {}\n",
-      s.open, s.max_connections, s.over_limit - s.probes_answered, s.shed, s.accept_errors);
+      "troupe:http_accept_errors_total {}\n"
+      "# HELP troupe:http_requests_refused_total Requests refused by a limit before they were read.\n"
+      "# TYPE troupe:http_requests_refused_total counter\n"
+      "troupe:http_requests_refused_total{{status=\"413\"}} {}\n"
+      "troupe:http_requests_refused_total{{status=\"431\"}} {}\n"
+      "troupe:http_requests_refused_total{{status=\"400\"}} {}\n",
+      s.open, s.max_connections, s.over_limit - s.probes_answered, s.shed, s.accept_errors, s.refused_413,
+      s.refused_431, s.refused_400);
 }
 
 restinio::server_settings_t<Traits> http_settings(ServerContext* ctx) {
   restinio::server_settings_t<Traits> settings;
   settings.port(static_cast<std::uint16_t>(ctx->options.port))
       .address(ctx->options.host)
-      // Bodies past the restinio limit are cut off by closing the connection; up to it
-      // the handler answers 413 itself, which a client can read.
-      .incoming_http_msg_limits(restinio::incoming_http_msg_limits_t{}.max_body_size(
-          std::max<uint64_t>(ctx->options.max_body_bytes * 4, 8u << 20)))
+      // The limiter of guarded_socket.hpp refuses larger bodies first, with a 413.
+      .incoming_http_msg_limits(restinio::incoming_http_msg_limits_t{}.max_body_size(ctx->options.max_body_bytes))
       // Generation can take long; streams are ended by us, never by a timer.
       .handle_request_timeout(std::chrono::hours(24))
       .write_http_response_timelimit(std::chrono::seconds(60))
@@ -291,6 +308,7 @@ restinio::server_settings_t<Traits> http_settings(ServerContext* ctx) {
       .max_pipelined_requests(kMaxPipelinedRequests)
       .connection_state_listener(std::make_shared<ConnectionListener>(ConnectionListener{ctx}))
       .request_handler([ctx](restinio::request_handle_t req) {
+        http_request_started(req->connection_id());
         try {
           route(*ctx, req);
         } catch (const std::exception& ex) {
@@ -324,6 +342,7 @@ Status ApiServer::start(std::function<void()> on_signal) {
   lo.host = ctx->options.host;
   lo.port = static_cast<uint16_t>(ctx->options.port);
   lo.max_connections = ctx->options.max_connections;
+  lo.limits.max_body_bytes = ctx->options.max_body_bytes;
   try {
     im.listener = std::make_unique<HttpListener>(
         im.io, lo, http_settings(ctx),
@@ -341,19 +360,22 @@ Status ApiServer::start(std::function<void()> on_signal) {
   }
   HttpListener* listener = im.listener.get();
   ctx->http_metrics = [listener] { return render_http_metrics(listener->stats()); };
+  listener->registry()->hooks.may_probe = [ctx](uint64_t id) { return !ctx->disconnects.streaming(id); };
   im.signals = std::make_unique<asio::signal_set>(im.io, SIGINT, SIGTERM);
   im.signals->async_wait([cb = std::move(on_signal)](const asio::error_code& ec, int sig) {
     if (ec) return;
     TROUPE_LOG_INFO("received signal {}: shutting down", sig);
     if (cb) cb();
   });
-  im.thread = std::thread([&io = im.io] {
+  im.thread = std::thread([&io = im.io, registry = listener->registry()] {
+    ConnectionRegistry::set_current(registry.get());
     auto guard = asio::make_work_guard(io);
     try {
       io.run();
     } catch (const std::exception& ex) {
       TROUPE_LOG_ERROR("HTTP thread stopped: {}", ex.what());
     }
+    ConnectionRegistry::set_current(nullptr);
   });
   return {};
 }

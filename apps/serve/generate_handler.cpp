@@ -129,9 +129,12 @@ struct Generation : std::enable_shared_from_this<Generation> {
   // Called once every choice was submitted: a hang-up from now on aborts them.
   void watch_connection() {
     std::weak_ptr<Generation> weak = shared_from_this();
-    watch_token = ctx->disconnects.watch(req->connection_id(), [weak] {
+    DisconnectWatch::Watched w;
+    w.streaming = stream;
+    w.left = [weak] {
       if (auto self = weak.lock()) self->client_left();
-    });
+    };
+    watch_token = ctx->disconnects.watch(req->connection_id(), std::move(w));
   }
 
   // Streams: one write per engine delta, so a vanished client also shows up as a
@@ -277,13 +280,13 @@ struct Generation : std::enable_shared_from_this<Generation> {
       // A generation that failed mid-stream (its error event was sent) ends as "failed".
       write(events->finish(c.error.ok() ? openai::response_status(c.choice.finish_reason) : "failed",
                            {usage.prompt_tokens, usage.completion_tokens, count_tokens(c.reasoning_text)}));
-      out->done();
+      out->done(on_answered(req));
       return;
     }
     if (stream) {
       if (include_usage) write(openai::sse_event(openai::render_usage_chunk(id, created, model, chat, usage)));
       write(openai::sse_done());
-      out->done();
+      out->done(on_answered(req));
       return;
     }
     for (const auto& c : choices) {

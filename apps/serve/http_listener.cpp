@@ -102,9 +102,15 @@ HttpListener::HttpListener(asio::io_context& io, ListenerOptions options, restin
   factory_ = std::make_shared<restinio::impl::connection_factory_t<Traits>>(connection_settings_,
                                                                             settings.socket_options_setter());
   stats_.max_connections = options_.max_connections;
+  registry_->hooks.refused = [this](int status) {
+    if (status == 413) ++stats_.refused_413;
+    else if (status == 431) ++stats_.refused_431;
+    else ++stats_.refused_400;
+  };
 }
 
 HttpListener::~HttpListener() {
+  registry_->hooks.refused = nullptr;
   if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
@@ -199,8 +205,10 @@ void HttpListener::start_connection(asio::ip::tcp::socket socket) {
   asio::error_code ec;
   auto remote = socket.remote_endpoint(ec);
   if (ec) return;  // gone already
+  auto io = std::make_shared<ConnectionIo>(io_, options_.limits, registry_);
   try {
-    auto conn = factory_->create_new_connection(std::move(socket), remote, ConnectionSlot(count_));
+    auto conn = factory_->create_new_connection(GuardedSocket(std::move(socket), io), remote, ConnectionSlot(count_));
+    io->set_id(conn->connection_id());
     conn->init();
   } catch (const std::exception& ex) {
     TROUPE_LOG_ERROR("HTTP server: cannot set up a connection from {}: {}", remote.address().to_string(), ex.what());

@@ -34,6 +34,7 @@
 #include <string>
 #include <string_view>
 
+#include "apps/serve/http_limits.hpp"
 #include "apps/serve/http_traits.hpp"
 #include "net/refusal_log.hpp"
 #include "troupe/status.hpp"
@@ -45,6 +46,7 @@ struct ListenerOptions {
   uint16_t port = 8000;
   size_t max_connections = 1024;
   size_t probe_slots = 32;
+  RequestLimits limits;
 };
 
 /// A whole answer written past the cap (always with `Connection: close`).
@@ -63,6 +65,7 @@ struct ListenerStats {
   uint64_t probes_answered = 0;    // of those, probe routes answered
   uint64_t accept_errors = 0;      // failed accepts (each re-armed)
   uint64_t shed = 0;               // connections answered 503 while out of descriptors
+  uint64_t refused_413 = 0, refused_431 = 0, refused_400 = 0;  // requests refused by a limit
 };
 
 /// The descriptor budget at start: RLIMIT_NOFILE after raising the soft limit to the hard
@@ -91,6 +94,7 @@ class HttpListener {
   /// Stops accepting (open connections stay). On the server's asio thread.
   void close();
   ListenerStats stats() const;
+  const std::shared_ptr<ConnectionRegistry>& registry() const { return registry_; }
 
  private:
   struct Probe;
@@ -111,6 +115,7 @@ class HttpListener {
   std::shared_ptr<restinio::impl::connection_settings_t<Traits>> connection_settings_;
   std::shared_ptr<restinio::impl::connection_factory_t<Traits>> factory_;
   std::shared_ptr<ConnectionCount> count_ = std::make_shared<ConnectionCount>();
+  std::shared_ptr<ConnectionRegistry> registry_ = std::make_shared<ConnectionRegistry>();
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_;
   int spare_fd_ = -1;  // given up to accept when out of descriptors

@@ -1,5 +1,5 @@
 // The RESTinio traits of `troupe serve`'s HTTP server: single-threaded (one asio
-// thread), a listener that hears each
+// thread), the socket of guarded_socket.hpp, a listener that hears each
 // connection's end (for DisconnectWatch), and a connection count kept by our
 // own acceptor (http_listener.hpp) instead of RESTinio's limiter: each RESTinio
 // connection holds a ConnectionSlot from its creation to its end.
@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "apps/serve/guarded_socket.hpp"
 #include "apps/serve/server_context.hpp"
 
 namespace troupe::apps::serve {
@@ -49,6 +50,7 @@ class ConnectionSlot {
 
 struct Traits : restinio::default_single_thread_traits_t {
   using connection_state_listener_t = ConnectionListener;
+  using stream_socket_t = GuardedSocket;
 };
 
 }  // namespace troupe::apps::serve

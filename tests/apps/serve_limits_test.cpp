@@ -4,7 +4,10 @@
 //   still answers within 2 s, and once they close new requests are served;
 // - the descriptors taken away from a running server (prlimit --pid): accepting fails
 //   with EMFILE (logged), waiting clients get a 503, and once descriptors are back the
-//   server accepts again (RESTinio's own acceptor stopped for good at the first error).
+//   server accepts again (RESTinio's own acceptor stopped for good at the first error);
+// - a body over --max-body-bytes gets 413 from its Content-Length before one byte of it is
+//   sent, headers over the limit 431, bytes that are not HTTP 400, each the OpenAI error
+//   envelope, and the requests before it on the connection are answered first.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -56,6 +59,11 @@ int status_of(const std::string& response) {
   std::smatch m;
   static const std::regex re("^HTTP/1\\.1 (\\d{3}) ");
   return std::regex_search(response, m, re) ? std::stoi(m[1]) : -1;
+}
+
+json body_of(const std::string& response) {
+  const size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? json() : json::parse(response.substr(at + 4), nullptr, false);
 }
 
 Result<apps::http::Response> get(const ServeProcess& s, const std::string& path, std::chrono::seconds t = 2s) {
@@ -188,6 +196,93 @@ TEST(ServeLimits, TheServerAcceptsAgainAfterItRanOutOfDescriptors) {
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(serve.log().find("accepting a connection failed: Too many open files"), std::string::npos) << serve.log();
   EXPECT_GT(metric(serve, "troupe:http_accept_errors_total"), 0);
+}
+
+class ServeRequestLimits : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    serve_ = std::make_unique<ServeProcess>(std::vector<std::string>{"--disable-log-stats"});
+    healthy_ = serve_->wait_healthy();
+  }
+  static void TearDownTestSuite() { serve_.reset(); }
+  void SetUp() override { ASSERT_TRUE(healthy_) << serve_->log(); }
+
+  /// Sends `bytes` on a fresh connection and reads until the server closes it.
+  static std::string exchange(const std::string& bytes, bool half_close = false) {
+    const int fd = connect_loopback(serve_->port());
+    EXPECT_GE(fd, 0);
+    send_some(fd, bytes);
+    if (half_close) ::shutdown(fd, SHUT_WR);
+    std::string got = read_to_close(fd, 5000ms);
+    ::close(fd);
+    return got;
+  }
+
+  static inline std::unique_ptr<ServeProcess> serve_;
+  static inline bool healthy_ = false;
+};
+
+TEST_F(ServeRequestLimits, ABodyOverTheLimitGets413FromItsContentLengthBeforeItIsSent) {
+  // 4 MiB: between --max-body-bytes (1 MiB) and the 8 MiB at which RESTinio used to close.
+  const auto t0 = Clock::now();
+  const std::string got = exchange(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4194304\r\n\r\n");
+  EXPECT_LT(Clock::now() - t0, 3s) << "the answer waited for a body that was never sent";
+  EXPECT_EQ(status_of(got), 413) << got;
+  const json j = body_of(got);
+  ASSERT_TRUE(j.is_object()) << got;
+  EXPECT_EQ(j["error"]["code"], 413);
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("1048576 bytes (--max-body-bytes)"), std::string::npos);
+  EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+}
+
+TEST_F(ServeRequestLimits, AChunkedBodyOverTheLimitGets413) {
+  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string chunk(256 << 10, 'x');
+  for (int k = 0; k < 6; ++k) req += fmt::format("{:x}\r\n{}\r\n", chunk.size(), chunk);
+  const std::string got = exchange(req);
+  EXPECT_EQ(status_of(got), 413) << got.substr(0, 300);
+}
+
+TEST_F(ServeRequestLimits, HeadersOverTheLimitGet431) {
+  const std::string got = exchange("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(100 << 10, 'a') +
+                                   "\r\n\r\n");
+  EXPECT_EQ(status_of(got), 431) << got.substr(0, 300);
+  const json j = body_of(got);
+  ASSERT_TRUE(j.is_object()) << got.substr(0, 300);
+  EXPECT_EQ(j["error"]["code"], 431);
+}
+
+TEST_F(ServeRequestLimits, BytesThatAreNotHttpGet400) {
+  const std::string got = exchange("HELLO THERE\r\n\r\n");
+  EXPECT_EQ(status_of(got), 400) << got;
+  const json j = body_of(got);
+  ASSERT_TRUE(j.is_object()) << got;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("Malformed HTTP request"), std::string::npos) << got;
+}
+
+TEST_F(ServeRequestLimits, TheRequestsBeforeARefusedOneAreAnsweredFirst) {
+  const std::string got = exchange(
+      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /version HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
+  const size_t first = got.find("HTTP/1.1 200");
+  ASSERT_NE(first, std::string::npos) << got;
+  const size_t second = got.find("HTTP/1.1 200", first + 1);
+  ASSERT_NE(second, std::string::npos) << got;
+  const size_t refusal = got.find("HTTP/1.1 413", second + 1);
+  EXPECT_NE(refusal, std::string::npos) << got;
+}
+
+TEST_F(ServeRequestLimits, AHalfClosedClientIsAnsweredByTheRoutesWithoutAModelToo) {
+  const std::string got = exchange("GET /version HTTP/1.1\r\nHost: x\r\n\r\n", /*half_close=*/true);
+  EXPECT_EQ(status_of(got), 200) << got;
+  EXPECT_NE(got.find("\"version\""), std::string::npos) << got;
+}
+
+TEST_F(ServeRequestLimits, TheRefusalsAreCountedInMetrics) {
+  exchange("HELLO THERE\r\n\r\n");
+  EXPECT_GE(metric(*serve_, "troupe:http_requests_refused_total{status=\"400\"}"), 1);
 }
 
 }  // namespace
