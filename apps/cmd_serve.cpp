@@ -258,7 +258,8 @@ class ShutdownLatch {
 };
 
 // Stop taking requests; let those in flight finish for up to --shutdown-timeout, then
-// abort the rest (closing their connections cancels them in the engine).
+// cut the rest (aborted in the engine; a stream ends with finish_reason "abort", an error
+// event and [DONE]), let those last words reach the clients, and close.
 void drain_and_close(apps::serve::ApiServer& server, double shutdown_timeout) {
   server.drain();
   size_t left = server.in_flight();
@@ -271,7 +272,15 @@ void drain_and_close(apps::serve::ApiServer& server, double shutdown_timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     left = server.in_flight();
   }
-  if (left > 0) TROUPE_LOG_WARNING("aborting {} request(s) still in flight", left);
+  if (left > 0) {
+    TROUPE_LOG_WARNING("aborting {} request(s) still in flight", left);
+    server.cut_in_flight(shutdown_timeout > 0
+                             ? fmt::format("the server is shutting down: --shutdown-timeout of {} s passed",
+                                           shutdown_timeout)
+                             : std::string("the server is shutting down (--shutdown-timeout 0)"));
+  }
+  if (!server.wait_answers_written(std::chrono::seconds(2)))
+    TROUPE_LOG_WARNING("some answers were not written within 2 s; closing anyway");
   server.stop();
   TROUPE_LOG_INFO("HTTP server closed; stopping the engine");
 }

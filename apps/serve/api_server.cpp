@@ -223,6 +223,14 @@ bool DisconnectWatch::streaming(uint64_t connection_id) const {
   return false;
 }
 
+void DisconnectWatch::cut_all(const std::string& why) {
+  std::vector<std::function<void(const std::string&)>> cuts;
+  for (auto& [id, entries] : by_connection_)
+    for (auto& [token, w] : entries)
+      if (w.cut) cuts.push_back(w.cut);
+  for (auto& cut : cuts) cut(why);
+}
+
 void DisconnectWatch::forget(uint64_t connection_id, uint64_t token) {
   auto it = by_connection_.find(connection_id);
   if (it == by_connection_.end()) return;
@@ -407,6 +415,31 @@ size_t ApiServer::in_flight() {
   auto& im = *impl_;
   if (im.stopped || !im.thread.joinable()) return 0;
   return on_http_thread<size_t>(im.io, [ctx = &im.ctx] { return ctx->disconnects.watched(); }, 1);
+}
+
+void ApiServer::cut_in_flight(const std::string& why) {
+  auto& im = *impl_;
+  if (im.stopped || !im.thread.joinable()) return;
+  on_http_thread<bool>(
+      im.io,
+      [ctx = &im.ctx, why] {
+        ctx->disconnects.cut_all(why);
+        return true;
+      },
+      false);
+}
+
+bool ApiServer::wait_answers_written(std::chrono::milliseconds timeout) {
+  auto& im = *impl_;
+  if (im.stopped || !im.thread.joinable()) return true;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const size_t busy = on_http_thread<size_t>(
+        im.io, [listener = im.listener.get()] { return listener->registry()->busy(); }, 1);
+    if (busy == 0) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void ApiServer::stop() {

@@ -50,6 +50,7 @@ class DisconnectWatch {
   struct Watched {
     bool streaming = false;                           // its answer is being streamed
     std::function<void()> left;                       // the client is gone
+    std::function<void(const std::string&)> cut;     // shutdown: end it now, saying why
   };
   /// `w.left` runs if connection `connection_id` closes before forget(connection_id, token).
   uint64_t watch(uint64_t connection_id, Watched w);
@@ -58,6 +59,8 @@ class DisconnectWatch {
   void closed(uint64_t connection_id);
   /// Whether an answer of the connection is being streamed.
   bool streaming(uint64_t connection_id) const;
+  /// Runs every `cut` callback (each forgets its entry).
+  void cut_all(const std::string& why);
   /// Generations watched now (those in flight), over every connection.
   size_t watched() const {
     size_t n = 0;
