@@ -52,6 +52,16 @@ Result<milliseconds> seconds_env(const char* name, milliseconds fallback) {
   return milliseconds(static_cast<int64_t>(s * 1000));
 }
 
+/// A connected Unix socket pair, both ends non-blocking and close-on-exec.
+Status socket_pair(Socket* ours, Socket* theirs) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
+    return unavailable(std::string("cannot create a socket pair: ") + std::strerror(errno));
+  *ours = Socket(fds[0]);
+  *theirs = Socket(fds[1]);
+  return {};
+}
+
 }  // namespace
 
 Result<LinkLimits> link_limits_from_env() {
@@ -79,14 +89,8 @@ struct LinkGuard::Relay {
     std::string peer;
     Clock::time_point deadline;
   };
-  /// A dialed link waiting for CAF's connection on a one-shot loopback listener.
-  struct Waiting {
-    Socket listener;
-    Stream outer;
-    std::string label;
-    Clock::time_point deadline;
-  };
-  /// A relayed connection: `outer` is the remote side (its BASP checked), `inner` CAF's.
+  /// A relayed connection: `outer` is the remote side (its BASP checked), `inner` this
+  /// process's end of a Unix socket pair (CAF has the other).
   struct Pair {
     Stream outer;
     Socket inner;
@@ -100,19 +104,18 @@ struct LinkGuard::Relay {
 
   // Server side (a LinkGuard); unused by the dialing relay.
   Socket listener;
-  uint16_t inner_port = 0;
+  AdoptLink adopt;
   LinkAuth auth;
   std::string what;
   LinkLimits limits;
 
   std::mutex mu;  // guards `incoming` (dial_link hands links over)
-  std::vector<Waiting> incoming;
+  std::vector<Pair> incoming;
   Socket wake_read, wake_write;
   std::atomic<bool> stop{false};
   std::thread thread;
 
   std::list<Handshake> handshakes;
-  std::vector<Waiting> waiting;
   std::list<Pair> pairs;
 
   Relay() {
@@ -134,10 +137,10 @@ struct LinkGuard::Relay {
 
   void start() { thread = std::thread([this] { run(); }); }
 
-  void hand_over(Waiting w) {
+  void hand_over(Pair p) {
     {
       std::lock_guard lock(mu);
-      incoming.push_back(std::move(w));
+      incoming.push_back(std::move(p));
     }
     poke();
   }
@@ -191,15 +194,17 @@ struct LinkGuard::Relay {
       case ServerHandshake::State::accepted:
         break;
     }
-    auto inner = connect_to("127.0.0.1", inner_port, Clock::now() + milliseconds(2000), Retry::no);
-    if (!inner.ok()) {
-      TROUPE_LOG_ERROR("{}: cannot reach its own actor system on 127.0.0.1:{}: {}", what, inner_port,
-                       inner.status().message());
+    Pair p(limits.max_frame_bytes);
+    Socket theirs;
+    if (Status st = socket_pair(&p.inner, &theirs); !st.ok()) {
+      TROUPE_LOG_ERROR("{}: cannot take the link from {}: {}", what, h.peer, st.message());
       return false;
     }
-    Pair p(limits.max_frame_bytes);
+    if (Status st = adopt(std::move(theirs)); !st.ok()) {
+      TROUPE_LOG_ERROR("{}: its actor system cannot take the link from {}: {}", what, h.peer, st.message());
+      return false;
+    }
     p.outer = std::move(h.hs.stream());
-    p.inner = std::move(*inner);
     p.label = what + " link from " + h.peer + (p.outer.is_tls() ? " (TLS)" : "");
     pairs.push_back(std::move(p));
     TROUPE_LOG_DEBUG("{} passed the link handshake", pairs.back().label);
@@ -309,38 +314,11 @@ struct LinkGuard::Relay {
 
   // -- the loop --
 
-  /// Dialed links waiting for CAF: connected ones become pairs, expired ones are closed.
-  void serve_waiting(const std::vector<pollfd>& fds, size_t w0, size_t p0) {
-    const auto now = Clock::now();
-    std::vector<Waiting> keep;
-    for (size_t k = 0; k < waiting.size(); ++k) {
-      Waiting& w = waiting[k];
-      if (w0 + k < p0 && fds[w0 + k].revents) {
-        auto inner = accept_next(w.listener.get());
-        if (inner.ok() && inner->valid()) {
-          w.listener.reset();  // one connection per dialed link
-          Pair p(limits.max_frame_bytes);
-          p.outer = std::move(w.outer);
-          p.inner = std::move(*inner);
-          p.label = w.label;
-          pairs.push_back(std::move(p));
-          continue;
-        }
-      }
-      if (now >= w.deadline) {
-        TROUPE_LOG_DEBUG("{}: nothing in this process took the link in time", w.label);
-        continue;  // closed with `w`
-      }
-      keep.push_back(std::move(w));
-    }
-    waiting = std::move(keep);
-  }
-
   /// One round: poll everything, then serve whatever is ready.
   void round(std::vector<pollfd>& fds) {
     {
       std::lock_guard lock(mu);
-      for (auto& w : incoming) waiting.push_back(std::move(w));
+      for (auto& p : incoming) pairs.push_back(std::move(p));
       incoming.clear();
     }
     fds.clear();
@@ -352,11 +330,6 @@ struct LinkGuard::Relay {
       fds.push_back({h.hs.fd(), h.hs.events(), 0});
       next = std::min(next, h.deadline);
       if (h.hs.ready()) next = Clock::now();
-    }
-    const size_t w0 = fds.size();
-    for (auto& w : waiting) {
-      fds.push_back({w.listener.get(), POLLIN, 0});
-      next = std::min(next, w.deadline);
     }
     const size_t p0 = fds.size();
     for (auto& p : pairs) {
@@ -377,11 +350,10 @@ struct LinkGuard::Relay {
     size_t i = hs0;
     for (auto it = handshakes.begin(); it != handshakes.end(); ++i) {
       // Handshakes accepted above this round have no poll entry yet: give them a zero round.
-      const bool polled = i < w0 && fds[i].fd == it->hs.fd();
+      const bool polled = i < p0 && fds[i].fd == it->hs.fd();
       if (!step(*it, polled ? fds[i].revents : short(0))) it = handshakes.erase(it);
       else ++it;
     }
-    serve_waiting(fds, w0, p0);
     i = p0;
     for (auto it = pairs.begin(); it != pairs.end(); i += 2) {
       // Pairs added above this round have no poll entry yet: give them a zero round.
@@ -399,7 +371,7 @@ struct LinkGuard::Relay {
   }
 };
 
-Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, uint16_t port, uint16_t inner_port,
+Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, uint16_t port, AdoptLink adopt,
                                                      LinkAuth auth, std::string what, LinkLimits limits) {
   std::unique_ptr<LinkGuard> g(new LinkGuard());
   g->relay_ = std::make_unique<Relay>();
@@ -408,7 +380,7 @@ Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, ui
   auto listener = listen_on(host, port, &g->port_);
   if (!listener.ok()) return listener.status();
   g->relay_->listener = std::move(*listener);
-  g->relay_->inner_port = inner_port;
+  g->relay_->adopt = std::move(adopt);
   g->relay_->auth = std::move(auth);
   g->relay_->what = std::move(what);
   g->relay_->limits = limits;
@@ -436,8 +408,8 @@ LinkGuard::Relay* dial_relay(const LinkLimits& limits) {
 
 }  // namespace
 
-Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
-                           milliseconds timeout) {
+Result<Socket> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
+                         milliseconds timeout) {
   auto limits = link_limits_from_env();
   if (!limits.ok()) return limits.status();
   const std::string where = what + " " + host_port(host, port);
@@ -458,16 +430,13 @@ Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAut
     if (outer.is_tls() || s.code() == StatusCode::invalid_argument) TROUPE_LOG_ERROR("{}", s.message());
     return s;
   }
-  uint16_t local = 0;
-  auto l = listen_on("127.0.0.1", 0, &local);
-  if (!l.ok()) return l.status();
-  LinkGuard::Relay::Waiting w;
-  w.listener = std::move(*l);
-  w.outer = std::move(outer);
-  w.label = "link to the " + where + (w.outer.is_tls() ? " (TLS)" : "");
-  w.deadline = Clock::now() + std::max(timeout, milliseconds(10'000));
-  dial_relay(*limits)->hand_over(std::move(w));
-  return local;
+  LinkGuard::Relay::Pair p(limits->max_frame_bytes);
+  Socket theirs;
+  if (Status st = socket_pair(&p.inner, &theirs); !st.ok()) return st;
+  p.outer = std::move(outer);
+  p.label = "link to the " + where + (p.outer.is_tls() ? " (TLS)" : "");
+  dial_relay(*limits)->hand_over(std::move(p));
+  return theirs;
 }
 
 }  // namespace troupe::net

@@ -14,9 +14,14 @@
 // BASP header the remote side sends: an unknown operation or a payload above
 // the frame cap drops the connection with a log line. A connection that does
 // not finish the handshake within the deadline is dropped too, and at most
-// `max_handshakes` may be in their handshake at once. The connecting side
-// (dial_link) runs the same handshake, then gives CAF a one-shot loopback
-// port relayed by a process-wide thread, with the same frame check.
+// `max_handshakes` may be in their handshake at once.
+//
+// CAF listens on no port at all: the guard hands each authenticated link to
+// the process as one end of a Unix socket pair (`AdoptLink`; actors/ gives it to
+// CAF's middleman as a connection), and relays the remote side to the other
+// end. The connecting side (dial_link) runs the same handshake and returns the
+// inner end of such a pair, relayed by a process-wide thread with the same
+// frame check. So no local process can reach CAF without passing the guard.
 //
 // With TLS (LinkAuth::tls, tls.hpp) every connection first passes a
 // mutual TLS 1.3 handshake (both certificates must chain to the cluster CA),
@@ -32,10 +37,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "net/socket.hpp"
 #include "net/tls.hpp"
 #include "troupe/status.hpp"
 
@@ -67,12 +74,16 @@ struct LinkLimits {
 /// invalid_argument naming the variable when one is malformed.
 Result<LinkLimits> link_limits_from_env();
 
+/// Takes the inner end of an authenticated link (a connected Unix socket; the guard relays
+/// the remote side to the other end). An error is logged by the guard and the link closed.
+using AdoptLink = std::function<Status(Socket inner)>;
+
 class LinkGuard {
  public:
   /// Listens on host:port (port 0: any free port) for `what` ("node", "stat logger": for
-  /// log lines) and relays connections that pass `auth` (TLS, then the secret handshake)
-  /// to 127.0.0.1:inner_port.
-  static Result<std::unique_ptr<LinkGuard>> listen(const std::string& host, uint16_t port, uint16_t inner_port,
+  /// log lines) and hands every connection that passes `auth` (TLS, then the secret
+  /// handshake) to `adopt`, relaying it.
+  static Result<std::unique_ptr<LinkGuard>> listen(const std::string& host, uint16_t port, AdoptLink adopt,
                                                    LinkAuth auth, std::string what, LinkLimits limits);
   ~LinkGuard();  // closes the listener and every connection it relays
   LinkGuard(const LinkGuard&) = delete;
@@ -90,10 +101,11 @@ class LinkGuard {
 
 /// Connects to the guard of `what` at host:port and passes its handshake with `auth`
 /// (with TLS: the guard's certificate must chain to the cluster CA and name `host`);
-/// returns a loopback port for CAF to connect to (once, within `timeout`), relayed to it.
+/// returns the inner end of a Unix socket pair whose other end is relayed to it (for CAF
+/// to adopt as its connection).
 /// Errors: unavailable (unreachable, silent, not a troupe link), invalid_argument (the
 /// other side refused our proof or certificate, or could not prove its own).
-Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
-                           std::chrono::milliseconds timeout);
+Result<Socket> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
+                         std::chrono::milliseconds timeout);
 
 }  // namespace troupe::net

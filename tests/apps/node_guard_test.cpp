@@ -5,7 +5,9 @@
 // a peer that knows the secret but sends an oversized frame. Each is dropped
 // with a log line, the node's RSS (/proc) stays within a few MB, the head's
 // /health stays 200 throughout, and the head still gets the same completion.
-// The head's stats port stands behind the same guard.
+// The head's stats port stands behind the same guard, and no process has a
+// port but its guard (CAF listens on none), so a local process without the
+// secret finds no other door.
 //
 // The link handshake and the BASP header are written here from their
 // descriptions (net/link_guard.hpp, net/basp_frames.hpp), not with the
@@ -22,10 +24,14 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <atomic>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "tests/proc_sockets.hpp"
 #include "tests/raw_socket.hpp"
 #include "node_process.hpp"
 #include "net/crypto.hpp"
@@ -218,6 +224,47 @@ TEST_F(NodeGuard, TheHeadsStatsPortDropsACraftedHeaderToo) {
   ::close(fd);
   expect_healthy_for(std::chrono::seconds(2));
   EXPECT_TRUE(log_shows(*serve_, "stat logger refused a peer (127.0.0.1:")) << serve_->log();
+  EXPECT_EQ(complete(), greedy_);
+}
+
+TEST_F(NodeGuard, ALocalProcessFindsNoDoorButTheGuards) {
+  // The node listens on its guard's port only: CAF has no port and no Unix socket.
+  EXPECT_EQ(troupe::testing::listening_tcp_ports(node_->pid()), std::set<int>{node_->port()});
+  EXPECT_TRUE(troupe::testing::listening_unix_sockets(node_->pid()).empty());
+  // The head on its HTTP port and its stats guard, nothing for CAF (its link to the node
+  // is a socket pair, never a loopback port).
+  EXPECT_EQ(troupe::testing::listening_tcp_ports(serve_->pid()), (std::set<int>{serve_->port(), stats_port_}));
+  EXPECT_TRUE(troupe::testing::listening_unix_sockets(serve_->pid()).empty());
+  // What a local process can send to every door it finds: the 64-byte BASP frame (a header
+  // announcing 4 GB, and another) that grew a node by 1.3 GB through CAF's loopback port.
+  std::atomic<bool> stop{false};
+  std::atomic<int> not_ok{0};
+  std::thread health([&] {
+    while (!stop) {
+      auto h = apps::http::request("127.0.0.1", serve_->port(), "GET", "/health", "", {}, {}, std::chrono::seconds(5));
+      if (!h.ok() || h->status != 200) ++not_ok;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::vector<int> sent;
+  for (int port : troupe::testing::listening_tcp_ports(node_->pid())) {
+    for (int k = 0; k < 20; ++k) {
+      const int fd = connect_loopback(port);
+      ASSERT_GE(fd, 0);
+      send_some(fd, basp_header(1, 0xFFFFFF00u, 0) + basp_header(2, 0xFFFFFF00u, 1));
+      sent.push_back(fd);
+    }
+  }
+  for (int fd : sent) {
+    EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10)));  // at the handshake deadline (2 s) at the latest
+    ::close(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  stop = true;
+  health.join();
+  EXPECT_EQ(not_ok, 0) << "the head answered /health with something else than 200";
+  const long after = rss_kb(node_->pid());
+  EXPECT_LT(after - rss_before_, 64 * 1024) << "the node grew by " << (after - rss_before_) << " kB";
   EXPECT_EQ(complete(), greedy_);
 }
 
