@@ -30,8 +30,8 @@ node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor gua
 stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor guarded, std::string secret);
 
 /// Publishes `gate` behind a link guard listening on host:port (net/link_guard.hpp: TLS
-/// when `auth` has it, a handshake on its secret, a frame cap, a deadline; limits from
-/// link_limits_from_env). CAF itself listens on no port: each
+/// when `auth` has it, a handshake on its secret, a frame cap, a deadline, handshake slots
+/// per source; limits from link_limits_from_env). CAF itself listens on no port: each
 /// authenticated link reaches its BASP broker as a Unix socket pair. The guard's port() is
 /// the one to announce.
 Result<std::unique_ptr<net::LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,

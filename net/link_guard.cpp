@@ -1,6 +1,8 @@
 #include "net/link_guard.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 
 #include "net/basp_frames.hpp"
 #include "net/handshake.hpp"
+#include "net/refusal_log.hpp"
 #include "net/socket.hpp"
 #include "net/stream.hpp"
 #include "troupe/log.hpp"
@@ -50,6 +53,30 @@ Result<milliseconds> seconds_env(const char* name, milliseconds fallback) {
   if (end == env || *end != '\0' || !(s > 0) || s > 86400)
     return invalid_argument(std::string(name) + " must be a positive number of seconds, got '" + env + "'");
   return milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+/// What a connection's handshake slots are counted by: its source address, an IPv6 one by
+/// its /64 (one host or site usually holds a whole /64), an IPv4-mapped one as IPv4.
+std::string source_key(int fd) {
+  sockaddr_storage st{};
+  socklen_t len = sizeof st;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&st), &len) != 0) return "?";
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (st.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&st)->sin_addr, text, sizeof text);
+    return text;
+  }
+  if (st.ss_family == AF_INET6) {
+    in6_addr a = reinterpret_cast<sockaddr_in6*>(&st)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      ::inet_ntop(AF_INET, a.s6_addr + 12, text, sizeof text);
+      return text;
+    }
+    std::memset(a.s6_addr + 8, 0, 8);
+    ::inet_ntop(AF_INET6, &a, text, sizeof text);
+    return std::string(text) + "/64";
+  }
+  return "?";
 }
 
 /// A connected Unix socket pair, both ends non-blocking and close-on-exec.
@@ -87,6 +114,8 @@ struct LinkGuard::Relay {
   struct Handshake {
     ServerHandshake hs;
     std::string peer;
+    std::string source;  // what its slot is counted by (source_key)
+    bool shared = false;  // in a shared slot (its source's own were taken)
     Clock::time_point deadline;
   };
   /// A relayed connection: `outer` is the remote side (its BASP checked), `inner` this
@@ -108,6 +137,7 @@ struct LinkGuard::Relay {
   LinkAuth auth;
   std::string what;
   LinkLimits limits;
+  RefusalLog refusals{"link guard"};
 
   std::mutex mu;  // guards `incoming` (dial_link hands links over)
   std::vector<Pair> incoming;
@@ -116,6 +146,9 @@ struct LinkGuard::Relay {
   std::thread thread;
 
   std::list<Handshake> handshakes;
+  std::map<std::string, size_t> own_by_source;  // own slots in use, by source
+  size_t own_in_use = 0;
+  size_t shared_in_use = 0;
   std::list<Pair> pairs;
 
   Relay() {
@@ -147,14 +180,49 @@ struct LinkGuard::Relay {
 
   // -- server: accepting and the handshake --
 
+  /// A slot for a connection from `source`: its own while it has fewer than the per-source
+  /// count, else a shared one; false when neither is free.
+  bool take_slot(const std::string& source, bool* shared) {
+    size_t& own = own_by_source[source];
+    if (own < limits.handshakes_per_source && own_in_use < limits.max_own_handshakes) {
+      ++own;
+      ++own_in_use;
+      *shared = false;
+      return true;
+    }
+    if (own == 0) own_by_source.erase(source);
+    if (shared_in_use < limits.max_handshakes) {
+      ++shared_in_use;
+      *shared = true;
+      return true;
+    }
+    return false;
+  }
+
+  void free_slot(const std::string& source, bool shared) {
+    if (shared) {
+      --shared_in_use;
+      return;
+    }
+    --own_in_use;
+    auto it = own_by_source.find(source);
+    if (it != own_by_source.end() && --it->second == 0) own_by_source.erase(it);
+  }
+
   void accept_all() {
     for (;;) {
       auto s = accept_next(listener.get());
       if (!s.ok() || !s->valid()) return;
       const std::string peer = peer_address(s->get());
-      if (handshakes.size() >= limits.max_handshakes) {
-        TROUPE_LOG_WARNING("{} dropped a connection from {}: {} connections are in their handshake already", what,
-                           peer, handshakes.size());
+      const std::string source = source_key(s->get());
+      bool shared = false;
+      if (!take_slot(source, &shared)) {
+        const auto own = own_by_source.find(source);
+        refusals.refuse("handshake_slots",
+                        fmt::format("{} refused a peer ({}): no handshake slot free ({} of its {} own, {} of {} "
+                                    "shared, in use)",
+                                    what, peer, own == own_by_source.end() ? 0 : own->second,
+                                    limits.handshakes_per_source, shared_in_use, limits.max_handshakes));
         continue;
       }
       Stream stream;
@@ -162,34 +230,42 @@ struct LinkGuard::Relay {
         auto t = Stream::tls(std::move(*s), *auth.tls, /*server=*/true, "");
         if (!t.ok()) {
           TROUPE_LOG_ERROR("{} dropped a connection from {}: {}", what, peer, t.status().message());
+          free_slot(source, shared);
           continue;
         }
         stream = std::move(*t);
       } else {
         stream = Stream(std::move(*s));
       }
-      handshakes.push_back(Handshake{ServerHandshake(std::move(stream), link_handshake(), auth.secret), peer,
-                                     Clock::now() + limits.handshake_timeout});
-      if (!step(handshakes.back(), POLLOUT)) handshakes.pop_back();
+      handshakes.push_back(Handshake{ServerHandshake(std::move(stream), link_handshake(), auth.secret), peer, source,
+                                     shared, Clock::now() + limits.handshake_timeout});
+      if (!step(handshakes.back(), POLLOUT)) {
+        free_slot(source, shared);
+        handshakes.pop_back();
+      }
     }
   }
 
   /// Progress of one handshake: false when it is over (dropped, or handed to a pair).
   bool step(Handshake& h, short revents) {
     if (Clock::now() >= h.deadline) {
-      TROUPE_LOG_WARNING("{} refused a peer ({}): it did not finish the link handshake within {} ms{}", what, h.peer,
-                         limits.handshake_timeout.count(),
-                         h.hs.tls_done() ? "" : " (TLS: a peer without TLS waits for a challenge that never comes)");
+      refusals.refuse("handshake_timeout",
+                      fmt::format("{} refused a peer ({}): it did not finish the link handshake within {} ms{}", what,
+                                  h.peer, limits.handshake_timeout.count(),
+                                  h.hs.tls_done() ? ""
+                                                  : " (TLS: a peer without TLS waits for a challenge that never comes)"));
       return false;
     }
     switch (h.hs.step(revents)) {
       case ServerHandshake::State::running:
         return true;
       case ServerHandshake::State::refused:
-        TROUPE_LOG_WARNING("{} refused a peer ({}): {}", what, h.peer, h.hs.why());
+        refusals.refuse("handshake_refused", fmt::format("{} refused a peer ({}): {}", what, h.peer, h.hs.why()));
         return false;
       case ServerHandshake::State::left:
-        TROUPE_LOG_INFO("{}: a peer ({}) left during the link handshake: {}", what, h.peer, h.hs.why());
+        refusals.refuse("handshake_left",
+                        fmt::format("{}: a peer ({}) left during the link handshake: {}", what, h.peer, h.hs.why()),
+                        log::Level::info);
         return false;
       case ServerHandshake::State::accepted:
         break;
@@ -277,7 +353,7 @@ struct LinkGuard::Relay {
   /// Moves bytes of one pair; false once the pair is closed.
   bool relay(Pair& p, short outer_ev, short inner_ev) {
     auto end = [&](const std::string& why, bool warn) {
-      if (warn) TROUPE_LOG_WARNING("{}: dropped: {}", p.label, why);
+      if (warn) refusals.refuse("frame", fmt::format("{}: dropped: {}", p.label, why));
       else TROUPE_LOG_DEBUG("{}: closed: {}", p.label, why);
       p.outer.close();
       p.inner.reset();
@@ -321,6 +397,7 @@ struct LinkGuard::Relay {
       for (auto& p : incoming) pairs.push_back(std::move(p));
       incoming.clear();
     }
+    refusals.flush();
     fds.clear();
     fds.push_back({wake_read.get(), POLLIN, 0});
     if (listener.valid()) fds.push_back({listener.get(), POLLIN, 0});
@@ -351,8 +428,12 @@ struct LinkGuard::Relay {
     for (auto it = handshakes.begin(); it != handshakes.end(); ++i) {
       // Handshakes accepted above this round have no poll entry yet: give them a zero round.
       const bool polled = i < p0 && fds[i].fd == it->hs.fd();
-      if (!step(*it, polled ? fds[i].revents : short(0))) it = handshakes.erase(it);
-      else ++it;
+      if (!step(*it, polled ? fds[i].revents : short(0))) {
+        free_slot(it->source, it->shared);
+        it = handshakes.erase(it);
+      } else {
+        ++it;
+      }
     }
     i = p0;
     for (auto it = pairs.begin(); it != pairs.end(); i += 2) {
@@ -389,6 +470,8 @@ Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, ui
 }
 
 LinkGuard::~LinkGuard() = default;
+
+std::map<std::string, uint64_t> LinkGuard::refusals() const { return relay_->refusals.counts(); }
 
 namespace {
 

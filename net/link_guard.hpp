@@ -13,8 +13,15 @@
 // CAF. Then the guard relays bytes both ways, checking every
 // BASP header the remote side sends: an unknown operation or a payload above
 // the frame cap drops the connection with a log line. A connection that does
-// not finish the handshake within the deadline is dropped too, and at most
-// `max_handshakes` may be in their handshake at once.
+// not finish the handshake within the deadline is dropped too.
+//
+// Handshake slots serve the guard's own first: every source address (an IPv6
+// one by its /64) has `handshakes_per_source` slots of its own, and beyond them
+// its connections share `max_handshakes` slots with everyone else's, so a
+// flood of half-open connections from one address (or a few) fills its own
+// slots and the shared ones, and a head with the secret from another address
+// still gets through at once. Refusals are counted by cause (refusals()) and
+// logged at most once a second per cause (refusal_log.hpp).
 //
 // CAF listens on no port at all: the guard hands each authenticated link to
 // the process as one end of a Unix socket pair (`AdoptLink`; actors/ gives it to
@@ -38,6 +45,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -66,8 +74,12 @@ struct LinkLimits {
   uint32_t max_frame_bytes = uint32_t{64} << 20;
   /// How long a connection may take to pass the handshake (TROUPE_LINK_HANDSHAKE_TIMEOUT_S, default 10 s).
   std::chrono::milliseconds handshake_timeout{10'000};
-  /// Connections in their handshake at once; more are closed at once.
+  /// Handshake slots each source address has to itself (an IPv6 address counts by its /64).
+  size_t handshakes_per_source = 4;
+  /// Slots shared by the connections beyond their source's own; more are closed at once.
   size_t max_handshakes = 64;
+  /// Own slots in use over every source at most (a bound on descriptors).
+  size_t max_own_handshakes = 1024;
 };
 
 /// The defaults, with TROUPE_LINK_MAX_FRAME_MB and TROUPE_LINK_HANDSHAKE_TIMEOUT_S applied;
@@ -90,6 +102,10 @@ class LinkGuard {
   LinkGuard& operator=(const LinkGuard&) = delete;
 
   uint16_t port() const { return port_; }
+  /// Connections refused so far, by cause: "handshake_slots" (no slot free),
+  /// "handshake_timeout", "handshake_refused" (not the protocol, a wrong proof, TLS),
+  /// "frame" (a bad BASP frame after the handshake).
+  std::map<std::string, uint64_t> refusals() const;
 
   struct Relay;
 
