@@ -529,7 +529,17 @@ bool Engine::serves_model(const std::string& name) const {
 }
 int64_t Engine::num_kv_blocks() const { return impl_->kv_plan.num_blocks; }
 int64_t Engine::max_running_requests() const { return impl_->router->max_running(); }
-std::string Engine::metrics_text() const { return impl_->prometheus->render(); }
+std::string Engine::metrics_text() const {
+  std::string text = impl_->prometheus->render();
+  // The stats port's link guard (--stats-port): its refusals by cause.
+  if (impl_->stats_guard) {
+    text += "# HELP troupe:link_refusals_total Connections the stats port's link guard refused, by cause.\n"
+            "# TYPE troupe:link_refusals_total counter\n";
+    for (const auto& [cause, n] : impl_->stats_guard->refusals())
+      text += fmt::format("troupe:link_refusals_total{{cause=\"{}\"}} {}\n", cause, n);
+  }
+  return text;
+}
 
 Result<std::string> Engine::render_chat(const chat::ChatPromptRequest& request) const {
   return chat::render_chat_prompt(impl_->artifacts.chat_prompt, request);

@@ -1,9 +1,11 @@
 #include "actors/gate_actor.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/io/middleman_actor.hpp>
+#include <caf/io/network/multiplexer.hpp>
 
+#include <atomic>
 #include <chrono>
 
 #include "actors/drop_unexpected.hpp"
@@ -59,6 +61,27 @@ typename gate_actor<Handle>::behavior_type gate_behavior(
   };
 }
 
+// CAF listens on no port: a link that passed the guard reaches CAF's BASP broker as one
+// end of a Unix socket pair, made a connection ("scribe") of the middleman's multiplexer.
+// The broker takes a published actor's side with (publish_atom, scribe, port, actor,
+// interface) and the dialing side with (connect_atom, scribe, port): the messages its
+// middleman actor sends it for a doorman's or a dialed TCP connection (CAF 0.17.6,
+// basp_broker.cpp). The "port" only names the published actor in the BASP handshake.
+caf::actor basp_broker(caf::actor_system& system) {
+  return system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+}
+
+caf::io::scribe_ptr adopt_scribe(caf::actor_system& system, net::Socket inner) {
+  return system.middleman().backend().new_scribe(inner.release());
+}
+
+// What the BASP handshake names a gate by (any number no TCP doorman of this process uses:
+// there are none).
+uint16_t next_published_port() {
+  static std::atomic<uint16_t> next{1};
+  return next++;
+}
+
 template <class Handle>
 Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, uint16_t port,
                             const net::LinkAuth& auth, std::chrono::milliseconds timeout, const std::string& what) {
@@ -75,12 +98,12 @@ Result<Handle> connect_gate(caf::actor_system& system, const std::string& host, 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int attempt = 1;; ++attempt) {
     // Every connection passes the link guard's handshake first (link_guard.hpp); CAF
-    // connects to the loopback end of the authenticated link.
+    // takes the inner end of the authenticated link.
     auto link = net::dial_link(host, port, auth, what, timeout);
     if (!link.ok()) return link.status();
     caf::error failed;
-    self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, std::string("127.0.0.1"),
-                  *link)
+    self->request(basp_broker(system), timeout, caf::connect_atom::value, adopt_scribe(system, std::move(*link)),
+                  port)
         .receive(
             [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) { remote = std::move(ptr); },
             [&](caf::error& err) { failed = std::move(err); });
@@ -109,10 +132,17 @@ Result<std::unique_ptr<net::LinkGuard>> publish_guarded_impl(caf::actor_system& 
                                                              const net::LinkAuth& auth, const std::string& what) {
   auto limits = net::link_limits_from_env();
   if (!limits.ok()) return limits.status();
-  auto inner = system.middleman().publish(gate, 0, "127.0.0.1", /*reuse_addr=*/false);
-  if (!inner)
-    return unavailable("cannot publish the " + what + " on 127.0.0.1: " + system.render(inner.error()));
-  return net::LinkGuard::listen(host, port, *inner, auth, what, *limits);
+  if (!system.has_middleman()) return not_supported("the actor system has no middleman (configure_actor_system)");
+  const uint16_t published = next_published_port();
+  auto whom = caf::actor_cast<caf::strong_actor_ptr>(gate);
+  auto sigs = system.message_types(gate);
+  auto basp = basp_broker(system);
+  caf::actor_system* sys = &system;  // the guard is destroyed before the actor system
+  net::AdoptLink adopt = [sys, basp, whom, sigs, published](net::Socket inner) -> Status {
+    caf::anon_send(basp, caf::publish_atom::value, adopt_scribe(*sys, std::move(inner)), published, whom, sigs);
+    return {};
+  };
+  return net::LinkGuard::listen(host, port, std::move(adopt), auth, what, *limits);
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 // gate hand out the guarded actor (a node's plugin host, an engine's stat
 // logger). The secret never crosses the wire. A refusal is logged on both
 // sides. With an empty secret (loopback only; the CLI enforces that) any
-// answer is accepted. CAF's port is on loopback, so the gate is what keeps
-// the actors from the processes of that host.
+// answer is accepted. CAF listens on no port (links reach it through the
+// guard as Unix socket pairs), so the gate is a second check after the guard's.
 // Gates are published only behind a link guard (publish_guarded), and
 // connect_node/connect_stats dial through one: CAF's middleman never reads a
 // byte from a peer that has not proven the secret, nor (with TLS) one without a
@@ -29,10 +29,11 @@ namespace troupe::actors {
 node_gate_actor spawn_node_gate(caf::actor_system& system, plugin_host_actor guarded, std::string secret);
 stats_gate_actor spawn_stats_gate(caf::actor_system& system, stat_logger_actor guarded, std::string secret);
 
-/// Publishes `gate` through CAF's middleman on 127.0.0.1 (any free port) behind a link
-/// guard listening on host:port (net/link_guard.hpp: TLS when `auth` has it, a handshake
-/// on its secret, a frame cap, a deadline; limits from link_limits_from_env). The guard's
-/// port() is the one to announce.
+/// Publishes `gate` behind a link guard listening on host:port (net/link_guard.hpp: TLS
+/// when `auth` has it, a handshake on its secret, a frame cap, a deadline, handshake slots
+/// per source; limits from link_limits_from_env). CAF itself listens on no port: each
+/// authenticated link reaches its BASP broker as a Unix socket pair. The guard's port() is
+/// the one to announce.
 Result<std::unique_ptr<net::LinkGuard>> publish_guarded(caf::actor_system& system, const node_gate_actor& gate,
                                                         const std::string& host, uint16_t port,
                                                         const net::LinkAuth& auth);

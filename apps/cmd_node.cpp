@@ -95,7 +95,7 @@ int run_node(const Options& o) {
     if (!status.ok()) return fail(status.to_string());
   }
   auto gate = actors::spawn_node_gate(*system, host, secret);
-  // CAF listens on loopback only; the network reaches it through the link guard.
+  // CAF listens on no port; the network reaches it through the link guard only.
   auto guard = actors::publish_guarded(*system, gate, o.host, static_cast<uint16_t>(o.port),
                                        net::LinkAuth(secret, *tls));
   if (!guard.ok()) return fail("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + guard.status().message());

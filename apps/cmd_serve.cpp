@@ -24,6 +24,7 @@
 #include "runtime/frontend/openai/reasoning_parsers.hpp"
 #include "runtime/frontend/openai/tool_parsers.hpp"
 #include "apps/serve/api_server.hpp"
+#include "apps/serve/http_listener.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe::apps {
@@ -48,6 +49,7 @@ struct Options {
   std::string tool_call_parser;
   std::string reasoning_parser;
   uint64_t max_body_bytes = 1u << 20;
+  size_t max_connections = 0;  // 0: derived from RLIMIT_NOFILE (http_listener.hpp)
   int64_t num_gpu_blocks_override = 0;
   uint64_t seed = 0;
   int stats_port = 0;  // 0: stat events are not published
@@ -123,6 +125,10 @@ Status check_options(Options& o, engine::EngineOptions* eo, std::string* model, 
     return invalid_argument("--structured-outputs-max-memory-mib must be in [1, 1048576]");
   if (!(o.structured_mask_timeout_ms >= 0) || o.structured_mask_timeout_ms > 600000)
     return invalid_argument("--structured-outputs-mask-timeout-ms must be in [0, 600000] (0: no limit)");
+  // The soft descriptor limit rises to the hard one; the connection cap stays below it.
+  const auto budget = apps::serve::raise_descriptor_limit();
+  if (o.max_connections == 0) o.max_connections = budget.default_max_connections;
+  TROUPE_RETURN_IF_ERROR(apps::serve::check_max_connections(o.max_connections, /*probe_slots=*/32, budget));
   if (!(o.sleep_wait_timeout > 0) || o.sleep_wait_timeout > 86400)
     return invalid_argument("--sleep-wait-timeout must be in (0, 86400] seconds");
   if (o.api_key.empty())
@@ -139,6 +145,7 @@ apps::serve::ServeOptions serve_options(const Options& o, const std::string& mod
   so.port = o.port;
   so.api_key = o.api_key;
   so.max_body_bytes = o.max_body_bytes;
+  so.max_connections = o.max_connections;
   so.model_path = o.load.dummy() ? "dummy:" + o.load.model_shape : model;
   so.log_requests = o.log_requests;
   if (o.enable_auto_tool_choice) so.tool_call_parser = o.tool_call_parser;
@@ -263,7 +270,8 @@ class ShutdownLatch {
 };
 
 // Stop taking requests; let those in flight finish for up to --shutdown-timeout, then
-// abort the rest (closing their connections cancels them in the engine).
+// cut the rest (aborted in the engine; a stream ends with finish_reason "abort", an error
+// event and [DONE]), let those last words reach the clients, and close.
 void drain_and_close(apps::serve::ApiServer& server, double shutdown_timeout) {
   server.drain();
   size_t left = server.in_flight();
@@ -276,7 +284,15 @@ void drain_and_close(apps::serve::ApiServer& server, double shutdown_timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     left = server.in_flight();
   }
-  if (left > 0) TROUPE_LOG_WARNING("aborting {} request(s) still in flight", left);
+  if (left > 0) {
+    TROUPE_LOG_WARNING("aborting {} request(s) still in flight", left);
+    server.cut_in_flight(shutdown_timeout > 0
+                             ? fmt::format("the server is shutting down: --shutdown-timeout of {} s passed",
+                                           shutdown_timeout)
+                             : std::string("the server is shutting down (--shutdown-timeout 0)"));
+  }
+  if (!server.wait_answers_written(std::chrono::seconds(2)))
+    TROUPE_LOG_WARNING("some answers were not written within 2 s; closing anyway");
   server.stop();
   TROUPE_LOG_INFO("HTTP server closed; stopping the engine");
 }
@@ -392,7 +408,11 @@ const CommandRegistration kRegistration(
                      "The parser of auto tool choice: hermes, llama3_json, mistral or pythonic");
       sub.add_option("--reasoning-parser", o->reasoning_parser,
                      "Split chat answers into reasoning_content and content: deepseek_r1 or qwen3 (<think> models)");
-      sub.add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413 (default 1 MiB)");
+      sub.add_option("--max-body-bytes", o->max_body_bytes,
+                     "Largest request body; larger ones get 413 from their Content-Length, unread (default 1 MiB)");
+      sub.add_option("--max-connections", o->max_connections,
+                     "Open HTTP connections at most; more get 503 while /health still answers (default: from "
+                     "RLIMIT_NOFILE, raised to its hard limit at start)");
       sub.add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override, "Use exactly this many KV blocks");
       sub.add_option("--seed", o->seed, "Engine random seed (request seeds; dummy weights)");
       sub.add_option("--stats-port", o->stats_port,

@@ -1,6 +1,8 @@
 #include "net/link_guard.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 
 #include "net/basp_frames.hpp"
 #include "net/handshake.hpp"
+#include "net/refusal_log.hpp"
 #include "net/socket.hpp"
 #include "net/stream.hpp"
 #include "troupe/log.hpp"
@@ -52,6 +55,40 @@ Result<milliseconds> seconds_env(const char* name, milliseconds fallback) {
   return milliseconds(static_cast<int64_t>(s * 1000));
 }
 
+/// What a connection's handshake slots are counted by: its source address, an IPv6 one by
+/// its /64 (one host or site usually holds a whole /64), an IPv4-mapped one as IPv4.
+std::string source_key(int fd) {
+  sockaddr_storage st{};
+  socklen_t len = sizeof st;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&st), &len) != 0) return "?";
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (st.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&st)->sin_addr, text, sizeof text);
+    return text;
+  }
+  if (st.ss_family == AF_INET6) {
+    in6_addr a = reinterpret_cast<sockaddr_in6*>(&st)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      ::inet_ntop(AF_INET, a.s6_addr + 12, text, sizeof text);
+      return text;
+    }
+    std::memset(a.s6_addr + 8, 0, 8);
+    ::inet_ntop(AF_INET6, &a, text, sizeof text);
+    return std::string(text) + "/64";
+  }
+  return "?";
+}
+
+/// A connected Unix socket pair, both ends non-blocking and close-on-exec.
+Status socket_pair(Socket* ours, Socket* theirs) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
+    return unavailable(std::string("cannot create a socket pair: ") + std::strerror(errno));
+  *ours = Socket(fds[0]);
+  *theirs = Socket(fds[1]);
+  return {};
+}
+
 }  // namespace
 
 Result<LinkLimits> link_limits_from_env() {
@@ -77,16 +114,12 @@ struct LinkGuard::Relay {
   struct Handshake {
     ServerHandshake hs;
     std::string peer;
+    std::string source;  // what its slot is counted by (source_key)
+    bool shared = false;  // in a shared slot (its source's own were taken)
     Clock::time_point deadline;
   };
-  /// A dialed link waiting for CAF's connection on a one-shot loopback listener.
-  struct Waiting {
-    Socket listener;
-    Stream outer;
-    std::string label;
-    Clock::time_point deadline;
-  };
-  /// A relayed connection: `outer` is the remote side (its BASP checked), `inner` CAF's.
+  /// A relayed connection: `outer` is the remote side (its BASP checked), `inner` this
+  /// process's end of a Unix socket pair (CAF has the other).
   struct Pair {
     Stream outer;
     Socket inner;
@@ -100,19 +133,22 @@ struct LinkGuard::Relay {
 
   // Server side (a LinkGuard); unused by the dialing relay.
   Socket listener;
-  uint16_t inner_port = 0;
+  AdoptLink adopt;
   LinkAuth auth;
   std::string what;
   LinkLimits limits;
+  RefusalLog refusals{"link guard"};
 
   std::mutex mu;  // guards `incoming` (dial_link hands links over)
-  std::vector<Waiting> incoming;
+  std::vector<Pair> incoming;
   Socket wake_read, wake_write;
   std::atomic<bool> stop{false};
   std::thread thread;
 
   std::list<Handshake> handshakes;
-  std::vector<Waiting> waiting;
+  std::map<std::string, size_t> own_by_source;  // own slots in use, by source
+  size_t own_in_use = 0;
+  size_t shared_in_use = 0;
   std::list<Pair> pairs;
 
   Relay() {
@@ -134,24 +170,59 @@ struct LinkGuard::Relay {
 
   void start() { thread = std::thread([this] { run(); }); }
 
-  void hand_over(Waiting w) {
+  void hand_over(Pair p) {
     {
       std::lock_guard lock(mu);
-      incoming.push_back(std::move(w));
+      incoming.push_back(std::move(p));
     }
     poke();
   }
 
   // -- server: accepting and the handshake --
 
+  /// A slot for a connection from `source`: its own while it has fewer than the per-source
+  /// count, else a shared one; false when neither is free.
+  bool take_slot(const std::string& source, bool* shared) {
+    size_t& own = own_by_source[source];
+    if (own < limits.handshakes_per_source && own_in_use < limits.max_own_handshakes) {
+      ++own;
+      ++own_in_use;
+      *shared = false;
+      return true;
+    }
+    if (own == 0) own_by_source.erase(source);
+    if (shared_in_use < limits.max_handshakes) {
+      ++shared_in_use;
+      *shared = true;
+      return true;
+    }
+    return false;
+  }
+
+  void free_slot(const std::string& source, bool shared) {
+    if (shared) {
+      --shared_in_use;
+      return;
+    }
+    --own_in_use;
+    auto it = own_by_source.find(source);
+    if (it != own_by_source.end() && --it->second == 0) own_by_source.erase(it);
+  }
+
   void accept_all() {
     for (;;) {
       auto s = accept_next(listener.get());
       if (!s.ok() || !s->valid()) return;
       const std::string peer = peer_address(s->get());
-      if (handshakes.size() >= limits.max_handshakes) {
-        TROUPE_LOG_WARNING("{} dropped a connection from {}: {} connections are in their handshake already", what,
-                           peer, handshakes.size());
+      const std::string source = source_key(s->get());
+      bool shared = false;
+      if (!take_slot(source, &shared)) {
+        const auto own = own_by_source.find(source);
+        refusals.refuse("handshake_slots",
+                        fmt::format("{} refused a peer ({}): no handshake slot free ({} of its {} own, {} of {} "
+                                    "shared, in use)",
+                                    what, peer, own == own_by_source.end() ? 0 : own->second,
+                                    limits.handshakes_per_source, shared_in_use, limits.max_handshakes));
         continue;
       }
       Stream stream;
@@ -159,47 +230,57 @@ struct LinkGuard::Relay {
         auto t = Stream::tls(std::move(*s), *auth.tls, /*server=*/true, "");
         if (!t.ok()) {
           TROUPE_LOG_ERROR("{} dropped a connection from {}: {}", what, peer, t.status().message());
+          free_slot(source, shared);
           continue;
         }
         stream = std::move(*t);
       } else {
         stream = Stream(std::move(*s));
       }
-      handshakes.push_back(Handshake{ServerHandshake(std::move(stream), link_handshake(), auth.secret), peer,
-                                     Clock::now() + limits.handshake_timeout});
-      if (!step(handshakes.back(), POLLOUT)) handshakes.pop_back();
+      handshakes.push_back(Handshake{ServerHandshake(std::move(stream), link_handshake(), auth.secret), peer, source,
+                                     shared, Clock::now() + limits.handshake_timeout});
+      if (!step(handshakes.back(), POLLOUT)) {
+        free_slot(source, shared);
+        handshakes.pop_back();
+      }
     }
   }
 
   /// Progress of one handshake: false when it is over (dropped, or handed to a pair).
   bool step(Handshake& h, short revents) {
     if (Clock::now() >= h.deadline) {
-      TROUPE_LOG_WARNING("{} refused a peer ({}): it did not finish the link handshake within {} ms{}", what, h.peer,
-                         limits.handshake_timeout.count(),
-                         h.hs.tls_done() ? "" : " (TLS: a peer without TLS waits for a challenge that never comes)");
+      refusals.refuse("handshake_timeout",
+                      fmt::format("{} refused a peer ({}): it did not finish the link handshake within {} ms{}", what,
+                                  h.peer, limits.handshake_timeout.count(),
+                                  h.hs.tls_done() ? ""
+                                                  : " (TLS: a peer without TLS waits for a challenge that never comes)"));
       return false;
     }
     switch (h.hs.step(revents)) {
       case ServerHandshake::State::running:
         return true;
       case ServerHandshake::State::refused:
-        TROUPE_LOG_WARNING("{} refused a peer ({}): {}", what, h.peer, h.hs.why());
+        refusals.refuse("handshake_refused", fmt::format("{} refused a peer ({}): {}", what, h.peer, h.hs.why()));
         return false;
       case ServerHandshake::State::left:
-        TROUPE_LOG_INFO("{}: a peer ({}) left during the link handshake: {}", what, h.peer, h.hs.why());
+        refusals.refuse("handshake_left",
+                        fmt::format("{}: a peer ({}) left during the link handshake: {}", what, h.peer, h.hs.why()),
+                        log::Level::info);
         return false;
       case ServerHandshake::State::accepted:
         break;
     }
-    auto inner = connect_to("127.0.0.1", inner_port, Clock::now() + milliseconds(2000), Retry::no);
-    if (!inner.ok()) {
-      TROUPE_LOG_ERROR("{}: cannot reach its own actor system on 127.0.0.1:{}: {}", what, inner_port,
-                       inner.status().message());
+    Pair p(limits.max_frame_bytes);
+    Socket theirs;
+    if (Status st = socket_pair(&p.inner, &theirs); !st.ok()) {
+      TROUPE_LOG_ERROR("{}: cannot take the link from {}: {}", what, h.peer, st.message());
       return false;
     }
-    Pair p(limits.max_frame_bytes);
+    if (Status st = adopt(std::move(theirs)); !st.ok()) {
+      TROUPE_LOG_ERROR("{}: its actor system cannot take the link from {}: {}", what, h.peer, st.message());
+      return false;
+    }
     p.outer = std::move(h.hs.stream());
-    p.inner = std::move(*inner);
     p.label = what + " link from " + h.peer + (p.outer.is_tls() ? " (TLS)" : "");
     pairs.push_back(std::move(p));
     TROUPE_LOG_DEBUG("{} passed the link handshake", pairs.back().label);
@@ -272,7 +353,7 @@ struct LinkGuard::Relay {
   /// Moves bytes of one pair; false once the pair is closed.
   bool relay(Pair& p, short outer_ev, short inner_ev) {
     auto end = [&](const std::string& why, bool warn) {
-      if (warn) TROUPE_LOG_WARNING("{}: dropped: {}", p.label, why);
+      if (warn) refusals.refuse("frame", fmt::format("{}: dropped: {}", p.label, why));
       else TROUPE_LOG_DEBUG("{}: closed: {}", p.label, why);
       p.outer.close();
       p.inner.reset();
@@ -309,40 +390,14 @@ struct LinkGuard::Relay {
 
   // -- the loop --
 
-  /// Dialed links waiting for CAF: connected ones become pairs, expired ones are closed.
-  void serve_waiting(const std::vector<pollfd>& fds, size_t w0, size_t p0) {
-    const auto now = Clock::now();
-    std::vector<Waiting> keep;
-    for (size_t k = 0; k < waiting.size(); ++k) {
-      Waiting& w = waiting[k];
-      if (w0 + k < p0 && fds[w0 + k].revents) {
-        auto inner = accept_next(w.listener.get());
-        if (inner.ok() && inner->valid()) {
-          w.listener.reset();  // one connection per dialed link
-          Pair p(limits.max_frame_bytes);
-          p.outer = std::move(w.outer);
-          p.inner = std::move(*inner);
-          p.label = w.label;
-          pairs.push_back(std::move(p));
-          continue;
-        }
-      }
-      if (now >= w.deadline) {
-        TROUPE_LOG_DEBUG("{}: nothing in this process took the link in time", w.label);
-        continue;  // closed with `w`
-      }
-      keep.push_back(std::move(w));
-    }
-    waiting = std::move(keep);
-  }
-
   /// One round: poll everything, then serve whatever is ready.
   void round(std::vector<pollfd>& fds) {
     {
       std::lock_guard lock(mu);
-      for (auto& w : incoming) waiting.push_back(std::move(w));
+      for (auto& p : incoming) pairs.push_back(std::move(p));
       incoming.clear();
     }
+    refusals.flush();
     fds.clear();
     fds.push_back({wake_read.get(), POLLIN, 0});
     if (listener.valid()) fds.push_back({listener.get(), POLLIN, 0});
@@ -352,11 +407,6 @@ struct LinkGuard::Relay {
       fds.push_back({h.hs.fd(), h.hs.events(), 0});
       next = std::min(next, h.deadline);
       if (h.hs.ready()) next = Clock::now();
-    }
-    const size_t w0 = fds.size();
-    for (auto& w : waiting) {
-      fds.push_back({w.listener.get(), POLLIN, 0});
-      next = std::min(next, w.deadline);
     }
     const size_t p0 = fds.size();
     for (auto& p : pairs) {
@@ -377,11 +427,14 @@ struct LinkGuard::Relay {
     size_t i = hs0;
     for (auto it = handshakes.begin(); it != handshakes.end(); ++i) {
       // Handshakes accepted above this round have no poll entry yet: give them a zero round.
-      const bool polled = i < w0 && fds[i].fd == it->hs.fd();
-      if (!step(*it, polled ? fds[i].revents : short(0))) it = handshakes.erase(it);
-      else ++it;
+      const bool polled = i < p0 && fds[i].fd == it->hs.fd();
+      if (!step(*it, polled ? fds[i].revents : short(0))) {
+        free_slot(it->source, it->shared);
+        it = handshakes.erase(it);
+      } else {
+        ++it;
+      }
     }
-    serve_waiting(fds, w0, p0);
     i = p0;
     for (auto it = pairs.begin(); it != pairs.end(); i += 2) {
       // Pairs added above this round have no poll entry yet: give them a zero round.
@@ -399,7 +452,7 @@ struct LinkGuard::Relay {
   }
 };
 
-Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, uint16_t port, uint16_t inner_port,
+Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, uint16_t port, AdoptLink adopt,
                                                      LinkAuth auth, std::string what, LinkLimits limits) {
   std::unique_ptr<LinkGuard> g(new LinkGuard());
   g->relay_ = std::make_unique<Relay>();
@@ -408,7 +461,7 @@ Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, ui
   auto listener = listen_on(host, port, &g->port_);
   if (!listener.ok()) return listener.status();
   g->relay_->listener = std::move(*listener);
-  g->relay_->inner_port = inner_port;
+  g->relay_->adopt = std::move(adopt);
   g->relay_->auth = std::move(auth);
   g->relay_->what = std::move(what);
   g->relay_->limits = limits;
@@ -417,6 +470,8 @@ Result<std::unique_ptr<LinkGuard>> LinkGuard::listen(const std::string& host, ui
 }
 
 LinkGuard::~LinkGuard() = default;
+
+std::map<std::string, uint64_t> LinkGuard::refusals() const { return relay_->refusals.counts(); }
 
 namespace {
 
@@ -436,8 +491,8 @@ LinkGuard::Relay* dial_relay(const LinkLimits& limits) {
 
 }  // namespace
 
-Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
-                           milliseconds timeout) {
+Result<Socket> dial_link(const std::string& host, uint16_t port, const LinkAuth& auth, const std::string& what,
+                         milliseconds timeout) {
   auto limits = link_limits_from_env();
   if (!limits.ok()) return limits.status();
   const std::string where = what + " " + host_port(host, port);
@@ -458,16 +513,13 @@ Result<uint16_t> dial_link(const std::string& host, uint16_t port, const LinkAut
     if (outer.is_tls() || s.code() == StatusCode::invalid_argument) TROUPE_LOG_ERROR("{}", s.message());
     return s;
   }
-  uint16_t local = 0;
-  auto l = listen_on("127.0.0.1", 0, &local);
-  if (!l.ok()) return l.status();
-  LinkGuard::Relay::Waiting w;
-  w.listener = std::move(*l);
-  w.outer = std::move(outer);
-  w.label = "link to the " + where + (w.outer.is_tls() ? " (TLS)" : "");
-  w.deadline = Clock::now() + std::max(timeout, milliseconds(10'000));
-  dial_relay(*limits)->hand_over(std::move(w));
-  return local;
+  LinkGuard::Relay::Pair p(limits->max_frame_bytes);
+  Socket theirs;
+  if (Status st = socket_pair(&p.inner, &theirs); !st.ok()) return st;
+  p.outer = std::move(outer);
+  p.label = "link to the " + where + (p.outer.is_tls() ? " (TLS)" : "");
+  dial_relay(*limits)->hand_over(std::move(p));
+  return theirs;
 }
 
 }  // namespace troupe::net

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "actors/engine.hpp"
+#include "apps/serve/http_listener.hpp"
 #include "net/crypto.hpp"
 #include "runtime/frontend/openai/render.hpp"
 #include "runtime/text/tokenizer/tokenizer.hpp"
@@ -16,25 +17,6 @@ const char* version();
 
 namespace troupe::apps::serve {
 namespace {
-
-// RESTinio reports each connection's end here (on the HTTP thread: single-threaded traits).
-struct ConnectionListener {
-  ServerContext* ctx = nullptr;
-  void state_changed(const restinio::connection_state::notice_t& notice) noexcept {
-    if (!restinio::holds_alternative<restinio::connection_state::closed_t>(notice.cause())) return;
-    try {
-      ctx->disconnects.closed(notice.connection_id());
-    } catch (const std::exception& ex) {
-      TROUPE_LOG_ERROR("connection {} closed: cancelling its requests failed: {}", notice.connection_id(), ex.what());
-    } catch (...) {
-    }
-  }
-};
-
-struct Traits : restinio::default_single_thread_traits_t {
-  using connection_state_listener_t = ConnectionListener;
-};
-using HttpServer = restinio::http_server_t<Traits>;
 
 // RESTinio reads a connection only while it may take another request: with one request in
 // flight and the default limit of one, nobody reads the socket and a client's hang-up goes
@@ -109,6 +91,32 @@ void handle_detokenize(ServerContext& ctx, const restinio::request_handle_t& req
   respond(req, 200, "application/json", openai::render_detokenize(e->tokenizer().decode(r.tokens)));
 }
 
+// /health and /ping (vLLM's SageMaker probe), /version and /metrics: the routes without a
+// key, answered the same past the connection cap (http_listener.hpp). nullopt for others.
+std::optional<PlainAnswer> open_route_answer(ServerContext& ctx, std::string_view path) {
+  if (path == "/version") return PlainAnswer{200, "application/json", openai::render_version(runtime::version())};
+  if (ctx.draining && (path == "/health" || path == "/ping"))
+    return PlainAnswer{503, "application/json",
+                       openai::render_error(openai::from_status(unavailable("the server is shutting down")))};
+  engine::Engine* e = ctx.engine.load();
+  if (path == "/health" || path == "/ping") {
+    if (!e) return PlainAnswer{503, "application/json", R"({"status":"loading"})"};
+    if (!e->healthy())
+      return PlainAnswer{503, "application/json",
+                         openai::render_error(
+                             openai::from_status(unavailable("the engine is unhealthy: " + e->unhealthy_reason())))};
+    return PlainAnswer{200, "application/json", ""};
+  }
+  if (path == "/metrics") {
+    if (!e)
+      return PlainAnswer{503, "application/json",
+                         openai::render_error(openai::from_status(unavailable("the model is still loading; retry shortly")))};
+    return PlainAnswer{200, "text/plain; version=0.0.4; charset=utf-8",
+                       e->metrics_text() + (ctx.http_metrics ? ctx.http_metrics() : std::string())};
+  }
+  return std::nullopt;
+}
+
 void route(ServerContext& ctx, const restinio::request_handle_t& req) {
   const auto method = req->header().method();
   const std::string path(req->header().path());
@@ -149,17 +157,12 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
 
   if (ctx.draining && path != "/metrics" && path != "/version")
     return respond_error(req, openai::from_status(unavailable("the server is shutting down")));
-  if (path == "/health" || path == "/ping") {  // vLLM's /ping (SageMaker) answers as /health does
-    engine::Engine* e = ctx.engine.load();
-    if (!e) return respond(req, 503, "application/json", R"({"status":"loading"})");
-    if (!e->healthy())
-      return respond_error(req, openai::from_status(unavailable("the engine is unhealthy: " + e->unhealthy_reason())));
-    return respond(req, 200, "application/json", "");
+  if (found->open) {
+    auto answer = open_route_answer(ctx, path);
+    if (answer) return respond(req, answer->status, answer->content_type, std::move(answer->body));
   }
-  if (path == "/version") return respond(req, 200, "application/json", openai::render_version(runtime::version()));
   engine::Engine* e = ready_engine(ctx, req);
   if (!e) return;
-  if (path == "/metrics") return respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", e->metrics_text());
   if (path == "/v1/models") {
     std::vector<openai::LoraCard> loras;
     for (const auto& a : e->lora_adapters()) loras.push_back({a.name, a.path});
@@ -182,6 +185,10 @@ void route(ServerContext& ctx, const restinio::request_handle_t& req) {
 
 }  // namespace
 
+std::function<void(const asio::error_code&)> on_answered(const restinio::request_handle_t& req) {
+  return [id = req->connection_id()](const asio::error_code&) { http_request_answered(id); };
+}
+
 void respond(const restinio::request_handle_t& req, int http_status, const std::string& content_type,
              std::string body) {
   req->create_response(restinio::http_status_line_t{restinio::http_status_code_t{static_cast<std::uint16_t>(http_status)},
@@ -189,13 +196,39 @@ void respond(const restinio::request_handle_t& req, int http_status, const std::
       .append_header(restinio::http_field::content_type, content_type)
       .append_header(restinio::http_field::server, "troupe")
       .set_body(std::move(body))
-      .done();
+      .done(on_answered(req));
 }
 
-uint64_t DisconnectWatch::watch(uint64_t connection_id, std::function<void()> cancel) {
+void ConnectionListener::state_changed(const restinio::connection_state::notice_t& notice) noexcept {
+  if (!restinio::holds_alternative<restinio::connection_state::closed_t>(notice.cause())) return;
+  try {
+    ctx->disconnects.closed(notice.connection_id());
+  } catch (const std::exception& ex) {
+    TROUPE_LOG_ERROR("connection {} closed: cancelling its requests failed: {}", notice.connection_id(), ex.what());
+  } catch (...) {
+  }
+}
+
+uint64_t DisconnectWatch::watch(uint64_t connection_id, Watched w) {
   const uint64_t token = next_token_++;
-  by_connection_[connection_id].emplace(token, std::move(cancel));
+  by_connection_[connection_id].emplace(token, std::move(w));
   return token;
+}
+
+bool DisconnectWatch::streaming(uint64_t connection_id) const {
+  auto it = by_connection_.find(connection_id);
+  if (it == by_connection_.end()) return false;
+  for (const auto& [token, w] : it->second)
+    if (w.streaming) return true;
+  return false;
+}
+
+void DisconnectWatch::cut_all(const std::string& why) {
+  std::vector<std::function<void(const std::string&)>> cuts;
+  for (auto& [id, entries] : by_connection_)
+    for (auto& [token, w] : entries)
+      if (w.cut) cuts.push_back(w.cut);
+  for (auto& cut : cuts) cut(why);
 }
 
 void DisconnectWatch::forget(uint64_t connection_id, uint64_t token) {
@@ -210,7 +243,8 @@ void DisconnectWatch::closed(uint64_t connection_id) {
   if (it == by_connection_.end()) return;
   auto callbacks = std::move(it->second);  // a callback may forget() its own entry
   by_connection_.erase(it);
-  for (auto& [token, cancel] : callbacks) cancel();
+  for (auto& [token, w] : callbacks)
+    if (w.left) w.left();
 }
 
 Result<std::string> submit_on_http_thread(ServerContext& ctx, engine::Engine& e, engine::GenerateRequest request,
@@ -235,11 +269,69 @@ void respond_error(const restinio::request_handle_t& req, const openai::ApiError
 struct ApiServer::Impl {
   ServerContext ctx;
   asio::io_context io;
-  std::unique_ptr<HttpServer> server;
+  std::unique_ptr<HttpListener> listener;
   std::unique_ptr<asio::signal_set> signals;
   std::thread thread;
   bool stopped = false;
 };
+
+namespace {
+
+// The listener's counts, appended to the engine's /metrics (HTTP thread).
+std::string render_http_metrics(const ListenerStats& s) {
+  return fmt::format(
+      "# HELP troupe:http_connections HTTP connections open (at most --max-connections).\n"
+      "# TYPE troupe:http_connections gauge\n"
+      "troupe:http_connections {}\n"
+      "# HELP troupe:http_max_connections The cap on open HTTP connections (--max-connections).\n"
+      "# TYPE troupe:http_max_connections gauge\n"
+      "troupe:http_max_connections {}\n"
+      "# HELP troupe:http_connections_refused_total Connections answered 503 and closed: past "
+      "--max-connections, or while the process was out of file descriptors.\n"
+      "# TYPE troupe:http_connections_refused_total counter\n"
+      "troupe:http_connections_refused_total{{reason=\"max_connections\"}} {}\n"
+      "troupe:http_connections_refused_total{{reason=\"out_of_descriptors\"}} {}\n"
+      "# HELP troupe:http_accept_errors_total Failed accepts (each logged at most once a second and re-armed).\n"
+      "# TYPE troupe:http_accept_errors_total counter\n"
+      "troupe:http_accept_errors_total {}\n"
+      "# HELP troupe:http_requests_refused_total Requests refused by a limit before they were read.\n"
+      "# TYPE troupe:http_requests_refused_total counter\n"
+      "troupe:http_requests_refused_total{{status=\"413\"}} {}\n"
+      "troupe:http_requests_refused_total{{status=\"431\"}} {}\n"
+      "troupe:http_requests_refused_total{{status=\"400\"}} {}\n",
+      s.open, s.max_connections, s.over_limit - s.probes_answered, s.shed, s.accept_errors, s.refused_413,
+      s.refused_431, s.refused_400);
+}
+
+restinio::server_settings_t<Traits> http_settings(ServerContext* ctx) {
+  restinio::server_settings_t<Traits> settings;
+  settings.port(static_cast<std::uint16_t>(ctx->options.port))
+      .address(ctx->options.host)
+      // The limiter of guarded_socket.hpp refuses larger bodies first, with a 413.
+      .incoming_http_msg_limits(restinio::incoming_http_msg_limits_t{}.max_body_size(ctx->options.max_body_bytes))
+      // Generation can take long; streams are ended by us, never by a timer.
+      .handle_request_timeout(std::chrono::hours(24))
+      .write_http_response_timelimit(std::chrono::seconds(60))
+      .read_next_http_message_timelimit(std::chrono::seconds(60))
+      .max_pipelined_requests(kMaxPipelinedRequests)
+      .connection_state_listener(std::make_shared<ConnectionListener>(ConnectionListener{ctx}))
+      .request_handler([ctx](restinio::request_handle_t req) {
+        http_request_started(req->connection_id());
+        try {
+          route(*ctx, req);
+        } catch (const std::exception& ex) {
+          TROUPE_LOG_ERROR("request handler failed: {}", ex.what());
+          try {
+            respond_error(req, openai::from_status(internal_error(ex.what())));
+          } catch (...) {
+          }
+        }
+        return restinio::request_accepted();
+      });
+  return settings;
+}
+
+}  // namespace
 
 ApiServer::ApiServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->ctx.options = std::move(options);
@@ -248,80 +340,51 @@ ApiServer::ApiServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
 
 ApiServer::~ApiServer() {
   stop();
-  impl_->server.reset();
+  impl_->listener.reset();
 }
 
 Status ApiServer::start(std::function<void()> on_signal) {
   auto& im = *impl_;
   ServerContext* ctx = &im.ctx;
-  // Bodies past the restinio limit are cut off by closing the connection; up to it
-  // the handler answers 413 itself, which a client can read.
-  const uint64_t hard_limit = std::max<uint64_t>(im.ctx.options.max_body_bytes * 4, 8u << 20);
+  ListenerOptions lo;
+  lo.host = ctx->options.host;
+  lo.port = static_cast<uint16_t>(ctx->options.port);
+  lo.max_connections = ctx->options.max_connections;
+  lo.limits.max_body_bytes = ctx->options.max_body_bytes;
   try {
-    im.server = std::make_unique<HttpServer>(
-        restinio::external_io_context(im.io), [&](auto& settings) {
-          settings.port(static_cast<std::uint16_t>(im.ctx.options.port))
-              .address(im.ctx.options.host)
-              .incoming_http_msg_limits(restinio::incoming_http_msg_limits_t{}.max_body_size(hard_limit))
-              // Generation can take long; streams are ended by us, never by a timer.
-              .handle_request_timeout(std::chrono::hours(24))
-              .write_http_response_timelimit(std::chrono::seconds(60))
-              .read_next_http_message_timelimit(std::chrono::seconds(60))
-              .max_pipelined_requests(kMaxPipelinedRequests)
-              .connection_state_listener(std::make_shared<ConnectionListener>(ConnectionListener{ctx}))
-              .request_handler([ctx](restinio::request_handle_t req) {
-                try {
-                  route(*ctx, req);
-                } catch (const std::exception& ex) {
-                  TROUPE_LOG_ERROR("request handler failed: {}", ex.what());
-                  try {
-                    respond_error(req, openai::from_status(internal_error(ex.what())));
-                  } catch (...) {
-                  }
-                }
-                return restinio::request_accepted();
-              });
+    im.listener = std::make_unique<HttpListener>(
+        im.io, lo, http_settings(ctx),
+        [ctx](std::string_view method, std::string_view path) -> std::optional<PlainAnswer> {
+          if (method != "GET" && !(method == "POST" && path == "/ping")) return std::nullopt;
+          return open_route_answer(*ctx, path);
         });
   } catch (const std::exception& ex) {
-    return invalid_argument(fmt::format("cannot set up the HTTP server on {}:{}: {}", im.ctx.options.host,
-                                        im.ctx.options.port, ex.what()));
+    return invalid_argument(fmt::format("cannot set up the HTTP server on {}:{}: {}", ctx->options.host,
+                                        ctx->options.port, ex.what()));
   }
-
-  std::promise<Status> opened;
-  auto opened_future = opened.get_future();
-  im.server->open_async([&opened] { opened.set_value(Status{}); },
-                        [&opened, &im](std::exception_ptr ex) {
-                          // Never rethrow here (it would abort the process): report it.
-                          std::string what = "unknown error";
-                          try {
-                            std::rethrow_exception(ex);
-                          } catch (const std::exception& e) {
-                            what = e.what();
-                          } catch (...) {
-                          }
-                          opened.set_value(unavailable(fmt::format("cannot listen on {}:{}: {}", im.ctx.options.host,
-                                                                   im.ctx.options.port, what)));
-                        });
+  if (Status st = im.listener->open(); !st.ok()) {
+    im.listener.reset();
+    return st;
+  }
+  HttpListener* listener = im.listener.get();
+  ctx->http_metrics = [listener] { return render_http_metrics(listener->stats()); };
+  listener->registry()->hooks.may_probe = [ctx](uint64_t id) { return !ctx->disconnects.streaming(id); };
   im.signals = std::make_unique<asio::signal_set>(im.io, SIGINT, SIGTERM);
-  std::function<void(const asio::error_code&, int)> on_sig;
   im.signals->async_wait([cb = std::move(on_signal)](const asio::error_code& ec, int sig) {
     if (ec) return;
     TROUPE_LOG_INFO("received signal {}: shutting down", sig);
     if (cb) cb();
   });
-  im.thread = std::thread([&io = im.io] {
+  im.thread = std::thread([&io = im.io, registry = listener->registry()] {
+    ConnectionRegistry::set_current(registry.get());
     auto guard = asio::make_work_guard(io);
     try {
       io.run();
     } catch (const std::exception& ex) {
       TROUPE_LOG_ERROR("HTTP thread stopped: {}", ex.what());
     }
+    ConnectionRegistry::set_current(nullptr);
   });
-  Status st = opened_future.get();
-  if (!st.ok()) {
-    stop();
-    return st;
-  }
   return {};
 }
 
@@ -333,14 +396,50 @@ void ApiServer::set_io_processor(std::string name, std::shared_ptr<IOProcessor> 
 
 void ApiServer::drain() { impl_->ctx.draining = true; }
 
+namespace {
+
+// Runs `fn` on the HTTP thread and waits for its answer (`busy` if that thread does not
+// answer within 5 s).
+template <class T, class F>
+T on_http_thread(asio::io_context& io, F fn, T busy) {
+  auto answer = std::make_shared<std::promise<T>>();
+  auto got = answer->get_future();
+  asio::post(io, [answer, fn = std::move(fn)]() mutable { answer->set_value(fn()); });
+  if (got.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return busy;
+  return got.get();
+}
+
+}  // namespace
+
 size_t ApiServer::in_flight() {
   auto& im = *impl_;
   if (im.stopped || !im.thread.joinable()) return 0;
-  auto count = std::make_shared<std::promise<size_t>>();
-  auto got = count->get_future();
-  asio::post(im.io, [count, ctx = &im.ctx] { count->set_value(ctx->disconnects.watched()); });
-  if (got.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return 1;  // the HTTP thread is busy: not idle
-  return got.get();
+  return on_http_thread<size_t>(im.io, [ctx = &im.ctx] { return ctx->disconnects.watched(); }, 1);
+}
+
+void ApiServer::cut_in_flight(const std::string& why) {
+  auto& im = *impl_;
+  if (im.stopped || !im.thread.joinable()) return;
+  on_http_thread<bool>(
+      im.io,
+      [ctx = &im.ctx, why] {
+        ctx->disconnects.cut_all(why);
+        return true;
+      },
+      false);
+}
+
+bool ApiServer::wait_answers_written(std::chrono::milliseconds timeout) {
+  auto& im = *impl_;
+  if (im.stopped || !im.thread.joinable()) return true;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const size_t busy = on_http_thread<size_t>(
+        im.io, [listener = im.listener.get()] { return listener->registry()->busy(); }, 1);
+    if (busy == 0) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void ApiServer::stop() {
@@ -352,11 +451,7 @@ void ApiServer::stop() {
   if (im.thread.joinable()) {
     std::promise<void> closed;
     asio::post(im.io, [&] {
-      try {
-        if (im.server) im.server->close_sync();
-      } catch (const std::exception& ex) {
-        TROUPE_LOG_WARNING("closing the HTTP server: {}", ex.what());
-      }
+      if (im.listener) im.listener->close();
       if (im.signals) {
         asio::error_code ec;
         im.signals->cancel(ec);

@@ -5,6 +5,7 @@
 
 #include "troupe/io_processor.hpp"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -32,6 +33,12 @@ class ApiServer {
   void drain();
   /// Generations in flight now (asked on the HTTP thread).
   size_t in_flight();
+  /// Ends every generation in flight now (shutdown): aborted in the engine, a stream ends
+  /// with finish_reason "abort" per unfinished choice, an error event naming `why` and
+  /// [DONE]; a whole answer is a 503 naming `why`.
+  void cut_in_flight(const std::string& why);
+  /// Waits until every answer handed to the server was written (false after `timeout`).
+  bool wait_answers_written(std::chrono::milliseconds timeout);
   /// Stop listening, end open streams, join the HTTP thread. Idempotent.
   void stop();
 

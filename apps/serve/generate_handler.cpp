@@ -127,12 +127,46 @@ struct Generation : std::enable_shared_from_this<Generation> {
     abort_all();
   }
 
-  // Called once every choice was submitted: a hang-up from now on aborts them.
+  // Called once every choice was submitted: a hang-up from now on aborts them, and so
+  // does a shutdown whose --shutdown-timeout passed (cut).
   void watch_connection() {
     std::weak_ptr<Generation> weak = shared_from_this();
-    watch_token = ctx->disconnects.watch(req->connection_id(), [weak] {
+    DisconnectWatch::Watched w;
+    w.streaming = stream;
+    w.left = [weak] {
       if (auto self = weak.lock()) self->client_left();
-    });
+    };
+    w.cut = [weak](const std::string& why) {
+      if (auto self = weak.lock()) self->cut(why);
+    };
+    watch_token = ctx->disconnects.watch(req->connection_id(), std::move(w));
+  }
+
+  // The server is shutting down: every unfinished choice is aborted in the engine and ends
+  // with finish_reason "abort" (vLLM's word for an aborted request); a stream then gets an
+  // error event naming `why` and [DONE], a whole answer a 503 naming it.
+  void cut(const std::string& why) {
+    if (responded || client_gone) return;
+    TROUPE_LOG_WARNING("{}: cut: {}", id, why);
+    const Status error = unavailable(why);
+    std::vector<size_t> cut_choices;
+    for (size_t k = 0; k < choices.size(); ++k) {
+      ChoiceState& c = choices[k];
+      if (c.finished) continue;
+      if (!c.engine_id.empty()) engine->abort(c.engine_id);
+      c.finished = true;
+      --remaining;
+      c.choice.finish_reason = "abort";
+      cut_choices.push_back(k);
+    }
+    if (stream && !responses) {
+      for (size_t k : cut_choices) stream_delta(choices[k], "", {}, {}, /*finished=*/true);
+      write(openai::sse_event(openai::render_error(openai::from_status(error))));
+    } else if (stream) {
+      write(events->error(why));
+    }
+    for (size_t k : cut_choices) choices[k].error = error;  // a whole answer: the 503; Responses: "failed"
+    finish();
   }
 
   // Streams: one write per engine delta, so a vanished client also shows up as a
@@ -278,13 +312,13 @@ struct Generation : std::enable_shared_from_this<Generation> {
       // A generation that failed mid-stream (its error event was sent) ends as "failed".
       write(events->finish(c.error.ok() ? openai::response_status(c.choice.finish_reason) : "failed",
                            {usage.prompt_tokens, usage.completion_tokens, count_tokens(c.reasoning_text)}));
-      out->done();
+      out->done(on_answered(req));
       return;
     }
     if (stream) {
       if (include_usage) write(openai::sse_event(openai::render_usage_chunk(id, created, model, chat, usage)));
       write(openai::sse_done());
-      out->done();
+      out->done(on_answered(req));
       return;
     }
     for (const auto& c : choices) {

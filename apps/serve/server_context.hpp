@@ -29,7 +29,8 @@ struct ServeOptions {
   std::string host = "0.0.0.0";
   int port = 8000;
   std::string api_key;                      // empty: no authentication
-  uint64_t max_body_bytes = 1u << 20;       // larger bodies get 413
+  uint64_t max_body_bytes = 1u << 20;       // larger bodies get 413 (from Content-Length, unread)
+  size_t max_connections = 1024;            // --max-connections: more get 503 (http_listener.hpp)
   openai::Limits limits;
   std::string model_path;                   // "root" in /v1/models
   bool log_requests = false;                // one info line per request
@@ -41,15 +42,25 @@ struct ServeOptions {
 };
 
 /// What the requests of each connection leave to cancel if their client goes away:
-/// RESTinio reports a connection closed (the peer's FIN or RST, read while the
-/// request is handled) and every callback of that connection runs. HTTP thread only.
+/// RESTinio reports a connection closed (a reset, a failed write, or a FIN with nothing in
+/// flight: guarded_socket.hpp holds a half-close back) and every callback of that
+/// connection runs. HTTP thread only.
 class DisconnectWatch {
  public:
-  /// `cancel` runs if connection `connection_id` closes before forget(connection_id, token).
-  uint64_t watch(uint64_t connection_id, std::function<void()> cancel);
+  struct Watched {
+    bool streaming = false;                           // its answer is being streamed
+    std::function<void()> left;                       // the client is gone
+    std::function<void(const std::string&)> cut;     // shutdown: end it now, saying why
+  };
+  /// `w.left` runs if connection `connection_id` closes before forget(connection_id, token).
+  uint64_t watch(uint64_t connection_id, Watched w);
   void forget(uint64_t connection_id, uint64_t token);
-  /// Runs and forgets every callback of the connection.
+  /// Runs and forgets every `left` callback of the connection.
   void closed(uint64_t connection_id);
+  /// Whether an answer of the connection is being streamed.
+  bool streaming(uint64_t connection_id) const;
+  /// Runs every `cut` callback (each forgets its entry).
+  void cut_all(const std::string& why);
   /// Generations watched now (those in flight), over every connection.
   size_t watched() const {
     size_t n = 0;
@@ -59,7 +70,7 @@ class DisconnectWatch {
 
  private:
   uint64_t next_token_ = 0;
-  std::unordered_map<uint64_t, std::unordered_map<uint64_t, std::function<void()>>> by_connection_;
+  std::unordered_map<uint64_t, std::unordered_map<uint64_t, Watched>> by_connection_;
 };
 
 struct ServerContext {
@@ -72,7 +83,12 @@ struct ServerContext {
   std::string io_processor_name;              // --io-processor-plugin
   std::shared_ptr<IOProcessor> io_processor;  // /pooling goes through it when set
   DisconnectWatch disconnects;                // generations in flight, by connection
+  std::function<std::string()> http_metrics;  // the listener's counts for /metrics (HTTP thread)
 };
+
+/// The callback of an answer's last write: its connection may close now (a half-closed
+/// client gets its close once every answer is written; guarded_socket.hpp).
+std::function<void(const asio::error_code&)> on_answered(const restinio::request_handle_t& req);
 
 /// Writes a complete (non-streamed) response.
 void respond(const restinio::request_handle_t& req, int http_status, const std::string& content_type,

@@ -193,6 +193,54 @@ TEST_F(DisconnectHttp, StreamIsAbortedWhenItsClientLeaves) {
                           });
 }
 
+// A client that half-closes after its request (shutdown(SHUT_WR), `nc -N`) has not left:
+// RFC 9112 9.6. It gets its whole answer, then the close, and nothing is aborted.
+TEST_F(DisconnectHttp, AHalfClosedClientGetsItsAnswerThenTheClose) {
+  const double aborted = scrape(*server_).aborted;
+  const json whole = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"ignore_eos", true}, {"temperature", 0}};
+  auto quiet = http::request("127.0.0.1", server_->port(), "POST", "/v1/completions", whole.dump(),
+                             {{"Content-Type", "application/json"}}, {}, std::chrono::seconds(120));
+  ASSERT_TRUE(quiet.ok() && quiet->status == 200);
+  for (bool stream : {false, true}) {
+    json body = whole;
+    body["stream"] = stream;
+    int fd = connect_loopback(server_->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(send_all(fd, post_text("/v1/completions", body)));
+    ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+    // Read until the server closes: the answer, then the end.
+    const std::string got = receive(fd, std::chrono::seconds(120), [](const std::string&) { return false; });
+    ::close(fd);
+    ASSERT_NE(got.find("HTTP/1.1 200"), std::string::npos) << (stream ? "stream: " : "whole: ") << got;
+    if (stream) {
+      EXPECT_NE(got.find("\"finish_reason\":\"length\""), std::string::npos) << got;
+      EXPECT_NE(got.find("data: [DONE]"), std::string::npos) << got;
+    } else {
+      const json j = json::parse(got.substr(got.find("\r\n\r\n") + 4), nullptr, false);
+      ASSERT_TRUE(j.is_object()) << got;
+      EXPECT_EQ(j["choices"][0]["text"], json::parse(quiet->body)["choices"][0]["text"]);
+      EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(scrape(*server_).aborted, aborted);
+}
+
+// A half-close followed by a real close: the server cannot tell them apart from the FIN,
+// so it writes the first bytes of the answer early; the closed socket answers with a
+// reset, and the request is aborted as for any client that left.
+TEST_F(DisconnectHttp, AClientThatHalfClosesAndThenLeavesIsAborted) {
+  expect_aborted_on_close(post_text("/v1/completions", {{"prompt", "Once upon a time"},
+                                                        {"max_tokens", kLongMaxTokens},
+                                                        {"ignore_eos", true}}),
+                          1, [](int fd) {
+                            ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+                            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                            const auto m = scrape(*server_);
+                            EXPECT_EQ(m.running, 1) << "a half-close aborted the request";
+                          });
+}
+
 TEST_F(DisconnectHttp, ClientsThatStayGetTheirAnswers) {
   const double aborted = scrape(*server_).aborted;
   // Connection: close, one request.

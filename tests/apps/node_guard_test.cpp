@@ -5,7 +5,12 @@
 // a peer that knows the secret but sends an oversized frame. Each is dropped
 // with a log line, the node's RSS (/proc) stays within a few MB, the head's
 // /health stays 200 throughout, and the head still gets the same completion.
-// The head's stats port stands behind the same guard.
+// The head's stats port stands behind the same guard (its refusals counted in
+// /metrics). A flood of a thousand half-open connections from another address
+// does not keep a peer with the secret out (it passes within 2 s) and costs at
+// most one log line a second per cause; and no process has a port but its
+// guard (CAF listens on none), so a local process without the secret finds no
+// other door.
 //
 // The link handshake and the BASP header are written here from their
 // descriptions (net/link_guard.hpp, net/basp_frames.hpp), not with the
@@ -22,11 +27,18 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <atomic>
+#include <map>
 #include <random>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "tests/proc_sockets.hpp"
 #include "tests/raw_socket.hpp"
+#include "tests/run_troupe.hpp"
 #include "node_process.hpp"
 #include "net/crypto.hpp"
 #include "serve_process.hpp"
@@ -71,6 +83,90 @@ bool log_shows(const Process& p, const std::string& text, std::chrono::seconds t
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+/// A connection from `source` (a loopback address of its own) to 127.0.0.1:port, or -1.
+int connect_from(const char* source, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &a.sin_addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// `count` connections from 127.0.0.2 that never speak, each renewed when the node drops it,
+/// until destroyed.
+class HandshakeFlood {
+ public:
+  HandshakeFlood(int port, size_t count) {
+    thread_ = std::thread([this, port, count] {
+      std::vector<int> fds;
+      while (!stop_) {
+        while (fds.size() < count && !stop_) {
+          const int fd = connect_from("127.0.0.2", port);
+          if (fd < 0) break;
+          fds.push_back(fd);
+          ++opened_;
+        }
+        std::vector<pollfd> p;
+        for (int fd : fds) p.push_back({fd, POLLIN, 0});
+        ::poll(p.data(), p.size(), 50);
+        std::vector<int> keep;
+        char buf[256];
+        for (auto& q : p) {
+          if ((q.revents & (POLLHUP | POLLERR)) || ((q.revents & POLLIN) && ::recv(q.fd, buf, sizeof buf, 0) == 0)) {
+            ::close(q.fd);
+            continue;
+          }
+          keep.push_back(q.fd);
+        }
+        fds = std::move(keep);
+      }
+      for (int fd : fds) ::close(fd);
+    });
+  }
+  ~HandshakeFlood() {
+    stop_ = true;
+    thread_.join();
+  }
+  size_t opened() const { return opened_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> opened_{0};
+  std::thread thread_;
+};
+
+/// Refusal lines of a node log by (second, cause): each must be at most one.
+std::map<std::pair<std::string, std::string>, int> refusal_lines_per_second(const std::string& log) {
+  static const std::regex time_re("(\\d\\d:\\d\\d:\\d\\d)");
+  std::map<std::pair<std::string, std::string>, int> out;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    std::string cause;
+    if (line.find("no handshake slot free") != std::string::npos || line.find("(handshake_slots)") != std::string::npos)
+      cause = "slots";
+    else if (line.find("did not finish the link handshake") != std::string::npos ||
+             line.find("(handshake_timeout)") != std::string::npos)
+      cause = "timeout";
+    else if (line.find("refused") != std::string::npos)
+      cause = "other";
+    else
+      continue;
+    std::smatch m;
+    if (std::regex_search(line, m, time_re)) ++out[{m[1], cause}];
+  }
+  return out;
 }
 
 class NodeGuard : public ::testing::Test {
@@ -218,6 +314,81 @@ TEST_F(NodeGuard, TheHeadsStatsPortDropsACraftedHeaderToo) {
   ::close(fd);
   expect_healthy_for(std::chrono::seconds(2));
   EXPECT_TRUE(log_shows(*serve_, "stat logger refused a peer (127.0.0.1:")) << serve_->log();
+  // The refusal is counted in the head's /metrics, by cause.
+  auto m = apps::http::request("127.0.0.1", serve_->port(), "GET", "/metrics", "", {}, {}, std::chrono::seconds(5));
+  ASSERT_TRUE(m.ok() && m->status == 200);
+  const std::string line = "troupe:link_refusals_total{cause=\"handshake_refused\"} ";
+  const size_t at = m->body.find(line);
+  ASSERT_NE(at, std::string::npos) << m->body;
+  EXPECT_GE(std::stod(m->body.substr(at + line.size())), 1.0) << m->body.substr(at, 80);
+  EXPECT_EQ(complete(), greedy_);
+}
+
+TEST_F(NodeGuard, AFloodOfAThousandHalfOpenConnectionsDoesNotKeepAPeerWithTheSecretOut) {
+  if (connect_from("127.0.0.2", node_->port()) < 0) GTEST_SKIP() << "cannot bind 127.0.0.2";
+  HandshakeFlood flood(node_->port(), 1000);
+  while (flood.opened() < 1000) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // past the 2 s deadline: the flood renews itself
+  // The handshake with the secret, from 127.0.0.1, passes within 2 s.
+  auto t0 = Clock::now();
+  const int fd = pass_handshake(secret_);
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(fd, 0) << node_->log();
+  EXPECT_LT(took, std::chrono::seconds(2));
+  if (fd >= 0) ::close(fd);
+  // So does troupe's own dialer (a whole actor system connecting, as a head does).
+  t0 = Clock::now();
+  const auto r = troupe::testing::run_troupe("plugins --node " + node_->address() + " --secret-file " + secret_path_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::printf("[ flood ] %zu connections opened; the handshake passed in %lld ms, plugins --node took %lld ms\n",
+              flood.opened(), static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
+  expect_healthy_for(std::chrono::seconds(2));
+  for (const auto& [key, lines] : refusal_lines_per_second(node_->log()))
+    EXPECT_LE(lines, 1) << lines << " refusal lines of cause " << key.second << " at " << key.first << "\n"
+                        << node_->log().substr(0, 4000);
+  EXPECT_TRUE(log_shows(*node_, "no handshake slot free")) << node_->log().substr(0, 4000);
+}
+
+TEST_F(NodeGuard, ALocalProcessFindsNoDoorButTheGuards) {
+  // The node listens on its guard's port only: CAF has no port and no Unix socket.
+  EXPECT_EQ(troupe::testing::listening_tcp_ports(node_->pid()), std::set<int>{node_->port()});
+  EXPECT_TRUE(troupe::testing::listening_unix_sockets(node_->pid()).empty());
+  // The head on its HTTP port and its stats guard, nothing for CAF (its link to the node
+  // is a socket pair, never a loopback port).
+  EXPECT_EQ(troupe::testing::listening_tcp_ports(serve_->pid()), (std::set<int>{serve_->port(), stats_port_}));
+  EXPECT_TRUE(troupe::testing::listening_unix_sockets(serve_->pid()).empty());
+  // What a local process can send to every door it finds: the 64-byte BASP frame (a header
+  // announcing 4 GB, and another) that grew a node by 1.3 GB through CAF's loopback port.
+  std::atomic<bool> stop{false};
+  std::atomic<int> not_ok{0};
+  std::thread health([&] {
+    while (!stop) {
+      auto h = apps::http::request("127.0.0.1", serve_->port(), "GET", "/health", "", {}, {}, std::chrono::seconds(5));
+      if (!h.ok() || h->status != 200) ++not_ok;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::vector<int> sent;
+  for (int port : troupe::testing::listening_tcp_ports(node_->pid())) {
+    for (int k = 0; k < 20; ++k) {
+      const int fd = connect_loopback(port);
+      ASSERT_GE(fd, 0);
+      send_some(fd, basp_header(1, 0xFFFFFF00u, 0) + basp_header(2, 0xFFFFFF00u, 1));
+      sent.push_back(fd);
+    }
+  }
+  for (int fd : sent) {
+    EXPECT_TRUE(closed_within(fd, std::chrono::seconds(10)));  // at the handshake deadline (2 s) at the latest
+    ::close(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  stop = true;
+  health.join();
+  EXPECT_EQ(not_ok, 0) << "the head answered /health with something else than 200";
+  const long after = rss_kb(node_->pid());
+  EXPECT_LT(after - rss_before_, 64 * 1024) << "the node grew by " << (after - rss_before_) << " kB";
   EXPECT_EQ(complete(), greedy_);
 }
 

@@ -42,8 +42,8 @@ inline constexpr const char* kNoModel = "<no model>";
 class ServeProcess {
  public:
   /// Starts `troupe serve MODEL --host 127.0.0.1 --port P extra...` (MODEL: stories260K by default;
-  /// kNoModel: none).
-  explicit ServeProcess(std::vector<std::string> extra, std::string model = "") {
+  /// kNoModel: none), run by `prefix` when given (e.g. {"/usr/bin/prlimit", "--nofile=1024:1024", "--"}).
+  explicit ServeProcess(std::vector<std::string> extra, std::string model = "", std::vector<std::string> prefix = {}) {
     port_ = free_port();
     log_path_ = fmt::format("/tmp/troupe_serve_test_{}_{}.log", ::getpid(), port_);
     if (model.empty()) model = std::string(TROUPE_TEST_DATA_DIR) + "/stories260K.gguf";
@@ -51,6 +51,7 @@ class ServeProcess {
                                      "--host", "127.0.0.1", "--port", std::to_string(port_), "--threads", "1"};
     if (model == kNoModel) args.erase(args.begin() + 2);
     args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), prefix.begin(), prefix.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -107,6 +108,7 @@ class ServeProcess {
     return ss.str();
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   bool exited() {

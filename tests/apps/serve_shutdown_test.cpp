@@ -1,6 +1,7 @@
 // `troupe serve` on SIGTERM, a real process: new requests (and /health) get 503
 // at once; with --shutdown-timeout a stream in flight runs to its end, without
-// one it is cut; the process exits 0 either way.
+// one (or past it) it is cut, and ends with finish_reason "abort", an error
+// event and [DONE]; the process exits 0 either way.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,9 @@ namespace {
 using json = nlohmann::json;
 
 struct StreamEnd {
-  std::string last;          // the last data event
+  std::string last;          // the last data event before [DONE]
+  std::string last_chunk;    // the last one with choices
+  bool done = false;         // [DONE] came
   int events = 0;
   int health_during = 0;     // /health's status once SIGTERM was sent
   int completion_during = 0; // a new request's status then
@@ -32,7 +35,9 @@ StreamEnd stream_then_sigterm(ServeProcess& serve) {
       "127.0.0.1", serve.port(), "POST", "/v1/completions", body.dump(), {{"Content-Type", "application/json"}},
       [&](std::string_view bytes) {
         parser.feed(bytes, [&](std::string_view data) {
-          if (data != "[DONE]") out.last = std::string(data);
+          if (data == "[DONE]") out.done = true;
+          else out.last = std::string(data);
+          if (data.find("\"choices\"") != std::string_view::npos) out.last_chunk = std::string(data);
           if (out.events++ == 0) {
             serve.send_signal(SIGTERM);
             std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the signal is handled
@@ -63,6 +68,17 @@ TEST(ServeShutdown, WithATimeoutARequestInFlightFinishesAndNewOnesAreRefused) {
   EXPECT_NE(serve.log().find("Shutdown complete"), std::string::npos) << serve.log();
 }
 
+// A cut stream says so: its choice ends with vLLM's finish_reason for aborted requests,
+// then an error event names the shutdown, then [DONE].
+void expect_cut(const StreamEnd& end, const std::string& why) {
+  EXPECT_NE(end.last_chunk.find("\"finish_reason\":\"abort\""), std::string::npos) << end.last_chunk;
+  auto error = json::parse(end.last, nullptr, false);
+  ASSERT_TRUE(error.is_object() && error.contains("error")) << end.last;
+  EXPECT_EQ(error["error"]["code"], 503) << end.last;
+  EXPECT_NE(error["error"]["message"].get<std::string>().find(why), std::string::npos) << end.last;
+  EXPECT_TRUE(end.done) << "no [DONE] after the cut";
+}
+
 TEST(ServeShutdown, WithoutATimeoutARequestInFlightIsAbortedAndTheServerExitsZero) {
   ServeProcess serve({"--disable-log-stats"});
   ASSERT_TRUE(serve.wait_healthy()) << serve.log();
@@ -70,8 +86,18 @@ TEST(ServeShutdown, WithoutATimeoutARequestInFlightIsAbortedAndTheServerExitsZer
   EXPECT_NE(end.health_during, 200);  // 503, or (closed already) no answer
   EXPECT_EQ(end.last.find("\"finish_reason\":\"length\""), std::string::npos) << "it ran to its end: " << end.last;
   EXPECT_LT(end.events, 1800);
+  expect_cut(end, "the server is shutting down");
   EXPECT_EQ(serve.stop(), 0) << serve.log();
   EXPECT_NE(serve.log().find("aborting 1 request(s) still in flight"), std::string::npos) << serve.log();
+}
+
+TEST(ServeShutdown, AStreamCutByTheShutdownTimeoutEndsWithAbortAnErrorEventAndDone) {
+  ServeProcess serve({"--shutdown-timeout", "0.3", "--disable-log-stats"});
+  ASSERT_TRUE(serve.wait_healthy()) << serve.log();
+  const StreamEnd end = stream_then_sigterm(serve);
+  EXPECT_LT(end.events, 1800);
+  expect_cut(end, "--shutdown-timeout of 0.3 s passed");
+  EXPECT_EQ(serve.stop(), 0) << serve.log();
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 // The link guard with mutual TLS (net/tls, net/stream, net/link_guard), on real
 // loopback sockets: certificates from two cluster CAs made by the real
-// `troupe certs`, a guard relaying to a plain echo server standing for CAF's
-// loopback end, and dial_link (or a raw OpenSSL client, or raw TCP) on the
+// `troupe certs`, a guard relaying to a plain echo server standing for CAF
+// (it takes each link's inner end), and dial_link (or a raw OpenSSL client, or raw TCP) on the
 // other side. A certificate of the cluster CA is accepted and relays BASP
 // frames both ways; one of another CA, none at all, a plain TCP peer, a
 // certificate that does not name the dialed host, and a TLS dialer at a plain
 // guard are all refused; bad files give one-line errors naming them.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "net/link_guard.hpp"
 #include "net/tls.hpp"
@@ -44,48 +46,30 @@ std::string basp_header(uint8_t op, uint32_t payload_len) {
   return h;
 }
 
-/// Stands for CAF on 127.0.0.1: echoes every connection's bytes back.
+/// Stands for CAF: takes the inner end of every authenticated link and echoes its bytes back.
 class EchoServer {
  public:
-  EchoServer() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 16);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        pollfd p{fd_, POLLIN, 0};
-        if (::poll(&p, 1, 100) <= 0) continue;
-        const int c = ::accept(fd_, nullptr, nullptr);
-        if (c < 0) continue;
-        accepted_++;
-        std::thread([c] {
-          char buf[65536];
-          for (ssize_t r; (r = ::recv(c, buf, sizeof buf, 0)) > 0;) send_some(c, std::string(buf, r));
-          ::close(c);
-        }).detach();
-      }
-    });
-  }
   ~EchoServer() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
+    for (auto& t : threads_) t.join();
   }
-  uint16_t port() const { return port_; }
+  AdoptLink adopter() {
+    return [this](Socket inner) -> Status {
+      accepted_++;
+      const int c = inner.release();
+      ::fcntl(c, F_SETFL, ::fcntl(c, F_GETFL) & ~O_NONBLOCK);
+      threads_.emplace_back([c] {
+        char buf[65536];
+        for (ssize_t r; (r = ::recv(c, buf, sizeof buf, 0)) > 0;) send_some(c, std::string(buf, r));
+        ::close(c);
+      });
+      return {};
+    };
+  }
   int accepted() const { return accepted_; }
 
  private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
   std::atomic<int> accepted_{0};
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 class LinkTls : public ::testing::Test {
@@ -116,26 +100,27 @@ class LinkTls : public ::testing::Test {
 
   /// A guard of cluster A (its certificate names 127.0.0.1) in front of the echo server.
   std::unique_ptr<LinkGuard> guard(LinkAuth auth) {
-    auto g = LinkGuard::listen("127.0.0.1", 0, echo_.port(), std::move(auth), "test node", limits());
+    auto g = LinkGuard::listen("127.0.0.1", 0, echo_.adopter(), std::move(auth), "test node", limits());
     EXPECT_TRUE(g.ok()) << g.status().to_string();
     return g.ok() ? std::move(*g) : nullptr;
   }
 
-  /// Frames sent through a dialed link's loopback port come back unchanged.
-  static void expect_relays(uint16_t local_port) {
-    const int fd = connect_loopback(local_port);
+  /// Frames sent through a dialed link's inner end come back unchanged.
+  static void expect_relays(Socket& inner) {
+    const int fd = inner.get();
     ASSERT_GE(fd, 0);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     const std::string frames = basp_header(6, 0) + basp_header(2, 100000) + std::string(100000, 'x') +
                                basp_header(1, 5) + "hello";
     ASSERT_EQ(send_some(fd, frames), frames.size());
     std::string back;
     ASSERT_TRUE(read_exact(fd, &back, frames.size()));
     EXPECT_EQ(back, frames);
-    ::close(fd);
+    inner.reset();
   }
 
   static inline std::string dir_;
-  EchoServer echo_;
+  EchoServer echo_;  // destroyed after the guards of a test (they close the links it echoes)
 };
 
 TEST_F(LinkTls, ACertificateOfTheClusterCaIsAcceptedAndRelaysBothWays) {

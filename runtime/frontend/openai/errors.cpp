@@ -43,7 +43,21 @@ ApiError payload_too_large(uint64_t limit_bytes) {
   ApiError e;
   e.http_status = 413;
   e.type = "RequestEntityTooLargeError";
-  e.message = fmt::format("Request body too large: the limit is {} bytes.", limit_bytes);
+  e.message = fmt::format("Request body too large: the limit is {} bytes (--max-body-bytes).", limit_bytes);
+  return e;
+}
+
+ApiError headers_too_large(uint64_t limit_bytes) {
+  ApiError e;
+  e.http_status = 431;
+  e.type = "RequestHeaderFieldsTooLargeError";
+  e.message = fmt::format("Request line and headers too large: the limit is {} bytes.", limit_bytes);
+  return e;
+}
+
+ApiError malformed_request(const std::string& detail) {
+  ApiError e;
+  e.message = "Malformed HTTP request: " + detail;
   return e;
 }
 
@@ -111,6 +125,7 @@ const char* reason_phrase(int http_status) {
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Error";

@@ -25,6 +25,10 @@ ApiError invalid_json(const std::string& detail);
 ApiError model_not_found(const std::string& model);
 ApiError unauthorized();
 ApiError payload_too_large(uint64_t limit_bytes);
+/// 431: the request line and headers pass `limit_bytes`.
+ApiError headers_too_large(uint64_t limit_bytes);
+/// 400 for bytes that are not an HTTP/1.x request (`detail`: what the parser saw).
+ApiError malformed_request(const std::string& detail);
 ApiError route_not_found(const std::string& method, const std::string& path);
 ApiError method_not_allowed(const std::string& method, const std::string& path);
 /// The one map from a Status to an HTTP answer: invalid_argument, out_of_range and
