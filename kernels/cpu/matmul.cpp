@@ -75,6 +75,7 @@ void for_tokens(ThreadPool* pool, int64_t n_tokens, int64_t in, const std::funct
 }  // namespace
 
 ActFormat act_format(DType type) {
+  if (type == kMxfp4) return ActFormat::q8_32;  // MXFP4's levels are IQ4_NL-like (no enumerator to switch on)
   switch (type) {
     // 8-bit activations where the weights have at most 5 bits or 16 levels (llama.cpp's
     // q8_0 blocks do the same); Q4_1/Q5_1 (whose min term meets the activations' float

@@ -105,6 +105,7 @@ void launch_embedding(const void* table, int64_t row_stride, int64_t dim, int64_
 }  // namespace
 
 bool supports_weight_type(DType type) {
+  if (type == cpu::kMxfp4) return true;  // no enumerator to switch on
   switch (type) {
     case DType::f32: case DType::f16: case DType::bf16:
     case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
@@ -130,6 +131,10 @@ Status embedding(DType type, const void* table, int64_t row_stride, int64_t dim,
     return invalid_argument("cuda embedding: table or row stride not aligned to the element type");
   if (n == 0) return {};
   if (table == nullptr || ids == nullptr || out == nullptr) return invalid_argument("cuda embedding: null pointer");
+  if (type == cpu::kMxfp4) {  // no enumerator to switch on
+    launch_embedding<cpu::kMxfp4>(table, row_stride, dim, vocab, ids, n, out, stream);
+    return launch_status("cuda embedding kernel");
+  }
   switch (type) {
     case DType::f32: launch_embedding<DType::f32>(table, row_stride, dim, vocab, ids, n, out, stream); break;
     case DType::f16: launch_embedding<DType::f16>(table, row_stride, dim, vocab, ids, n, out, stream); break;

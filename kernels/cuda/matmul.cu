@@ -134,6 +134,7 @@ Status launch(MatmulPath path, const Problem& p, cudaStream_t stream) {
 
 template <class XT>
 Status dispatch(MatmulPath path, DType type, const Problem& p, cudaStream_t stream) {
+  if (type == cpu::kMxfp4) return launch<cpu::kMxfp4, XT>(path, p, stream);  // no enumerator to switch on
   switch (type) {
     case DType::f32: return launch<DType::f32, XT>(path, p, stream);
     case DType::f16: return launch<DType::f16, XT>(path, p, stream);

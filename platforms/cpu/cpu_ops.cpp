@@ -8,10 +8,12 @@
 #include "kernels/cpu/encoder.hpp"
 #include "kernels/cpu/gemma_elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/moe_rows.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/token_select.hpp"
 #include "troupe/dtype.hpp"
+#include "troupe/named_ops/moe_ops.hpp"
 #include "troupe/named_ops/named_ops.hpp"
 #include "troupe/named_ops/rope_ops.hpp"
 #include "troupe/quantization.hpp"
@@ -155,6 +157,23 @@ OpFn CpuOps::find_op(std::string_view name) const {
       }),
       named_ops::entry<named_ops::Scale>(
           +[](Ops&, float* x, int64_t n, float factor) { kernels::cpu::scale(x, n, factor); }),
+      named_ops::entry<named_ops::GatherRows>(
+          +[](Ops& ops, const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst) {
+            static_cast<CpuOps&>(ops).split_rows(n, row_len, [=](int64_t b, int64_t e) {
+              kernels::cpu::gather_rows(src, row_len, rows + b, e - b, dst + b * row_len);
+            });
+          }),
+      named_ops::entry<named_ops::ScatterAddRows>(+[](Ops&, const float* src, int64_t row_len, const int32_t* rows,
+                                                     const float* weights, int64_t n, float* dst) {
+        // In order on one thread: a row named twice must get its shares in order.
+        kernels::cpu::scatter_add_rows(src, row_len, rows, weights, n, dst);
+      }),
+      named_ops::entry<named_ops::SwigluOai>(
+          +[](Ops& ops, const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+            static_cast<CpuOps&>(ops).split(n, [=](int64_t b, int64_t e) {
+              kernels::cpu::swiglu_oai(gate + b, up + b, e - b, alpha, limit, out + b);
+            });
+          }),
       named_ops::entry<named_ops::ParallelFor>(
           +[](Ops& ops, int64_t n, named_ops::ParallelFor::Body body, void* ctx) {
             kernels::cpu::ThreadPool* pool = static_cast<CpuOps&>(ops).pool_;
@@ -223,6 +242,10 @@ void CpuOps::dense_attention(const float* q, const float* k, const float* v, flo
     return;
   }
   pool_->parallel_for(items, run);
+}
+
+void CpuOps::split_rows(int64_t n, int64_t row_len, const std::function<void(int64_t, int64_t)>& fn) {
+  for_items(pool_, n, row_len, fn);
 }
 
 void CpuOps::split(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {

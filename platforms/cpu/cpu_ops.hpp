@@ -43,13 +43,16 @@ class CpuOps final : public Ops {
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out);
   /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors), Gemma's
-  /// gelu_tanh_mul, softcap and scale, GPT-2's gelu_tanh, parallel_for (its pool), and the kernels plugins
+  /// gelu_tanh_mul, softcap and scale, GPT-2's gelu_tanh, the MoE row ops (gather_rows,
+  /// scatter_add_rows, swiglu_oai), parallel_for (its pool), and the kernels plugins
   /// registered for platform cpu (a weight format's matmul.<format>.v1, troupe/quantization.hpp).
   OpFn find_op(std::string_view name) const override;
   void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                          bool neox, const float* freq_factors, float mscale);
   /// fn over [0, n) in contiguous parts on the pool (one call when n is small).
   void split(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  /// fn over n independent rows of row_len floats, split over the pool when they are many.
+  void split_rows(int64_t n, int64_t row_len, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   kernels::cpu::ThreadPool* pool_;
