@@ -172,19 +172,21 @@ inline void check_case(Platform* platform, const nlohmann::json& c, double tol) 
   }
 }
 
-inline nlohmann::json case_of(const nlohmann::json& g, const std::string& shape) {
+// The case of `shape` (of `weight_type`, when given: a shape may have cases in several types).
+inline nlohmann::json case_of(const nlohmann::json& g, const std::string& shape, const std::string& weight_type = "") {
   for (const auto& c : g["cases"])
-    if (c["shape"] == shape) return c;
+    if (c["shape"] == shape && (weight_type.empty() || c["weight_type"] == weight_type)) return c;
   return nullptr;
 }
 
-inline void check_against(Platform* platform, const std::string& shape, const std::string& file, double tol) {
+inline void check_against(Platform* platform, const std::string& shape, const std::string& file, double tol,
+                          const std::string& weight_type = "") {
   const auto g = goldens(file);
   if (g.is_null()) {
     GTEST_SKIP() << "tests/data/golden/" << file << " is absent (tests/golden/gen_arch_goldens.sh)";
   }
   std::printf("reference: %s\n", g["reference"].get<std::string>().c_str());
-  check_case(platform, case_of(g, shape), tol);
+  check_case(platform, case_of(g, shape, weight_type), tol);
 }
 
 }  // namespace troupe::testing
