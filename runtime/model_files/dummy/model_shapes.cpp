@@ -42,17 +42,18 @@ void add_moe_shapes(std::vector<ModelShape>& v, Make llama) {
 // Their small variants (tests: f32 files of a few MiB), with windows of 4 tokens.
 template <class Tiny>
 void add_tiny_moe_shapes(std::vector<ModelShape>& v, Tiny tiny) {
+  // 8 heads over 4 kv heads: tensor and expert parallel over 2 and 4 ranks.
   tiny("tiny-qwen3moe", "qwen3moe", "tiny with qwen3moe's 16 experts of 128, top 4, normalized, head_dim 128");
-  v.back().key_length = 128, v.back().qk_norm = true, v.back().tied_embeddings = false, v.back().n_ff = 512;
+  v.back().n_head = 8, v.back().n_head_kv = 4, v.back().key_length = 128, v.back().qk_norm = true, v.back().tied_embeddings = false, v.back().n_ff = 512;
   v.back().n_expert = 16, v.back().n_expert_used = 4, v.back().n_ff_exp = 128;
   tiny("tiny-olmoe", "olmoe", "tiny with olmoe's whole-projection q/k norms, 16 experts of 128, top 4");
   v.back().n_head_kv = 4, v.back().qk_norm = true, v.back().tied_embeddings = false, v.back().n_ff = 128;
   v.back().n_expert = 16, v.back().n_expert_used = 4;
   tiny("tiny-mixtral", "llama", "tiny Mixtral: llama with 8 experts of 256, top 2");
-  v.back().tied_embeddings = false, v.back().n_ff = 256, v.back().n_expert = 8, v.back().n_expert_used = 2;
+  v.back().n_head = 8, v.back().n_head_kv = 4, v.back().tied_embeddings = false, v.back().n_ff = 256, v.back().n_expert = 8, v.back().n_expert_used = 2;
   tiny("tiny-gpt-oss", "gpt-oss", "tiny with gpt-oss's biases, sinks, 4-token windows on even layers, YaRN x32 from 64, "
-       "8 experts of 128, top 4, hidden 192 beside 4 heads of 64");
-  v.back().n_embd = 192, v.back().key_length = 64, v.back().qkv_bias = true, v.back().tied_embeddings = false;
+       "8 experts of 128, top 4, hidden 192 beside 8 heads of 64");
+  v.back().n_embd = 192, v.back().n_head = 8, v.back().n_head_kv = 4, v.back().key_length = 64, v.back().qkv_bias = true, v.back().tied_embeddings = false;
   v.back().sliding_window = 4, v.back().rope_theta = 150000.0f, v.back().n_ff = 128;
   v.back().n_expert = 8, v.back().n_expert_used = 4, v.back().n_ff_exp = 128;
   v.back().yarn_factor = 32.0f, v.back().yarn_original_context = 64;
