@@ -18,8 +18,9 @@ namespace {
 using testing::kLlamaCppTol;
 using testing::kNumpyTol;
 
-void logprobs(const std::string& shape, const std::string& file, double tol, const std::string& type = "f32") {
-  testing::check_against(testing::cpu_platform(), shape, file, tol, type);
+void logprobs(const std::string& shape, const std::string& file, double tol, const std::string& type = "f32",
+              bool hf_folder = false) {
+  testing::check_against(testing::cpu_platform(), shape, file, tol, type, hf_folder);
 }
 
 void routes(const std::string& shape, const std::string& file, const std::string& type = "f32") {
@@ -39,6 +40,20 @@ TEST(MoeGoldensLlamaCpp, Mixtral) { logprobs("tiny-mixtral", "arch_goldens_llama
 TEST(MoeGoldensLlamaCpp, GptOss) { logprobs("tiny-gpt-oss", "arch_goldens_llamacpp.json", kLlamaCppTol); }
 TEST(MoeGoldensLlamaCpp, GptOssMxfp4) {
   logprobs("tiny-gpt-oss", "arch_goldens_llamacpp.json", kLlamaCppTol, "mxfp4");
+}
+
+// The same weights as Hugging Face folders (Mixtral, Qwen3-MoE, OLMoE: experts one by one).
+TEST(MoeGoldensHfFolder, Qwen3Moe) { logprobs("tiny-qwen3moe", "arch_goldens_numpy.json", kNumpyTol, "f32", true); }
+TEST(MoeGoldensHfFolder, Olmoe) { logprobs("tiny-olmoe", "arch_goldens_numpy.json", kNumpyTol, "f32", true); }
+TEST(MoeGoldensHfFolder, Mixtral) { logprobs("tiny-mixtral", "arch_goldens_numpy.json", kNumpyTol, "f32", true); }
+TEST(MoeGoldensHfFolderLlamaCpp, Qwen3Moe) {
+  logprobs("tiny-qwen3moe", "arch_goldens_llamacpp.json", kLlamaCppTol, "f32", true);
+}
+TEST(MoeGoldensHfFolderLlamaCpp, Olmoe) {
+  logprobs("tiny-olmoe", "arch_goldens_llamacpp.json", kLlamaCppTol, "f32", true);
+}
+TEST(MoeGoldensHfFolderLlamaCpp, Mixtral) {
+  logprobs("tiny-mixtral", "arch_goldens_llamacpp.json", kLlamaCppTol, "f32", true);
 }
 
 TEST(MoeRoutes, Qwen3Moe) { routes("tiny-qwen3moe", "arch_goldens_numpy.json"); }
