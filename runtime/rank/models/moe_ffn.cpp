@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "troupe/ops.hpp"
+#include "troupe/quantization.hpp"
 
 namespace troupe::models {
 namespace {
@@ -35,6 +36,11 @@ Result<std::unique_ptr<MoeFfn>> MoeFfn::create(const MoeHParams& moe, const MoeS
   std::unique_ptr<MoeFfn> m(new MoeFfn(moe, split, std::move(layers), first_layer, n_embd, ctx));
   const Ops& ops = *ctx.ops;
   m->fused_ = named_ops::find<named_ops::MoeFfn>(ops);
+  // A plugin's weight format has only its plugin's matmul: the experts go through Ops::matmul.
+  for (const MoeShardLayer& L : m->layers_)
+    for (const auto* list : {&L.gate, &L.up, &L.down})
+      for (const WeightTensor& t : *list)
+        if (!weight_formats::is_builtin(t.type)) m->fused_ = nullptr;
   m->gather_ = named_ops::find<named_ops::GatherRows>(ops);
   m->scatter_ = named_ops::find<named_ops::ScatterAddRows>(ops);
   m->swiglu_oai_ = named_ops::find<named_ops::SwigluOai>(ops);
