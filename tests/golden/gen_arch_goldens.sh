@@ -115,7 +115,9 @@ PY
     echo "done: $shape" >&2
     continue
   fi
-  "$llama_bin/llama-server" -m "$gguf" -c "$ctx" -b 512 -ub 512 -t 2 -np 1 -ngl 0 -ctk f32 -ctv f32 \
+  # --no-repack: b11434's AMX repacking dies (SIGSEGV / illegal tileloadd) on some Xeons
+  # (the MXFP4 files here); it changes the layout llama.cpp computes from, not the maths.
+  "$llama_bin/llama-server" -m "$gguf" -c "$ctx" -b 512 -ub 512 -t 2 -np 1 -ngl 0 -ctk f32 -ctv f32 --no-repack \
     --port "$port" --host 127.0.0.1 >"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 600); do

@@ -29,11 +29,13 @@ struct Capture {
   int n_used = 0, n_expert = 0;
 };
 
-// The layer of a tensor named "<prefix>-<layer>", or -1.
+// The layer of a tensor named exactly "<prefix>-<layer>", or -1 (not its views: "... (reshaped)").
 int layer_of(const char* name, const char* prefix) {
   const size_t n = std::strlen(prefix);
   if (std::strncmp(name, prefix, n) != 0 || name[n] != '-') return -1;
-  return std::atoi(name + n + 1);
+  char* end = nullptr;
+  const long layer = std::strtol(name + n + 1, &end, 10);
+  return end != name + n + 1 && *end == '\0' ? static_cast<int>(layer) : -1;
 }
 
 bool on_tensor(ggml_tensor* t, bool ask, void* user) {
@@ -86,7 +88,9 @@ int main(int argc, char** argv) {
   std::vector<llama_token> ids = parse_ids(argv[2]);
   const int threads = argc > 3 ? std::atoi(argv[3]) : 2;
   llama_backend_init();
-  llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
+  llama_model_params mp = llama_model_default_params();
+  mp.use_extra_bufts = false;  // no repacking: b11434's AMX repack dies on some Xeons (gen_arch_goldens.sh: --no-repack)
+  llama_model* model = llama_model_load_from_file(argv[1], mp);
   if (model == nullptr) return 1;
   char arch[64] = {};
   llama_model_meta_val_str(model, "general.architecture", arch, sizeof arch);
