@@ -18,9 +18,12 @@ using detail::grid_for;
 
 constexpr int kThreads = 256;
 
-template <DType T>
+// Kernels take the type as its GGUF id: nvcc's host stubs cannot name a DType value without
+// an enumerator (MXFP4, 39) as a template argument of a __global__ function.
+template <uint32_t kType>
 __global__ void embedding_kernel(const uint8_t* table, int64_t row_stride, int64_t dim, int64_t vocab,
                                  const int32_t* ids, int64_t n, float* out) {
+  constexpr DType T = static_cast<DType>(kType);
   const int64_t total = n * dim;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = e / dim, i = e % dim;
@@ -98,8 +101,8 @@ __global__ void to_bf16_kernel(const float* src, __nv_bfloat16* dst, int64_t n) 
 template <DType T>
 void launch_embedding(const void* table, int64_t row_stride, int64_t dim, int64_t vocab, const int32_t* ids,
                       int64_t n, float* out, cudaStream_t stream) {
-  embedding_kernel<T><<<grid_for(n * dim, kThreads), kThreads, 0, stream>>>(static_cast<const uint8_t*>(table),
-                                                                             row_stride, dim, vocab, ids, n, out);
+  embedding_kernel<static_cast<uint32_t>(T)><<<grid_for(n * dim, kThreads), kThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(table), row_stride, dim, vocab, ids, n, out);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // (gather, the activation) or per column (scatter: the rows in order).
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/common.hpp"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe_rows.hpp"
 
