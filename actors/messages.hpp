@@ -48,6 +48,7 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, sleeping_atom, "sleeping")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_add_atom, "lora_add")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_rm_atom, "lora_rm")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, watchdog_atom, "watchdog")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, deliver_atom, "deliver")
 
 namespace troupe::actors {
 
@@ -97,6 +98,9 @@ using plugin_host_actor = caf::typed_actor<
 /// (the tags "weights", "kv_cache"; none: all); (sleeping_atom) -> the level (0: awake).
 /// Requests submitted while asleep wait for the wake-up, at most the core's
 /// sleep_wait_limit; (tick_atom) is the scheduler's own timer for that bound.
+/// (deliver_atom): hands the outputs the core emitted to the OutputRouter; the core's sink
+/// queues them and sends it after the next step's message, so the ranks run that step
+/// while the callbacks run.
 /// (watchdog_atom) is its one timer for the ranks' answers (RankGroup::timeout): rank
 /// requests carry no CAF timeout, which would keep a clock entry per request until it
 /// expired, answered or not.
@@ -108,6 +112,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<step_atom>,
     caf::reacts_to<tick_atom>,
     caf::reacts_to<watchdog_atom>,
+    caf::reacts_to<deliver_atom>,
     caf::replies_to<reset_atom, std::vector<worker_actor>>::with<bool>,
     caf::replies_to<sleep_atom, int32_t>::with<int64_t>,
     caf::replies_to<wake_atom, std::vector<std::string>>::with<bool>,

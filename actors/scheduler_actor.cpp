@@ -30,6 +30,8 @@ struct SchedulerState {
   bool sleep_timer_armed = false;  // a tick is due: it ends requests that waited too long while asleep
   // The ranks' answers' one timer (AsyncRankExecutor): when it is due, if armed.
   std::optional<std::chrono::steady_clock::time_point> watchdog_due;
+  // Outputs the core emitted, for the next deliver_atom (queued behind the next step's message).
+  std::vector<EngineCoreOutputs> undelivered;
   static inline const char* name = "troupe.scheduler";
 };
 
@@ -102,12 +104,13 @@ void install_core(Self self, std::vector<worker_actor> workers) {
   st.core = std::make_unique<engine::EngineCore>(setup.core, setup.tokenizer, [self, generation](
                                                                                   EngineCoreOutputs out) {
     if (generation != self->state.generation) return;  // a retired core: its requests have ended already
-    const auto& s = *self->state.setup;
     // Stats first, outputs second: a caller that saw its request finish finds that step
     // sent to the stat logger already.
-    if (out.has_stats) self->send(s.stat_logger, stats_atom_v, std::move(out.stats));
-    s.router->deliver(out);
-    self->send(self, step_atom_v);  // the next step, if there is work (a no-op otherwise)
+    if (out.has_stats) self->send(self->state.setup->stat_logger, stats_atom_v, std::move(out.stats));
+    // The next step (if there is work) before the callbacks: its ranks compute while they run.
+    self->state.undelivered.push_back(std::move(out));
+    self->send(self, step_atom_v);
+    self->send(self, deliver_atom_v);
   });
   for (auto& w : st.executor->group().workers) self->monitor(w);
 }
@@ -144,6 +147,11 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
         run_step(self);
       },
       [=](watchdog_atom) { on_watchdog(self); },
+      [=](deliver_atom) {
+        auto batches = std::move(self->state.undelivered);
+        self->state.undelivered.clear();
+        for (auto& batch : batches) self->state.setup->router->deliver(batch);
+      },
       [=](sleep_atom, int32_t level) -> caf::result<int64_t> {
         auto promise = self->make_response_promise<int64_t>();
         self->state.core->sleep(*self->state.executor, level,
@@ -176,8 +184,9 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
         if (st.core->healthy() && st.core->has_unfinished_requests())
           st.core->fail_lost(unavailable("the engine restarted its ranks"));
         install_core(self, std::move(workers));
-        EngineCoreOutputs healthy;  // tells the router (and /health) it serves again
-        st.setup->router->deliver(healthy);
+        // Tells the router (and /health) it serves again, after what the old core's end queued.
+        st.undelivered.emplace_back();
+        self->send(self, deliver_atom_v);
         TROUPE_LOG_INFO("the engine serves again on {} rank(s)", rank_workers(self).size());
         return true;
       },

@@ -235,8 +235,8 @@ Error parse_common(const json& j, const Limits& limits, bool chat, CommonFields*
   if (auto e = parse_stream_options(j, c)) return e;
   if (auto e = parse_request_id(j, limits, c)) return e;
   if (chat) {
-    // Known (vLLM's default is true): with tools refused or tool_choice "none" no tool
-    // call is made, so it changes nothing.
+    // Its type only: its meaning (false: at most one call under tool_choice "required" or a
+    // named function) is parse_tools' (tools.cpp).
     bool parallel = true;
     if (auto e = get_bool(j, "parallel_tool_calls", &parallel)) return e;
   }
