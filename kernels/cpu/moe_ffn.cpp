@@ -1,6 +1,7 @@
 #include "kernels/cpu/moe_ffn.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -59,8 +60,12 @@ Layout plan(Isa isa, const MoeFfnArgs& a) {
   return l;
 }
 
-void run(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (pool != nullptr && pool->size() > 1 && n > 1) {
+// Below this many floats a quantization pass stays on the calling thread (a decode step's
+// few rows): waking the pool would cost more than it saves.
+constexpr int64_t kMinParallelFloats = 64 * 1024;
+
+void run(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t floats = INT64_MAX) {
+  if (pool != nullptr && pool->size() > 1 && n > 1 && floats >= kMinParallelFloats) {
     pool->parallel_for(n, fn);
   } else {
     fn(0, n);
@@ -118,6 +123,7 @@ void moe_ffn_with_isa(Isa isa, const MoeFfnArgs& a, ThreadPool* pool) {
   auto* y = reinterpret_cast<float*>(base + l.y);
   const auto G = static_cast<size_t>(a.n_groups);
   std::vector<PreparedMatrix> gate(G), up(G), down(G);
+  const int64_t assigned = a.begin[a.n_groups];
   // (1) Each group's rows gathered and quantized for its gate (and up).
   run(pool, a.n_groups, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
@@ -136,14 +142,17 @@ void moe_ffn_with_isa(Isa isa, const MoeFfnArgs& a, ThreadPool* pool) {
         prepare_matrix(isa, uj, a.n_embd, xr, n, base + l.up_act[static_cast<size_t>(g)], &up[static_cast<size_t>(g)]);
       }
     }
-  });
-  // (2) Every group's gate and up rows in one pass, 8 rows of one expert per unit.
+  }, assigned * a.n_embd);
+  // (2) Every group's gate and up rows in one pass, 8 rows of one expert per unit; a thread's
+  // units of one expert run as one range (the kernels' widest row tiles apply).
   const int64_t row_units = (a.ff + kUnit - 1) / kUnit;
   run(pool, a.n_groups * row_units, [&](int64_t u0, int64_t u1) {
-    for (int64_t i = u0; i < u1; ++i) {
+    for (int64_t i = u0; i < u1;) {
       const auto g = static_cast<int32_t>(i / row_units);
-      const int64_t o0 = i % row_units * kUnit;
-      gate_up_rows(a, g, gate[static_cast<size_t>(g)], up[static_cast<size_t>(g)], o0, std::min(a.ff, o0 + kUnit));
+      const int64_t end = std::min(u1, (g + int64_t{1}) * row_units);
+      const int64_t o0 = i % row_units * kUnit, o1 = std::min(a.ff, (end - int64_t{g} * row_units) * kUnit);
+      gate_up_rows(a, g, gate[static_cast<size_t>(g)], up[static_cast<size_t>(g)], o0, o1);
+      i = end;
     }
   });
   // (3) Each group's activations quantized for its down.
@@ -156,7 +165,7 @@ void moe_ffn_with_isa(Isa isa, const MoeFfnArgs& a, ThreadPool* pool) {
       prepare_matrix(isa, dj, a.ff, h + b * a.ff, a.begin[g + 1] - b, base + l.h_act[static_cast<size_t>(g)],
                      &down[static_cast<size_t>(g)]);
     }
-  });
+  }, assigned * a.ff);
   // (4) The output's columns in one pass: every group's down, in order, then the shares.
   const int64_t col_units = (a.n_embd + kUnit - 1) / kUnit;
   run(pool, col_units, [&](int64_t c0, int64_t c1) {

@@ -1,7 +1,8 @@
 // A mixture-of-experts layer's experts in one call (the CPU's named op moe_ffn.v1): the
 // step's tokens grouped by expert (moe_routing on the host), each chosen expert's matrices
 // read once for all its tokens, in four synchronizations of the pool whatever the number of
-// experts: (1) each group's rows gathered and quantized once, (2) the rows of every group's
+// experts (two when the step is a few tokens: the quantizations then stay on the calling
+// thread): (1) each group's rows gathered and quantized once, (2) the rows of every group's
 // gate and up in one pass (a unit: 8 rows of one expert, then its biases and the activation
 // on those columns), (3) each group's activations quantized for its down, (4) the columns of
 // the output in one pass (a unit: 8 columns, every group's down rows for them in expert

@@ -139,7 +139,8 @@ TEST(MoeFfn, BitIdenticalToTheRowOpsOnEveryIsaAndPool) {
   for (const Kind& kind : {Kind{DType::q4_k, DType::q6_k, false, 0}, Kind{DType::q8_0, DType::q8_0, false, 0},
                            Kind{kMxfp4, kMxfp4, true, 1}, Kind{DType::f32, DType::f32, true, 0}}) {
     const Experts ex = make_experts(8, kind.gu, kind.down, E, ff, kind.biased, rng);
-    for (int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{40}}) {
+    // 128 tokens: the quantization passes go to the pool (over moe_ffn.cpp's 64 Ki floats).
+    for (int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{40}, int64_t{128}}) {
       const Step st = route(8, 3, n_tokens, rng);
       std::vector<float> x(static_cast<size_t>(n_tokens * E));
       std::normal_distribution<float> d(0.0f, 1.0f);
