@@ -34,7 +34,8 @@ typename Inspector::result_type inspect(Inspector& f, SchedulerConfig& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ParallelConfig& x) {
   return f(caf::meta::type_name("ParallelConfig"), x.tensor_parallel_size, x.pipeline_parallel_size,
-           x.communicator_id, x.communicator_host, x.communicator_secret, x.num_threads, x.worker_cls);
+           x.communicator_id, x.communicator_host, x.communicator_secret, x.num_threads, x.worker_cls,
+           x.enable_expert_parallel);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CompilationConfig& x) {

@@ -1,8 +1,8 @@
 // The flags `troupe serve` and `troupe generate` share for where ranks run
 // (PlacementOptions): --threads, --kv-cache-dtype, --device,
 // --gpu-memory-utilization, --enforce-eager, and for ranks on other processes
-// and nodes --tensor-parallel-size, --pipeline-parallel-size, --nodes and
-// --secret-file, --tls-cert, --tls-key, --tls-ca.
+// and nodes --tensor-parallel-size, --pipeline-parallel-size, --enable-expert-parallel,
+// --nodes and --secret-file, --tls-cert, --tls-key, --tls-ca.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -28,6 +28,7 @@ struct PlacementOptions {
   bool enforce_eager = false;
   int tensor_parallel_size = 1;
   int pipeline_parallel_size = 1;
+  bool enable_expert_parallel = false;
   std::string nodes;                  // HOST:PORT[,HOST:PORT...]
   std::string secret_file;            // the nodes' secret
   net::TlsFiles tls;               // mutual TLS on the links to the nodes and the stats port
@@ -75,6 +76,9 @@ inline void add_placement_options(CLI::App& sub, PlacementOptions* p) {
   add_device_option(sub, &p->device, &p->gpu_memory_utilization);
   add_enforce_eager_option(sub, &p->enforce_eager);
   add_parallel_options(sub, &p->tensor_parallel_size, &p->pipeline_parallel_size, &p->nodes, &p->secret_file);
+  sub.add_flag("--enable-expert-parallel", p->enable_expert_parallel,
+               "Mixture-of-experts models: split the experts whole over the tensor parallel ranks (expert "
+               "parallelism; attention stays tensor parallel) instead of every expert's rows");
   add_tls_options(sub, &p->tls);
 }
 
@@ -84,6 +88,7 @@ inline void apply_placement(const PlacementOptions& p, EngineConfig* c) {
   c->cache.cache_dtype = p.kv_cache_dtype;
   c->parallel.tensor_parallel_size = p.tensor_parallel_size;
   c->parallel.pipeline_parallel_size = p.pipeline_parallel_size;
+  c->parallel.enable_expert_parallel = p.enable_expert_parallel;
   c->device = p.device;
   c->cache.memory_utilization = p.gpu_memory_utilization;
   c->compilation.enforce_eager = p.enforce_eager;

@@ -4,7 +4,7 @@
 #
 #   bench/compare.sh [MODEL.gguf] [--threads N] [--quick] [--json FILE] [--no-serve] [--requantize TYPE]
 #                    [--llama-no-repack] [--quiet-busy PCT] [--quiet-wait SECONDS] [--runs N]
-#                    [--model-shape SHAPE [--weight-type TYPE]]
+#                    [--model-shape SHAPE [--weight-type TYPE] [--layers N]]
 #   bench/compare.sh --suite [--threads N] [--quick] [--runs N] [--llama-no-repack] [--quiet-* ...]
 #
 # MODEL defaults to SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model.sh).
@@ -76,6 +76,7 @@ quiet_wait=120
 runs=
 shape=""
 shape_type=q8_0
+shape_layers=0  # --layers N: the shape's first N blocks (0: all)
 suite=0
 pass=()  # options a --suite run passes on to each of its runs
 while [[ $# -gt 0 ]]; do
@@ -96,6 +97,7 @@ while [[ $# -gt 0 ]]; do
     --json=*) json_out=${1#*=}; shift ;;
     --model-shape) shape=${2:?--model-shape needs a shape, e.g. llama-3.2-1b}; shift 2 ;;
     --weight-type) shape_type=${2:?--weight-type needs a type, e.g. q4_1}; shift 2 ;;
+    --layers) shape_layers=${2:?--layers needs a number}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | cut -c3-; exit 0 ;;
     -*) echo "compare.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [[ -z $model ]] || { echo "compare.sh: one model only" >&2; exit 2; }; model=$1; shift ;;
@@ -270,15 +272,18 @@ if [[ -n $shape ]]; then
   models_dir=$(cd "$llama_bin/../models" && pwd)
   mix=""  # a llama-quantize mix: written in f16 first, then quantized by llama.cpp
   if [[ ${shape_type,,} =~ ^(q[2-6]_k_[sml]|iq[1-3]_[a-z0-9_]+)$ ]]; then mix=${shape_type,,}; src_type=f16; else src_type=$shape_type; fi
-  model=$models_dir/dummy-$shape-$src_type-seed0.gguf
+  [[ $shape_layers =~ ^[0-9]+$ ]] || { echo "compare.sh: --layers must be a number" >&2; exit 2; }
+  layers_tag=""
+  (( shape_layers > 0 )) && layers_tag="-l$shape_layers"
+  model=$models_dir/dummy-$shape$layers_tag-$src_type-seed0.gguf
   if [[ ! -s $model ]]; then
     echo "compare.sh: writing a random-weights $shape model ($src_type) with troupe make-gguf" >&2
-    "$bin/troupe" make-gguf --model-shape "$shape" --weight-type "$src_type" --seed 0 -o "$model.tmp" \
+    "$bin/troupe" make-gguf --model-shape "$shape" --weight-type "$src_type" --seed 0 --layers "$shape_layers" -o "$model.tmp" \
       >"$work/make-gguf.log" 2>&1 || { rm -f "$model.tmp"; fail "troupe make-gguf" "$work/make-gguf.log"; }
     mv "$model.tmp" "$model"
   fi
   if [[ -n $mix ]]; then
-    mixed=$models_dir/dummy-$shape-$mix-seed0.gguf
+    mixed=$models_dir/dummy-$shape$layers_tag-$mix-seed0.gguf
     if [[ ! -s $mixed ]]; then
       echo "compare.sh: quantizing $model to ${mix^^} with llama-quantize" >&2
       "$llama_bin/llama-quantize" "$model" "$mixed.tmp" "${mix^^}" >"$work/quantize-mix.log" 2>&1 \

@@ -73,6 +73,10 @@ class Scenario {
     window_[layer] = window;
     softcap_[layer] = softcap;
   }
+  /// gpt-oss's sinks on `layer`: one logit per head (empty: none).
+  void set_layer_sinks(int layer, std::vector<float> sinks) { sinks_[layer] = std::move(sinks); }
+  /// Whether the target's backend implements attention parameter `name`.
+  bool target_implements(const std::string& name) const { return backends_.at(&t_)->implements(name); }
 
   void run(const Step& step, const HeadConfig& h, double tolerance) {
     ForwardBatch b;
@@ -116,6 +120,7 @@ class Scenario {
       if (window_[l] > 0) c.shape += " window[" + std::to_string(l) + "]=" + std::to_string(window_[l]);
       if (softcap_[l] > 0)
         c.shape += " softcap[" + std::to_string(l) + "]=" + std::to_string(static_cast<int>(softcap_[l]));  // whole numbers
+      if (!sinks_[l].empty()) c.shape += " sinks[" + std::to_string(l) + "]";
     }
     c.tolerance = tolerance;
     const float scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
@@ -130,6 +135,8 @@ class Scenario {
         AttentionParams params(scale);
         if (window_[l] > 0) params.set("sliding_window", window_[l]);
         if (softcap_[l] > 0) params.set("logit_softcap", softcap_[l]);
+        if (!sinks_[l].empty())
+          params.set_array("sinks", sinks_[l].data(), static_cast<int64_t>(sinks_[l].size()));  // host memory
         if (Status st = attn.check_params(params); !st.ok()) return st;
         attn.forward(l, qd, kd, vd, static_cast<float*>(out), h.heads, b, params);
         CONFORMANCE_ASSIGN(o, s.get(static_cast<float*>(out), T * h.heads * h.head_dim));
@@ -191,6 +198,7 @@ class Scenario {
   std::map<int, Seq> seqs_;
   int32_t window_[kLayers] = {};
   float softcap_[kLayers] = {};
+  std::vector<float> sinks_[kLayers];
 };
 
 }  // namespace
@@ -245,6 +253,37 @@ void check_attention(Session& target, Session& reference, const Options& options
       for (int c = 0; c < 3; ++c) sc.run({"window: long prefill chunk", {{4, 200}}}, h, tol);
       sc.run({"window: decode", {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}}, h, tol);
     }
+  }
+  // gpt-oss's attention: sinks on both layers (large ones too: they may outweigh every key),
+  // layer 0 also windowed; GQA with several query heads per kv head.
+  for (DType kv : {DType::f16, DType::f32}) {
+    const HeadConfig h{8, 2, 64};
+    Scenario sc(target, reference, options, rng, report);
+    KvCacheSpec spec;
+    spec.block_size = kBlockSize;
+    spec.num_layers = kLayers;
+    spec.num_kv_heads = h.kv_heads;
+    spec.head_dim = h.head_dim;
+    spec.dtype = kv;
+    const double tol = kv == DType::f16 ? tolerance_for(DType::f16) : kF32Tolerance;
+    if (!sc.allocate(spec, "kv " + std::string(to_string(kv)))) break;
+    if (!sc.target_implements("sinks")) {
+      CaseResult c;
+      c.group = "attention";
+      c.op = "paged_attention sinks";
+      c.outcome = Outcome::not_offered;
+      c.detail = "models with attention sinks (gpt-oss) are refused at load";
+      report->cases.push_back(std::move(c));
+      break;
+    }
+    std::vector<float> big = random_floats(rng, h.heads, -2.0f, 2.0f);
+    big[0] = 30.0f;  // a sink above every score: the head's output nearly vanishes
+    sc.set_layer_attention(0, 37, 0.0f);
+    sc.set_layer_sinks(0, random_floats(rng, h.heads, -3.0f, 3.0f));
+    sc.set_layer_sinks(1, big);
+    sc.run({"sinks: prefill", {{0, 1}, {1, 20}, {2, 90}}}, h, tol);
+    sc.run({"sinks: chunked prefill + decode", {{1, 30}, {2, 1}, {0, 1}}}, h, tol);
+    sc.run({"sinks: decode", {{0, 1}, {1, 1}, {2, 1}}}, h, tol);
   }
   report->notes.push_back("paged_attention: longest context checked " + std::to_string(kLongContext) +
                           " tokens, block size " + std::to_string(kBlockSize));

@@ -14,6 +14,8 @@ void check_attention(Session& target, Session& reference, const Options& options
 void check_communicator(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
 void check_token_selection(Session& target, Session& reference, const Options& options, Rng& rng, Report* report);
 void check_weight_formats(Session& target, const Options& options, Rng& rng, Report* report);
+void check_moe_ops(Session& target, Session& reference, const std::vector<DType>& types, const Options& options,
+                   Rng& rng, Report* report);
 
 namespace {
 
@@ -394,6 +396,7 @@ void check_kernels(const Platform& target, const Platform& reference, const Opti
   check_weight_formats(**t, options, rng, report);
   k.norms_and_elementwise();
   k.named_elementwise();
+  check_moe_ops(**t, **r, k.types, options, rng, report);
   k.rope_with_factors();
   k.dense_attention();
   check_token_selection(**t, **r, options, rng, report);

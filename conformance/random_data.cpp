@@ -37,9 +37,16 @@ void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 struct Layout {
   int64_t elems, bytes;
   std::vector<int> half_offsets;  // f16 scale fields inside a block
+  std::vector<int> e8m0_offsets = {};  // E8M0 scale bytes inside a block (MXFP4)
 };
 
+constexpr DType kMxfp4 = static_cast<DType>(39);  // GGUF's MXFP4: no DType enumerator
+
 bool layout_of(DType t, Layout* l) {
+  if (t == kMxfp4) {  // {u8 e, u8 qs[16]}
+    *l = {32, 17, {}, {0}};
+    return true;
+  }
   switch (t) {
     case DType::q4_0: *l = {32, 18, {0}}; return true;
     case DType::q4_1: *l = {32, 20, {0, 2}}; return true;
@@ -104,8 +111,11 @@ Result<std::vector<uint8_t>> random_weight(Rng& rng, DType type, int64_t rows, i
         Layout l;
         if (!layout_of(type, &l))
           return not_supported("the conformance check cannot make weights of type " + std::string(to_string(type)));
-        for (int64_t b = 0; b < cols / l.elems; ++b)
+        for (int64_t b = 0; b < cols / l.elems; ++b) {
           for (int off : l.half_offsets) put16(row + b * l.bytes + off, half_of_k(scale(rng)));
+          // 2^(e - 128) with e in 117..125: scales 1/2048 .. 1/8, like the f16 ones.
+          for (int off : l.e8m0_offsets) row[b * l.bytes + off] = static_cast<uint8_t>(117 + scale(rng) % 9);
+        }
       }
     }
   }

@@ -76,6 +76,9 @@ const std::vector<WeightFormat>& builtins() {
       builtin(DType::iq4_nl, "iq4_nl", 32, 18, true),
       builtin(DType::iq4_xs, "iq4_xs", 256, 136, true),
       builtin(DType::bf16, "bf16", 1, 2, false, &dequantize_bf16),
+      // GGUF type 39 (ggml's GGML_TYPE_MXFP4, gpt-oss's experts): {u8 e, u8 qs[16]} per 32
+      // values, an E8M0 scale and E2M1 codes. No DType enumerator: the id is enough.
+      builtin(static_cast<DType>(39), "mxfp4", 32, 17, true),
   };
   return b;
 }

@@ -11,7 +11,8 @@
 //    once, and the model's multiply-adds per token: batched tok/s <= peak / MACs.
 // Bytes and MACs come from the GGUF's tensor table: every tensor but the token
 // embedding (one row of it per token), plus the embedding again when the
-// output head is tied to it. MACs count the matrix multiplications only
+// output head is tied to it; of a mixture of experts' merged expert tensors, the
+// share of the experts a token uses (expert_used_count of expert_count). MACs count the matrix multiplications only
 // (attention scores and values, a few percent here, are left out, so the
 // bound is a little loose).
 #include <algorithm>
@@ -48,11 +49,18 @@ ModelCost model_cost(const troupe::gguf::GgufFile& f) {
   ModelCost c;
   const troupe::WeightTensor* emb = f.tensor("token_embd.weight");
   const troupe::WeightTensor* head = f.tensor("output.weight");
+  // A mixture of experts reads only the experts a token chose: expert_used_count of the
+  // expert_count experts of each merged expert tensor (and of its bias).
+  const std::string arch = f.get_string("general.architecture").value_or("");
+  const double used = static_cast<double>(f.get_int(arch + ".expert_used_count").value_or(0));
   for (const auto& t : f.tensors()) {
     if (&t == emb) continue;
-    c.bytes_per_token += static_cast<double>(t.nbytes);
-    if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0)
-      c.body_macs_per_token += static_cast<double>(t.ne[0]) * static_cast<double>(t.ne[1]);
+    const bool experts = used > 0 && t.name.find("_exps.") != std::string::npos;
+    const double n_experts = static_cast<double>(t.n_dims == 3 ? t.ne[2] : t.ne[1]);
+    c.bytes_per_token += static_cast<double>(t.nbytes) * (experts ? used / n_experts : 1.0);
+    if ((t.n_dims == 2 || (experts && t.n_dims == 3)) && t.name.rfind("blk.", 0) == 0 &&
+        t.name.find(".bias") == std::string::npos)
+      c.body_macs_per_token += static_cast<double>(t.ne[0]) * static_cast<double>(t.ne[1]) * (experts ? used : 1.0);
   }
   if (emb != nullptr) {
     c.bytes_per_token += static_cast<double>(troupe::row_bytes(emb->type, emb->ne[0]));

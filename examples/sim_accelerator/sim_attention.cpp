@@ -33,7 +33,7 @@ troupe::Status SimAttentionBackend::allocate(const troupe::KvCacheSpec& spec, in
 }
 
 bool SimAttentionBackend::implements(std::string_view name) const {
-  return name == "scale" || name == "sliding_window" || name == "logit_softcap";
+  return name == "scale" || name == "sliding_window" || name == "logit_softcap" || name == "sinks";
 }
 
 void SimAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
@@ -69,7 +69,9 @@ void SimAttentionBackend::forward(int layer, const float* q, const float* k, con
                                  b.query_start[static_cast<size_t>(s) + 1], b.seq_lens[static_cast<size_t>(s)],
                                  num_heads, spec_.num_kv_heads, hd, static_cast<float>(params.number("scale", 1.0)),
                                  static_cast<int32_t>(params.number("sliding_window")),
-                                 static_cast<float>(params.number("logit_softcap")), slot_of, scores_.data(), key_row_.data());
+                                 static_cast<float>(params.number("logit_softcap")),
+                                 params.array("sinks").empty() ? nullptr : params.array("sinks").data(), slot_of,
+                                 scores_.data(), key_row_.data());
   }
   maybe_break(op, o, T * num_heads * hd);
 }

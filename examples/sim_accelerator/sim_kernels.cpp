@@ -115,6 +115,27 @@ void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void gather_rows(const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < row_len; ++j) dst[i * row_len + j] = src[int64_t{rows[i]} * row_len + j];
+}
+
+void scatter_add_rows(const float* src, int64_t row_len, const int32_t* rows, const float* weights, int64_t n,
+                      float* dst) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < row_len; ++j) {
+      float& d = dst[int64_t{rows[i]} * row_len + j];
+      d = static_cast<float>(d + static_cast<double>(weights[i]) * src[i * row_len + j]);
+    }
+}
+
+void swiglu_oai(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-static_cast<double>(alpha) * g)) * (u + 1.0));
+  }
+}
+
 void gelu_tanh(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     const double v = x[i];

@@ -33,6 +33,11 @@ void layer_norm(const float* x, const float* weight, const float* bias, int64_t 
 void gelu(const float* x, int64_t n, float* out);
 /// Gemma's: gelu_tanh(gate) * up; cap * tanh(x / cap) in place; x *= factor in place.
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+/// The mixture-of-experts row ops (troupe/named_ops/moe_ops.hpp), sums in double.
+void gather_rows(const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst);
+void scatter_add_rows(const float* src, int64_t row_len, const int32_t* rows, const float* weights, int64_t n,
+                      float* dst);
+void swiglu_oai(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
 void softcap(float* x, int64_t n, float cap);
 /// GPT-2's: gelu_tanh(x) (out may alias x).
 void gelu_tanh(const float* x, int64_t n, float* out);
@@ -59,11 +64,13 @@ void kv_store(const KvLayer& cache, const float* k, const float* v, const int64_
 /// Causal attention of query rows [q_begin, q_end) of one sequence over its cached positions
 /// [0, seq_len): query row j sits at position seq_len - (q_end - q_begin) + j. `slot_of(p)`
 /// gives the cache slot of position p (block table lookup). window > 0: a row at p sees only
-/// (p - window, p]; softcap > 0: scores are softcap * tanh(score / softcap).
+/// (p - window, p]; softcap > 0: scores are softcap * tanh(score / softcap); sinks (host
+/// memory, one per head, or nullptr): one more term exp(sink) in each head's denominator.
 template <class SlotOf>
 void paged_attention_seq(const KvLayer& cache, const float* q, float* out, int64_t q_begin, int64_t q_end,
                          int64_t seq_len, int num_heads, int num_kv_heads, int head_dim, float scale,
-                         int64_t window, float softcap, SlotOf&& slot_of, float* scores, float* key_row);
+                         int64_t window, float softcap, const float* sinks, SlotOf&& slot_of, float* scores,
+                         float* key_row);
 
 }  // namespace sim::kernels
 

@@ -22,7 +22,8 @@ inline void kv_row(const KvLayer& cache, const uint8_t* base, int64_t slot, int6
 template <class SlotOf>
 void paged_attention_seq(const KvLayer& cache, const float* q, float* out, int64_t q_begin, int64_t q_end,
                          int64_t seq_len, int num_heads, int num_kv_heads, int head_dim, float scale,
-                         int64_t window, float softcap, SlotOf&& slot_of, float* scores, float* key_row) {
+                         int64_t window, float softcap, const float* sinks, SlotOf&& slot_of, float* scores,
+                         float* key_row) {
   const int group = num_heads / num_kv_heads;  // query heads per kv head (GQA)
   const int64_t q_len = q_end - q_begin;
   for (int64_t r = q_begin; r < q_end; ++r) {
@@ -46,6 +47,7 @@ void paged_attention_seq(const KvLayer& cache, const float* q, float* out, int64
         scores[p] = std::exp(scores[p] - mx);
         sum += scores[p];
       }
+      if (sinks != nullptr) sum += std::exp(static_cast<double>(sinks[h]) - mx);
       const auto inv = static_cast<float>(1.0 / sum);
       for (int i = 0; i < head_dim; ++i) oh[i] = 0;
       for (int64_t p = lo; p <= pos; ++p) {

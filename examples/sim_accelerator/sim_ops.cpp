@@ -1,11 +1,13 @@
 #include "sim_ops.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "sim_kernels.hpp"
 #include "sim_memory.hpp"
+#include "troupe/named_ops/moe_ops.hpp"
 #include "troupe/named_ops/named_ops.hpp"
 #include "troupe/named_ops/rope_ops.hpp"
 
@@ -84,6 +86,31 @@ void SimOps::silu_mul(const float* gate, const float* up, int64_t n, float* out)
   float* o = dev_f32(d_, out, n, "silu_mul");
   kernels::silu_mul(dev_f32(d_, gate, n, "silu_mul"), dev_f32(d_, up, n, "silu_mul"), n, o);
   maybe_break("silu_mul", o, n);
+}
+
+void SimOps::gather_rows(const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst) {
+  if (n <= 0) return;
+  int32_t last = 0;
+  for (int64_t i = 0; i < n; ++i) last = std::max(last, rows[i]);
+  float* o = dev_f32(d_, dst, n * row_len, "gather_rows");
+  kernels::gather_rows(dev_f32(d_, src, (int64_t{last} + 1) * row_len, "gather_rows"), row_len, rows, n, o);
+  maybe_break("gather_rows", o, n * row_len);
+}
+
+void SimOps::scatter_add_rows(const float* src, int64_t row_len, const int32_t* rows, const float* weights, int64_t n,
+                              float* dst) {
+  if (n <= 0) return;
+  int32_t last = 0;
+  for (int64_t i = 0; i < n; ++i) last = std::max(last, rows[i]);
+  float* o = dev_f32(d_, dst, (int64_t{last} + 1) * row_len, "scatter_add_rows");
+  kernels::scatter_add_rows(dev_f32(d_, src, n * row_len, "scatter_add_rows"), row_len, rows, weights, n, o);
+  maybe_break("scatter_add_rows", o, (int64_t{last} + 1) * row_len);
+}
+
+void SimOps::swiglu_oai(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+  float* o = dev_f32(d_, out, n, "swiglu_oai");
+  kernels::swiglu_oai(dev_f32(d_, gate, n, "swiglu_oai"), dev_f32(d_, up, n, "swiglu_oai"), n, alpha, limit, o);
+  maybe_break("swiglu_oai", o, n);
 }
 
 void SimOps::gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
@@ -171,6 +198,17 @@ troupe::OpFn SimOps::find_op(std::string_view name) const {
       troupe::named_ops::entry<troupe::named_ops::Scale>(+[](troupe::Ops& ops, float* x, int64_t n, float factor) {
         static_cast<SimOps&>(ops).scale(x, n, factor);
       }),
+      troupe::named_ops::entry<troupe::named_ops::GatherRows>(
+          +[](troupe::Ops& ops, const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst) {
+            static_cast<SimOps&>(ops).gather_rows(src, row_len, rows, n, dst);
+          }),
+      troupe::named_ops::entry<troupe::named_ops::ScatterAddRows>(
+          +[](troupe::Ops& ops, const float* src, int64_t row_len, const int32_t* rows, const float* weights, int64_t n,
+              float* dst) { static_cast<SimOps&>(ops).scatter_add_rows(src, row_len, rows, weights, n, dst); }),
+      troupe::named_ops::entry<troupe::named_ops::SwigluOai>(
+          +[](troupe::Ops& ops, const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+            static_cast<SimOps&>(ops).swiglu_oai(gate, up, n, alpha, limit, out);
+          }),
   };
   return troupe::named_ops::lookup(table, name);
 }

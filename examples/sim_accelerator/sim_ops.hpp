@@ -41,8 +41,14 @@ class SimOps final : public troupe::Ops {
   void scale(float* x, int64_t n, float factor);
   /// GPT-2's MLP activation (named_ops::GeluTanh).
   void gelu_tanh(const float* x, int64_t n, float* out);
+  /// The mixture-of-experts row ops (named_ops GatherRows, ScatterAddRows, SwigluOai); rows and
+  /// weights are host memory.
+  void gather_rows(const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst);
+  void scatter_add_rows(const float* src, int64_t row_len, const int32_t* rows, const float* weights, int64_t n,
+                        float* dst);
+  void swiglu_oai(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
   /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors, Gemma's gelu_tanh_mul,
-  /// softcap, scale, and GPT-2's gelu_tanh.
+  /// softcap, scale, GPT-2's gelu_tanh, and the MoE row ops.
   troupe::OpFn find_op(std::string_view name) const override;
 
  private:

@@ -1,4 +1,4 @@
-// Integer levels of the Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS blocks in element
+// Integer levels of the Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS and MXFP4 blocks in element
 // order: the one reading of their bit layouts that dequantize_row and the
 // portable matmul share (quant_blocks.hpp documents the layouts).
 #pragma once
@@ -44,6 +44,14 @@ inline void iq4_levels32(const uint8_t* qs, int8_t* q) {
   for (int j = 0; j < 16; ++j) {
     q[j] = kIq4Values[qs[j] & 0x0f];
     q[j + 16] = kIq4Values[qs[j] >> 4];
+  }
+}
+
+// q[e] = the doubled E2M1 value of element e of an MXFP4 block (-12..12).
+inline void mxfp4_levels32(const uint8_t* qs, int8_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = kMxfp4Values[qs[j] & 0x0f];
+    q[j + 16] = kMxfp4Values[qs[j] >> 4];
   }
 }
 

@@ -113,6 +113,12 @@ void dq_iq4_nl(const BlockIQ4_NL& b, float* y) {
   iq4_levels32(b.qs, q);
   for (int j = 0; j < kQK; ++j) y[j] = d * static_cast<float>(q[j]);
 }
+void dq_mxfp4(const BlockMXFP4& b, float* y) {
+  const float d = e8m0_half(b.e);
+  int8_t q[kQK];
+  mxfp4_levels32(b.qs, q);
+  for (int j = 0; j < kQK; ++j) y[j] = d * static_cast<float>(q[j]);
+}
 void dq_iq4_xs(const BlockIQ4_XS& b, float* y) {
   const float d = fp16_to_fp32(b.d);
   int8_t q[kQKK];
@@ -134,6 +140,7 @@ void dq_blocks(const void* src, float* dst, int64_t n, int64_t block, void (*fn)
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   TROUPE_CHECK(supports_type(type), "dequantize_row: unsupported type");
   TROUPE_CHECK(row_bytes(type, n) >= 0, "dequantize_row: n is not a whole number of blocks");
+  if (type == kMxfp4) return dq_blocks<BlockMXFP4>(src, dst, n, kQK, dq_mxfp4);  // no enumerator to switch on
   switch (type) {
     case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::f16: {

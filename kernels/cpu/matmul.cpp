@@ -75,6 +75,7 @@ void for_tokens(ThreadPool* pool, int64_t n_tokens, int64_t in, const std::funct
 }  // namespace
 
 ActFormat act_format(DType type) {
+  if (type == kMxfp4) return ActFormat::q8_32;  // MXFP4's levels are IQ4_NL-like (no enumerator to switch on)
   switch (type) {
     // 8-bit activations where the weights have at most 5 bits or 16 levels (llama.cpp's
     // q8_0 blocks do the same); Q4_1/Q5_1 (whose min term meets the activations' float
@@ -94,9 +95,35 @@ ActFormat act_format(DType type) {
 
 namespace {
 
-// Quantizes x once into the format `fmt` wants and points args at it.
+// Bytes of the activations prepare_activations lays out for `fmt` (rows, then groups).
+size_t act_bytes(Isa isa, ActFormat fmt, int64_t in, int64_t n_tokens) {
+  auto rows = [&](size_t row) { return (row * static_cast<size_t>(n_tokens) + 63) & ~size_t{63}; };
+  switch (fmt) {
+    case ActFormat::f32:
+      return 0;
+    case ActFormat::q8: {
+      const int64_t nb = in / kQK;
+      const bool wide = group_tokens(isa) == 16;
+      const int64_t groups = n_tokens <= 1 ? 0 : wide ? act_groups16(n_tokens) : act_groups(isa, n_tokens);
+      return rows(nb * sizeof(ActQ16)) +
+             static_cast<size_t>(groups * nb) * (wide ? sizeof(ActQ16x16) : sizeof(ActQ16x8));
+    }
+    case ActFormat::q8_32: {
+      const int64_t nb = in / kQK;
+      return rows(nb * sizeof(ActQ8)) + static_cast<size_t>(act_groups16_q8(isa, n_tokens) * nb) * sizeof(ActQ8x16);
+    }
+    case ActFormat::q8k: {
+      const int64_t nb = in / kQKK;
+      return rows(nb * sizeof(ActQ8K)) + static_cast<size_t>(act_groups16_q8k(isa, n_tokens) * nb) * sizeof(ActQ8Kx16);
+    }
+  }
+  return 0;
+}
+
+// Quantizes x once into the format `fmt` wants and points args at it: into `buffer` (64-byte
+// aligned, act_bytes of it) when given, else into this thread's scratch.
 void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int64_t n_tokens, ThreadPool* pool,
-                         MatmulArgs* args) {
+                         MatmulArgs* args, uint8_t* buffer = nullptr) {
   switch (fmt) {
     case ActFormat::f32:
       return;
@@ -108,7 +135,7 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       const size_t group_bytes = wide ? sizeof(ActQ16x16) : sizeof(ActQ16x8);
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
       const size_t bytes = row_part + static_cast<size_t>(groups * nb) * group_bytes;
-      auto* base = scratch(0, bytes);
+      auto* base = buffer != nullptr ? buffer : scratch(0, bytes);
       auto quantize = [&](int64_t t) {
         auto* blocks = reinterpret_cast<ActQ16*>(base + t * row);
         if (is_avx2(isa)) {
@@ -171,7 +198,7 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8));
       const int64_t groups = act_groups16_q8(isa, n_tokens);
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
-      auto* base = scratch(2, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8x16));
+      auto* base = buffer != nullptr ? buffer : scratch(2, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8x16));
       auto* xg = reinterpret_cast<ActQ8x16*>(base + row_part);
       const auto* rows = reinterpret_cast<const ActQ8*>(base);
       // Work units: a group (its tokens quantized, then put in lanes), then the tokens
@@ -212,7 +239,7 @@ void prepare_activations(Isa isa, ActFormat fmt, int64_t in, const float* x, int
       const int64_t row = nb * static_cast<int64_t>(sizeof(ActQ8K));
       const int64_t groups = act_groups16_q8k(isa, n_tokens);
       const size_t row_part = static_cast<size_t>(row * n_tokens + 63) & ~size_t{63};
-      auto* base = scratch(1, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8Kx16));
+      auto* base = buffer != nullptr ? buffer : scratch(1, row_part + static_cast<size_t>(groups * nb) * sizeof(ActQ8Kx16));
       for_tokens(pool, n_tokens, in, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           auto* blocks = reinterpret_cast<ActQ8K*>(base + t * row);
@@ -361,6 +388,41 @@ bool worth_splitting(const ThreadPool* pool, int64_t units, int64_t work) {
 }
 
 }  // namespace
+
+size_t prepared_activation_bytes(Isa isa, DType type, int64_t in, int64_t n_tokens) {
+  return act_bytes(isa, act_format(type), in, n_tokens);
+}
+
+void prepare_matrix(Isa isa, const MatmulJob& job, int64_t in, const float* x, int64_t n_tokens, uint8_t* act,
+                    PreparedMatrix* p) {
+  TROUPE_CHECK(supports_type(job.type) && job.out > 0 && in > 0 && n_tokens >= 1, "prepare_matrix: bad matmul");
+  MatmulArgs& a = p->args;
+  a = MatmulArgs{};
+  prepare_activations(isa, act_format(job.type), in, x, n_tokens, nullptr, &a, act);
+  prepare_matrix_like(isa, *p, job, in, x, n_tokens, p);
+}
+
+void prepare_matrix_like(Isa isa, const PreparedMatrix& like, const MatmulJob& job, int64_t in, const float* x,
+                         int64_t n_tokens, PreparedMatrix* p) {
+  const int64_t w_row_bytes = row_bytes(job.type, in);
+  TROUPE_CHECK(w_row_bytes > 0, "prepare_matrix: `in` is not a whole number of blocks of the weight type");
+  MatmulArgs a = like.args;  // the same quantized activations (the caller keeps the formats equal)
+  a.type = job.type;
+  a.w = static_cast<const uint8_t*>(job.w);
+  a.w_row_bytes = w_row_bytes;
+  a.w_row_stride = job.w_row_stride == 0 ? w_row_bytes : job.w_row_stride;
+  a.in = in;
+  a.out = job.out;
+  a.n_tokens = n_tokens;
+  a.xf = x;
+  a.y = job.y;
+  p->args = a;
+  p->kernel = kernel_for(isa, job.type);
+  TROUPE_CHECK(p->kernel != nullptr, "prepare_matrix: no kernel for this type");
+  p->stage = stages_output(isa, n_tokens, job.out);
+}
+
+void run_prepared(const PreparedMatrix& p, int64_t o0, int64_t o1) { run_rows(p.kernel, p.args, o0, o1, p.stage); }
 
 void matmul_multi_with_isa(Isa isa, const MatmulJob* jobs, int n_jobs, int64_t in, const float* x,
                            int64_t n_tokens, ThreadPool* pool) {

@@ -244,6 +244,7 @@ void act_group16_avx512(const ActQ16* rows, int64_t nb, int n, ActQ16x16* group)
 }
 
 MatmulRangeFn matmul_kernel_avx512_vnni(DType type) {
+  if (type == kMxfp4) return matmul_kernel_q4q5_avx512(type);  // no enumerator to switch on
   switch (type) {
     case DType::q4_0: case DType::q5_0: case DType::iq4_nl: return matmul_kernel_q4q5_avx512(type);
     case DType::q4_1: return range_q8_512<Q4_1W>;

@@ -2,9 +2,11 @@
 // per-ISA kernels (matmul_scalar.cpp, matmul_avx2.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quant_blocks.hpp"
 #include "troupe/dtype.hpp"
 
@@ -152,6 +154,26 @@ inline int64_t act_groups16_q8k(Isa isa, int64_t n_tokens) {
   if (!is_avx2(isa)) return 0;
   return n_tokens / 16 + (isa == Isa::avx2 && n_tokens % 16 >= 9 ? 1 : 0);
 }
+
+/// One matrix prepared against quantized activations, for callers that split the rows of
+/// several matrices over the threads themselves (the mixture-of-experts op, moe_ffn.cpp):
+/// run_prepared(p, o0, o1) computes rows [o0, o1) of p's y, exactly as matmul() would.
+struct PreparedMatrix {
+  MatmulArgs args{};
+  MatmulRangeFn kernel = nullptr;
+  bool stage = false;  // results through the staging buffer (matmul.cpp, run_rows)
+};
+/// Bytes prepare_matrix needs for the activations of `type` against n_tokens rows of `in`.
+size_t prepared_activation_bytes(Isa isa, DType type, int64_t in, int64_t n_tokens);
+/// Quantizes x [n_tokens][in] as job.type's dot product wants into `act` (64-byte aligned,
+/// prepared_activation_bytes of it; unused for float weights), on the calling thread, and
+/// prepares the matrix against it.
+void prepare_matrix(Isa isa, const MatmulJob& job, int64_t in, const float* x, int64_t n_tokens, uint8_t* act,
+                    PreparedMatrix* p);
+/// Another matrix against `like`'s activations (its type must want the same format).
+void prepare_matrix_like(Isa isa, const PreparedMatrix& like, const MatmulJob& job, int64_t in, const float* x,
+                         int64_t n_tokens, PreparedMatrix* p);
+void run_prepared(const PreparedMatrix& p, int64_t o0, int64_t o1);
 
 /// Tokens processed per pass over a row tile: bounds the quantized activations
 /// touched per pass so they stay in L2 while weights stream once.

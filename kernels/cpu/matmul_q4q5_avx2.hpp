@@ -1,4 +1,4 @@
-// Q4_0, Q5_0 and IQ4_NL (signed levels, 32-element blocks) against 8-bit ActQ8
+// Q4_0, Q5_0, IQ4_NL and MXFP4 (signed levels, 32-element blocks) against 8-bit ActQ8
 // activations, included by the AVX2 translation units: plain AVX2
 // (matmul_avx2.cpp: vpmaddubsw + vpmaddwd), AVX-VNNI (matmul_avx2_vnni.cpp) and
 // AVX-512 VNNI (matmul_avx512_vnni.cpp), both vpdpbusd.
@@ -84,6 +84,36 @@ struct IQ4_NLU {
       static_cast<int8_t>(kIq4Values[12] + 128), static_cast<int8_t>(kIq4Values[13] + 128),
       static_cast<int8_t>(kIq4Values[14] + 128), static_cast<int8_t>(kIq4Values[15] + 128)};
 };
+
+// MXFP4: each nibble looks up its doubled E2M1 value + 16 (4..28) in one pshufb; the
+// block's scale is an E8M0 byte, not a half (block_scale, e8m0_half8).
+struct MXFP4U {
+  using Block = BlockMXFP4;
+  static constexpr int kOffsetShift = 4;  // levels - 16
+  static constexpr int8_t kValuesU[16] = {16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4};
+  static __m256i u(const Block& b) { return _mm256_shuffle_epi8(IQ4_NLU::grid(kValuesU), nibbles32(b.qs)); }
+};
+template <class W>
+constexpr bool kE8M0 = std::is_same_v<W, MXFP4U>;
+
+// A block's scale as a float: its f16 d, or MXFP4's E8M0 byte.
+template <class W>
+inline float block_scale(const typename W::Block& b) {
+  if constexpr (kE8M0<W>) {
+    return e8m0_half(b.e);
+  } else {
+    return h2f(b.d);
+  }
+}
+
+// 8 E8M0 bytes (the low 8 of e8) as floats 2^(e - 128), exactly as e8m0_half.
+inline __m256 e8m0_half8(__m128i e8) {
+  const __m256i e = _mm256_cvtepu8_epi32(e8);
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);  // e < 2: subnormal
+  const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+}
 
 // Plain AVX2's vpmaddubsw adds pairs of byte products into int16 with saturation:
 // levels up to 31 fit (2 x 31 x 127), IQ4_NL's offset levels (up to 241) do not
@@ -197,9 +227,13 @@ inline void rows8_tokens_b8(const MatmulArgs& a, int64_t o, int nr, int64_t t0) 
     for (int r = 0; r < 8; ++r) {
       if (!pf.by_span) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + b) + ahead, _MM_HINT_T0);
       u[r] = levels_of<W>(wr[r][b]);
-      h = _mm_insert_epi16(h, wr[r][b].d, r);
+      if constexpr (kE8M0<W>) {
+        h = _mm_insert_epi8(h, wr[r][b].e, r);
+      } else {
+        h = _mm_insert_epi16(h, wr[r][b].d, r);
+      }
     }
-    const __m256 dw = _mm256_cvtph_ps(h);
+    const __m256 dw = kE8M0<W> ? e8m0_half8(h) : _mm256_cvtph_ps(h);
     for (int t = 0; t < T; ++t) {
       const ActQ8& xb = x[t][b];
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs));
@@ -382,7 +416,7 @@ inline void rows_group16_b8(const MatmulArgs& a, int64_t o, int nr, int64_t g) {
       const __m256i off = offset_of<W>(_mm256_load_si256(reinterpret_cast<const __m256i*>(xb.sum + 8 * (h % 2))));
       const __m256 xd = _mm256_load_ps(xb.d + 8 * (h % 2));
       for (int r = 0; r < R; ++r) {
-        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(h2f(w[r][b].d)), xd);
+        const __m256 dwx = _mm256_mul_ps(_mm256_set1_ps(block_scale<W>(w[r][b])), xd);
         acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[r][h], off)), dwx, acc[r][h]);
       }
     }
@@ -426,8 +460,9 @@ void range_b8(const MatmulArgs& a, int64_t o0, int64_t o1) {
   if (first < a.n_tokens) rows_tokens_b8<W>(a, o0, o1, first, a.n_tokens);
 }
 
-/// range_b8 for Q4_0, Q5_0 and IQ4_NL, else nullptr.
+/// range_b8 for Q4_0, Q5_0, IQ4_NL and MXFP4, else nullptr.
 inline MatmulRangeFn b8_kernel(DType type) {
+  if (type == kMxfp4) return range_b8<MXFP4U>;  // no enumerator to switch on
   switch (type) {
     case DType::q4_0: return range_b8<Q4_0U>;
     case DType::q5_0: return range_b8<Q5_0U>;

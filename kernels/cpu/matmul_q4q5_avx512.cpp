@@ -96,7 +96,7 @@ inline void tile_b8_512(const MatmulArgs& a, int64_t o, int nr, int64_t g0, int6
     for (int g = 0; g < G; ++g) xd[g] = _mm512_load_ps(xg[g][b].d);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512 dw = _mm512_set1_ps(h2f(w[r][b].d));
+      const __m512 dw = _mm512_set1_ps(block_scale<W>(w[r][b]));
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
         acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), _mm512_mul_ps(dw, xd[g]), acc[r][g]);
@@ -167,13 +167,24 @@ inline void rows16_tokens_b8(const MatmulArgs& a, int64_t o, int64_t t0) {
       transpose16(rows, wt);
     }
     for (int h = 0; h < nh; ++h) {
-      // The 16 f16 scales word by word into vectors (see rows8_tokens_b8).
+      // The 16 f16 scales word by word into vectors (see rows8_tokens_b8); MXFP4's E8M0 bytes.
       __m128i dlo = _mm_setzero_si128(), dhi = _mm_setzero_si128();
       for (int r = 0; r < 8; ++r) {
-        dlo = _mm_insert_epi16(dlo, w[r][b + h].d, r);
-        dhi = _mm_insert_epi16(dhi, w[r + 8][b + h].d, r);
+        if constexpr (kE8M0<W>) {
+          dlo = _mm_insert_epi8(dlo, w[r][b + h].e, r);
+          dhi = _mm_insert_epi8(dhi, w[r + 8][b + h].e, r);
+        } else {
+          dlo = _mm_insert_epi16(dlo, w[r][b + h].d, r);
+          dhi = _mm_insert_epi16(dhi, w[r + 8][b + h].d, r);
+        }
       }
-      const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(dlo), dhi, 1));
+      __m512 dw;
+      if constexpr (kE8M0<W>) {
+        const __m512d lo = _mm512_castpd256_pd512(_mm256_castps_pd(e8m0_half8(dlo)));
+        dw = _mm512_castpd_ps(_mm512_insertf64x4(lo, _mm256_castps_pd(e8m0_half8(dhi)), 1));
+      } else {
+        dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(dlo), dhi, 1));
+      }
       // Chains per token: one from 4 tokens on, else two (even and odd dwords).
       constexpr int C = T >= 4 ? 1 : 2;
       __m512i s[C][T];
@@ -360,6 +371,7 @@ void range_b8_512(const MatmulArgs& a, int64_t o0, int64_t o1) {
 }  // namespace
 
 MatmulRangeFn matmul_kernel_q4q5_avx512(DType type) {
+  if (type == kMxfp4) return range_b8_512<MXFP4U>;  // no enumerator to switch on
   switch (type) {
     case DType::q4_0: return range_b8_512<Q4_0U>;
     case DType::q5_0: return range_b8_512<Q5_0U>;

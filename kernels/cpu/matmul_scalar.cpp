@@ -37,6 +37,12 @@ void unpack_row(DType type, const uint8_t* w, int64_t in, Row* r) {
   r->m.assign(static_cast<size_t>(nb), 0.0f);
   for (int64_t b = 0; b < nb; ++b) {
     int8_t* q = r->q.data() + b * (type == DType::q4_k || type == DType::q6_k ? kQKK : kQK);
+    if (type == kMxfp4) {  // no enumerator to switch on
+      const auto& blk = reinterpret_cast<const BlockMXFP4*>(w)[b];
+      r->d[b] = e8m0_half(blk.e);
+      mxfp4_levels32(blk.qs, q);
+      continue;
+    }
     switch (type) {
       case DType::q4_0: {
         const auto& blk = reinterpret_cast<const BlockQ4_0*>(w)[b];
@@ -128,7 +134,7 @@ float dot_q8(DType type, const Row& r, const ActQ16* x, int64_t nb) {
   return acc;
 }
 
-// Q4_0, Q5_0 and IQ4_NL against 8-bit activations: the same steps as dot_q8.
+// Q4_0, Q5_0, IQ4_NL and MXFP4 against 8-bit activations: the same steps as dot_q8.
 float dot_q8_32(const Row& r, const ActQ8* x, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -309,6 +315,7 @@ void range_float(const MatmulArgs& a, int64_t o0, int64_t o1) {
 }  // namespace
 
 MatmulRangeFn matmul_kernel_scalar(DType type) {
+  if (type == kMxfp4) return range_quant;  // no enumerator to switch on
   switch (type) {
     case DType::f32: return range_float<DType::f32>;
     case DType::f16: return range_float<DType::f16>;

@@ -33,7 +33,7 @@ inline float cached(const PagedAttentionArgs& A, const void* cache, int64_t offs
 
 // One query row against keys [lo, n_keys) of a sequence, online softmax over chunks aligned
 // to kKeyChunk from 0.
-void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_head, const float* q, int lo,
+void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_head, int head, const float* q, int lo,
                 int n_keys, float* out) {
   const int hd = A.head_dim;
   float acc[kMaxHeadDim];
@@ -68,6 +68,7 @@ void attend_one(const PagedAttentionArgs& A, const int32_t* block_table, int kv_
       for (int d = 0; d < hd; ++d) acc[d] += w * cached(A, A.v_cache, base + d);
     }
   }
+  sum += sink_weight(A, head, m);
   const float inv = sum > 0 ? 1.0f / sum : 0.0f;
   for (int d = 0; d < hd; ++d) out[d] = acc[d] * inv;
 }
@@ -83,7 +84,7 @@ void attend_item_scalar(const PagedAttentionArgs& A, int s, int kv_head, int j0,
     const int64_t row = A.query_start[s] + j;
     const int pos = first_pos + j;
     for (int h = kv_head * group; h < (kv_head + 1) * group; ++h)
-      attend_one(A, A.block_tables[s], kv_head, A.q + row * q_stride + int64_t{h} * A.head_dim, first_key(A, pos),
+      attend_one(A, A.block_tables[s], kv_head, h, A.q + row * q_stride + int64_t{h} * A.head_dim, first_key(A, pos),
                  pos + 1, A.out + row * q_stride + int64_t{h} * A.head_dim);
   }
 }

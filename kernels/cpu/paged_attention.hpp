@@ -46,6 +46,9 @@ struct PagedAttentionArgs {
   float scale = 1.0f;
   int window = 0;                  // > 0: a query at position p sees keys (p - window, p] only
   float softcap = 0.0f;            // > 0: score = softcap * tanh(score / softcap) after the scale
+  /// [num_heads] or nullptr: head h's sink logit (gpt-oss), one more term exp(sink) in the
+  /// softmax's denominator that attends to nothing (ggml_soft_max_ext with sinks).
+  const float* sinks = nullptr;
   int64_t* work_offsets = nullptr; // caller scratch of num_seqs + 1 entries
 };
 

@@ -3,6 +3,7 @@
 // paged_attention_avx512.cpp on paged_attention_simd.hpp).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/paged_attention.hpp"
@@ -22,6 +23,13 @@ inline int64_t kv_row_offset(const PagedAttentionArgs& A, const int32_t* table, 
 /// The first key position a query at `pos` sees.
 inline int first_key(const PagedAttentionArgs& A, int pos) {
   return A.window > 0 && pos - A.window + 1 > 0 ? pos - A.window + 1 : 0;
+}
+
+/// The sink's share of head `head`'s softmax denominator relative to the running max m:
+/// exp(sink - m), or 0 without sinks. Added once, after every key, so a row's result still
+/// depends on that row alone.
+inline float sink_weight(const PagedAttentionArgs& A, int head, float m) {
+  return A.sinks != nullptr ? std::exp(A.sinks[head] - m) : 0.0f;
 }
 
 /// One work item: queries [j0, j1) of sequence s, every query head of kv head `kv_head`.

@@ -228,8 +228,10 @@ void attend_item_simd(const PagedAttentionArgs& A, int s, int kv_head, int j0, i
   for (int j = j0; j < j1; ++j)
     for (int g = 0; g < group; ++g) {
       const RowState& st = state[(j - j0) * group + g];
-      float* acc = A.out + (A.query_start[s] + j) * q_stride + int64_t{kv_head * group + g} * hd;
-      scale_row(acc, hd, st.sum > 0 ? 1.0f / st.sum : 0.0f);
+      const int h = kv_head * group + g;
+      float* acc = A.out + (A.query_start[s] + j) * q_stride + int64_t{h} * hd;
+      const float sum = st.sum + sink_weight(A, h, st.m);
+      scale_row(acc, hd, sum > 0 ? 1.0f / sum : 0.0f);
     }
 }
 

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+
+#include "troupe/dtype.hpp"
 
 namespace troupe::kernels::cpu {
 
@@ -45,8 +48,23 @@ struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[kQKK / 64];
 // The 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl): a non-uniform 4-bit grid.
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+// MXFP4 (GGUF type 39, gpt-oss's experts): x = e8m0_half(e) * kMxfp4Values[nibble], nibbles
+// as Q4_0. ggml keeps the E2M1 values doubled (integers) and halves the E8M0 scale instead.
+struct BlockMXFP4 { uint8_t e; uint8_t qs[kQK / 2]; };
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+/// The type id: no DType enumerator (the SDK's dtype.hpp stays as it is).
+inline constexpr DType kMxfp4 = static_cast<DType>(39);
+/// 2^(e - 128), exactly (ggml_e8m0_to_fp32_half; e < 2 are subnormal floats).
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ5_K) == 176 &&
-              sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "block layouts must match GGUF");
+              sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17,
+              "block layouts must match GGUF");
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_K) == 144 &&

@@ -320,6 +320,24 @@ void quantize_iq4_xs(const float* x, BlockIQ4_XS* b) {
   }
 }
 
+// ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (the largest value lands
+// near the top of the doubled grid, 8..12), then each value's nearest grid point.
+void quantize_mxfp4(const float* x, BlockMXFP4* b) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+  b->e = amax > 0.0f ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
+  const float d = e8m0_half(b->e);
+  auto nearest = [d](float v) {
+    int best = 0;
+    float err = std::fabs(kMxfp4Values[0] * d - v);
+    for (int i = 1; i < 16; ++i)
+      if (const float e = std::fabs(kMxfp4Values[i] * d - v); e < err) best = i, err = e;
+    return best;
+  };
+  for (int j = 0; j < kQK / 2; ++j)
+    b->qs[j] = static_cast<uint8_t>(nearest(x[j]) | nearest(x[j + kQK / 2]) << 4);
+}
+
 template <class Block, class Fn>
 void for_blocks(const float* src, void* dst, int64_t n, int64_t block, Fn fn) {
   Block* out = static_cast<Block*>(dst);
@@ -329,6 +347,7 @@ void for_blocks(const float* src, void* dst, int64_t n, int64_t block, Fn fn) {
 }  // namespace
 
 bool supports_type(DType type) {
+  if (type == kMxfp4) return true;  // no enumerator to switch on
   switch (type) {
     case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0: case DType::q4_0:
     case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q4_k: case DType::q6_k:
@@ -342,6 +361,7 @@ bool supports_type(DType type) {
 void quantize_row_reference(DType type, const float* src, void* dst, int64_t n) {
   TROUPE_CHECK(supports_type(type), "quantize_row_reference: unsupported type");
   TROUPE_CHECK(row_bytes(type, n) >= 0, "quantize_row_reference: n is not a whole number of blocks");
+  if (type == kMxfp4) return for_blocks<BlockMXFP4>(src, dst, n, kQK, quantize_mxfp4);  // no enumerator
   switch (type) {
     case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::f16: {

@@ -139,6 +139,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAtte
     __syncthreads();  // the next chunk overwrites score_sh
   }
 
+  if (p.sinks != nullptr) sum += expf(p.sinks[head] - m);  // gpt-oss: attends to nothing
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
   for (int k = 0; k < kDimsPerThread; ++k) {

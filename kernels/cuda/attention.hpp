@@ -46,6 +46,7 @@ struct PagedAttentionParams {
   float scale = 1.0f;
   int window = 0;                       // > 0: position p sees keys (p - window, p] only
   float softcap = 0.0f;                 // > 0: score = softcap * tanh(score / softcap)
+  const float* sinks = nullptr;         // [num_heads] device array or null: one more exp(sink) in each denominator
 };
 constexpr int kMaxHeadDim = 256;
 

@@ -62,6 +62,23 @@ TROUPE_HD int iq4_value(int n) {
   return kValues[n];
 }
 
+// MXFP4's doubled E2M1 values (kernels/cpu/quant_blocks.hpp, kMxfp4Values) and its E8M0
+// scale halved, 2^(e - 128) exactly (e8m0_half).
+TROUPE_HD int mxfp4_value(int n) {
+  constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return kValues[n];
+}
+TROUPE_HD float e8m0_half_bits(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
 // The 6-bit scale of group g (0..15) of a Q3_K block (kernels/cpu/quant_blocks.hpp, q3k_scale).
 TROUPE_HD int q3k_scale(int g, const uint8_t* s) {
   const int low = g < 8 ? (s[g] & 0x0f) : (s[g - 8] >> 4);
@@ -153,6 +170,10 @@ TROUPE_HD float dq(const uint8_t* row, int64_t i) {
     const uint8_t* b = row + (i / blocks::kQK) * sizeof(blocks::BlockIQ4_NL);
     const int j = static_cast<int>(i % blocks::kQK);
     return load_half(b) * static_cast<float>(iq4_value(nibble(b + 2, j)));
+  } else if constexpr (T == blocks::kMxfp4) {
+    const uint8_t* b = row + (i / blocks::kQK) * sizeof(blocks::BlockMXFP4);
+    const int j = static_cast<int>(i % blocks::kQK);
+    return e8m0_half_bits(b[0]) * static_cast<float>(mxfp4_value(nibble(b + 1, j)));
   } else if constexpr (T == DType::iq4_xs) {
     // {d, scales_h, scales_l[4], qs[128]}: sub-block ib of 32 is an IQ4_NL nibble run scaled by ls - 32.
     const uint8_t* b = row + (i / blocks::kQKK) * sizeof(blocks::BlockIQ4_XS);

@@ -18,9 +18,12 @@ using detail::grid_for;
 
 constexpr int kThreads = 256;
 
-template <DType T>
+// Kernels take the type as its GGUF id: nvcc's host stubs cannot name a DType value without
+// an enumerator (MXFP4, 39) as a template argument of a __global__ function.
+template <uint32_t kType>
 __global__ void embedding_kernel(const uint8_t* table, int64_t row_stride, int64_t dim, int64_t vocab,
                                  const int32_t* ids, int64_t n, float* out) {
+  constexpr DType T = static_cast<DType>(kType);
   const int64_t total = n * dim;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = e / dim, i = e % dim;
@@ -98,13 +101,14 @@ __global__ void to_bf16_kernel(const float* src, __nv_bfloat16* dst, int64_t n) 
 template <DType T>
 void launch_embedding(const void* table, int64_t row_stride, int64_t dim, int64_t vocab, const int32_t* ids,
                       int64_t n, float* out, cudaStream_t stream) {
-  embedding_kernel<T><<<grid_for(n * dim, kThreads), kThreads, 0, stream>>>(static_cast<const uint8_t*>(table),
-                                                                             row_stride, dim, vocab, ids, n, out);
+  embedding_kernel<static_cast<uint32_t>(T)><<<grid_for(n * dim, kThreads), kThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(table), row_stride, dim, vocab, ids, n, out);
 }
 
 }  // namespace
 
 bool supports_weight_type(DType type) {
+  if (type == cpu::kMxfp4) return true;  // no enumerator to switch on
   switch (type) {
     case DType::f32: case DType::f16: case DType::bf16:
     case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1: case DType::q8_0:
@@ -130,6 +134,10 @@ Status embedding(DType type, const void* table, int64_t row_stride, int64_t dim,
     return invalid_argument("cuda embedding: table or row stride not aligned to the element type");
   if (n == 0) return {};
   if (table == nullptr || ids == nullptr || out == nullptr) return invalid_argument("cuda embedding: null pointer");
+  if (type == cpu::kMxfp4) {  // no enumerator to switch on
+    launch_embedding<cpu::kMxfp4>(table, row_stride, dim, vocab, ids, n, out, stream);
+    return launch_status("cuda embedding kernel");
+  }
   switch (type) {
     case DType::f32: launch_embedding<DType::f32>(table, row_stride, dim, vocab, ids, n, out, stream); break;
     case DType::f16: launch_embedding<DType::f16>(table, row_stride, dim, vocab, ids, n, out, stream); break;

@@ -9,7 +9,7 @@
 namespace troupe::kernels::cuda {
 
 /// True when embedding() and matmul() read weights of `type`:
-/// f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs (the CPU set).
+/// f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4 (the CPU set).
 bool supports_weight_type(DType type);
 
 /// out[t][0..dim) = row ids[t] of `table` as floats. The table holds `vocab`

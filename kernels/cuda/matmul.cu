@@ -29,9 +29,12 @@ constexpr int64_t kMaxGridY = 65535;
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 
-template <DType T, class XT>
+// Kernels take the type as its GGUF id: nvcc's host stubs cannot name a DType value without
+// an enumerator (MXFP4, 39) as a template argument of a __global__ function.
+template <uint32_t kType, class XT>
 __global__ void __launch_bounds__(kGemvThreads)
 gemv_kernel(const uint8_t* w, int64_t w_stride, int64_t in, int64_t out, const XT* x, int nt, float* y) {
+  constexpr DType T = static_cast<DType>(kType);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t o = int64_t{blockIdx.x} * kGemvRowsPerBlock + warp;
   if (o >= out) return;  // the whole warp leaves together, so the shuffles below see full warps
@@ -53,10 +56,11 @@ gemv_kernel(const uint8_t* w, int64_t w_stride, int64_t in, int64_t out, const X
   }
 }
 
-template <DType T, class XT>
+template <uint32_t kType, class XT>
 __global__ void __launch_bounds__(kTileThreads)
 gemm_tiled_kernel(const uint8_t* w, int64_t w_stride, int64_t in, int64_t out, const XT* x, int64_t n_tokens,
                   float* y) {
+  constexpr DType T = static_cast<DType>(kType);
   __shared__ float ws[kTileK][kTileM + 1];  // ws[k][r] = W[o0 + r][k0 + k]
   __shared__ float xs[kTileK][kTileN + 1];  // xs[k][c] = x[t0 + c][k0 + k]
   const int tid = threadIdx.x;
@@ -120,7 +124,7 @@ Status launch(MatmulPath path, const Problem& p, cudaStream_t stream) {
     const unsigned blocks = static_cast<unsigned>((p.out + kGemvRowsPerBlock - 1) / kGemvRowsPerBlock);
     for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kGemvMaxTokens) {
       const int nt = static_cast<int>(p.n_tokens - t0 < kGemvMaxTokens ? p.n_tokens - t0 : kGemvMaxTokens);
-      gemv_kernel<T, XT><<<blocks, kGemvThreads, 0, stream>>>(p.w, p.w_stride, p.in, p.out, x + t0 * p.in, nt,
+      gemv_kernel<static_cast<uint32_t>(T), XT><<<blocks, kGemvThreads, 0, stream>>>(p.w, p.w_stride, p.in, p.out, x + t0 * p.in, nt,
                                                                p.y + t0 * p.out);
       TROUPE_RETURN_IF_ERROR(launch_status("cuda matmul: GEMV kernel"));
     }
@@ -128,12 +132,13 @@ Status launch(MatmulPath path, const Problem& p, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>((p.out + kTileM - 1) / kTileM),
                   static_cast<unsigned>((p.n_tokens + kTileN - 1) / kTileN));
-  gemm_tiled_kernel<T, XT><<<grid, kTileThreads, 0, stream>>>(p.w, p.w_stride, p.in, p.out, x, p.n_tokens, p.y);
+  gemm_tiled_kernel<static_cast<uint32_t>(T), XT><<<grid, kTileThreads, 0, stream>>>(p.w, p.w_stride, p.in, p.out, x, p.n_tokens, p.y);
   return launch_status("cuda matmul: tiled GEMM kernel");
 }
 
 template <class XT>
 Status dispatch(MatmulPath path, DType type, const Problem& p, cudaStream_t stream) {
+  if (type == cpu::kMxfp4) return launch<cpu::kMxfp4, XT>(path, p, stream);  // no enumerator to switch on
   switch (type) {
     case DType::f32: return launch<DType::f32, XT>(path, p, stream);
     case DType::f16: return launch<DType::f16, XT>(path, p, stream);

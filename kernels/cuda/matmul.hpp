@@ -8,7 +8,7 @@ namespace troupe::kernels::cuda {
 
 /// y[t][o] = sum_i x[t][i] * W[o][i] for t < n_tokens, o < out, in float.
 /// W: `out` rows of `in` elements of w_type (supports_weight_type: f32, f16,
-/// bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs), row o at byte o * w_row_stride
+/// bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4), row o at byte o * w_row_stride
 /// of w (0: contiguous, row_bytes(w_type, in) apart), `in` a whole number of
 /// blocks. x: [n_tokens][in] of x_type, f32 or f16. y: [n_tokens][out] f32.
 /// Weights are read element by element exactly as kernels/cpu dequantize_row

@@ -1,6 +1,7 @@
 #include "platforms/cpu/cpu_attention.hpp"
 
 #include <new>
+#include <span>
 #include <string>
 
 #include "kernels/cpu/paged_attention.hpp"
@@ -44,7 +45,7 @@ Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks
 }
 
 bool CpuAttentionBackend::implements(std::string_view name) const {
-  return name == "scale" || name == "sliding_window" || name == "logit_softcap";
+  return name == "scale" || name == "sliding_window" || name == "logit_softcap" || name == "sinks";
 }
 
 void CpuAttentionBackend::forward(int layer, const float* q, const float* k, const float* v, float* out,
@@ -74,6 +75,9 @@ void CpuAttentionBackend::forward(int layer, const float* q, const float* k, con
   a.scale = static_cast<float>(params.number("scale", 1.0));
   a.window = static_cast<int32_t>(params.number("sliding_window"));
   a.softcap = static_cast<float>(params.number("logit_softcap"));
+  const std::span<const float> sinks = params.array("sinks");  // one per head of this rank
+  TROUPE_CHECK(sinks.empty() || static_cast<int>(sinks.size()) == num_heads, "attention sinks: one per head");
+  a.sinks = sinks.empty() ? nullptr : sinks.data();
   a.work_offsets = work_offsets_.data();
   kernels::cpu::paged_attention(a, pool_);
 }

@@ -8,10 +8,13 @@
 #include "kernels/cpu/encoder.hpp"
 #include "kernels/cpu/gemma_elementwise.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/moe_ffn.hpp"
+#include "kernels/cpu/moe_rows.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/token_select.hpp"
 #include "troupe/dtype.hpp"
+#include "troupe/named_ops/moe_ops.hpp"
 #include "troupe/named_ops/named_ops.hpp"
 #include "troupe/named_ops/rope_ops.hpp"
 #include "troupe/quantization.hpp"
@@ -155,6 +158,28 @@ OpFn CpuOps::find_op(std::string_view name) const {
       }),
       named_ops::entry<named_ops::Scale>(
           +[](Ops&, float* x, int64_t n, float factor) { kernels::cpu::scale(x, n, factor); }),
+      named_ops::entry<named_ops::GatherRows>(
+          +[](Ops& ops, const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst) {
+            static_cast<CpuOps&>(ops).split_rows(n, row_len, [=](int64_t b, int64_t e) {
+              kernels::cpu::gather_rows(src, row_len, rows + b, e - b, dst + b * row_len);
+            });
+          }),
+      named_ops::entry<named_ops::ScatterAddRows>(+[](Ops&, const float* src, int64_t row_len, const int32_t* rows,
+                                                     const float* weights, int64_t n, float* dst) {
+        // In order on one thread: a row named twice must get its shares in order.
+        kernels::cpu::scatter_add_rows(src, row_len, rows, weights, n, dst);
+      }),
+      named_ops::entry<named_ops::SwigluOai>(
+          +[](Ops& ops, const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+            static_cast<CpuOps&>(ops).split(n, [=](int64_t b, int64_t e) {
+              kernels::cpu::swiglu_oai(gate + b, up + b, e - b, alpha, limit, out + b);
+            });
+          }),
+      named_ops::entry<named_ops::MoeFfn>(+[](Ops& ops, const named_ops::MoeExpertsView& experts, const float* x,
+                                              int64_t n_tokens, int64_t n_embd, const named_ops::MoeAssignments& a,
+                                              float* out) {
+        static_cast<CpuOps&>(ops).moe_ffn(experts, x, n_tokens, n_embd, a, out);
+      }),
       named_ops::entry<named_ops::ParallelFor>(
           +[](Ops& ops, int64_t n, named_ops::ParallelFor::Body body, void* ctx) {
             kernels::cpu::ThreadPool* pool = static_cast<CpuOps&>(ops).pool_;
@@ -223,6 +248,40 @@ void CpuOps::dense_attention(const float* q, const float* k, const float* v, flo
     return;
   }
   pool_->parallel_for(items, run);
+}
+
+void CpuOps::moe_ffn(const named_ops::MoeExpertsView& v, const float* x, int64_t n_tokens, int64_t n_embd,
+                     const named_ops::MoeAssignments& a, float* out) {
+  auto job = [](const WeightTensor& w) { return kernels::cpu::MatmulJob{w.type, w.data, w.rows(), nullptr, w.row_stride}; };
+  auto bias = [](const WeightTensor* b, int32_t e) {
+    return b != nullptr && b[e].data != nullptr ? static_cast<const float*>(b[e].data) : nullptr;
+  };
+  moe_experts_.resize(static_cast<size_t>(v.n_experts));
+  for (int32_t g = 0; g < a.n_groups; ++g) {  // only the experts this step reads
+    const int32_t e = a.expert[g];
+    moe_experts_[static_cast<size_t>(e)] = {job(v.gate[e]),      job(v.up[e]),      job(v.down[e]),
+                                            bias(v.gate_bias, e), bias(v.up_bias, e), bias(v.down_bias, e)};
+  }
+  kernels::cpu::MoeFfnArgs k;
+  k.experts = moe_experts_.data();
+  k.n_embd = n_embd;
+  k.ff = v.n_experts > 0 ? v.gate[0].rows() : 0;
+  k.activation = v.activation;
+  k.alpha = v.alpha;
+  k.limit = v.limit;
+  k.n_groups = a.n_groups;
+  k.expert = a.expert;
+  k.begin = a.begin;
+  k.rows = a.rows;
+  k.weights = a.weights;
+  k.x = x;
+  k.n_tokens = n_tokens;
+  k.out = out;
+  kernels::cpu::moe_ffn(k, pool_);
+}
+
+void CpuOps::split_rows(int64_t n, int64_t row_len, const std::function<void(int64_t, int64_t)>& fn) {
+  for_items(pool_, n, row_len, fn);
 }
 
 void CpuOps::split(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {

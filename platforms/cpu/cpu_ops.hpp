@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/moe_ffn.hpp"
 #include "kernels/cpu/thread_pool.hpp"
+#include "troupe/named_ops/moe_ops.hpp"
 #include "troupe/ops.hpp"
 
 namespace troupe::cpu {
@@ -43,16 +45,23 @@ class CpuOps final : public Ops {
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out);
   /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors), Gemma's
-  /// gelu_tanh_mul, softcap and scale, GPT-2's gelu_tanh, parallel_for (its pool), and the kernels plugins
+  /// gelu_tanh_mul, softcap and scale, GPT-2's gelu_tanh, the MoE row ops (gather_rows,
+  /// scatter_add_rows, swiglu_oai) and the whole experts of a layer (moe_ffn), parallel_for (its pool), and the kernels plugins
   /// registered for platform cpu (a weight format's matmul.<format>.v1, troupe/quantization.hpp).
   OpFn find_op(std::string_view name) const override;
   void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                          bool neox, const float* freq_factors, float mscale);
   /// fn over [0, n) in contiguous parts on the pool (one call when n is small).
   void split(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  /// A MoE layer's experts in one call (named_ops::MoeFfn, kernels/cpu/moe_ffn.hpp).
+  void moe_ffn(const named_ops::MoeExpertsView& experts, const float* x, int64_t n_tokens, int64_t n_embd,
+               const named_ops::MoeAssignments& assignments, float* out);
+  /// fn over n independent rows of row_len floats, split over the pool when they are many.
+  void split_rows(int64_t n, int64_t row_len, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   kernels::cpu::ThreadPool* pool_;
+  std::vector<kernels::cpu::MoeExpertMatrices> moe_experts_;  // moe_ffn's views, reused from call to call
 };
 
 }  // namespace troupe::cpu

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "kernels/cuda/attention.hpp"
@@ -110,7 +111,7 @@ AttentionInputsLayout pack_attention_inputs(const ForwardBatch& b, size_t width,
 }
 
 bool CudaAttentionBackend::implements(std::string_view name) const {
-  return name == "scale" || name == "sliding_window" || name == "logit_softcap";
+  return name == "scale" || name == "sliding_window" || name == "logit_softcap" || name == "sinks";
 }
 
 Status CudaAttentionBackend::run(int layer, const float* q, const float* k, const float* v, float* out,
@@ -171,6 +172,14 @@ Status CudaAttentionBackend::run(int layer, const float* q, const float* k, cons
   p.scale = static_cast<float>(params.number("scale", 1.0));
   p.window = static_cast<int32_t>(params.number("sliding_window"));
   p.softcap = static_cast<float>(params.number("logit_softcap"));
+  if (const std::span<const float> sinks = params.array("sinks"); !sinks.empty()) {
+    if (static_cast<int>(sinks.size()) != num_heads)
+      return invalid_argument("attention sinks: " + std::to_string(sinks.size()) + " values for " +
+                              std::to_string(num_heads) + " heads");
+    auto staged = ctx_->stage(sinks.data(), static_cast<int64_t>(sinks.size_bytes()));
+    if (!staged.ok()) return staged.status();
+    p.sinks = static_cast<const float*>(*staged);
+  }
   return kc::paged_attention(p, ctx_->stream());
 }
 

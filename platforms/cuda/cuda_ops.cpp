@@ -10,7 +10,9 @@
 #include "kernels/cuda/encoder.hpp"
 #include "kernels/cuda/gemma_elementwise.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/moe_rows.hpp"
 #include "kernels/cuda/sampling.hpp"
+#include "troupe/named_ops/moe_ops.hpp"
 #include "troupe/named_ops/named_ops.hpp"
 #include "troupe/named_ops/rope_ops.hpp"
 
@@ -134,8 +136,40 @@ OpFn CudaOps::find_op(std::string_view name) const {
       named_ops::entry<named_ops::Scale>(+[](Ops& ops, float* x, int64_t n, float factor) {
         static_cast<CudaOps&>(ops).run_elementwise([=](cudaStream_t st) { return kc::scale(x, n, factor, st); });
       }),
+      named_ops::entry<named_ops::GatherRows>(
+          +[](Ops& ops, const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst) {
+            static_cast<CudaOps&>(ops).gather_rows(src, row_len, rows, n, dst);
+          }),
+      named_ops::entry<named_ops::ScatterAddRows>(+[](Ops& ops, const float* src, int64_t row_len, const int32_t* rows,
+                                                     const float* weights, int64_t n, float* dst) {
+        static_cast<CudaOps&>(ops).scatter_add_rows(src, row_len, rows, weights, n, dst);
+      }),
+      named_ops::entry<named_ops::SwigluOai>(
+          +[](Ops& ops, const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+            static_cast<CudaOps&>(ops).run_elementwise(
+                [=](cudaStream_t st) { return kc::swiglu_oai(gate, up, n, alpha, limit, out, st); });
+          }),
   };
   return named_ops::lookup(table, name);
+}
+
+// The host arrays of a MoE row op staged once, then the kernel on the stream.
+void CudaOps::gather_rows(const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst) {
+  ctx_->record(ctx_->make_current());
+  auto staged = ctx_->stage(rows, n * static_cast<int64_t>(sizeof(int32_t)));
+  if (!staged.ok()) return ctx_->record(staged.status());
+  ctx_->record(kc::gather_rows(src, row_len, static_cast<const int32_t*>(*staged), n, dst, ctx_->stream()));
+}
+
+void CudaOps::scatter_add_rows(const float* src, int64_t row_len, const int32_t* rows, const float* weights, int64_t n,
+                               float* dst) {
+  ctx_->record(ctx_->make_current());
+  auto r = ctx_->stage(rows, n * static_cast<int64_t>(sizeof(int32_t)));
+  if (!r.ok()) return ctx_->record(r.status());
+  auto w = ctx_->stage(weights, n * static_cast<int64_t>(sizeof(float)));
+  if (!w.ok()) return ctx_->record(w.status());
+  ctx_->record(kc::scatter_add_rows(src, row_len, static_cast<const int32_t*>(*r), static_cast<const float*>(*w), n,
+                                    dst, ctx_->stream()));
 }
 
 void CudaOps::silu_mul(const float* gate, const float* up, int64_t n, float* out) {

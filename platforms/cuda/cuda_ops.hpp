@@ -51,10 +51,15 @@ class CudaOps final : public Ops {
   bool select_tokens(const float* logits, int64_t rows, int64_t vocab, const TokenSelection* params,
                      int32_t* out);
   /// Offers select_tokens (named_ops::SelectTokens), rope_freq_factors (named_ops::RopeFreqFactors) and Gemma's
-  /// gelu_tanh_mul, softcap and scale, and GPT-2's gelu_tanh.
+  /// gelu_tanh_mul, softcap and scale, GPT-2's gelu_tanh, and the MoE row ops (gather_rows,
+  /// scatter_add_rows, swiglu_oai).
   OpFn find_op(std::string_view name) const override;
   void rope_freq_factors(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim, float theta,
                          bool neox, const float* freq_factors, float mscale);
+  /// The MoE row ops; rows and weights are host memory, staged.
+  void gather_rows(const float* src, int64_t row_len, const int32_t* rows, int64_t n, float* dst);
+  void scatter_add_rows(const float* src, int64_t row_len, const int32_t* rows, const float* weights, int64_t n,
+                        float* dst);
   /// Runs one kernel launcher on this context's stream, recording its failure.
   template <class Launch>
   void run_elementwise(Launch&& launch) {

@@ -101,6 +101,10 @@ struct ParallelConfig final : ConfigView {
   std::string communicator_secret;
   int num_threads = 0;                   // CPU compute threads; 0 = all cores
   std::string worker_cls;                // set by the platform
+  /// vLLM's --enable-expert-parallel: a mixture-of-experts model's experts are split whole
+  /// over the tensor parallel ranks of a stage (attention stays tensor parallel), instead of
+  /// every expert's rows over them.
+  bool enable_expert_parallel = false;
   int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
 
   /// The "parallel.*" settings by name.

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "runtime/config/engine_config.hpp"
 #include "runtime/core/generation/offline_generator.hpp"
 #include "runtime/model_files/dummy/dummy_model.hpp"
+#include "runtime/model_files/hf/hf_folder_writer.hpp"
 #include "troupe/platform.hpp"
 
 namespace troupe::testing {
@@ -98,7 +100,7 @@ inline std::vector<std::vector<double>> logprobs_of_rows(generation::OfflineGene
   return rows;
 }
 
-inline void check_case(Platform* platform, const nlohmann::json& c, double tol) {
+inline void check_case(Platform* platform, const nlohmann::json& c, double tol, bool hf_folder = false) {
   const double fragile_gap = 2 * tol;
   ASSERT_TRUE(c.is_object()) << "no such case in the golden file";
   const std::string shape = c["shape"];
@@ -108,8 +110,16 @@ inline void check_case(Platform* platform, const nlohmann::json& c, double tol) 
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
   auto builder = dummy::dummy_gguf(*spec);
   ASSERT_TRUE(builder.ok()) << builder.status().to_string();
-  const std::string path = "/tmp/troupe_arch_golden_" + std::to_string(::getpid()) + "_" + shape + ".gguf";
+  std::string path = "/tmp/troupe_arch_golden_" + std::to_string(::getpid()) + "_" + shape + ".gguf";
   ASSERT_TRUE(builder->write_file(path).ok());
+  if (hf_folder) {  // the same weights as a Hugging Face folder (hf_folder_writer)
+    auto image = builder->build_in_memory(2);
+    ASSERT_TRUE(image.ok()) << image.status().to_string();
+    std::remove(path.c_str());
+    path = "/tmp/troupe_arch_golden_" + std::to_string(::getpid()) + "_" + shape + "_hf";
+    const Status s = hf::write_hf_folder(spec->shape, *image->file, path);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
   size_t longest = 0;
   for (const auto& r : c["runs"]) longest = std::max(longest, r["prompt_ids"].size() + r["output_ids"].size());
   EngineConfig config;
@@ -118,7 +128,7 @@ inline void check_case(Platform* platform, const nlohmann::json& c, double tol) 
   config.scheduler.max_num_batched_tokens = 512;
   ASSERT_NE(platform, nullptr);
   auto gen = generation::OfflineGenerator::create(*platform, config, path);
-  std::remove(path.c_str());
+  std::filesystem::remove_all(path);
   ASSERT_TRUE(gen.ok()) << gen.status().to_string();
   EXPECT_EQ((*gen)->model_info().architecture, (*spec).shape.arch);
   double worst = 0;
@@ -172,19 +182,21 @@ inline void check_case(Platform* platform, const nlohmann::json& c, double tol) 
   }
 }
 
-inline nlohmann::json case_of(const nlohmann::json& g, const std::string& shape) {
+// The case of `shape` (of `weight_type`, when given: a shape may have cases in several types).
+inline nlohmann::json case_of(const nlohmann::json& g, const std::string& shape, const std::string& weight_type = "") {
   for (const auto& c : g["cases"])
-    if (c["shape"] == shape) return c;
+    if (c["shape"] == shape && (weight_type.empty() || c["weight_type"] == weight_type)) return c;
   return nullptr;
 }
 
-inline void check_against(Platform* platform, const std::string& shape, const std::string& file, double tol) {
+inline void check_against(Platform* platform, const std::string& shape, const std::string& file, double tol,
+                          const std::string& weight_type = "", bool hf_folder = false) {
   const auto g = goldens(file);
   if (g.is_null()) {
     GTEST_SKIP() << "tests/data/golden/" << file << " is absent (tests/golden/gen_arch_goldens.sh)";
   }
   std::printf("reference: %s\n", g["reference"].get<std::string>().c_str());
-  check_case(platform, case_of(g, shape), tol);
+  check_case(platform, case_of(g, shape, weight_type), tol, hf_folder);
 }
 
 }  // namespace troupe::testing

@@ -10,7 +10,10 @@
 #          independent float64 forward pass; needs python3 with numpy)
 #
 # Defaults: build/bin/troupe and ~/.cache/troupe/llama.cpp-11434/bin. ONLY=shape,shape
-# regenerates just those cases and merges them into the existing file.
+# (or shape@type for one weight type of a shape) regenerates just those cases and merges
+# them into the existing file. The mixture-of-experts shapes (tiny-qwen3moe, tiny-olmoe,
+# tiny-mixtral, tiny-gpt-oss in f32 and mxfp4) take tests/golden/ref_moe.py for numpy; their
+# router choices against llama.cpp are gen_moe_routes.sh's.
 # llama-server runs on the CPU with an f32 KV cache (-ctk/-ctv f32), so the only
 # differences left to troupe are arithmetic order and activation rounding. Prompts are
 # token ids (no tokenizer involved): a fixed pseudo-random sequence per case. The
@@ -56,6 +59,14 @@ cases=(
   "mistral-7b-v0.1 1 7 q8_0 8448 24:8,8200:4 numpy"
   "gpt2 2 7 q8_0 1024 24:12,900:8,text:16 both"
   "phi3.5-mini 1 7 q8_0 4608 24:8,4300:4 both"
+  # Mixtures of experts (ref_moe.py): f32 files, so that both references route every token
+  # as troupe does (quantized activations could move a near-tied router logit); the
+  # gpt-oss prompts cross its 4-token windows and YaRN's 64-token original context.
+  "tiny-qwen3moe 2 7 f32 512 24:12,7:12 both"
+  "tiny-olmoe 2 7 f32 512 24:12,7:12 both"
+  "tiny-mixtral 2 7 f32 512 24:12,7:12 both"
+  "tiny-gpt-oss 2 7 f32 512 24:12,100:8 both"
+  "tiny-gpt-oss 2 7 mxfp4 512 24:12,100:8 both"
 )
 
 if [[ $reference == llama.cpp ]]; then
@@ -67,14 +78,20 @@ first=1
 for c in "${cases[@]}"; do
   read -r shape layers seed wtype ctx prompts refs <<<"$c"
   [[ $refs == both || $refs == "$reference" ]] || continue
-  if [[ -n ${ONLY:-} && ",$ONLY," != *",$shape,"* ]]; then continue; fi
+  if [[ -n ${ONLY:-} && ",$ONLY," != *",$shape,"* && ",$ONLY," != *",$shape@$wtype,"* ]]; then continue; fi
   gguf=$work/$shape.gguf
   "$troupe" make-gguf --model-shape "$shape" --layers "$layers" --seed "$seed" --weight-type "$wtype" -o "$gguf" >&2
   if [[ $reference == numpy ]]; then
-    REF_CONTEXT=$ctx python3 - "$here/tests/golden/ref_forward.py" "$gguf" "$shape" "$layers" "$seed" "$wtype" \
+    ref=$here/tests/golden/ref_forward.py
+    [[ $shape == *moe* || $shape == *mixtral* || $shape == *gpt-oss* ]] && ref=$here/tests/golden/ref_moe.py
+    REF_CONTEXT=$ctx python3 - "$ref" "$gguf" "$shape" "$layers" "$seed" "$wtype" \
       "$prompts" "$work/case.json" <<'PY'
-import json, subprocess, sys
+import json, os, subprocess, sys
 ref, gguf, shape, layers, seed, wtype, prompts, dst = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(ref))
+from ref_forward import Gguf
+n_vocab = Gguf(gguf).tensors["token_embd.weight"][0][1]
+span = min(9700, n_vocab - 316)  # plain tokens of the synthetic vocabulary (small test shapes: fewer)
 runs = []
 for k, spec in enumerate(prompts.split(",")):
     if spec.startswith("text:"):
@@ -84,7 +101,7 @@ for k, spec in enumerate(prompts.split(",")):
     ids = []
     for _ in range(n_prompt):
         x = (1103515245 * x + 12345) % (1 << 31)
-        ids.append(300 + x % 9700)
+        ids.append(300 + x % span)
     out = subprocess.run([sys.executable, ref, gguf, json.dumps(ids), str(n_predict), "8"], check=True,
                          capture_output=True, text=True).stdout
     runs.append(json.loads(out))
@@ -98,7 +115,9 @@ PY
     echo "done: $shape" >&2
     continue
   fi
-  "$llama_bin/llama-server" -m "$gguf" -c "$ctx" -b 512 -ub 512 -t 2 -np 1 -ngl 0 -ctk f32 -ctv f32 \
+  # --no-repack: b11434's AMX repacking dies (SIGSEGV / illegal tileloadd) on some Xeons
+  # (the MXFP4 files here); it changes the layout llama.cpp computes from, not the maths.
+  "$llama_bin/llama-server" -m "$gguf" -c "$ctx" -b 512 -ub 512 -t 2 -np 1 -ngl 0 -ctk f32 -ctv f32 --no-repack \
     --port "$port" --host 127.0.0.1 >"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 600); do
@@ -138,6 +157,7 @@ def post(path, body):
                                  {"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(req, timeout=3600))
 props = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/props"))
+span = min(9700, len(vocab) - 316)  # plain tokens of the synthetic vocabulary (small test shapes: fewer)
 n_vocab = None
 runs = []
 # The text of a "text:N" run: GPT-2's pre-tokenizer splits contractions, digits, runs of
@@ -151,12 +171,12 @@ for k, spec in enumerate(prompts.split(",")):
         prompt_text = TEXT
         ids = post("/tokenize", {"content": prompt_text, "add_special": True, "parse_special": False})["tokens"]
     else:
-        # A fixed LCG over ids 300..9999 (plain synthetic-vocab tokens of every shape).
+        # A fixed LCG over ids 300..9999 (plain synthetic-vocab tokens of every shape; fewer for small vocabularies).
         x = 12345 + 977 * k
         ids = []
         for _ in range(int(first)):
             x = (1103515245 * x + 12345) % (1 << 31)
-            ids.append(300 + x % 9700)
+            ids.append(300 + x % span)
     r = post("/completion", {"prompt": ids, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
                              "n_probs": 8, "cache_prompt": False, "ignore_eos": True, "return_tokens": True,
                              "post_sampling_probs": False, "samplers": ["top_k"]})
@@ -194,8 +214,9 @@ new, dst, only = sys.argv[1:]
 d = json.load(open(new))
 if only and os.path.exists(dst):  # keep the cases not regenerated, in their order
     old = json.load(open(dst))
-    fresh = {c["shape"]: c for c in d["cases"]}
-    cases = [fresh.pop(c["shape"], c) for c in old["cases"]]
+    key = lambda c: (c["shape"], c["weight_type"])
+    fresh = {key(c): c for c in d["cases"]}
+    cases = [fresh.pop(key(c), c) for c in old["cases"]]
     d["cases"] = cases + list(fresh.values())
 json.dump(d, open(dst, "w"), separators=(",", ":"))
 PY

@@ -18,7 +18,8 @@ q and k and rotates its windowed layers with base 10000 (rope.freq_base_swa). gp
 (src/models/gpt2.cpp): token plus learned position embeddings, pre-norm layer norms with
 biases, fused attn_qkv with its bias, biased attn_output, ffn_up and ffn_down, a tanh-GELU
 MLP, no RoPE, causal attention scaled by 1/sqrt(head_dim). Weights are
-dequantized exactly (f32, f16, q8_0); all arithmetic is float64, activations unquantized.
+dequantized exactly (f32, f16, q8_0, mxfp4); all arithmetic is float64, activations unquantized.
+The mixture-of-experts families are tests/golden/ref_moe.py (on this file's reader).
 
   ref_forward.py FILE.gguf PROMPT_IDS_JSON N_PREDICT N_PROBS  ->  JSON on stdout
 
@@ -94,6 +95,13 @@ class Gguf:
         elif ttype == 1:
             rb = 2 * ne0
             a = np.frombuffer(self.buf, np.float16, (r1 - r0) * ne0, base + r0 * rb)
+        elif ttype == 39:  # mxfp4: blocks of {u8 e, u8 qs[16]}, x = 2^(e-128) * grid[nibble] (ggml's doubled E2M1)
+            rb = ne0 // 32 * 17
+            raw = np.frombuffer(self.buf, np.uint8, (r1 - r0) * rb, base + r0 * rb).reshape(-1, 17)
+            grid = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.float64)
+            d = np.ldexp(1.0, raw[:, :1].astype(np.int64) - 128)
+            q = np.concatenate([grid[raw[:, 1:] & 15], grid[raw[:, 1:] >> 4]], axis=1)
+            a = d * q
         elif ttype == 8:  # q8_0: blocks of {f16 d, int8 q[32]}, x = d * q
             rb = ne0 // 32 * 34
             raw = np.frombuffer(self.buf, np.uint8, (r1 - r0) * rb, base + r0 * rb).reshape(-1, 34)

@@ -126,10 +126,10 @@ std::vector<Case> cases() {
                                      {256, 200, 32}, {1024, 120, 32}};  // batched tiles: chunks of rows, passes of blocks
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                   DType::q5_1, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
-                  DType::iq4_xs})
+                  DType::iq4_xs, kMxfp4})
     for (const auto& s : shapes) out.push_back({t, s});
   // 32-block types also at widths that are not multiples of 256; float types with tails.
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl})
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, kMxfp4})
     out.push_back({t, {96, 5, 2}});
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     out.push_back({t, {43, 5, 3}});
@@ -164,7 +164,7 @@ TEST(Matmul, PoolSizesGiveTheSameResult) {
 TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
                      DType::q8_0, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
-                     DType::iq4_xs}) {
+                     DType::iq4_xs, kMxfp4}) {
     const DTypeTraits tr = traits(type);
     const int64_t block = quantized_acts(type) ? act_block(type) : 32;
     const Shape full{4 * block, 37, 5};
@@ -197,7 +197,8 @@ TEST(Matmul, AColumnSliceReadInPlaceEqualsItsContiguousCopy) {
 // chunks) equals that token computed alone, bit for bit, on every ISA and pool size.
 TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
   for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1, DType::q4_k, DType::q6_k,
-                     DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl, DType::iq4_xs, DType::f16, DType::f32}) {
+                     DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl, DType::iq4_xs, kMxfp4, DType::f16,
+                     DType::f32}) {
     const Shape s{512, 27, 70};
     const Problem p = make_problem(type, s, 11);
     for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx2_vnni, Isa::avx512_vnni}) {
@@ -225,7 +226,7 @@ TEST(Matmul, EveryTokenAloneEqualsItsRowInAnyBatch) {
 // The 32-element block types compute the same operations on every ISA (matmul_impl.hpp).
 TEST(Matmul, ThirtyTwoBlockTypesAreBitIdenticalAcrossIsas) {
   if (!isa_available(Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1, DType::iq4_nl}) {
+  for (DType type : {DType::q4_1, DType::q8_0, DType::q4_0, DType::q5_0, DType::q5_1, DType::iq4_nl, kMxfp4}) {
     // Row counts past one 16-row tile, and 2..12 tokens alone or after a group (rows in lanes).
     for (const Shape& s : {Shape{576, 37, 1}, Shape{576, 37, 13}, Shape{96, 9, 40}, Shape{576, 21, 32},
                            Shape{1536, 13, 52}, Shape{576, 67, 12}, Shape{160, 48, 7}, Shape{576, 35, 28},
@@ -258,7 +259,8 @@ TEST(Matmul, EightBitActivationTypesAreExactAtTheExtremes) {
   };
   for (const Extreme& e : {Extreme{DType::q4_0, 0xff, 7}, Extreme{DType::q4_0, 0x00, -8},
                            Extreme{DType::q5_0, 0xff, 15}, Extreme{DType::q5_0, 0x00, -16},
-                           Extreme{DType::iq4_nl, 0xff, 113}, Extreme{DType::iq4_nl, 0x00, -127}}) {
+                           Extreme{DType::iq4_nl, 0xff, 113}, Extreme{DType::iq4_nl, 0x00, -127},
+                           Extreme{kMxfp4, 0x77, 12}, Extreme{kMxfp4, 0xff, -12}}) {
     const DType type = e.type;
     for (int signs = 0; signs < 3; ++signs) {  // mixed, all +1, all -1
       for (const Shape& s : {Shape{64, 11, 1}, Shape{256, 9, 5}, Shape{128, 8, 16}, Shape{96, 13, 37},
@@ -267,8 +269,9 @@ TEST(Matmul, EightBitActivationTypesAreExactAtTheExtremes) {
                      std::to_string(signs) + ", " + std::to_string(s.n_tokens) + " tokens");
         Problem p = make_problem(type, s, 9);
         const int64_t bb = traits(type).block_bytes;
+        const int64_t scale_bytes = type == kMxfp4 ? 1 : 2;  // MXFP4: one E8M0 byte, the others an f16
         for (size_t i = 0; i < p.w.size(); ++i)
-          if (static_cast<int64_t>(i) % bb >= 2) p.w[i] = e.byte;  // d kept
+          if (static_cast<int64_t>(i) % bb >= scale_bytes) p.w[i] = e.byte;  // d kept
         for (size_t i = 0; i < p.x.size(); ++i)
           p.x[i] = signs == 1 ? 1.0f : signs == 2 ? -1.0f : (i * 7919) % 3 == 0 ? -1.0f : 1.0f;
         std::vector<float> a(static_cast<size_t>(s.out * s.n_tokens)), b(a.size());
@@ -282,9 +285,11 @@ TEST(Matmul, EightBitActivationTypesAreExactAtTheExtremes) {
               int sum = 0;
               for (int64_t j = 0; j < kQK; ++j)
                 sum += p.x[static_cast<size_t>(t * s.in + blk * kQK + j)] > 0 ? 127 : -127;
+              const uint8_t* block = p.w.data() + o * rb + blk * bb;
               uint16_t dh;
-              std::memcpy(&dh, p.w.data() + o * rb + blk * bb, 2);
-              acc = std::fma(static_cast<float>(e.level * sum), fp16_to_fp32(dh) * (1.0f / 127.0f), acc);
+              std::memcpy(&dh, block, 2);
+              const float d = type == kMxfp4 ? e8m0_half(block[0]) : fp16_to_fp32(dh);
+              acc = std::fma(static_cast<float>(e.level * sum), d * (1.0f / 127.0f), acc);
             }
             ASSERT_EQ(a[static_cast<size_t>(t * s.out + o)], acc) << "t=" << t << " o=" << o;
           }

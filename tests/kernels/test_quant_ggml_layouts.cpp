@@ -121,6 +121,23 @@ void ggml_iq4_xs(const BlockIQ4_XS& x, float* y) {
   }
 }
 
+// ggml-common.h b11434's kvalues_mxfp4 (E2M1 doubled) and ggml-impl.h's
+// ggml_e8m0_to_fp32_half, then dequantize_row_mxfp4's loop (every byte of e, 0 and 1 too).
+constexpr int8_t kGgmlMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+float ggml_e8m0_to_fp32_half(uint8_t x) {
+  uint32_t bits = x < 2 ? 0x00200000u << x : static_cast<uint32_t>(x - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+void ggml_mxfp4(const BlockMXFP4& x, float* y) {
+  const float d = ggml_e8m0_to_fp32_half(x.e);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = kGgmlMxfp4[x.qs[j] & 0x0f] * d;
+    y[j + 16] = kGgmlMxfp4[x.qs[j] >> 4] * d;
+  }
+}
+
 // A random finite f16 of magnitude 2^-10 .. 2^4.
 uint16_t random_half(std::mt19937& rng) {
   std::uniform_int_distribution<int> exp(5, 19), mant(0, 1023), sign(0, 1);
@@ -158,6 +175,7 @@ TEST(GgmlLayout, IQ4_NLMatchesGgmlBitForBit) {
 TEST(GgmlLayout, IQ4_XSMatchesGgmlBitForBit) {
   expect_matches_ggml<BlockIQ4_XS>(DType::iq4_xs, 256, ggml_iq4_xs, {0});
 }
+TEST(GgmlLayout, MXFP4MatchesGgmlBitForBit) { expect_matches_ggml<BlockMXFP4>(kMxfp4, 32, ggml_mxfp4, {}); }
 
 constexpr uint16_t kHalfOne = 0x3c00, kHalfHalf = 0x3800;
 

@@ -16,6 +16,7 @@ namespace {
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) of a file whose matrices are all `type`.
 uint32_t file_type(DType type) {
+  if (type == kMxfp4) return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE (no enumerator to switch on)
   switch (type) {
     case DType::f32: return 0;
     case DType::f16: return 1;
@@ -87,6 +88,33 @@ void add_decoder_keys(const ModelShape& s, gguf::GgufBuilder& b) {
   if (s.sliding_window_pattern > 0)
     b.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.sliding_window_pattern));
   if (s.rope_theta_swa > 0) b.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
+  if (s.moe()) {
+    b.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    b.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    if (s.n_ff_exp > 0) b.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+  }
+  if (s.yarn_factor > 0) {  // as llama.cpp's converter writes gpt-oss's rope_scaling
+    b.set_string(a + "rope.scaling.type", "yarn");
+    b.set_f32(a + "rope.scaling.factor", s.yarn_factor);
+    b.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.yarn_original_context));
+    b.set_f32(a + "rope.scaling.yarn_beta_fast", 32.0f);
+    b.set_f32(a + "rope.scaling.yarn_beta_slow", 1.0f);
+  }
+}
+
+// One block's router and experts (merged 3-D tensors) and, for gpt-oss, their biases.
+template <class Matrix, class Bias>
+Status add_experts(const ModelShape& s, const std::string& p, Matrix matrix3, Bias bias) {
+  const int64_t ff = s.expert_ff(), E = s.n_expert;
+  TROUPE_RETURN_IF_ERROR(bias(p + "ffn_gate_inp.weight", s.n_embd, E));  // the router: f32, as llama-quantize keeps it
+  TROUPE_RETURN_IF_ERROR(matrix3(p + "ffn_gate_exps.weight", s.n_embd, ff, E));
+  TROUPE_RETURN_IF_ERROR(matrix3(p + "ffn_up_exps.weight", s.n_embd, ff, E));
+  TROUPE_RETURN_IF_ERROR(matrix3(p + "ffn_down_exps.weight", ff, s.n_embd, E));
+  if (!s.gpt_oss()) return {};
+  TROUPE_RETURN_IF_ERROR(bias(p + "ffn_gate_inp.bias", E, 0));
+  TROUPE_RETURN_IF_ERROR(bias(p + "ffn_gate_exps.bias", ff, E));
+  TROUPE_RETURN_IF_ERROR(bias(p + "ffn_up_exps.bias", ff, E));
+  return bias(p + "ffn_down_exps.bias", s.n_embd, E);
 }
 
 // GPT-2's keys, the ones llama.cpp's GPT2Model converter writes (no RoPE, no KV-head count).
@@ -151,8 +179,16 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
   const uint64_t seed = spec.seed;
   auto matrix = [&](const std::string& name, int64_t ne0, int64_t rows) {
     const uint64_t ts = tensor_seed(seed, name);
-    return b.add_tensor(name, wt, ne0, rows, [wt, ts, ne0](uint8_t* dst, int64_t begin, int64_t end) {
-      fill_random_rows(wt, ts, ne0, begin, end, dst);
+    const DType t = matrix_type(wt, false);
+    return b.add_tensor(name, t, ne0, rows, [t, ts, ne0](uint8_t* dst, int64_t begin, int64_t end) {
+      fill_random_rows(t, ts, ne0, begin, end, dst);
+    });
+  };
+  auto matrix3 = [&](const std::string& name, int64_t ne0, int64_t ne1, int64_t ne2) {
+    const uint64_t ts = tensor_seed(seed, name);
+    const DType t = matrix_type(wt, true);
+    return b.add_tensor_3d(name, t, ne0, ne1, ne2, [t, ts, ne0](uint8_t* dst, int64_t begin, int64_t end) {
+      fill_random_rows(t, ts, ne0, begin, end, dst);
     });
   };
   auto norm = [&](const std::string& name, int64_t n) {
@@ -164,6 +200,13 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
     const uint64_t ts = tensor_seed(seed, name);
     return b.add_tensor(name, DType::f32, n, 0, [ts, n](uint8_t* dst, int64_t, int64_t) {
       fill_random_rows(DType::f32, ts, n, 0, 1, dst);
+    });
+  };
+  // Random f32 of `rows` rows (0: a vector): routers, expert biases, sinks.
+  auto random_f32 = [&](const std::string& name, int64_t n, int64_t rows) {
+    const uint64_t ts = tensor_seed(seed, name);
+    return b.add_tensor(name, DType::f32, n, rows, [ts, n](uint8_t* dst, int64_t begin, int64_t end) {
+      fill_random_rows(DType::f32, ts, n, begin, end, dst);
     });
   };
   const int64_t q_dim = s.head_dim() * s.n_head, kv_dim = s.head_dim() * s.n_head_kv;
@@ -226,20 +269,26 @@ Result<gguf::GgufBuilder> dummy_gguf(const DummyModelSpec& spec) {
       TROUPE_RETURN_IF_ERROR(bias(p + "attn_k.bias", kv_dim));
       TROUPE_RETURN_IF_ERROR(bias(p + "attn_v.bias", kv_dim));
     }
-    if (s.qk_norm) {
-      TROUPE_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.head_dim()));
-      TROUPE_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.head_dim()));
+    if (s.qk_norm) {  // olmoe's span the whole projection
+      TROUPE_RETURN_IF_ERROR(norm(p + "attn_q_norm.weight", s.arch == "olmoe" ? q_dim : s.head_dim()));
+      TROUPE_RETURN_IF_ERROR(norm(p + "attn_k_norm.weight", s.arch == "olmoe" ? kv_dim : s.head_dim()));
     }
     TROUPE_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
+    if (s.gpt_oss()) {
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_output.bias", s.n_embd));
+      TROUPE_RETURN_IF_ERROR(bias(p + "attn_sinks.weight", s.n_head));
+    }
     if (s.gemma()) TROUPE_RETURN_IF_ERROR(norm(p + "post_attention_norm.weight", s.n_embd));
-    TROUPE_RETURN_IF_ERROR(norm(p + "ffn_norm.weight", s.n_embd));
-    if (s.fused_gate_up) {
+    TROUPE_RETURN_IF_ERROR(norm(p + (s.gpt_oss() ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd));
+    if (s.moe()) {
+      TROUPE_RETURN_IF_ERROR(add_experts(s, p, matrix3, random_f32));
+    } else if (s.fused_gate_up) {
       TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff));
     } else {
       TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
       TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
     }
-    TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+    if (!s.moe()) TROUPE_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
     if (s.gemma()) TROUPE_RETURN_IF_ERROR(norm(p + "post_ffw_norm.weight", s.n_embd));
   }
   TROUPE_RETURN_IF_ERROR(norm("output_norm.weight", s.n_embd));

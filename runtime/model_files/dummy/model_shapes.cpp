@@ -1,5 +1,7 @@
 #include "runtime/model_files/dummy/model_shapes.hpp"
 
+#include <algorithm>
+
 namespace troupe::dummy {
 namespace {
 
@@ -7,6 +9,54 @@ std::string joined(const std::vector<std::string>& items) {
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
   return s;
+}
+
+// The mixture-of-experts shapes from their published configs (config.json).
+template <class Make>
+void add_moe_shapes(std::vector<ModelShape>& v, Make llama) {
+  // name, source, n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx, rope_theta, rms_eps, tied
+  v.push_back(llama("olmoe-1b-7b", "allenai/OLMoE-1B-7B-0924's config.json (64 experts, top 8, q/k norms)", 2048, 16,
+                    16, 16, 1024, 50304, 4096, 10000.0f, 1e-5f, false));
+  v.back().arch = "olmoe";
+  v.back().n_expert = 64, v.back().n_expert_used = 8;
+  v.back().qk_norm = true;
+  v.push_back(llama("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B's config.json (128 experts of 768, top 8, head_dim 128)", 2048,
+                    48, 32, 4, 6144, 151936, 40960, 1000000.0f, 1e-6f, false));
+  v.back().arch = "qwen3moe";
+  v.back().key_length = 128;
+  v.back().qk_norm = true;
+  v.back().n_expert = 128, v.back().n_expert_used = 8, v.back().n_ff_exp = 768;
+  v.push_back(llama("mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1's config.json (8 experts, top 2)", 4096, 32, 32, 8,
+                    14336, 32000, 32768, 1000000.0f, 1e-5f, false));
+  v.back().n_expert = 8, v.back().n_expert_used = 2;
+  v.push_back(llama("gpt-oss-20b", "openai/gpt-oss-20b's config.json (32 experts, top 4, sinks, 128-token windows, YaRN)",
+                    2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, 1e-5f, false));
+  v.back().arch = "gpt-oss";
+  v.back().key_length = 64;
+  v.back().qkv_bias = true;
+  v.back().sliding_window = 128;
+  v.back().n_expert = 32, v.back().n_expert_used = 4, v.back().n_ff_exp = 2880;
+  v.back().yarn_factor = 32.0f, v.back().yarn_original_context = 4096;
+}
+
+// Their small variants (tests: f32 files of a few MiB), with windows of 4 tokens.
+template <class Tiny>
+void add_tiny_moe_shapes(std::vector<ModelShape>& v, Tiny tiny) {
+  // 8 heads over 4 kv heads: tensor and expert parallel over 2 and 4 ranks.
+  tiny("tiny-qwen3moe", "qwen3moe", "tiny with qwen3moe's 16 experts of 128, top 4, normalized, head_dim 128");
+  v.back().n_head = 8, v.back().n_head_kv = 4, v.back().key_length = 128, v.back().qk_norm = true, v.back().tied_embeddings = false, v.back().n_ff = 512;
+  v.back().n_expert = 16, v.back().n_expert_used = 4, v.back().n_ff_exp = 128;
+  tiny("tiny-olmoe", "olmoe", "tiny with olmoe's whole-projection q/k norms, 16 experts of 128, top 4");
+  v.back().n_head_kv = 4, v.back().qk_norm = true, v.back().tied_embeddings = false, v.back().n_ff = 128;
+  v.back().n_expert = 16, v.back().n_expert_used = 4;
+  tiny("tiny-mixtral", "llama", "tiny Mixtral: llama with 8 experts of 256, top 2");
+  v.back().n_head = 8, v.back().n_head_kv = 4, v.back().tied_embeddings = false, v.back().n_ff = 256, v.back().n_expert = 8, v.back().n_expert_used = 2;
+  tiny("tiny-gpt-oss", "gpt-oss", "tiny with gpt-oss's biases, sinks, 4-token windows on even layers, YaRN x32 from 64, "
+       "8 experts of 128, top 4, hidden 192 beside 8 heads of 64");
+  v.back().n_embd = 192, v.back().n_head = 8, v.back().n_head_kv = 4, v.back().key_length = 64, v.back().qkv_bias = true, v.back().tied_embeddings = false;
+  v.back().sliding_window = 4, v.back().rope_theta = 150000.0f, v.back().n_ff = 128;
+  v.back().n_expert = 8, v.back().n_expert_used = 4, v.back().n_ff_exp = 128;
+  v.back().yarn_factor = 32.0f, v.back().yarn_original_context = 64;
 }
 
 }  // namespace
@@ -97,6 +147,7 @@ const std::vector<ModelShape>& model_shapes() {
     v.push_back(llama("gpt2", "openai-community/gpt2's config.json (learned positions, layer norms, biases)", 768, 12,
                       12, 12, 3072, 50257, 1024, 10000.0f, 1e-5f, true));
     v.back().arch = "gpt2";
+    add_moe_shapes(v, llama);
     // troupe's own small shapes of every family (tests of the Hugging Face folder path: f32
     // files of a few MiB); windows of 4 tokens so that short prompts reach past them.
     auto tiny = [&](std::string name, std::string arch, std::string what) {
@@ -138,6 +189,7 @@ const std::vector<ModelShape>& model_shapes() {
     v.back().rope_theta = 1000000.0f;
     v.back().rope_theta_swa = 10000.0f;
     v.back().rms_eps = 1e-6f;
+    add_tiny_moe_shapes(v, tiny);
     return v;
   }();
   return kShapes;
@@ -156,7 +208,8 @@ Result<ModelShape> find_model_shape(std::string_view name) {
 const std::vector<DType>& dummy_weight_types() {
   static const std::vector<DType> kTypes = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
                                             DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_k, DType::q3_k,
-                                            DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_nl, DType::iq4_xs};
+                                            DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_nl, DType::iq4_xs,
+                                            kMxfp4};
   return kTypes;
 }
 
@@ -169,20 +222,34 @@ Result<DType> parse_weight_type(std::string_view name) {
   return invalid_argument("unknown weight type '" + std::string(name) + "' (valid: " + joined(names) + ")");
 }
 
-Status check_shape_fits(const ModelShape& shape, DType type) {
-  const int64_t block = traits(type).block_elems;
+DType matrix_type(DType type, bool expert) {
+  if (type != kMxfp4) return type;
+  return expert ? kMxfp4 : DType::q8_0;
+}
+
+namespace {
+
+// The row lengths of `shape` that are not whole blocks of `type` (and its mix's other type).
+std::vector<std::string> misfits(const ModelShape& shape, DType type) {
+  const int64_t block = std::max(traits(matrix_type(type, false)).block_elems, traits(matrix_type(type, true)).block_elems);
   const std::pair<int64_t, const char*> rows[] = {{shape.n_embd, "hidden size"},
-                                                  {shape.n_ff, "feed-forward size"},
+                                                  {shape.moe() ? shape.expert_ff() : shape.n_ff, "feed-forward size"},
                                                   {shape.head_dim() * shape.n_head, "attention size"}};
   std::vector<std::string> bad;
   for (const auto& [n, what] : rows)
     if (n % block != 0) bad.push_back(std::to_string(n) + " (" + what + ")");
+  return bad;
+}
+
+}  // namespace
+
+Status check_shape_fits(const ModelShape& shape, DType type) {
+  const int64_t block = traits(type).block_elems;
+  const std::vector<std::string> bad = misfits(shape, type);
   if (bad.empty()) return {};
   std::vector<std::string> fit;
   for (DType t : dummy_weight_types())
-    if (shape.n_embd % traits(t).block_elems == 0 && shape.n_ff % traits(t).block_elems == 0 &&
-        shape.head_dim() * shape.n_head % traits(t).block_elems == 0)
-      fit.emplace_back(to_string(t));
+    if (misfits(shape, t).empty()) fit.emplace_back(to_string(t));
   return invalid_argument("weight type " + std::string(to_string(type)) + " stores rows in blocks of " +
                           std::to_string(block) + " elements; shape " + shape.name + " has rows of " + joined(bad) +
                           "; types that fit it: " + joined(fit));

@@ -29,7 +29,7 @@ struct Llama3RopeScaling {
 struct ModelShape {
   std::string name;         // "llama-3.2-1b"
   std::string source;       // where the numbers come from
-  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2
+  std::string arch = "llama";  // general.architecture: llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, qwen3moe, olmoe, gpt-oss
   int64_t n_embd = 0;       // hidden size
   int n_layer = 0;
   int n_head = 0;
@@ -58,6 +58,20 @@ struct ModelShape {
   // above is every local layer's window.
   int64_t sliding_window_pattern = 0; // attention.sliding_window_pattern (gemma3; gemma2 alternates)
   float rope_theta_swa = 0;           // rope.freq_base_swa (gemma3's local layers)
+  // Mixture of experts (qwen3moe, olmoe, gpt-oss; llama with experts is Mixtral): every
+  // block's FFN is n_expert experts, n_expert_used per token, stored as llama.cpp's merged
+  // 3-D tensors blk.N.ffn_{gate,up,down}_exps.weight behind a router blk.N.ffn_gate_inp.weight
+  // (f32, as llama-quantize leaves it). olmoe's q/k norms span the whole projection; gpt-oss
+  // gets its biases (q/k/v, attn_output, router, experts), attn_sinks, post_attention_norm in
+  // place of ffn_norm, windows on its even layers and YaRN (yarn_factor).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int64_t n_ff_exp = 0;               // expert_feed_forward_length written when > 0 (else experts are n_ff wide)
+  float yarn_factor = 0;              // rope.scaling.type yarn with this factor (gpt-oss)
+  int64_t yarn_original_context = 0;  // rope.scaling.original_context_length of YaRN
+  bool moe() const { return n_expert > 0; }
+  int64_t expert_ff() const { return n_ff_exp > 0 ? n_ff_exp : n_ff; }
+  bool gpt_oss() const { return arch == "gpt-oss"; }
   int64_t head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
   bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
   bool gpt2() const { return arch == "gpt2"; }
@@ -69,12 +83,18 @@ const std::vector<ModelShape>& model_shapes();
 Result<ModelShape> find_model_shape(std::string_view name);
 
 /// The weight types a dummy model can hold (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k
-/// q4_k q5_k q6_k iq4_nl iq4_xs).
+/// q4_k q5_k q6_k iq4_nl iq4_xs mxfp4). mxfp4 is llama.cpp's MXFP4_MOE mix: the experts in
+/// MXFP4, every other matrix q8_0 (a model without experts is all q8_0).
 const std::vector<DType>& dummy_weight_types();
 /// `name` as one of those types; invalid_argument listing them otherwise.
 Result<DType> parse_weight_type(std::string_view name);
 /// ok when every matrix row of `shape` is a whole number of `type`'s blocks; else
 /// invalid_argument naming the rows that are not and the types that fit.
 Status check_shape_fits(const ModelShape& shape, DType type);
+/// GGUF type id 39 (ggml's GGML_TYPE_MXFP4): a DType value without an enumerator, so the
+/// SDK's dtype.hpp stays as it is; its layout is in the weight-format registry.
+inline constexpr DType kMxfp4 = static_cast<DType>(39);
+/// The type of `shape`'s matrices in a model of `type`: the experts' (expert) or the others'.
+DType matrix_type(DType type, bool expert);
 
 }  // namespace troupe::dummy

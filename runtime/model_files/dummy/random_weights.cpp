@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/model_files/dummy/model_shapes.hpp"
 #include "troupe/check.hpp"
 
 namespace troupe::dummy {
@@ -95,6 +96,10 @@ BlockRecipe recipe(DType type) {
     r.len[r.parts - 1] += n;
   };
   start(0);
+  if (type == kMxfp4) {  // {e, qs[16]}: x = 2^(e - 128) * grid[q], grid in -12..12: e 119 gives |x| <= 12/512
+    bytes(119, 1);
+    return r;
+  }
   switch (type) {
     case DType::q8_0: half(kRange / 128); break;                   // x = d * int8
     case DType::q4_0: half(kRange / 8); break;                     // x = d * (q - 8), q in 0..15

@@ -77,6 +77,15 @@ void GgufBuilder::set_string_array(std::string key, std::vector<std::string> v) 
   for (const auto& s : v) put_string(b, s);
 }
 
+Status GgufBuilder::add_tensor_3d(std::string name, DType type, int64_t ne0, int64_t ne1, int64_t ne2, FillRows fill) {
+  if (ne1 <= 0 || ne2 <= 0)
+    return invalid_argument("GGUF tensor '" + name + "': a 3-D tensor needs positive ne1 and ne2");
+  TROUPE_RETURN_IF_ERROR(add_tensor(std::move(name), type, ne0, ne1 * ne2, std::move(fill)));
+  tensors_.back().ne1 = ne1;
+  tensors_.back().ne2 = ne2;
+  return {};
+}
+
 Status GgufBuilder::add_tensor(std::string name, DType type, int64_t ne0, int64_t rows, FillRows fill) {
   const int64_t rb = row_bytes(type, ne0);
   if (ne0 <= 0 || rows < 0 || rb < 0)
@@ -110,9 +119,14 @@ std::vector<uint8_t> GgufBuilder::header() const {
   }
   for (const Tensor& t : tensors_) {
     put_string(b, t.name);
-    put<uint32_t>(b, t.rows > 0 ? 2 : 1);
+    put<uint32_t>(b, t.ne2 > 0 ? 3 : t.rows > 0 ? 2 : 1);
     put<uint64_t>(b, static_cast<uint64_t>(t.ne0));
-    if (t.rows > 0) put<uint64_t>(b, static_cast<uint64_t>(t.rows));
+    if (t.ne2 > 0) {
+      put<uint64_t>(b, static_cast<uint64_t>(t.ne1));
+      put<uint64_t>(b, static_cast<uint64_t>(t.ne2));
+    } else if (t.rows > 0) {
+      put<uint64_t>(b, static_cast<uint64_t>(t.rows));
+    }
     put<uint32_t>(b, static_cast<uint32_t>(t.type));
     put<uint64_t>(b, t.offset);
   }

@@ -46,6 +46,10 @@ class GgufBuilder {
   /// invalid_argument when ne0 is not a whole number of `type`'s blocks, or the name repeats.
   Status add_tensor(std::string name, DType type, int64_t ne0, int64_t rows, FillRows fill);
 
+  /// A tensor with ne = {ne0, ne1, ne2} (llama.cpp's merged experts: ne2 experts of ne1 rows);
+  /// its rows, ne1 * ne2 of them, are filled as add_tensor's.
+  Status add_tensor_3d(std::string name, DType type, int64_t ne0, int64_t ne1, int64_t ne2, FillRows fill);
+
   /// Bytes of the whole file.
   uint64_t size() const;
   size_t num_tensors() const { return tensors_.size(); }
@@ -66,6 +70,7 @@ class GgufBuilder {
     std::string name;
     DType type;
     int64_t ne0 = 0, rows = 0;  // rows 0: 1-D
+    int64_t ne1 = 0, ne2 = 0;   // ne2 > 0: 3-D, rows = ne1 * ne2
     uint64_t row_bytes = 0, nbytes = 0, offset = 0;
     FillRows fill;
   };

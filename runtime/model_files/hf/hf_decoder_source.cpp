@@ -27,7 +27,15 @@ constexpr ArchInfo kArchs[] = {
     {"Phi3ForCausalLM", "phi3", false, false, "silu"},
     {"Gemma2ForCausalLM", "gemma2", true, false, "gelu_pytorch_tanh"},
     {"Gemma3ForCausalLM", "gemma3", true, false, "gelu_pytorch_tanh"},
+    // Mixtures of experts: the router and every expert one by one (moe_weights.hpp reads them so).
+    {"MixtralForCausalLM", "llama", false, true, "silu"},
+    {"Qwen3MoeForCausalLM", "qwen3moe", false, false, "silu"},
+    {"OlmoeForCausalLM", "olmoe", false, false, "silu"},
 };
+
+bool is_moe(std::string_view hf) {
+  return hf == "MixtralForCausalLM" || hf == "Qwen3MoeForCausalLM" || hf == "OlmoeForCausalLM";
+}
 
 const ArchInfo* find_arch(std::string_view hf) {
   for (const ArchInfo& a : kArchs)
@@ -66,6 +74,8 @@ float bf16_to_float(uint16_t h) {
 }
 
 /// config.json's values, read with the file named in every error.
+class Config;
+Status moe_keys(const Config& c, const std::string& hf_arch, const std::string& a, json& k);
 class Config {
  public:
   Config(const json& c, std::string file) : c_(c), file_(std::move(file)) {}
@@ -99,6 +109,40 @@ class Config {
   const json& c_;
   std::string file_;
 };
+
+// The experts' keys as llama.cpp's converter writes them: expert_count, expert_used_count and,
+// for qwen3moe, expert_feed_forward_length. What llama.cpp fixes per family (qwen3moe and
+// Mixtral normalize the top-k weights, OLMoE does not; every qwen3moe block is experts) must
+// agree with config.json, else the folder is refused naming the key.
+Status moe_keys(const Config& c, const std::string& hf_arch, const std::string& a, json& k) {
+  const bool mixtral = hf_arch == "MixtralForCausalLM", qwen = hf_arch == "Qwen3MoeForCausalLM";
+  auto experts = c.integer(mixtral ? "num_local_experts" : "num_experts", std::nullopt);
+  if (!experts.ok()) return experts.status();
+  auto used = c.integer("num_experts_per_tok", std::nullopt);
+  if (!used.ok()) return used.status();
+  k[a + "expert_count"] = *experts;
+  k[a + "expert_used_count"] = *used;
+  if (qwen) {
+    auto ff = c.integer("moe_intermediate_size", std::nullopt);
+    if (!ff.ok()) return ff.status();
+    k[a + "expert_feed_forward_length"] = *ff;
+    if (auto step = c.integer("decoder_sparse_step", 1); !step.ok() || *step != 1)
+      return not_supported(c.file() + ": decoder_sparse_step other than 1 (dense blocks between the experts) is not "
+                           "supported");
+    if (const json* dense = c.find("mlp_only_layers"); dense && (!dense->is_array() || !dense->empty()))
+      return not_supported(c.file() + ": mlp_only_layers (dense blocks among the experts) is not supported");
+  }
+  if (!mixtral) {
+    const json* norm = c.find("norm_topk_prob");
+    const bool want = qwen;  // llama.cpp b11434: qwen3moe normalizes, olmoe does not
+    if (norm != nullptr && (!norm->is_boolean() || norm->get<bool>() != want))
+      return not_supported(c.file() + ": norm_topk_prob " + norm->dump() + " is not supported for " + hf_arch +
+                           " (only " + (want ? "true" : "false") + ", as llama.cpp runs it)");
+  }
+  if (const json* clip = c.find("clip_qkv"))
+    return not_supported(c.file() + ": clip_qkv " + clip->dump().substr(0, 20) + " is not supported");
+  return {};
+}
 
 }  // namespace
 
@@ -262,7 +306,8 @@ Result<std::unique_ptr<HfDecoderSource>> HfDecoderSource::create(std::shared_ptr
           scale > 1.0 ? std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(original))) : 1.0;
     }
   }
-  if (s->arch_ == "qwen2" || s->arch_ == "qwen3") {
+  if (is_moe(hf_arch)) TROUPE_RETURN_IF_ERROR(moe_keys(c, hf_arch, a, k));
+  if (s->arch_ == "qwen2" || s->arch_ == "qwen3" || s->arch_ == "qwen3moe") {
     if (const json* u = c.find("use_sliding_window"); u && u->is_boolean() && u->get<bool>())
       return not_supported(cfile + ": use_sliding_window true is not supported for " + hf_arch);
   }
@@ -379,19 +424,40 @@ Result<std::unique_ptr<HfDecoderSource>> HfDecoderSource::create(std::shared_ptr
       TROUPE_RETURN_IF_ERROR(map(h + "self_attn.q_proj.weight", g + "attn_q.weight", {q_dim, *hidden}));
       TROUPE_RETURN_IF_ERROR(map(h + "self_attn.k_proj.weight", g + "attn_k.weight", {kv_dim, *hidden}));
       TROUPE_RETURN_IF_ERROR(map(h + "self_attn.v_proj.weight", g + "attn_v.weight", {kv_dim, *hidden}));
-      TROUPE_RETURN_IF_ERROR(map(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {*ff, *hidden}));
-      TROUPE_RETURN_IF_ERROR(map(h + "mlp.up_proj.weight", g + "ffn_up.weight", {*ff, *hidden}));
     }
     TROUPE_RETURN_IF_ERROR(map(h + "self_attn.o_proj.weight", g + "attn_output.weight", {*hidden, q_dim}));
-    TROUPE_RETURN_IF_ERROR(map(h + "mlp.down_proj.weight", g + "ffn_down.weight", {*hidden, *ff}));
+    if (is_moe(hf_arch)) {
+      // The router, then each expert under the per-expert GGUF names (blk.N.ffn_gate.E.weight).
+      const bool mixtral = hf_arch == "MixtralForCausalLM";
+      const int64_t n_exp = k[a + "expert_count"].get<int64_t>();
+      const int64_t eff = k.value(a + "expert_feed_forward_length", *ff);
+      const std::string moe = h + (mixtral ? "block_sparse_moe." : "mlp.");
+      TROUPE_RETURN_IF_ERROR(map(moe + "gate.weight", g + "ffn_gate_inp.weight", {n_exp, *hidden}));
+      for (int64_t e = 0; e < n_exp; ++e) {
+        const std::string x = moe + "experts." + std::to_string(e) + ".", ge = "." + std::to_string(e) + ".weight";
+        TROUPE_RETURN_IF_ERROR(map(x + (mixtral ? "w1.weight" : "gate_proj.weight"), g + "ffn_gate" + ge, {eff, *hidden}));
+        TROUPE_RETURN_IF_ERROR(map(x + (mixtral ? "w3.weight" : "up_proj.weight"), g + "ffn_up" + ge, {eff, *hidden}));
+        TROUPE_RETURN_IF_ERROR(map(x + (mixtral ? "w2.weight" : "down_proj.weight"), g + "ffn_down" + ge, {*hidden, eff}));
+      }
+    } else if (s->arch_ != "phi3") {
+      TROUPE_RETURN_IF_ERROR(map(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {*ff, *hidden}));
+      TROUPE_RETURN_IF_ERROR(map(h + "mlp.up_proj.weight", g + "ffn_up.weight", {*ff, *hidden}));
+      TROUPE_RETURN_IF_ERROR(map(h + "mlp.down_proj.weight", g + "ffn_down.weight", {*hidden, *ff}));
+    } else {
+      TROUPE_RETURN_IF_ERROR(map(h + "mlp.down_proj.weight", g + "ffn_down.weight", {*hidden, *ff}));
+    }
     // Biases: qwen2 always has them; other families load them when present, as llama.cpp does.
     const bool bias = s->arch_ == "qwen2";
     TROUPE_RETURN_IF_ERROR(map(h + "self_attn.q_proj.bias", g + "attn_q.bias", {q_dim}, bias));
     TROUPE_RETURN_IF_ERROR(map(h + "self_attn.k_proj.bias", g + "attn_k.bias", {kv_dim}, bias));
     TROUPE_RETURN_IF_ERROR(map(h + "self_attn.v_proj.bias", g + "attn_v.bias", {kv_dim}, bias));
-    if (s->arch_ == "qwen3" || g3) {
+    if (s->arch_ == "qwen3" || s->arch_ == "qwen3moe" || g3) {
       TROUPE_RETURN_IF_ERROR(map(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {*head_dim}));
       TROUPE_RETURN_IF_ERROR(map(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {*head_dim}));
+    }
+    if (s->arch_ == "olmoe") {  // over the whole projection
+      TROUPE_RETURN_IF_ERROR(map(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {q_dim}));
+      TROUPE_RETURN_IF_ERROR(map(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {kv_dim}));
     }
     if (gemma) {
       TROUPE_RETURN_IF_ERROR(map(h + "post_attention_layernorm.weight", g + "post_attention_norm.weight", {*hidden}));

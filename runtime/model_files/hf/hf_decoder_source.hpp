@@ -1,9 +1,12 @@
 // A Hugging Face decoder folder (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2,
-// Gemma 3) as the ModelSource the GGUF decoders read: config.json becomes the
-// GGUF keys llama.cpp's converter would write (with <arch> = llama, qwen2,
-// qwen3, phi3, gemma2 or gemma3) and the safetensors tensors are found under
+// Gemma 3, and the mixtures of experts Mixtral, Qwen3-MoE, OLMoE) as the ModelSource the
+// GGUF decoders read: config.json becomes the GGUF keys llama.cpp's converter would write
+// (with <arch> = llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe or olmoe) and the
+// safetensors tensors are found under
 // their GGUF names (model.layers.N.self_attn.q_proj.weight is
-// blk.N.attn_q.weight). Matrices are the mapped shard bytes as they are; only
+// blk.N.attn_q.weight; each expert model.layers.N.mlp.experts.E.gate_proj.weight is
+// blk.N.ffn_gate.E.weight, the form moe_weights.hpp reads besides llama.cpp's merged 3-D
+// tensors, so no expert is copied). Matrices are the mapped shard bytes as they are; only
 // the 1-D tensors (norms, biases) are copied, as f32, since the models read
 // them in f32 (Gemma's norms also get the +1 llama.cpp's converter adds).
 //

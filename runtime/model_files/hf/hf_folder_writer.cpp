@@ -98,9 +98,44 @@ Status write_json(const std::string& path, const ojson& j) {
   return {};
 }
 
+// Expert e of a merged GGUF tensor blk.N.ffn_<kind>_exps.weight {in, out, E} as the HF
+// tensor model.layers.N.mlp.experts.e.<kind>_proj.weight [out, in] (Mixtral:
+// block_sparse_moe.experts.e.w1 / w3 / w2 for gate / up / down).
+Status split_experts(const dummy::ModelShape& s, const WeightTensor& t, std::vector<OutTensor>* out, uint64_t* total,
+                     std::string* matrix_dtype) {
+  auto dt = st_dtype(t.type);
+  if (!dt.ok()) return Status(dt.status().code(), "tensor '" + t.name + "': " + dt.status().message());
+  *matrix_dtype = *dt;
+  const size_t dot = t.name.find('.', 4);
+  const std::string layer = "model.layers." + t.name.substr(4, dot - 4) + ".";
+  const std::string rest = t.name.substr(dot + 1);
+  std::string kind;
+  for (const char* k : {"gate", "up", "down"})
+    if (rest == std::string("ffn_") + k + "_exps.weight") kind = k;
+  if (kind.empty()) return invalid_argument("tensor '" + t.name + "' has no Hugging Face name here");
+  const bool mixtral = s.arch == "llama";
+  const std::string proj = mixtral ? (kind == "gate" ? "w1" : kind == "up" ? "w3" : "w2") : kind + "_proj";
+  const size_t bytes = t.nbytes / static_cast<size_t>(t.ne[2]);
+  for (int64_t e = 0; e < t.ne[2]; ++e) {
+    OutTensor o;
+    o.name = layer + (mixtral ? "block_sparse_moe.experts." : "mlp.experts.") + std::to_string(e) + "." + proj +
+             ".weight";
+    o.dtype = *dt;
+    o.shape = {t.ne[1], t.ne[0]};
+    const auto* src = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(e) * bytes;
+    o.bytes.assign(src, src + bytes);
+    *total += o.bytes.size();
+    out->push_back(std::move(o));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string hf_architecture_for(const dummy::ModelShape& shape) {
+  if (shape.arch == "llama" && shape.moe()) return "MixtralForCausalLM";
+  if (shape.arch == "qwen3moe") return "Qwen3MoeForCausalLM";
+  if (shape.arch == "olmoe") return "OlmoeForCausalLM";
   if (shape.arch == "llama") return "LlamaForCausalLM";
   if (shape.arch == "qwen2") return "Qwen2ForCausalLM";
   if (shape.arch == "qwen3") return "Qwen3ForCausalLM";
@@ -145,6 +180,7 @@ Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, 
         {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"}};
     for (const auto& [from, to] : kCommon)
       if (rest == from) return layer + to;
+    if (rest == "ffn_gate_inp.weight") return layer + (s.arch == "llama" ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
     if (rest == "ffn_up.weight") return layer + (s.fused_gate_up ? "mlp.gate_up_proj.weight" : "mlp.up_proj.weight");
     if (rest == "ffn_norm.weight") return layer + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
     return "";
@@ -157,6 +193,10 @@ Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, 
     // config.json's rope_scaling says these.
     if (t.name == "rope_freqs.weight" || t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight")
       continue;
+    if (t.n_dims == 3) {  // merged experts: one HF tensor per expert
+      TROUPE_RETURN_IF_ERROR(split_experts(s, t, &out, &total, &matrix_dtype));
+      continue;
+    }
     const std::string name = hf_name(t.name);
     if (name.empty()) return invalid_argument("tensor '" + t.name + "' has no Hugging Face name here");
     OutTensor o;
@@ -265,7 +305,17 @@ Status write_hf_folder(const dummy::ModelShape& s, const gguf::GgufFile& model, 
     if (lf != nullptr && sf != nullptr)
       c["rope_scaling"] = {{"type", "longrope"}, {"long_factor", as_f32(*lf)}, {"short_factor", as_f32(*sf)}};
   }
-  if (s.arch == "qwen2" || s.arch == "qwen3") c["use_sliding_window"] = false;
+  if (s.arch == "qwen2" || s.arch == "qwen3" || s.arch == "qwen3moe") c["use_sliding_window"] = false;
+  if (s.moe()) {  // as transformers' Mixtral, Qwen3-MoE and OLMoE configs name them
+    c[s.arch == "llama" ? "num_local_experts" : "num_experts"] = s.n_expert;
+    c["num_experts_per_tok"] = s.n_expert_used;
+    if (s.arch == "qwen3moe") {
+      c["moe_intermediate_size"] = s.expert_ff();
+      c["decoder_sparse_step"] = 1;
+      c["mlp_only_layers"] = ojson::array();
+    }
+    if (s.arch != "llama") c["norm_topk_prob"] = s.arch == "qwen3moe";
+  }
   if (gemma) {
     const std::string a = s.arch + ".";
     if (auto w = model.get_int(a + "attention.sliding_window")) c["sliding_window"] = *w;

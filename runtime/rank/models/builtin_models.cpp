@@ -15,6 +15,10 @@ void register_builtin_models() {
   model_registry::register_model("qwen2", &models::LlamaModel::create);
   model_registry::register_model("qwen3", &models::LlamaModel::create);
   model_registry::register_model("phi3", &models::LlamaModel::create);
+  // The mixture-of-experts families (Mixtral is llama with an expert_count).
+  model_registry::register_model("qwen3moe", &models::LlamaModel::create);
+  model_registry::register_model("olmoe", &models::LlamaModel::create);
+  model_registry::register_model("gpt-oss", &models::LlamaModel::create);
   model_registry::register_model("gemma2", &models::GemmaModel::create);
   model_registry::register_model("gemma3", &models::GemmaModel::create);
   model_registry::register_model("BertModel", &models::BertModel::create);

@@ -29,6 +29,22 @@ Result<int64_t> required_int(const ModelSource& src, const std::string& key, int
   return *v;
 }
 
+// gpt-oss: `attention.sliding_window` keys on the layers l with l % pattern < pattern - 1,
+// pattern = `attention.sliding_window_pattern` (llama.cpp's default 2: the even layers).
+Status read_swa_pattern(const ModelSource& src, const std::string& p, LlamaHParams* hp) {
+  const int64_t window = src.get_int(p + "attention.sliding_window").value_or(0);
+  const int64_t pattern = src.get_int(p + "attention.sliding_window_pattern").value_or(2);
+  if (window < 0 || window > (int64_t{1} << 30))
+    return invalid_argument("model metadata: attention.sliding_window " + std::to_string(window) + " is out of range");
+  if (pattern < 1 || pattern > 1024)
+    return invalid_argument("model metadata: attention.sliding_window_pattern " + std::to_string(pattern) +
+                            " is out of range");
+  hp->swa_window = static_cast<int32_t>(window);
+  hp->swa_layers.assign(static_cast<size_t>(hp->n_layer), false);
+  for (int l = 0; l < hp->n_layer && window > 0; ++l) hp->swa_layers[static_cast<size_t>(l)] = l % pattern < pattern - 1;
+  return {};
+}
+
 }  // namespace
 
 Result<const WeightTensor*> expect_weight(const ModelSource& src, const std::string& name, int64_t ne0, int64_t ne1,
@@ -70,12 +86,15 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source, int64_t engin
   if (traits == nullptr)
     return not_supported("model architecture '" + hp.arch + "' is not supported by the llama-style decoder; supported: " +
                          decoder_arch_names());
-  TROUPE_RETURN_IF_ERROR(refuse_mixture_of_experts(source, hp.arch));
   hp.rope_neox = traits->rope_neox;
   // A Hugging Face folder keeps llama's Q/K rows unpermuted (rotary halves): its source says so.
   if (auto neox = source.get_int("troupe.rope.neox")) hp.rope_neox = *neox != 0;
-  hp.qk_norm = traits->qk_norm;
+  hp.qk_norm = traits->qk_norm || traits->qk_norm_full;
+  hp.qk_norm_full = traits->qk_norm_full;
   hp.fused_gate_up = traits->fused_gate_up;
+  hp.attn_sinks = traits->attn_sinks;
+  hp.attn_out_bias = traits->attn_out_bias;
+  hp.ffn_norm = std::string(traits->ffn_norm);
   const std::string p = hp.arch + ".";
   auto n_embd = required_int(source, p + "embedding_length", 1);
   if (!n_embd.ok()) return n_embd.status();
@@ -90,10 +109,11 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source, int64_t engin
   if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
     return invalid_argument("model metadata: head_count " + std::to_string(hp.n_head) +
                             " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
-  if (hp.n_embd % hp.n_head != 0)
+  const auto key_length = source.get_int(p + "attention.key_length");
+  if (!key_length && hp.n_embd % hp.n_head != 0)
     return invalid_argument("model metadata: embedding_length " + std::to_string(hp.n_embd) +
                             " is not a multiple of head_count " + std::to_string(hp.n_head));
-  hp.head_dim = static_cast<int>(source.get_int(p + "attention.key_length").value_or(hp.n_embd / hp.n_head));
+  hp.head_dim = static_cast<int>(key_length.value_or(hp.n_embd / hp.n_head));
   if (hp.head_dim <= 0 || hp.head_dim > 256 || hp.head_dim % 2 != 0)
     return invalid_argument("model metadata: head dimension " + std::to_string(hp.head_dim) +
                             " is unsupported (even, at most 256)");
@@ -115,6 +135,7 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source, int64_t engin
       return invalid_argument("model metadata: attention.sliding_window " + std::to_string(window) + " is out of range");
     hp.sliding_window = static_cast<int32_t>(window);
   }
+  if (traits->swa_pattern) TROUPE_RETURN_IF_ERROR(read_swa_pattern(source, p, &hp));
   RopeScalingQuery rq;
   rq.arch = hp.arch;
   rq.rope_dim = hp.rope_dim;
@@ -139,7 +160,10 @@ Result<LlamaHParams> read_llama_hparams(const ModelSource& source, int64_t engin
   } else if (const WeightTensor* u = source.tensor("blk.0.ffn_up.weight"); u && hp.fused_gate_up) {
     hp.n_ff = u->ne[1] / 2;
   }
-  if (hp.n_ff <= 0) return invalid_argument("model metadata lacks '" + p + "feed_forward_length'");
+  auto moe = read_moe_hparams(source, *traits, hp.arch, hp.n_ff);
+  if (!moe.ok()) return moe.status();
+  hp.moe = *moe;
+  if (hp.n_ff <= 0 && !hp.moe.active()) return invalid_argument("model metadata lacks '" + p + "feed_forward_length'");
   return hp;
 }
 
@@ -206,13 +230,21 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
     for (int j = 0; j < 3; ++j)
       if (source.tensor(b + biases[j].first) != nullptr)
         TROUPE_RETURN_IF_ERROR(bind(b + biases[j].first, biases[j].second, 0, true, bias_out[j]));
-    if (hp.qk_norm) {
-      TROUPE_RETURN_IF_ERROR(bind(b + "attn_q_norm.weight", hp.head_dim, 0, true, &L.q_norm));
-      TROUPE_RETURN_IF_ERROR(bind(b + "attn_k_norm.weight", hp.head_dim, 0, true, &L.k_norm));
+    if (hp.qk_norm) {  // per head ({head_dim}), or over the whole projection (olmoe)
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_q_norm.weight", hp.qk_norm_full ? q_dim : hp.head_dim, 0, true, &L.q_norm));
+      TROUPE_RETURN_IF_ERROR(bind(b + "attn_k_norm.weight", hp.qk_norm_full ? kv_dim : hp.head_dim, 0, true, &L.k_norm));
     }
     TROUPE_RETURN_IF_ERROR(bind(b + "attn_output.weight", q_dim, hp.n_embd, false, &L.wo));
-    TROUPE_RETURN_IF_ERROR(bind(b + "ffn_norm.weight", hp.n_embd, 0, true, &L.ffn_norm));
-    if (hp.fused_gate_up) {
+    if (hp.attn_out_bias) TROUPE_RETURN_IF_ERROR(bind(b + "attn_output.bias", hp.n_embd, 0, true, &L.bo));
+    if (hp.attn_sinks) TROUPE_RETURN_IF_ERROR(bind(b + "attn_sinks.weight", hp.n_head, 0, true, &L.sinks));
+    TROUPE_RETURN_IF_ERROR(bind(b + hp.ffn_norm + ".weight", hp.n_embd, 0, true, &L.ffn_norm));
+    if (hp.moe.active()) {
+      auto moe = bind_moe_layer(source, hp.moe, hp.arch, hp.n_embd, l);
+      if (!moe.ok()) return moe.status();
+      L.moe = std::move(*moe);
+      // Each token reads the router and n_used experts.
+      bytes += L.moe.router->nbytes + static_cast<uint64_t>(hp.moe.n_used) * L.moe.expert_bytes;
+    } else if (hp.fused_gate_up) {
       // ggml_swiglu: silu of the first half of the rows (gate) times the second half (up).
       const WeightTensor* up = nullptr;
       TROUPE_RETURN_IF_ERROR(bind(b + "ffn_up.weight", hp.n_embd, 2 * hp.n_ff, false, &up));
@@ -222,9 +254,9 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
       TROUPE_RETURN_IF_ERROR(bind(b + "ffn_gate.weight", hp.n_embd, hp.n_ff, false, &L.ffn_gate));
       TROUPE_RETURN_IF_ERROR(bind(b + "ffn_up.weight", hp.n_embd, hp.n_ff, false, &L.ffn_up));
     }
-    TROUPE_RETURN_IF_ERROR(bind(b + "ffn_down.weight", hp.n_ff, hp.n_embd, false, &L.ffn_down));
+    if (!hp.moe.active()) TROUPE_RETURN_IF_ERROR(bind(b + "ffn_down.weight", hp.n_ff, hp.n_embd, false, &L.ffn_down));
     for (const char* extra : {"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
-      if (source.tensor(b + extra) != nullptr)
+      if (source.tensor(b + extra) != nullptr && !(hp.attn_out_bias && std::string(extra) == "attn_output.bias"))
         return not_supported("model tensor '" + b + extra + "' is not supported (architecture '" + hp.arch + "')");
   }
   if (source.tensor("output.bias") != nullptr)
@@ -235,8 +267,11 @@ Result<LlamaWeights> bind_llama_weights(const ModelSource& source, const LlamaHP
 
 Status check_llama_weight_types(const LlamaWeights& w, const Ops& ops) {
   std::vector<const WeightTensor*> matrices = {w.token_embd, w.output};
-  for (const auto& L : w.layers)
-    matrices.insert(matrices.end(), {L.wq, L.wk, L.wv, L.wo, L.ffn_gate, L.ffn_up, L.ffn_down});
+  for (const auto& L : w.layers) {
+    matrices.insert(matrices.end(), {L.wq, L.wk, L.wv, L.wo, L.ffn_gate, L.ffn_up, L.ffn_down, L.moe.router});
+    for (const auto* list : {&L.moe.gate, &L.moe.up, &L.moe.down})
+      for (const WeightTensor& t : *list) matrices.push_back(&t);
+  }
   for (const WeightTensor* t : matrices) {
     if (t == nullptr) continue;  // bind_llama_weights has already refused missing tensors
     if (Status s = ops.check_weight_type(t->type); !s.ok())

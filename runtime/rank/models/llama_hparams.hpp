@@ -1,6 +1,6 @@
-// Hyperparameters of the Llama-style decoders (llama, qwen2, qwen3, phi3:
-// decoder_arch.hpp) read from GGUF metadata, and the validation of every weight
-// tensor against them.
+// Hyperparameters of the Llama-style decoders (llama, qwen2, qwen3, phi3 and the
+// mixture-of-experts families qwen3moe, olmoe, gpt-oss and Mixtral: decoder_arch.hpp)
+// read from GGUF metadata, and the validation of every weight tensor against them.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/rank/models/moe_weights.hpp"
 #include "runtime/rank/models/rope_scaling.hpp"
 #include "troupe/model.hpp"
 #include "troupe/ops.hpp"
@@ -22,7 +23,7 @@ struct LlamaHParams {
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  int64_t n_ff = 0;          // feed-forward size (from ffn_gate's shape)
+  int64_t n_ff = 0;          // feed-forward size (from ffn_gate's shape); 0 for some MoE files
   int64_t n_vocab = 0;       // rows of token_embd
   int64_t n_ctx_train = 0;   // context_length
   int rope_dim = 0;          // rotary dims (must equal head_dim here)
@@ -32,7 +33,14 @@ struct LlamaHParams {
   bool qk_norm = false;      // per-head RMS norms of q and k before RoPE (qwen3)
   bool fused_gate_up = false;// ffn_up holds gate then up (phi3)
   int32_t sliding_window = 0;// every layer sees its last n keys (Mistral-style, llama only); 0: none
-  RopeScaling rope_scaling;  // frequency factors (Llama 3's rope_freqs, linear scaling, Phi-3's long/short)
+  RopeScaling rope_scaling;  // frequency factors (Llama 3's rope_freqs, linear scaling, Phi-3's long/short, YaRN)
+  MoeHParams moe;            // experts instead of the dense FFN (moe.active())
+  bool qk_norm_full = false; // olmoe: q and k RMS-normed over the whole projection
+  bool attn_sinks = false;   // gpt-oss: a sink logit per head
+  bool attn_out_bias = false;// gpt-oss: attn_output.bias
+  std::vector<bool> swa_layers;  // gpt-oss: the layers windowed to swa_window keys (empty: none)
+  int32_t swa_window = 0;
+  std::string ffn_norm = "ffn_norm";  // the FFN's pre-norm tensor (gpt-oss: post_attention_norm)
 };
 
 /// The tensors of one transformer block (pointers into the ModelSource).
@@ -49,8 +57,11 @@ struct LlamaLayerWeights {
   const WeightTensor* bq = nullptr;         // {n_head*head_dim} f32, optional (qwen2)
   const WeightTensor* bk = nullptr;         // {n_head_kv*head_dim} f32, optional
   const WeightTensor* bv = nullptr;         // {n_head_kv*head_dim} f32, optional
-  const WeightTensor* q_norm = nullptr;     // {head_dim} f32 (qwen3)
-  const WeightTensor* k_norm = nullptr;     // {head_dim} f32 (qwen3)
+  const WeightTensor* q_norm = nullptr;     // {head_dim} f32 (qwen3); {n_head*head_dim} (olmoe)
+  const WeightTensor* k_norm = nullptr;     // {head_dim} f32 (qwen3); {n_head_kv*head_dim} (olmoe)
+  const WeightTensor* bo = nullptr;         // {n_embd} f32 (gpt-oss)
+  const WeightTensor* sinks = nullptr;      // {n_head} f32 (gpt-oss)
+  MoeLayerWeights moe;                      // the experts (hp.moe.active(); ffn_gate/up/down stay null)
 };
 
 struct LlamaWeights {
@@ -62,7 +73,7 @@ struct LlamaWeights {
   // Views of fused tensors (phi3's attn_qkv and ffn_up, as llama.cpp splits them): rows of
   // the file's tensor, owned here so that the layers' pointers stay valid.
   std::vector<std::unique_ptr<WeightTensor>> views;
-  uint64_t bytes_per_token = 0;  // weight bytes one forward reads (embedding: one row)
+  uint64_t bytes_per_token = 0;  // weight bytes one forward reads (embedding: one row; MoE: the used experts)
 };
 
 /// Tensor `name` of `source`, checked: present (else not_found), shape {ne0} (ne1 <= 0) or

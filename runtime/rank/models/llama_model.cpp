@@ -55,8 +55,9 @@ Result<std::unique_ptr<Model>> LlamaModel::create(const ModelSource& source, con
   if (!shard.ok()) return shard.status();
   std::unique_ptr<LlamaModel> model(new LlamaModel(std::move(*hp), std::move(*w), std::move(*shard), context));
   model->rope_freq_factors_ = rope_freq_factors;
-  TROUPE_RETURN_IF_ERROR(context.attention->check_params(model->attn_params_));
+  TROUPE_RETURN_IF_ERROR(model->set_attention_params());
   TROUPE_RETURN_IF_ERROR(place_llama_shard(model->shard_, model->weights_));
+  if (model->hp_.moe.active()) TROUPE_RETURN_IF_ERROR(model->create_moe());
   TROUPE_RETURN_IF_ERROR(model->allocate_activations());
   return std::unique_ptr<Model>(std::move(model));
 }
@@ -73,16 +74,22 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
   info_.hidden_size = hp_.n_embd;
   info_.weight_bytes = w_.bytes_per_token;
   info_.sliding_window = hp_.sliding_window;  // every layer's window: the KV cache frees what leaves it
-  attn_params_.set("scale", 1.0f / std::sqrt(static_cast<float>(hp_.head_dim)));  // the float the kernels get
-  if (hp_.sliding_window > 0) attn_params_.set("sliding_window", hp_.sliding_window);
+  const std::string ffn = hp_.moe.active() ? std::to_string(hp_.moe.n_expert) + " experts of " +
+                                                  std::to_string(hp_.moe.n_ff_exp) + " (top " +
+                                                  std::to_string(hp_.moe.n_used) + ", " +
+                                                  std::string(to_string(hp_.moe.router.gating)) +
+                                                  (hp_.moe.router.normalize ? ", normalized)" : ")")
+                                            : std::to_string(hp_.n_ff);
   TROUPE_LOG_INFO("{} model: {} layers, hidden {}, heads {}/{} (kv), head dim {}, ffn {}, vocab {}, rope {} theta {}{}{}, "
-                  "{} output{}",
-                  hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.n_vocab,
+                  "{} output{}{}",
+                  hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, ffn, hp_.n_vocab,
                   hp_.rope_neox ? "neox" : "normal", hp_.rope_theta,
                   hp_.rope_scaling.active() ? " scaled by " : "", hp_.rope_scaling.description,
                   w_.tied_output ? "tied" : "separate",
                   hp_.sliding_window > 0 ? ", every layer windowed to " + std::to_string(hp_.sliding_window) + " keys"
-                                         : std::string());
+                                         : std::string(),
+                  hp_.swa_window > 0 ? ", alternate layers windowed to " + std::to_string(hp_.swa_window) + " keys"
+                                     : std::string());
   for (const std::string* chosen : {&rms_norm_.chosen(), &rope_.chosen(), &silu_and_mul_.chosen()})
     if (*chosen != "native") {
       TROUPE_LOG_INFO("llama model custom ops: rms_norm {}, rotary_embedding {}, silu_and_mul {}", rms_norm_.chosen(),
@@ -101,6 +108,43 @@ LlamaModel::LlamaModel(LlamaHParams hp, LlamaWeights w, LlamaShard shard, const 
                     shard_.vocab_begin, shard_.vocab_end);
 }
 
+Status LlamaModel::set_attention_params() {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));  // the float the kernels get
+  attn_params_.assign(static_cast<size_t>(shard_.layer_end - shard_.layer_begin), AttentionParams(scale));
+  for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) {
+    AttentionParams& p = attn_params_[static_cast<size_t>(l - shard_.layer_begin)];
+    if (hp_.sliding_window > 0) p.set("sliding_window", hp_.sliding_window);
+    if (!hp_.swa_layers.empty() && hp_.swa_layers[static_cast<size_t>(l)]) p.set("sliding_window", hp_.swa_window);
+    const WeightTensor& sinks = shard_.layers[static_cast<size_t>(l - shard_.layer_begin)].sinks;
+    if (sinks.data != nullptr) p.set_array("sinks", static_cast<const float*>(sinks.data), sinks.ne[0]);
+    TROUPE_RETURN_IF_ERROR(ctx_.attention->check_params(p));
+  }
+  return {};
+}
+
+Status LlamaModel::create_moe() {
+  const bool ep = ctx_.settings != nullptr && ctx_.settings->get_bool("parallel.enable_expert_parallel", false);
+  std::vector<MoeLayerWeights> stage;
+  for (int l = shard_.layer_begin; l < shard_.layer_end; ++l) stage.push_back(w_.layers[static_cast<size_t>(l)].moe);
+  auto split = split_moe(hp_.moe, stage, shard_.tp_rank, shard_.tp_size, ep);
+  if (!split.ok()) return split.status();
+  std::vector<MoeShardLayer> layers;
+  for (const MoeLayerWeights& L : stage) {
+    auto share = shard_moe_layer(L, *split, shard_.tp_rank, shard_.tp_size);
+    if (!share.ok()) return share.status();
+    TROUPE_RETURN_IF_ERROR(place_moe_layer(*share, weights_));
+    layers.push_back(std::move(*share));
+  }
+  if (shard_.tp_size > 1)
+    TROUPE_LOG_INFO("{} model experts of tensor rank {}/{}: {} [{}, {}), rows [{}, {}) of each", hp_.arch,
+                    shard_.tp_rank, shard_.tp_size, split->expert_parallel ? "expert parallel," : "tensor parallel,",
+                    split->expert_begin, split->expert_end, split->ff_begin, split->ff_end);
+  auto moe = MoeFfn::create(hp_.moe, *split, std::move(layers), shard_.layer_begin, hp_.n_embd, ctx_);
+  if (!moe.ok()) return moe.status();
+  moe_ = std::move(*moe);
+  return {};
+}
+
 Status LlamaModel::allocate_activations() {
   DeviceAllocator& mem = *ctx_.allocator;
   const int64_t T = ctx_.max_num_batched_tokens;
@@ -110,7 +154,11 @@ Status LlamaModel::allocate_activations() {
   for (auto [array, cols] : {std::pair{&x_, hp_.n_embd}, std::pair{&xn_, hp_.n_embd}, std::pair{&tmp_, hp_.n_embd},
                              std::pair{&q_, q_dim}, std::pair{&k_, kv_dim}, std::pair{&v_, kv_dim},
                              std::pair{&attn_, q_dim}, std::pair{&gate_, ff}, std::pair{&up_, ff}})
-    TROUPE_RETURN_IF_ERROR(array->allocate(mem, T * cols));
+    if (cols > 0) TROUPE_RETURN_IF_ERROR(array->allocate(mem, T * cols));  // a MoE model has no dense ff
+  if (hp_.qk_norm_full && shard_.tp_size > 1) {
+    TROUPE_RETURN_IF_ERROR(gathered_qk_.allocate(mem, T * q_dim * shard_.tp_size));
+    TROUPE_RETURN_IF_ERROR(full_qk_.allocate(mem, T * q_dim * shard_.tp_size));
+  }
   if (const std::vector<float>& f = hp_.rope_scaling.freq_factors; !f.empty()) {
     TROUPE_RETURN_IF_ERROR(rope_factors_.allocate(mem, static_cast<int64_t>(f.size())));
     TROUPE_RETURN_IF_ERROR(mem.copy(rope_factors_.data(), f.data(), static_cast<int64_t>(f.size() * sizeof(float)),
@@ -226,6 +274,43 @@ void LlamaModel::rotate(float* x, const ForwardBatch& b, int n_heads) {
   rope_(*ctx_.ops, x, b.positions.data(), b.num_tokens(), n_heads, hp_.head_dim, hp_.rope_theta, hp_.rope_neox);
 }
 
+Status LlamaModel::norm_qk(const LlamaShardLayer& L, int64_t T) {
+  Ops& ops = *ctx_.ops;
+  const int64_t hd = hp_.head_dim;
+  if (!hp_.qk_norm_full) {  // qwen3: an RMS norm over each head's vector
+    rms_norm_(ops, q_.data(), static_cast<const float*>(L.q_norm.data), T * shard_.n_head_local, hd, hp_.rms_eps,
+              q_.data());
+    rms_norm_(ops, k_.data(), static_cast<const float*>(L.k_norm.data), T * shard_.n_head_kv_local, hd, hp_.rms_eps,
+              k_.data());
+    return {};
+  }
+  TROUPE_RETURN_IF_ERROR(norm_full_width(q_.data(), static_cast<const float*>(L.q_norm.data), T, shard_.n_head_local * hd));
+  return norm_full_width(k_.data(), static_cast<const float*>(L.k_norm.data), T, shard_.n_head_kv_local * hd);
+}
+
+// OLMoE norms q and k over the whole projection, every head at once (llama.cpp's olmoe
+// graph norms before the reshape to heads). Split over tensor ranks, each rank gathers every
+// rank's rows, lays them out as whole rows, norms them, and keeps its own columns again: the
+// gather is exact, so every rank norms the very values one rank would (as vLLM's OLMoE does).
+Status LlamaModel::norm_full_width(float* x, const float* weight, int64_t T, int64_t width) {
+  Ops& ops = *ctx_.ops;
+  const int tp = shard_.tp_size;
+  if (tp == 1) {
+    rms_norm_(ops, x, weight, T, width, hp_.rms_eps, x);
+    return {};
+  }
+  DeviceAllocator& mem = *ctx_.allocator;
+  const auto f = static_cast<int64_t>(sizeof(float));
+  const int64_t full = width * tp;
+  TROUPE_RETURN_IF_ERROR(ctx_.tp_communicator->all_gather(x, gathered_qk_.data(), T * width, DType::f32));
+  for (int r = 0; r < tp; ++r)  // rank r's [T][width] block into columns [r*width, (r+1)*width)
+    TROUPE_RETURN_IF_ERROR(mem.copy_2d(full_qk_.data() + r * width, full * f, gathered_qk_.data() + r * T * width,
+                                       width * f, width * f, T, CopyKind::device_to_device));
+  rms_norm_(ops, full_qk_.data(), weight, T, full, hp_.rms_eps, full_qk_.data());
+  return mem.copy_2d(x, width * f, full_qk_.data() + shard_.tp_rank * width, full * f, width * f, T,
+                     CopyKind::device_to_device);
+}
+
 // Stage 0's input: the token embeddings. Vocab-parallel: a rank fills the rows of the tokens
 // in its vocabulary slice and zeros the others; the all_reduce adds exactly one non-zero
 // row per token, so every rank ends with the exact embeddings.
@@ -301,7 +386,6 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
   AttentionBackend& attn = *ctx_.attention;
   const int64_t T = b.num_tokens();
   const int64_t E = hp_.n_embd;
-  const AttentionParams& params = attn_params_;
   const int tp = shard_.tp_size;
   // Every rank of a stage holds the same residual stream; the partial sums of the
   // row-parallel matrices (attn_output, ffn_down) are all-reduced over the stage's ranks.
@@ -331,22 +415,21 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
     for (int j = 0; j < 3; ++j)
       if (biases[j]->data != nullptr)
         ops.add_bias(qkv_out[j], static_cast<const float*>(biases[j]->data), T, biases[j]->ne[0]);
-    if (L.q_norm.data != nullptr) {  // qwen3: an RMS norm over each head's vector
-      rms_norm_(ops, q_.data(), static_cast<const float*>(L.q_norm.data), T * shard_.n_head_local, hp_.head_dim,
-                hp_.rms_eps, q_.data());
-      rms_norm_(ops, k_.data(), static_cast<const float*>(L.k_norm.data), T * shard_.n_head_kv_local, hp_.head_dim,
-                hp_.rms_eps, k_.data());
-    }
+    if (L.q_norm.data != nullptr) TROUPE_RETURN_IF_ERROR(norm_qk(L, T));
     rotate(q_.data(), b, shard_.n_head_local);
     rotate(k_.data(), b, shard_.n_head_kv_local);
-    attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b, params);
+    attn.forward(local, q_.data(), k_.data(), v_.data(), attn_.data(), shard_.n_head_local, b,
+                 attn_params_[static_cast<size_t>(local)]);
     ops.matmul(L.wo, attn_.data(), T, tmp_.data());
     if (lora) TROUPE_RETURN_IF_ERROR(apply_lora(b, L.wo, attn_.data(), tmp_.data()));
+    if (L.bo.data != nullptr) ops.add_bias(tmp_.data(), static_cast<const float*>(L.bo.data), T, E);  // tensor rank 0
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
 
     rms_norm_(ops, x_.data(), static_cast<const float*>(L.ffn_norm.data), T, E, hp_.rms_eps, xn_.data());
-    if (fused_silu) {
+    if (moe_ != nullptr) {
+      TROUPE_RETURN_IF_ERROR(moe_->forward(local, xn_.data(), T, tmp_.data()));
+    } else if (fused_silu) {
       ops.matmul_silu_mul(L.ffn_gate, L.ffn_up, xn_.data(), T, gate_.data(), up_.data());
     } else {  // silu_and_mul is overridden, or LoRA: the projections, then the activation
       ops.matmul(L.ffn_gate, xn_.data(), T, gate_.data());
@@ -357,8 +440,10 @@ Status LlamaModel::run_layers(const ForwardBatch& b) {
       }
       silu_and_mul_(ops, gate_.data(), up_.data(), T * (shard_.ff_end - shard_.ff_begin), gate_.data());
     }
-    ops.matmul(L.ffn_down, gate_.data(), T, tmp_.data());
-    if (lora) TROUPE_RETURN_IF_ERROR(apply_lora(b, L.ffn_down, gate_.data(), tmp_.data()));
+    if (moe_ == nullptr) {
+      ops.matmul(L.ffn_down, gate_.data(), T, tmp_.data());
+      if (lora) TROUPE_RETURN_IF_ERROR(apply_lora(b, L.ffn_down, gate_.data(), tmp_.data()));
+    }
     if (tp > 1) TROUPE_RETURN_IF_ERROR(group->all_reduce(tmp_.data(), T * E, DType::f32));
     ops.add_inplace(x_.data(), tmp_.data(), T * E);
   }

@@ -1,6 +1,8 @@
 // The Llama-style decoders (Llama 1-3, SmolLM, TinyLlama, Qwen2/2.5, Qwen3,
-// Phi-3: decoder_arch.hpp): GQA, RoPE (with frequency factors), RMSNorm, optional
-// Q/K/V biases and per-head q/k norms, SwiGLU, tied or separate output, over the platform's Ops and
+// Phi-3, and the mixture-of-experts Mixtral, Qwen3-MoE, OLMoE and gpt-oss:
+// decoder_arch.hpp): GQA, RoPE (with frequency factors), RMSNorm, optional
+// Q/K/V biases and q/k norms, SwiGLU or experts (moe_ffn.hpp), attention sinks and
+// alternating windows (gpt-oss), tied or separate output, over the platform's Ops and
 // AttentionBackend. Activations are preallocated for max_num_batched_tokens.
 // Split over ranks by ModelContext (tp/pp rank and size): each rank runs its
 // share (llama_shard.hpp) and the communicators join the shares.
@@ -12,6 +14,7 @@
 
 #include "runtime/rank/models/llama_hparams.hpp"
 #include "runtime/rank/models/llama_shard.hpp"
+#include "runtime/rank/models/moe_ffn.hpp"
 #include "troupe/attention.hpp"
 #include "troupe/device_memory.hpp"
 #include "troupe/named_ops/custom_ops.hpp"
@@ -47,6 +50,15 @@ class LlamaModel final : public Model {
   Status embed(const ForwardBatch& batch);
   /// RoPE of q or k ([T][n_heads][head_dim]) with the file's scaling, if any.
   void rotate(float* x, const ForwardBatch& batch, int n_heads);
+  /// The q/k RMS norms of one layer: per head, or over the whole projection (olmoe; under
+  /// tensor parallelism over every rank's heads, gathered).
+  Status norm_qk(const LlamaShardLayer& L, int64_t n_tokens);
+  /// OLMoE's norm of x ([T][local heads * head_dim]) over every rank's heads, in place.
+  Status norm_full_width(float* x, const float* weight, int64_t n_tokens, int64_t local_width);
+  /// Each layer's attention parameters (scale, window, sinks), checked against the backend.
+  Status set_attention_params();
+  /// The experts of this stage's layers, split over the stage's ranks (moe_shard.hpp).
+  Status create_moe();
   Status output(const ForwardBatch& batch, float* logits);
   /// LoRA: y += B (A x) of base matrix `w` on the rows of every sequence whose adapter
   /// targets it (x: [T][in], y: [T][out]); nothing when no sequence of the step has one.
@@ -66,7 +78,8 @@ class LlamaModel final : public Model {
   named_ops::RopeFreqFactors::Fn rope_freq_factors_ = nullptr;
   DeviceArray<float> rope_factors_;
   LlamaShard shard_;       // views of this rank's share, placed in weights_
-  AttentionParams attn_params_;  // every layer's: scale, and the window when the file has one
+  std::vector<AttentionParams> attn_params_;  // per layer of this stage: scale, window, sinks
+  std::unique_ptr<MoeFfn> moe_;  // the experts (hp_.moe.active())
   ModelInfo info_;
   // Activations in device memory, rows of max_num_batched_tokens; "local" = this tensor rank's share.
   DeviceArray<float> x_;     // [T][n_embd] residual stream (the same on every rank of a stage)
@@ -78,6 +91,9 @@ class LlamaModel final : public Model {
   DeviceArray<float> attn_;  // [T][n_head_local*head_dim]
   DeviceArray<float> gate_;  // [T][ff_local]
   DeviceArray<float> up_;    // [T][ff_local]
+  // OLMoE under tensor parallelism: every rank's q (or k) rows, gathered, and as whole rows.
+  DeviceArray<float> gathered_qk_;  // [tp][T][local width]
+  DeviceArray<float> full_qk_;      // [T][tp * local width]
   // Output head under parallelism, grown to the rows a step asks for.
   DeviceArray<float> vocab_part_;  // [R][vocab_max]: this rank's vocabulary slice of the logits
   DeviceArray<float> gathered_;    // [tp][R][vocab_max]: every slice, at tensor rank 0

@@ -8,9 +8,7 @@
 #include "troupe/quantization.hpp"
 
 namespace troupe::models {
-namespace {
 
-// Rows [r0, r1) of `t`: contiguous, so the view is a pointer and a row count.
 WeightTensor row_slice(const WeightTensor& t, int64_t r0, int64_t r1) {
   WeightTensor v = t;
   const int64_t stride = t.row_stride > 0 ? t.row_stride : row_bytes(t.type, t.ne[0]);
@@ -20,7 +18,6 @@ WeightTensor row_slice(const WeightTensor& t, int64_t r0, int64_t r1) {
   return v;
 }
 
-// Elements [e0, e1) of an f32 vector (a bias); an absent tensor stays absent.
 WeightTensor element_slice(const WeightTensor* t, int64_t e0, int64_t e1) {
   if (t == nullptr) return WeightTensor{};
   WeightTensor v = *t;
@@ -30,8 +27,6 @@ WeightTensor element_slice(const WeightTensor* t, int64_t e0, int64_t e1) {
   return v;
 }
 
-// Columns [c0, c1) of every row of `t`: the rows keep the full row as their stride, and the
-// slice must fall on whole blocks of a quantized type.
 Result<WeightTensor> column_slice(const WeightTensor& t, int64_t c0, int64_t c1, int tp_rank, int tp_size) {
   if (c0 == 0 && c1 == t.ne[0]) return t;
   if (const WeightFormat* f = weight_formats::find(t.type); f != nullptr && f->row_header_bytes > 0)
@@ -52,8 +47,6 @@ Result<WeightTensor> column_slice(const WeightTensor& t, int64_t c0, int64_t c1,
   v.nbytes = static_cast<uint64_t>(full * (t.rows() - 1) + row_bytes(t.type, c1 - c0));
   return v;
 }
-
-}  // namespace
 
 std::pair<int64_t, int64_t> even_split(int64_t n, int part, int parts) {
   const int64_t base = n / parts, extra = n % parts;
@@ -110,14 +103,17 @@ Result<LlamaShard> shard_llama_weights(const LlamaHParams& hp, const LlamaWeight
   // or 256, so the largest is a multiple of the others): every column slice is then aligned,
   // and every layer and every rank splits it the same way.
   int64_t unit = 1;
-  for (const LlamaLayerWeights& L : w.layers) unit = std::max(unit, traits(L.ffn_down->type).block_elems);
-  if (hp.n_ff % unit != 0 || hp.n_ff / unit < tp_size)
+  for (const LlamaLayerWeights& L : w.layers)
+    if (L.ffn_down != nullptr) unit = std::max(unit, traits(L.ffn_down->type).block_elems);
+  if (!hp.moe.active() && (hp.n_ff % unit != 0 || hp.n_ff / unit < tp_size))
     return invalid_argument("the feed-forward size " + std::to_string(hp.n_ff) +
                             " cannot be split over tensor parallel size " + std::to_string(tp_size) +
                             " in whole blocks of " + std::to_string(unit) + " (the ffn_down weights' blocks)");
-  const auto [u0, u1] = even_split(hp.n_ff / unit, tp_rank, tp_size);
-  s.ff_begin = u0 * unit;
-  s.ff_end = u1 * unit;
+  if (!hp.moe.active()) {  // the experts are split by moe_shard.hpp
+    const auto [u0, u1] = even_split(hp.n_ff / unit, tp_rank, tp_size);
+    s.ff_begin = u0 * unit;
+    s.ff_end = u1 * unit;
+  }
 
   s.layers.reserve(static_cast<size_t>(l1 - l0));
   for (int l = s.layer_begin; l < s.layer_end; ++l) {
@@ -131,16 +127,20 @@ Result<LlamaShard> shard_llama_weights(const LlamaHParams& hp, const LlamaWeight
     S.bq = element_slice(L.bq, q0, q1);
     S.bk = element_slice(L.bk, k0, k1);
     S.bv = element_slice(L.bv, k0, k1);
-    if (L.q_norm != nullptr) S.q_norm = *L.q_norm;
+    if (L.q_norm != nullptr) S.q_norm = *L.q_norm;  // olmoe's whole-projection norms: every rank reads all
     if (L.k_norm != nullptr) S.k_norm = *L.k_norm;
     auto wo = column_slice(*L.wo, q0, q1, tp_rank, tp_size);
     if (!wo.ok()) return wo.status();
     S.wo = *wo;
-    S.ffn_gate = row_slice(*L.ffn_gate, s.ff_begin, s.ff_end);
-    S.ffn_up = row_slice(*L.ffn_up, s.ff_begin, s.ff_end);
-    auto down = column_slice(*L.ffn_down, s.ff_begin, s.ff_end, tp_rank, tp_size);
-    if (!down.ok()) return down.status();
-    S.ffn_down = *down;
+    if (L.bo != nullptr && tp_rank == 0) S.bo = *L.bo;  // added once, before the all_reduce
+    S.sinks = element_slice(L.sinks, q0 / hd, q1 / hd);
+    if (L.ffn_down != nullptr) {  // dense; the experts are moe_shard.hpp's
+      S.ffn_gate = row_slice(*L.ffn_gate, s.ff_begin, s.ff_end);
+      S.ffn_up = row_slice(*L.ffn_up, s.ff_begin, s.ff_end);
+      auto down = column_slice(*L.ffn_down, s.ff_begin, s.ff_end, tp_rank, tp_size);
+      if (!down.ok()) return down.status();
+      S.ffn_down = *down;
+    }
     s.layers.push_back(std::move(S));
   }
   return s;
@@ -157,7 +157,7 @@ Status place_llama_shard(LlamaShard& s, DeviceWeights& weights) {
   for (WeightTensor* t : {&s.token_embd, &s.output, &s.output_norm}) TROUPE_RETURN_IF_ERROR(place(*t));
   for (LlamaShardLayer& L : s.layers)
     for (WeightTensor* t : {&L.attn_norm, &L.ffn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down,
-                            &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm})
+                            &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.bo})
       TROUPE_RETURN_IF_ERROR(place(*t));
   return {};
 }

@@ -29,6 +29,15 @@ namespace troupe::models {
 /// possible, the first n % parts pieces one larger.
 std::pair<int64_t, int64_t> even_split(int64_t n, int part, int parts);
 
+/// Rows [r0, r1) of `t`: contiguous, so the view is a pointer and a row count.
+WeightTensor row_slice(const WeightTensor& t, int64_t r0, int64_t r1);
+/// Elements [e0, e1) of an f32 vector (a bias); an absent tensor (nullptr) stays absent.
+WeightTensor element_slice(const WeightTensor* t, int64_t e0, int64_t e1);
+/// Columns [c0, c1) of every row of `t`: the rows keep the full row as their stride, and the
+/// slice must fall on whole blocks of a quantized type (else invalid_argument naming the
+/// tensor, the rank and the block size).
+Result<WeightTensor> column_slice(const WeightTensor& t, int64_t c0, int64_t c1, int tp_rank, int tp_size);
+
 /// vLLM's checks of a split, before any weight is read: heads and kv heads divisible by
 /// tp_size, at least one layer per pipeline stage. invalid_argument with vLLM's wording.
 Status check_llama_parallel(const LlamaHParams& hp, int tp_size, int pp_size);
@@ -44,14 +53,18 @@ struct LlamaShardLayer {
   WeightTensor ffn_up;    // {n_embd, ff_end-ff_begin}
   WeightTensor ffn_down;  // {ff_end-ff_begin, n_embd}: columns [ff_begin, ff_end)
   WeightTensor bq, bk, bv;        // the biases of this rank's heads (data null: none)
-  WeightTensor q_norm, k_norm;    // {head_dim} f32, whole (data null: none)
+  WeightTensor q_norm, k_norm;    // {head_dim} f32, whole (data null: none); olmoe: the whole projection's
+  WeightTensor bo;                // attn_output's bias {n_embd}, on tensor rank 0 only (data null: none)
+  /// The sink logits of this rank's heads {n_head_local} (gpt-oss), host memory: attention
+  /// parameters are host arrays (data null: none). Never placed on a device.
+  WeightTensor sinks;
 };
 
 struct LlamaShard {
   int tp_rank = 0, tp_size = 1, pp_rank = 0, pp_size = 1;
   int layer_begin = 0, layer_end = 0;    // this stage's layers
   int n_head_local = 0, n_head_kv_local = 0;
-  int64_t ff_begin = 0, ff_end = 0;      // this rank's rows of n_ff
+  int64_t ff_begin = 0, ff_end = 0;      // this rank's rows of n_ff (dense models)
   int64_t vocab_begin = 0, vocab_end = 0;// this rank's vocabulary rows
   int64_t vocab_max = 0;                 // the largest slice of any rank (gathers are padded to it)
   bool first_stage() const { return pp_rank == 0; }

@@ -1,7 +1,9 @@
 #include "runtime/rank/models/rope_scaling.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 
 #include "troupe/dtype.hpp"
 
@@ -20,6 +22,47 @@ Result<std::vector<float>> factor_tensor(const WeightTensor& t, size_t pairs) {
   return f;
 }
 
+// YaRN (gpt-oss) as ggml b11434 computes it (ggml_rope_yarn_corr_dims, rope_yarn): pair i's
+// angle is p * theta_i * (s (1 - r_i) + r_i), s = 1 / factor, with the ramp
+// r_i = 1 - clamp((i - low) / max(0.001, high - low), 0, 1) over the correction dims
+// low = floor(d ln(n_orig / (beta_fast 2 pi)) / (2 ln base)), high = ceil(the same with
+// beta_slow); so its frequency factor is 1 / (s (1 - r_i) + r_i). cos and sin are scaled by
+// attn_factor (1 + 0.1 ln factor), llama.cpp's yarn_attn_factor times the kernel's mscale.
+Result<RopeScaling> read_yarn(const ModelSource& source, const RopeScalingQuery& q) {
+  const std::string p = q.arch + ".rope.scaling.";
+  const double factor = source.get_float(p + "factor").value_or(0.0);
+  const int64_t original = source.get_int(p + "original_context_length").value_or(q.n_ctx_train);
+  const double beta_fast = source.get_float(p + "yarn_beta_fast").value_or(32.0);
+  const double beta_slow = source.get_float(p + "yarn_beta_slow").value_or(1.0);
+  const double attn = source.get_float(p + "attn_factor").value_or(1.0);
+  if (!(factor > 0) || !std::isfinite(factor) || original <= 0 || !(beta_fast > 0) || !(beta_slow > 0) ||
+      !(attn > 0) || !std::isfinite(attn))
+    return invalid_argument("rope scaling yarn needs a positive '" + p + "factor', '" + p +
+                            "original_context_length' (or context_length), yarn_beta_fast, yarn_beta_slow and "
+                            "attn_factor; architecture '" + q.arch + "'");
+  if (source.get_float(p + "yarn_log_multiplier").value_or(0.0) != 0.0 ||
+      source.get_float(p + "yarn_ext_factor").value_or(1.0) != 1.0)
+    return not_supported("rope scaling yarn with '" + p + "yarn_log_multiplier' or a '" + p +
+                         "yarn_ext_factor' other than 1 is not supported; architecture '" + q.arch + "'");
+  const int d = q.rope_dim;
+  const auto corr = [&](double beta) {
+    return d * std::log(static_cast<double>(original) / (beta * 2 * std::numbers::pi)) / (2 * std::log(static_cast<double>(q.theta)));
+  };
+  const double low = std::max(0.0, std::floor(corr(beta_fast)));
+  const double high = std::min(static_cast<double>(d - 1), std::ceil(corr(beta_slow)));
+  const double s = 1.0 / factor;
+  RopeScaling rs;
+  rs.freq_factors.resize(static_cast<size_t>(d / 2));
+  for (int i = 0; i < d / 2; ++i) {
+    const double y = (i - low) / std::max(0.001, high - low);
+    const double r = 1.0 - std::min(1.0, std::max(0.0, y));
+    rs.freq_factors[static_cast<size_t>(i)] = static_cast<float>(1.0 / (s * (1.0 - r) + r));
+  }
+  rs.mscale = static_cast<float>(attn * (factor > 1.0 ? 1.0 + 0.1 * std::log(factor) : 1.0));
+  rs.description = "yarn x" + std::to_string(factor).substr(0, 5) + " from " + std::to_string(original);
+  return rs;
+}
+
 }  // namespace
 
 Result<RopeScaling> read_rope_scaling(const ModelSource& source, const RopeScalingQuery& q) {
@@ -36,9 +79,7 @@ Result<RopeScaling> read_rope_scaling(const ModelSource& source, const RopeScali
                             "' is missing: long-context RoPE needs both rope_factors_long.weight and "
                             "rope_factors_short.weight (architecture '" + arch + "')");
   const std::string type = source.get_string(p + "type").value_or("none");
-  if (type == "yarn")
-    return not_supported("rope scaling '" + type + "' ('" + p + "type') is not supported yet; architecture '" + arch +
-                         "'");
+  if (type == "yarn") return read_yarn(source, q);
   if (type == "longrope" && long_f == nullptr)
     return invalid_argument("rope scaling 'longrope' ('" + p + "type') needs the tensors rope_factors_long.weight and "
                             "rope_factors_short.weight; architecture '" + arch + "'");

@@ -25,7 +25,8 @@
 // already cached, and prefix-cache blocks reused later, were rotated with the other set, so
 // results depended on what the cache held. With one set per engine a block's keys depend
 // only on its tokens, so prefix caching stays exact.
-// YaRN is refused by name.
+// YaRN (gpt-oss: `.type` "yarn", `.factor`, `.original_context_length`) is frequency factors
+// too: rope_scaling.cpp's read_yarn has ggml's formulas.
 #pragma once
 
 #include <string>

@@ -8,6 +8,9 @@
 #
 # Cases (all by default):
 #   split      TP=2, PP=2 and TP=2 x PP=2 across hosts give the greedy output of one process
+#   moe        a mixture-of-experts model (make-gguf's tiny-qwen3moe) with its experts split
+#              whole over two hosts (--enable-expert-parallel, attention TP=2), and over four
+#              with TP=2 x PP=2, gives the greedy output of one process
 #   linkdown   a node's link is down for 4 s during a stream: the stream ends with an error
 #              naming the node within 10 s, the head stays up and /health names the node,
 #              and service comes back by itself once the link is up
@@ -29,7 +32,7 @@ troupe=${1:?usage: netns_cluster_test.sh TROUPE_BIN MODEL.gguf [CASE...]}
 model=${2:?usage: netns_cluster_test.sh TROUPE_BIN MODEL.gguf [CASE...]}
 shift 2
 cases=("$@")
-[[ ${#cases[@]} -gt 0 ]] || cases=(split linkdown kill stop slow)
+[[ ${#cases[@]} -gt 0 ]] || cases=(split moe linkdown kill stop slow)
 
 declare -A pids=()
 starts=0  # node starts so far: each has its own log and pid file
@@ -94,6 +97,31 @@ case_split() {
     check "split: $r gives the output of one process" test "$out" = "$one"
     check "split: $r meets over TCP between hosts" grep -q "communicator cpu-tcp:10.231.0." "$work/gen.err"
   done
+  stop_all
+}
+
+case_moe() {
+  local moe=$work/tiny-qwen3moe.gguf
+  "$troupe" make-gguf --model-shape tiny-qwen3moe --weight-type f32 --seed 7 -o "$moe" >/dev/null 2>&1 ||
+    { fail "moe: make-gguf"; return; }
+  for n in 1 2 3 4; do start_node "$n" || { fail "moe: nodes start"; return; }; done
+  local one
+  one=$(model=$moe gen 0 2>"$work/gen_one.err") || { fail "moe: one process"; cat "$work/gen_one.err"; return; }
+  [[ -n $one ]] || { fail "moe: one process printed nothing"; return; }
+  local two="--nodes $(addr 1):7100,$(addr 2):7100"
+  local four="--nodes $(addr 1):7100,$(addr 2):7100,$(addr 3):7100,$(addr 4):7100"
+  local -a runs=("--tensor-parallel-size 2 --enable-expert-parallel $two"
+                 "--tensor-parallel-size 2 --pipeline-parallel-size 2 --enable-expert-parallel $four")
+  for r in "${runs[@]}"; do
+    local out
+    # shellcheck disable=SC2086
+    out=$(model=$moe gen 0 $r 2>"$work/gen.err")
+    local rc=$?
+    check "moe: $r exits 0" test "$rc" = 0 || cat "$work/gen.err"
+    check "moe: $r gives the output of one process" test "$out" = "$one"
+    check "moe: $r meets over TCP between hosts" grep -q "communicator cpu-tcp:10.231.0." "$work/gen.err"
+  done
+  check "moe: the nodes split the experts whole" grep -q "experts of tensor rank 1/2: expert parallel" "$work"/node*.log
   stop_all
 }
 
@@ -283,7 +311,7 @@ case_slow() {
 for c in "${cases[@]}"; do
   echo "== $c"
   case "$c" in
-    split | linkdown | kill | stop | slow) "case_$c" ;;
+    split | moe | linkdown | kill | stop | slow) "case_$c" ;;
     *) fail "unknown case '$c'" ;;
   esac
 done

@@ -45,6 +45,7 @@ TEST(CudaDequantHost, EveryWeightTypeReadsLikeTheCpuDefinition) {
   check_type<DType::q5_k>(13);
   check_type<DType::iq4_nl>(14);
   check_type<DType::iq4_xs>(15);
+  check_type<cpu::kMxfp4>(16);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/fp16.hpp"
+#include "kernels/cpu/quant_blocks.hpp"  // kMxfp4
 #include "kernels/cpu/quantize.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "tests/kernels/cuda/cuda_test_util.hpp"
@@ -35,7 +36,7 @@ class CudaElementwise : public CudaTest {};
 TEST_F(CudaElementwise, EmbeddingEveryWeightTypeMatchesCpuDequantize) {
   const DType types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
                          DType::q5_1, DType::q8_0, DType::q4_k, DType::q6_k, DType::q2_k,
-                         DType::q3_k, DType::q5_k, DType::iq4_nl, DType::iq4_xs};
+                         DType::q3_k, DType::q5_k, DType::iq4_nl, DType::iq4_xs, cpu::kMxfp4};
   const int64_t vocab = 37, dim = 512;
   const std::vector<int32_t> ids = {0, 36, 5, 5, -1, 37, 20};  // -1 and 37 are out of range: zeros
   for (DType type : types) {

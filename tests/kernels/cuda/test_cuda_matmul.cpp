@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/fp16.hpp"
+#include "kernels/cpu/quant_blocks.hpp"  // kMxfp4
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "kernels/cuda/blas.hpp"
@@ -90,7 +91,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (DType w : {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
                   DType::q8_0, DType::q4_k, DType::q6_k, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_nl,
-                  DType::iq4_xs}) {
+                  DType::iq4_xs, cpu::kMxfp4}) {
     for (int64_t n : {1, 3, 8, 20}) cases.push_back({w, DType::f32, MatmulPath::gemv, n});  // 20: chunks of 8
     for (int64_t n : {1, 9, 67}) cases.push_back({w, DType::f32, MatmulPath::tiled, n});
     cases.push_back({w, DType::f16, MatmulPath::gemv, 5});

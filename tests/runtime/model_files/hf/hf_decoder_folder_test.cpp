@@ -166,6 +166,18 @@ TEST(HfDecoderFolder, EveryArchitectureMatchesItsGguf) {
   expect_same("tiny", "f32", mistral, "mistral");
 }
 
+// Mixtral, Qwen3-MoE and OLMoE folders: the router and each expert one by one
+// (mlp.experts.E.*_proj, Mixtral's block_sparse_moe.experts.E.w1/w2/w3), read as the
+// per-expert GGUF names beside the GGUF's merged 3-D tensors.
+TEST(HfDecoderFolder, MixturesOfExpertsMatchTheirGguf) {
+  expect_same("tiny-mixtral", "f32");
+  expect_same("tiny-qwen3moe", "f32");
+  expect_same("tiny-olmoe", "f32");
+  hf::HfFolderOptions sharded;
+  sharded.shards = 3;
+  expect_same("tiny-qwen3moe", "bf16", sharded, "3 shards");
+}
+
 TEST(HfDecoderFolder, HalfPrecisionAndShardedFolders) {
   expect_same("tiny", "f16");
   expect_same("tiny-qwen2", "bf16");

@@ -152,19 +152,35 @@ TEST(DecoderArchs, AnUnsupportedArchitectureListsTheSupportedOnes) {
   for (const char* a : {"llama", "qwen2", "qwen3", "phi3"}) EXPECT_TRUE(contains(m.status().message(), a)) << a;
 }
 
-TEST(DecoderArchs, MixtureOfExpertsIsRefusedByName) {
-  auto src = open(small("tiny"), [](gguf::GgufBuilder& b) { b.set_u32("llama.expert_count", 8); });
+// Experts in a family without a MoE variant are refused by name; under llama an expert
+// count makes a Mixtral, whose missing expert tensors are named.
+TEST(DecoderArchs, MixtureOfExpertsOutsideTheMoeFamiliesIsRefusedByName) {
+  auto spec = small("tiny");
+  spec.shape.arch = "qwen2";
+  auto src = open(spec, [](gguf::GgufBuilder& b) { b.set_u32("qwen2.expert_count", 8); });
   auto hp = read_llama_hparams(*src);
   ASSERT_FALSE(hp.ok());
   EXPECT_EQ(hp.status().code(), StatusCode::not_supported);
   EXPECT_TRUE(contains(hp.status().message(), "mixture-of-experts")) << hp.status().message();
-  EXPECT_TRUE(contains(hp.status().message(), "'llama.expert_count' = 8")) << hp.status().message();
-  auto exps = open(small("tiny"), [](gguf::GgufBuilder& b) {
+  EXPECT_TRUE(contains(hp.status().message(), "'qwen2.expert_count' = 8")) << hp.status().message();
+  EXPECT_TRUE(contains(hp.status().message(), "qwen3moe, olmoe, gpt-oss")) << hp.status().message();
+  auto exps = open(spec, [](gguf::GgufBuilder& b) {
     (void)b.add_tensor("blk.0.ffn_gate_inp.weight", DType::f32, 256, 8, [](uint8_t*, int64_t, int64_t) {});
   });
   auto hp2 = read_llama_hparams(*exps);
   ASSERT_FALSE(hp2.ok());
   EXPECT_TRUE(contains(hp2.status().message(), "'blk.0.ffn_gate_inp.weight'")) << hp2.status().message();
+  auto mixtral = open(small("tiny"), [](gguf::GgufBuilder& b) {
+    b.set_u32("llama.expert_count", 8);
+    b.set_u32("llama.expert_used_count", 2);
+  });
+  auto hp3 = read_llama_hparams(*mixtral);
+  ASSERT_TRUE(hp3.ok()) << hp3.status().to_string();
+  EXPECT_EQ(hp3->moe.n_expert, 8);
+  auto w = bind_llama_weights(*mixtral, *hp3);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::not_found);
+  EXPECT_TRUE(contains(w.status().message(), "'blk.0.ffn_gate_inp.weight' is missing")) << w.status().message();
 }
 
 TEST(RopeScaling, Llama3FactorsAsTheConverterComputesThem) {
@@ -220,12 +236,35 @@ TEST(RopeScaling, LinearDividesEveryFrequencyAndAttnFactorScales) {
   EXPECT_FLOAT_EQ(hp->rope_scaling.mscale, 0.5f);
 }
 
-TEST(RopeScaling, YarnIsRefusedByNameAndLongFactorsOutsidePhi3OrHalfAPairAreErrors) {
-  auto yarn = open(small("tiny"), [](gguf::GgufBuilder& b) { b.set_string("llama.rope.scaling.type", "yarn"); });
+// YaRN as frequency factors (gpt-oss: head dim 64, base 150000, factor 32 from 4096): ggml's
+// correction dims floor(8.09) = 8 and ceil(17.4) = 18, pairs below 8 unscaled, from 18 on
+// interpolated by the whole factor, a linear ramp between; cos and sin times 1 + 0.1 ln 32.
+TEST(RopeScaling, YarnIsFrequencyFactorsAsGgmlComputesThem) {
+  auto spec = small("tiny");
+  spec.shape.n_head = 4;  // head dim 64
+  auto yarn = open(spec, [](gguf::GgufBuilder& b) {
+    b.set_string("llama.rope.scaling.type", "yarn");
+    b.set_f32("llama.rope.scaling.factor", 32.0f);
+    b.set_u32("llama.rope.scaling.original_context_length", 4096);
+    b.set_f32("llama.rope.freq_base", 150000.0f);
+  });
   auto hp = read_llama_hparams(*yarn);
-  ASSERT_FALSE(hp.ok());
-  EXPECT_EQ(hp.status().code(), StatusCode::not_supported);
-  EXPECT_TRUE(contains(hp.status().message(), "'yarn'")) << hp.status().message();
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  const auto& f = hp->rope_scaling.freq_factors;
+  ASSERT_EQ(f.size(), 32u);
+  for (int i = 0; i <= 8; ++i) EXPECT_FLOAT_EQ(f[i], 1.0f) << i;
+  for (int i = 18; i < 32; ++i) EXPECT_FLOAT_EQ(f[i], 32.0f) << i;
+  const double r = 1.0 - (13.0 - 8.0) / 10.0;  // pair 13, half way up the ramp
+  EXPECT_NEAR(f[13], 1.0 / (r + (1.0 - r) / 32.0), 1e-4);
+  EXPECT_NEAR(hp->rope_scaling.mscale, 1.0 + 0.1 * std::log(32.0), 1e-6);
+  // Without a factor it is an error naming the keys.
+  auto bare = open(small("tiny"), [](gguf::GgufBuilder& b) { b.set_string("llama.rope.scaling.type", "yarn"); });
+  auto hp0 = read_llama_hparams(*bare);
+  ASSERT_FALSE(hp0.ok());
+  EXPECT_TRUE(contains(hp0.status().message(), "rope.scaling.factor")) << hp0.status().message();
+}
+
+TEST(RopeScaling, LongFactorsOutsidePhi3OrHalfAPairAreErrors) {
   // The longrope type needs its two tensors.
   auto type_only = open(small("tiny"), [](gguf::GgufBuilder& b) {
     b.set_string("llama.rope.scaling.type", "longrope");
