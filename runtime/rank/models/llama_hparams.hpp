@@ -61,7 +61,7 @@ struct LlamaLayerWeights {
   const WeightTensor* k_norm = nullptr;     // {head_dim} f32 (qwen3); {n_head_kv*head_dim} (olmoe)
   const WeightTensor* bo = nullptr;         // {n_embd} f32 (gpt-oss)
   const WeightTensor* sinks = nullptr;      // {n_head} f32 (gpt-oss)
-  MoeLayerWeights moe;                      // the experts (hp.moe.active(); ffn_gate/up/down stay null)
+  MoeLayerWeights moe{};                    // the experts (hp.moe.active(); ffn_gate/up/down stay null)
 };
 
 struct LlamaWeights {
