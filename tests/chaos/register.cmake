@@ -1,7 +1,8 @@
-# NOT added to tests/CMakeLists.txt yet (docs/parallelism.md, "The chaos harness"): the
-# 30-minute run showed a surviving node's RSS staying ~65 MiB above its baseline after
-# TP world rebuilds, which fails the resources invariant; register it (add_subdirectory)
-# once that is fixed and it has passed repeatedly. Never register it flaky.
+# NOT registered yet (docs/parallelism.md, "The chaos harness"): the 30-minute run showed a
+# surviving node's RSS staying ~65 MiB above its baseline after TP world rebuilds, which
+# fails the resources invariant. This file is not named CMakeLists.txt so that
+# troupe_add_all_subdirectories() does not pick it up; rename it once that is fixed and
+# it has passed repeatedly. Never register it flaky.
 #
 # The chaos harness (chaos.py; README in its docstring), five minutes of it: a head with
 # TP=2 over two nodes in network namespaces plus a second node, streaming clients, and
