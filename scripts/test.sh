@@ -55,7 +55,7 @@ export TROUPE_GEMMA_MODEL
 # A Python with the OpenAI SDK, pydantic, jsonschema and lark for the HTTP tests that validate
 # structured outputs independently (tests/apps/structured_outputs_check.py).
 if [[ -z ${TROUPE_TEST_PYTHON:-} ]]; then
-  venv="$build/test-venv"
+  venv="$(realpath -m "$build")/test-venv"  # absolute: the tests run in their own folders
   for attempt in 1 2 3; do
     if { [[ -x $venv/bin/python ]] || python3 -m venv --system-site-packages "$venv"; } &&
        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check openai pydantic jsonschema lark >&2; then
