@@ -215,7 +215,7 @@ TEST(CpuPlatformTest, VerifyQuantizationNamesTypePlatformAndSupportedList) {
   }
   EXPECT_EQ(platform->supported_quantizations(),
             (std::vector<std::string>{"f32", "f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k",
-                                      "q5_k", "q6_k", "iq4_nl", "iq4_xs", "bf16"}));
+                                      "q5_k", "q6_k", "iq4_nl", "iq4_xs", "bf16", "mxfp4"}));
 }
 
 // The platform's answer and its ops' answer agree on every type the reader accepts.

@@ -76,7 +76,7 @@ TEST(StepStatsView, NumbersSeriesAndFinishedRequestsByName) {
   EXPECT_FALSE(view.number("no_such_number").has_value());
   const auto names = view.number_names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), 18u);
+  EXPECT_EQ(names.size(), 19u);  // with structured_output_bytes
   for (const auto& name : names) EXPECT_TRUE(view.number(name).has_value()) << name;
 
   EXPECT_EQ(view.series("time_to_first_tokens_s"), (std::vector<double>{0.1, 0.2}));
