@@ -28,6 +28,18 @@ netns_cleanup() {
   rm -rf "$work"
 }
 
+# Namespaces PREFIX<pid>... left by an earlier run of PREFIX whose process is gone (killed
+# by SIGKILL, which no trap sees): removed before this run makes its own.
+netns_sweep_stale() {
+  local prefix=$1 ns pid
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    [[ $ns =~ ^${prefix}([0-9]+)(sw|h[0-9]+)$ ]] || continue
+    pid=${BASH_REMATCH[1]}
+    [[ $pid != "$$" ]] && ! kill -0 "$pid" 2>/dev/null && ip netns del "$ns" 2>/dev/null
+  done
+  return 0
+}
+
 # netns_hosts PREFIX SUBNET N: namespaces PREFIX<pid>h0..h(N-1), host n at SUBNET.(n+1)/24
 # on eth0, its link vn on the bridge br0 in namespace PREFIX<pid>sw.
 netns_hosts() {
@@ -37,7 +49,13 @@ netns_hosts() {
   work=$(mktemp -d)
   hosts=()
   failures=0
+  # bash runs the EXIT trap on exit, not when a signal kills it (ctest's timeout, a
+  # SIGTERM): those exit through it too.
   trap netns_cleanup EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  netns_sweep_stale "$1"
   ip netns add "$sw" || skip "cannot create a network namespace (ip netns add failed)"
   ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || skip "cannot create a bridge"
   local n h
