@@ -223,6 +223,8 @@ def outside(args):
         skip("network namespaces need root")
     if not shutil.which("ip"):
         skip("iproute2 (ip) is not installed")
+    # A SIGTERM (ctest's timeout, a stopped run) goes the way of ^C, through the cleanup below.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     tag = f"cz{os.getpid() % 100000}"
     ns = Namespaces(tag, SUBNET)
     work = tempfile.mkdtemp(prefix="troupe_chaos_")
