@@ -36,7 +36,7 @@
 #include "runtime/model_files/gguf/gguf_vocab.hpp"
 #include "runtime/rank/structured/grammar_matcher.hpp"
 #include "runtime/rank/structured/json_schema_grammar.hpp"
-#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/text/json/python_json.hpp"
 #include "runtime/text/tokenizer/tokenizer.hpp"
 
 namespace {
@@ -194,7 +194,7 @@ nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohm
   int i = 0;
   for (const auto& test : doc["tests"]) {
     const bool valid = test.value("valid", false);
-    std::string text = troupe::structured::python_json_dumps(test["data"]);
+    std::string text = troupe::json_io::python_json_dumps(test["data"]);
     auto tokens = run.tok.encode(text, /*add_special=*/false, /*parse_special=*/false);
     auto r = troupe::bench::walk_tokens(*compiled, run.vocab, tokens);
     run.tbm.insert(run.tbm.end(), r.mask_us.begin(), r.mask_us.end());
@@ -205,7 +205,7 @@ nlohmann::ordered_json run_schema(Run& run, const std::string& name, const nlohm
     // order; one accepted as stored already is in an order the grammar writes (the
     // rough reordering could only get it wrong).
     if (valid && !r.accepted) {
-      std::string text2 = troupe::structured::python_json_dumps(
+      std::string text2 = troupe::json_io::python_json_dumps(
           troupe::bench::reorder_keys(test["data"], doc["schema"], doc["schema"]));
       if (text2 != text) {
         auto tokens2 = run.tok.encode(text2, /*add_special=*/false, /*parse_special=*/false);

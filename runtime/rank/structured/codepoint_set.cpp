@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/text/tokenizer/unicode.hpp"
+
 namespace troupe::structured {
 
 CodepointSet CodepointSet::range(uint32_t lo, uint32_t hi) {
@@ -63,23 +65,7 @@ bool CodepointSet::contains(uint32_t cp) const {
   return it != ranges_.begin() && std::prev(it)->second >= cp;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void append_utf8(std::string& out, uint32_t cp) { tokenizer::append_utf8(cp, &out); }
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "runtime/rank/structured/json_formats.hpp"
-#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/text/json/python_json.hpp"
 #include "runtime/rank/structured/regex_syntax.hpp"
 
 namespace troupe::structured {
@@ -154,7 +154,7 @@ ExprId JsonLexemes::number(const NumberConstraints& c) {
 }
 
 ExprId JsonLexemes::key(std::string_view key_utf8) {
-  return s_.concat(s_.literal(python_json_string(key_utf8)), colon_);
+  return s_.concat(s_.literal(json_io::python_json_string(key_utf8)), colon_);
 }
 
 }  // namespace troupe::structured

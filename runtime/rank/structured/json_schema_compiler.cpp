@@ -7,7 +7,7 @@
 #include <cmath>
 #include <set>
 
-#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/text/json/python_json.hpp"
 #include "runtime/rank/structured/regex_syntax.hpp"
 
 namespace troupe::structured {
@@ -220,9 +220,9 @@ std::vector<std::string> SchemaCompiler::scalar_literal_texts(const SchemaJson& 
       if (text == "-0") text = "0";
       return {text, text + ".0"};
     }
-    return {python_float_repr(d)};
+    return {json_io::python_float_repr(d)};
   }
-  return {python_json_dumps(v, /*compact=*/true)};
+  return {json_io::python_json_dumps(v, /*compact=*/true)};
 }
 
 // An object or array literal, with the whitespace JSON allows between its tokens.

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "runtime/rank/structured/json_schema_compiler.hpp"
-#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/text/json/python_json.hpp"
 #include "runtime/rank/structured/regex_syntax.hpp"
 
 namespace troupe::structured {
@@ -79,7 +79,7 @@ Result<ExprId> SchemaCompiler::property_names_content(const std::vector<ObjectPa
         if (!v->is_string()) continue;
         auto ok = satisfies_facts(*v, *f, 0, /*member_of_enum=*/true);
         if (!ok) return ok.status();
-        std::string quoted = python_json_string(v->get<std::string>());
+        std::string quoted = json_io::python_json_string(v->get<std::string>());
         if (*ok) names.push_back(s_.literal(quoted.substr(1, quoted.size() - 2)));
       }
       all.push_back(s_.alt(names));
@@ -275,7 +275,7 @@ Result<Symbol> SchemaCompiler::object(const SchemaFacts& f) {
   if (!*possible) return b_.rule("never");  // a required key its names may not have
   std::vector<ExprId> declared_contents;
   for (const std::string& k : *keys) {
-    std::string quoted = python_json_string(k);
+    std::string quoted = json_io::python_json_string(k);
     declared_contents.push_back(s_.literal(quoted.substr(1, quoted.size() - 2)));
   }
   std::vector<std::pair<Symbol, Symbol>> extras;

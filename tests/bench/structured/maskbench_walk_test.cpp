@@ -7,7 +7,7 @@
 
 #include "bench/structured/maskbench_walk.hpp"
 #include "runtime/rank/structured/json_schema_grammar.hpp"
-#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/text/json/python_json.hpp"
 
 namespace troupe::bench {
 namespace {
@@ -61,7 +61,7 @@ TEST(MaskbenchWalk, ValidAcceptedInvalidRefused) {
                         Case{R"({"name": "Al", "age": -3})", false},
                         Case{R"({"name": "Al", "tags": ["a", "b", "c"]})", false},
                         Case{R"({"name": "Al", "extra": null})", false}}) {
-    std::string text = structured::python_json_dumps(nlohmann::ordered_json::parse(c.json));
+    std::string text = json_io::python_json_dumps(nlohmann::ordered_json::parse(c.json));
     auto r = walk_tokens(*grammar, vocab, tokenize(text, vocab_texts));
     EXPECT_EQ(r.accepted, c.valid) << text;
     EXPECT_TRUE(r.mismatch.empty()) << text << ": " << r.mismatch;
@@ -71,7 +71,7 @@ TEST(MaskbenchWalk, ValidAcceptedInvalidRefused) {
 
 TEST(MaskbenchWalk, PythonSerialization) {
   auto v = nlohmann::ordered_json::parse(R"({"b": 1.0, "a": [1e-05, 1e16, 123.5, -0.0], "s": "é\n\"", "t": true})");
-  EXPECT_EQ(structured::python_json_dumps(v),
+  EXPECT_EQ(json_io::python_json_dumps(v),
             "{\"b\": 1.0, \"a\": [1e-05, 1e+16, 123.5, -0.0], \"s\": \"\xC3\xA9\\n\\\"\", \"t\": true}");
 }
 

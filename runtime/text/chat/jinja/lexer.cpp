@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "runtime/text/chat/jinja/value.hpp"
+#include "runtime/text/tokenizer/unicode.hpp"
 
 namespace troupe::jinja {
 namespace {
@@ -25,23 +26,7 @@ std::string normalize_newlines(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void append_utf8(std::string& out, uint32_t cp) { tokenizer::append_utf8(cp, &out); }
 
 /// A string literal's body with Python's escapes decoded (jinja2 decodes with unicode-escape).
 std::string decode_string(std::string_view body, int line) {

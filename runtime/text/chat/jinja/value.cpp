@@ -1,9 +1,10 @@
 #include "runtime/text/chat/jinja/value.hpp"
 
-#include <charconv>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
+
+#include "runtime/text/json/python_json.hpp"
 
 namespace troupe::jinja {
 
@@ -59,33 +60,7 @@ bool Value::truthy() const {
 std::string float_repr(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  std::string sci(buf, r.ptr);  // e.g. "-1.2345e+02": shortest round-trip digits
-  std::string sign;
-  if (sci[0] == '-') sign = "-", sci.erase(0, 1);
-  const size_t e = sci.find('e');
-  std::string digits = sci.substr(0, e);
-  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
-  const int exp = std::stoi(sci.substr(e + 1));
-  std::string out;
-  if (exp >= -4 && exp < 16) {
-    if (exp < 0) {
-      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-    } else if (static_cast<int>(digits.size()) <= exp + 1) {
-      out = digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
-    } else {
-      out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
-    }
-  } else {
-    out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char eb[16];
-    std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-    out += eb;
-  }
-  return sign + out;
+  return json_io::python_float_repr(d);  // Python's repr of a finite float
 }
 
 std::string string_repr(const std::string& s) {
@@ -273,29 +248,7 @@ Value from_json(const nlohmann::ordered_json& j) {
 
 namespace {
 
-void json_string(const std::string& s, std::string& out) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
+void json_string(const std::string& s, std::string& out) { out += json_io::python_json_string(s); }
 
 std::string json_key(const Value& k) {
   if (k.is_string()) return k.as_string();

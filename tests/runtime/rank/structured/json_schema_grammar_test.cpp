@@ -8,7 +8,7 @@
 #include <string>
 
 #include "runtime/rank/structured/json_schema_grammar.hpp"
-#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/text/json/python_json.hpp"
 #include "tests/runtime/rank/structured/grammar_test_util.hpp"
 
 namespace troupe::structured {

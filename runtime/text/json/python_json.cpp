@@ -1,10 +1,10 @@
-#include "runtime/rank/structured/json_text.hpp"
+#include "runtime/text/json/python_json.hpp"
 
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 
-namespace troupe::structured {
+namespace troupe::json_io {
 
 std::string python_float_repr(double value) {
   if (std::isnan(value)) return "NaN";
@@ -111,4 +111,4 @@ std::string python_json_dumps(const nlohmann::ordered_json& value, bool compact)
   return out;
 }
 
-}  // namespace troupe::structured
+}  // namespace troupe::json_io
