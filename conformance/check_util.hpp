@@ -8,6 +8,7 @@
 
 #include "conformance/conformance.hpp"
 #include "conformance/session.hpp"
+#include "troupe/named_ops/named_ops.hpp"
 
 namespace troupe::conformance {
 
@@ -26,6 +27,27 @@ bool selected(const Options& options, const std::string& group, const std::strin
 /// `run` returns the op's outputs copied back to the host (or the error the platform gave).
 using RunFn = std::function<Result<std::vector<float>>(Session&)>;
 void compare_case(Session& target, Session& reference, Report* report, CaseResult meta, const RunFn& run);
+
+/// Whether both sessions offer named op Op and the options select it. A reference without
+/// it is a note; a target without it is a not_offered case whose detail (`without`) says
+/// what a model needing it does then.
+template <class Op>
+bool both_offer(Session& target, Session& reference, const Options& options, Report* report,
+                const std::string& without) {
+  if (!selected(options, "ops", std::string(Op::name))) return false;
+  if (!named_ops::supports<Op>(reference.ops())) {
+    report->notes.push_back(std::string(Op::name) + " not checked: the reference does not offer it");
+    return false;
+  }
+  if (named_ops::supports<Op>(target.ops())) return true;
+  CaseResult c;
+  c.group = "ops";
+  c.op = std::string(Op::name);
+  c.outcome = Outcome::not_offered;
+  c.detail = without;
+  report->cases.push_back(std::move(c));
+  return false;
+}
 
 /// Times `op` (already set up in `s`) and returns runs per second; `sync` waits for the device.
 double runs_per_second(const std::function<void()>& op, const std::function<void()>& sync);

@@ -24,19 +24,9 @@ struct MoeChecker {
 
   template <class Op>
   bool both_offer() {
-    if (!selected(options, "ops", std::string(Op::name))) return false;
-    if (!named_ops::supports<Op>(reference.ops())) {
-      report->notes.push_back(std::string(Op::name) + " not checked: the reference does not offer it");
-      return false;
-    }
-    if (named_ops::supports<Op>(target.ops())) return true;
-    CaseResult c;
-    c.group = "ops";
-    c.op = std::string(Op::name);
-    c.outcome = Outcome::not_offered;
-    c.detail = "mixture-of-experts models use the row ops instead (or are refused at load without them)";
-    report->cases.push_back(std::move(c));
-    return false;
+    return conformance::both_offer<Op>(
+        target, reference, options, report,
+        "mixture-of-experts models use the row ops instead (or are refused at load without them)");
   }
 
   void run(std::string_view op, std::string shp, std::string dtype, double tol, const RunFn& fn) {

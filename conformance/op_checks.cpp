@@ -155,19 +155,8 @@ struct Checker {
   /// without it a note.
   template <class Op>
   bool both_offer(const char* needed_by = "gemma2, gemma3") {
-    if (!selected(options, "ops", std::string(Op::name))) return false;
-    if (!named_ops::supports<Op>(reference.ops())) {
-      report->notes.push_back(std::string(Op::name) + " not checked: the reference does not offer it");
-      return false;
-    }
-    if (named_ops::supports<Op>(target.ops())) return true;
-    CaseResult c;
-    c.group = "ops";
-    c.op = std::string(Op::name);
-    c.outcome = Outcome::not_offered;
-    c.detail = std::string("models that need it (") + needed_by + ") are refused at load";
-    report->cases.push_back(std::move(c));
-    return false;
+    return conformance::both_offer<Op>(target, reference, options, report,
+                                       std::string("models that need it (") + needed_by + ") are refused at load");
   }
 
   // RoPE with per-pair frequency factors and a magnitude scale (Llama 3's rope_freqs: factors
