@@ -1,5 +1,7 @@
 #include "platforms/cpu/cpu_attention.hpp"
 
+#include <sys/mman.h>
+
 #include <new>
 #include <span>
 #include <string>
@@ -16,6 +18,10 @@ Result<DType> cpu_kv_cache_dtype(const std::string& d) {
   return invalid_argument("KV cache dtype '" + d + "' is not supported by platform cpu (choose auto, fp16 or fp32)");
 }
 
+void KvPagesRelease::operator()(uint8_t* p) const {
+  if (p != nullptr) munmap(p, bytes);
+}
+
 Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks) {
   if (spec.dtype != DType::f32 && spec.dtype != DType::f16)
     return not_supported("the cpu_paged attention backend stores the KV cache in f16 or f32, not " +
@@ -27,7 +33,9 @@ Status CpuAttentionBackend::allocate(const KvCacheSpec& spec, int64_t num_blocks
   const int64_t elem = spec.dtype == DType::f16 ? 2 : 4;
   const int64_t per_layer = num_blocks * spec.block_size * spec.num_kv_heads * spec.head_dim * elem;  // bytes
   storage_.reset();
-  storage_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(per_layer) * 2 * spec.num_layers]);
+  const size_t total = static_cast<size_t>(per_layer) * 2 * spec.num_layers;
+  void* pages = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages != MAP_FAILED) storage_ = std::unique_ptr<uint8_t, KvPagesRelease>(static_cast<uint8_t*>(pages), {total});
   if (!storage_)
     return resource_exhausted("cannot allocate a KV cache of " + std::to_string(num_blocks) + " blocks (" +
                               std::to_string(spec.bytes_per_block() * num_blocks) + " bytes)");

@@ -16,6 +16,12 @@ namespace troupe::cpu {
 /// "fp32"/"float32"/"f32"/"float"; anything else is invalid_argument listing the choices.
 Result<DType> cpu_kv_cache_dtype(const std::string& cache_dtype);
 
+/// Gives anonymous pages (mmap) back to the kernel (the KV cache's storage).
+struct KvPagesRelease {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const;
+};
+
 class CpuAttentionBackend final : public AttentionBackend {
  public:
   explicit CpuAttentionBackend(kernels::cpu::ThreadPool* pool) : pool_(pool) {}
@@ -34,7 +40,11 @@ class CpuAttentionBackend final : public AttentionBackend {
   kernels::cpu::ThreadPool* pool_;
   KvCacheSpec spec_;
   int64_t num_blocks_ = 0;
-  std::unique_ptr<uint8_t[]> storage_;  // uninitialised: pages are touched only when used
+  // Anonymous pages of their own (mmap), untouched until used and given back to the
+  // kernel when released: a pool from malloc below glibc's 32 MiB mmap ceiling is kept
+  // in the heap after the first large free, and a TP world rebuilt after a lost peer
+  // then held one more pool each time (issue 48's chaos run).
+  std::unique_ptr<uint8_t, KvPagesRelease> storage_;
   std::vector<void*> k_layers_;
   std::vector<void*> v_layers_;
   std::vector<const int32_t*> table_ptrs_;  // per-step scratch, kept to avoid allocations
