@@ -1,6 +1,7 @@
 #include "apps/serve/api_server.hpp"
 
 #include <chrono>
+#include <csignal>
 #include <future>
 #include <optional>
 
@@ -461,6 +462,15 @@ void ApiServer::stop() {
     closed.get_future().wait();
     im.io.stop();
     im.thread.join();
+  }
+  // Destroying the signal set gives SIGINT/SIGTERM back their default action, so a
+  // second SIGTERM (a supervisor repeating itself) would kill a process that is already
+  // on its way out and turn exit 0 into death by signal. The shutdown under way is
+  // bounded (answers 2 s, engine 15 s), so later signals are ignored; SIGKILL remains.
+  if (im.signals) {
+    im.signals.reset();
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
   }
 }
 

@@ -23,7 +23,8 @@ class ApiServer {
   ApiServer& operator=(const ApiServer&) = delete;
 
   /// Bind and listen (error when the address is taken); `on_signal` runs on
-  /// SIGINT/SIGTERM from the HTTP thread.
+  /// SIGINT/SIGTERM from the HTTP thread. Once stopped, the process ignores both (its
+  /// shutdown is under way and bounded).
   Status start(std::function<void()> on_signal);
   /// The engine is ready (or null again before it is destroyed).
   void set_engine(engine::Engine* engine);

@@ -85,12 +85,17 @@ class ServeProcess {
   }
 
   /// SIGTERM and wait (SIGKILL after 20 s); returns the exit status (-1 when killed).
-  int stop() {
+  /// With `repeat_every` > 0 the SIGTERM is sent again at that interval until the
+  /// process is gone (an impatient supervisor).
+  int stop(std::chrono::milliseconds repeat_every = std::chrono::milliseconds(0)) {
     if (pid_ <= 0) return exit_code_;
     ::kill(pid_, SIGTERM);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!exited() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto poll = repeat_every.count() > 0 ? repeat_every : std::chrono::milliseconds(50);
+    while (!exited() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(poll);
+      if (repeat_every.count() > 0 && pid_ > 0) ::kill(pid_, SIGTERM);
+    }
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       int st = 0;

@@ -1,7 +1,7 @@
 // `troupe serve` on SIGTERM, a real process: new requests (and /health) get 503
 // at once; with --shutdown-timeout a stream in flight runs to its end, without
 // one (or past it) it is cut, and ends with finish_reason "abort", an error
-// event and [DONE]; the process exits 0 either way.
+// event and [DONE]; the process exits 0 either way, however often SIGTERM is repeated.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -98,6 +98,16 @@ TEST(ServeShutdown, AStreamCutByTheShutdownTimeoutEndsWithAbortAnErrorEventAndDo
   EXPECT_LT(end.events, 1800);
   expect_cut(end, "--shutdown-timeout of 0.3 s passed");
   EXPECT_EQ(serve.stop(), 0) << serve.log();
+}
+
+// A supervisor that repeats SIGTERM while the server is on its way out must not turn
+// its exit 0 into death by signal (the HTTP side's signal handler is gone by then).
+TEST(ServeShutdown, SigtermRepeatedUntilTheProcessIsGoneStillEndsInExitZero) {
+  for (int round = 0; round < 3; ++round) {
+    ServeProcess serve({"--disable-log-stats"});
+    ASSERT_TRUE(serve.wait_healthy()) << serve.log();
+    EXPECT_EQ(serve.stop(std::chrono::milliseconds(1)), 0) << "round " << round << "\n" << serve.log();
+  }
 }
 
 }  // namespace
