@@ -19,6 +19,8 @@ namespace {
 constexpr auto kProbeReadTime = std::chrono::seconds(2);
 constexpr size_t kProbeHeadBytes = 8u << 10;
 constexpr size_t kShedPerRound = 64;  // connections answered 503 per round while out of descriptors
+constexpr auto kLingerTime = std::chrono::seconds(1);
+constexpr size_t kLingerBytes = 64u << 10;
 
 std::string whole_response(int status, std::string_view content_type, std::string_view body,
                            std::string_view extra_headers = "") {
@@ -71,14 +73,25 @@ DescriptorBudget raise_descriptor_limit() {
 
 Status check_max_connections(size_t max_connections, size_t probe_slots, const DescriptorBudget& budget) {
   if (max_connections < 1) return invalid_argument("--max-connections must be at least 1");
-  if (max_connections + probe_slots + 64 > budget.soft)
+  const size_t reserved = 2 * probe_slots + 64;  // the reserved places, as many lingering closes, the rest
+  if (max_connections + reserved > budget.soft)
     return invalid_argument(fmt::format(
         "--max-connections {} does not fit the open file limit (RLIMIT_NOFILE {}, hard limit {}): at most {} "
-        "(the limit less {} reserved places for health checks and 64 for the rest of the process)",
-        max_connections, budget.soft, budget.hard, budget.soft > probe_slots + 64 ? budget.soft - probe_slots - 64 : 0,
+        "(the limit less {} reserved places for health checks, {} for closing answered ones and 64 for the rest "
+        "of the process)",
+        max_connections, budget.soft, budget.hard, budget.soft > reserved ? budget.soft - reserved : 0, probe_slots,
         probe_slots));
   return {};
 }
+
+/// A connection answered past the cap, read to its end before it is closed.
+struct HttpListener::Lingering {
+  Lingering(asio::ip::tcp::socket s, asio::io_context& io) : socket(std::move(s)), timer(io) {}
+  asio::ip::tcp::socket socket;
+  asio::steady_timer timer;
+  std::array<char, 4096> sink;
+  size_t read = 0;
+};
 
 /// A connection past the cap, read until its request head (a probe route is answered).
 struct HttpListener::Probe {
@@ -143,6 +156,8 @@ void HttpListener::close() {
   acceptor_.close(ignored);
   for (auto& p : probes_) p->socket.close(ignored), p->timer.cancel();
   probes_.clear();
+  for (auto& l : lingering_) l->socket.close(ignored), l->timer.cancel();
+  lingering_.clear();
   timers_->stop();
 }
 
@@ -233,7 +248,11 @@ void HttpListener::past_the_cap(asio::ip::tcp::socket socket) {
       char c;
       return p->head.empty() && ::recv(p->socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
     });
-    if (idle == probes_.end()) return send_and_close(socket.release(), too_many());
+    if (idle == probes_.end()) {
+      const std::string busy = too_many();
+      (void)::send(socket.native_handle(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      return linger_close(std::move(socket));
+    }
     auto evicted = *idle;
     finish_probe(evicted, too_many());
   }
@@ -285,10 +304,41 @@ void HttpListener::finish_probe(const std::shared_ptr<Probe>& p, std::string res
     return;
   }
   auto bytes = std::make_shared<std::string>(std::move(response));
-  asio::async_write(p->socket, asio::buffer(*bytes), [p, bytes](const asio::error_code&, size_t) {
+  asio::async_write(p->socket, asio::buffer(*bytes), [this, p, bytes](const asio::error_code&, size_t) {
+    if (closed_) return;  // close() closed it
+    linger_close(std::move(p->socket));
+  });
+}
+
+// Half-close, then read what the client still sends until it closes too (or the time or
+// byte bound passes): closing with its bytes unread would reset the connection and lose
+// the answer just written.
+void HttpListener::linger_close(asio::ip::tcp::socket socket) {
+  asio::error_code ignored;
+  socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  if (closed_ || lingering_.size() >= options_.probe_slots) {
+    socket.close(ignored);
+    return;
+  }
+  auto l = std::make_shared<Lingering>(std::move(socket), io_);
+  lingering_.push_back(l);
+  l->timer.expires_after(kLingerTime);
+  l->timer.async_wait([this, l](const asio::error_code& ec) {
+    if (ec) return;
+    asio::error_code e;
+    l->socket.close(e);
+  });
+  read_to_end(l);
+}
+
+void HttpListener::read_to_end(const std::shared_ptr<Lingering>& l) {
+  l->socket.async_read_some(asio::buffer(l->sink), [this, l](const asio::error_code& ec, size_t n) {
+    l->read += n;
+    if (!ec && l->read < kLingerBytes) return read_to_end(l);
     asio::error_code ignored;
-    p->socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-    p->socket.close(ignored);
+    l->timer.cancel();
+    l->socket.close(ignored);
+    if (!closed_) lingering_.remove(l);
   });
 }
 

@@ -21,6 +21,12 @@
 //   full, the oldest that has sent nothing yet gives its place to the newcomer
 //   (an idle connection cannot keep a health check out), and when none has, the
 //   newcomer gets the 503 at once.
+// - An answer past the cap ends in a lingering close: the socket is half-closed,
+//   then read to its end (at most 1 s and 64 KiB) before it is closed. A plain
+//   close with the client's request (or its body) still unread makes the kernel
+//   send a reset, and the client loses the 503 it was sent (a broken pipe while it
+//   sends, a reset when it reads). At most `probe_slots` linger at once; past that
+//   the close is immediate.
 #pragma once
 
 #include <restinio/all.hpp>
@@ -77,8 +83,8 @@ struct DescriptorBudget {
   size_t default_max_connections = 0;
 };
 DescriptorBudget raise_descriptor_limit();
-/// invalid_argument naming both when `max_connections` (plus the reserved places and 64
-/// for the rest of the process) does not fit under the soft limit.
+/// invalid_argument naming both when `max_connections` (plus the reserved places, as many
+/// lingering closes, and 64 for the rest of the process) does not fit under the soft limit.
 Status check_max_connections(size_t max_connections, size_t probe_slots, const DescriptorBudget& budget);
 
 class HttpListener {
@@ -98,6 +104,7 @@ class HttpListener {
 
  private:
   struct Probe;
+  struct Lingering;
   void accept();
   void on_accepted(const asio::error_code& ec, asio::ip::tcp::socket socket);
   void start_connection(asio::ip::tcp::socket socket);
@@ -105,6 +112,8 @@ class HttpListener {
   void read_probe(const std::shared_ptr<Probe>& p);
   void answer_probe(const std::shared_ptr<Probe>& p);
   void finish_probe(const std::shared_ptr<Probe>& p, std::string response);
+  void linger_close(asio::ip::tcp::socket socket);
+  void read_to_end(const std::shared_ptr<Lingering>& l);
   void shed_waiting();
   std::string too_many() const;
 
@@ -120,6 +129,7 @@ class HttpListener {
   asio::steady_timer retry_;
   int spare_fd_ = -1;  // given up to accept when out of descriptors
   std::list<std::shared_ptr<Probe>> probes_;
+  std::list<std::shared_ptr<Lingering>> lingering_;
   ListenerStats stats_;
   net::RefusalLog log_{"HTTP server"};
   bool closed_ = false;

@@ -7,7 +7,8 @@
 //   server accepts again (RESTinio's own acceptor stopped for good at the first error);
 // - a body over --max-body-bytes gets 413 from its Content-Length before one byte of it is
 //   sent, headers over the limit 431, bytes that are not HTTP 400, each the OpenAI error
-//   envelope, and the requests before it on the connection are answered first.
+//   envelope, and the requests before it on the connection are answered first;
+// - a POST past the cap still sending its body is read to its end and gets its 503.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -17,6 +18,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +142,37 @@ TEST(ServeLimits, HealthAnswersThroughElevenHundredConnectionsUnderAThousandDesc
   // The refusals are logged at most once a second.
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_LE(count(serve.log(), "(--max-connections 768)"), static_cast<size_t>(seconds) + 2) << serve.log();
+}
+
+// A client past the cap that is still sending its body when the 503 is written (a POST
+// in pieces, as HTTP clients write headers and body apart) is not reset: every piece is
+// taken and the 503 is read after (a plain close with its bytes unread made the kernel
+// reset the connection: a broken pipe on the next piece, the 503 lost).
+TEST(ServeLimits, APostPastTheCapIsReadToItsEndAndGetsIts503) {
+  ServeProcess serve({"--disable-log-stats", "--max-connections", "2"});
+  ASSERT_TRUE(serve.wait_healthy()) << serve.log();
+  const int held[2] = {connect_loopback(serve.port()), connect_loopback(serve.port())};
+  ASSERT_GE(held[0], 0);
+  ASSERT_GE(held[1], 0);
+  const std::string piece(12 << 10, 'x');
+  for (int round = 0; round < 8; ++round) {
+    const int fd = connect_loopback(serve.port());
+    ASSERT_GE(fd, 0);
+    const std::string head = fmt::format(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        4 * piece.size());
+    ASSERT_EQ(send_some(fd, head), head.size());
+    for (int k = 0; k < 4; ++k) {
+      std::this_thread::sleep_for(30ms);  // the server has read the head and answered by now
+      EXPECT_EQ(send_some(fd, piece), piece.size()) << "round " << round << ", piece " << k << ": "
+                                                    << std::strerror(errno);
+    }
+    const std::string answer = read_to_close(fd, 5000ms);
+    EXPECT_EQ(status_of(answer), 503) << "round " << round << ": " << answer;
+    EXPECT_NE(answer.find("--max-connections 2"), std::string::npos) << answer;
+    ::close(fd);
+  }
+  for (int fd : held) ::close(fd);
 }
 
 /// The soft and hard RLIMIT_NOFILE of `pid` (from /proc).
