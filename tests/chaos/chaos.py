@@ -164,6 +164,7 @@ def inside(args):
     os.chmod(secret, 0o600)
     rng = random.Random(args.seed)
     judge = Judge()
+    log(judge, f"seed {args.seed} (replay: --seed {args.seed}), {args.minutes} min, {args.clients} clients")
     cluster = Cluster(ns, args.troupe, args.model, work, secret, args.max_connections)
     host, port = cluster.head_url()
     stop = threading.Event()
