@@ -14,6 +14,7 @@
 #include <random>
 
 #include "actors/engine_actors.hpp"
+#include "actors/engine_replicas.hpp"
 #include "actors/gate_actor.hpp"
 #include "actors/local_nodes.hpp"
 #include "actors/node_supervisor.hpp"
@@ -23,6 +24,7 @@
 #include "net/crypto.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "runtime/core/engine_core/kv_cache_setup.hpp"
+#include "runtime/core/kv_events/kv_event_publisher.hpp"
 #include "runtime/frontend/admission/input_processor.hpp"
 #include "runtime/rank/runner/logits_processing.hpp"
 #include "runtime/core/engine_core/lora_registry.hpp"
@@ -32,6 +34,7 @@
 #include "runtime/core/stats/prometheus_stat_logger.hpp"
 #include "runtime/text/tokenizer/tokenizer.hpp"
 #include "troupe/log.hpp"
+#include "troupe/routing/routing_policy.hpp"
 #include "troupe/scheduler_policy.hpp"
 
 namespace troupe::engine {
@@ -80,31 +83,36 @@ struct Engine::Impl {
   ModelInfo model_info;
   ModelArtifacts artifacts;
   Platform* platform = nullptr;
-  KvCachePlan kv_plan;
+  KvCachePlan kv_plan;                                // replica 0's (the replicas' agree)
   std::shared_ptr<const SchedulerPolicy> policy;      // of config.scheduler.scheduler_cls
+  std::unique_ptr<routing::RoutingPolicy> routing;    // of options.routing_policy, with several replicas
   std::unique_ptr<LogitsProcessorChain> processors;   // this process's, for validate_request only
   std::shared_ptr<stats::PrometheusStatLogger> prometheus;
-  std::shared_ptr<OutputRouter> router = std::make_shared<OutputRouter>();  // callers' callbacks, counters
+  std::shared_ptr<OutputRouter> router;               // callers' callbacks, counters, each replica's health
+  std::shared_ptr<KvEventPublisher> kv_publisher;     // --kv-events-config
   actors::plugin_host_actor plugin_host;
   actors::EngineActors actors;
   std::unique_ptr<actors::LocalNodes> local_nodes;
-  std::vector<std::string> node_addresses;  // "HOST:PORT" of the nodes in use
-  actors::RankLayout layout;
-  actors::node_supervisor_actor supervisor;
+  std::vector<actors::node_supervisor_actor> supervisors;  // one per replica on nodes
   actors::stats_gate_actor stats_gate;
   std::unique_ptr<net::LinkGuard> stats_guard;  // the stats port, in front of stats_gate
   std::shared_ptr<const net::TlsContext> tls;   // options' TLS files, loaded; null: none
-  mutable std::mutex workers_mu;            // the supervisor replaces the workers after a rebuild
-  std::vector<actors::worker_actor> workers;
+  mutable std::mutex workers_mu;            // the supervisors replace a replica's workers after a rebuild
+  std::vector<actors::ReplicaRanks> replicas;
   std::shared_ptr<LoraRegistry> loras = std::make_shared<LoraRegistry>();
   // Admission; made at the first request, once start-up has fixed the config it reads.
   std::unique_ptr<InputProcessor> input;  // admission, made once the engine started
   std::atomic<uint64_t> next_subscription{1};
 
+  int dp() const { return std::max(1, config.parallel.data_parallel_size); }
   Status load_artifacts();
-  Status connect_nodes();
+  Status check_data_parallel();
+  Result<std::vector<actors::ReplicaPlace>> place_ranks();
   Status start_ranks();
   void spawn_actors();
+  /// Asks every replica's scheduler (sleep, wake-up, LoRA): the first failure, naming its replica.
+  template <class T, class... Ts>
+  Result<std::vector<T>> ask_all(const std::string& what, Ts... xs);
 
   ~Impl() {
     auto stop = [](auto& handle) {
@@ -113,19 +121,37 @@ struct Engine::Impl {
     };
     // Drop our handles: a detached actor's thread ends only when its last
     // reference is gone, and the system's destructor waits for those threads.
-    stop(supervisor);
+    for (auto& s : supervisors) stop(s);
     stats_guard.reset();
     stop(stats_gate);
-    stop(actors.scheduler);
+    stop(actors.router);
+    for (auto& s : actors.schedulers) stop(s);
+    actors.scheduler = nullptr;
     stop(actors.stat_logger);
     stop(plugin_host);
-    for (auto& w : workers) stop(w);
-    workers.clear();
-    layout = {};
+    for (auto& r : replicas)
+      for (auto& w : r.workers) stop(w);
+    replicas.clear();
     owned_system.reset();
     local_nodes.reset();  // after the system: the connections to the nodes are closed first
+    kv_publisher.reset();
   }
 };
+
+template <class T, class... Ts>
+Result<std::vector<T>> Engine::Impl::ask_all(const std::string& what, Ts... xs) {
+  caf::scoped_actor self{*system};
+  std::vector<T> out;
+  for (size_t r = 0; r < actors.schedulers.size(); ++r) {
+    auto answer = ask<T>(self, actors.schedulers[r], what, xs...);
+    if (!answer) {
+      if (dp() == 1) return answer.status();
+      return Status(answer.status().code(), "replica " + std::to_string(r) + ": " + answer.status().message());
+    }
+    out.push_back(std::move(answer).value());
+  }
+  return out;
+}
 
 // Part 1: plugins (through this node's plugin-host actor), what the engine reads
 // from the model file itself, then the platform that can run it (--device, else
@@ -174,96 +200,105 @@ Status Engine::Impl::load_artifacts() {
   return {};
 }
 
-// The nodes that host the ranks: the ones given, or local node processes when
-// there are several ranks and none was given; none when one rank runs here.
-Status Engine::Impl::connect_nodes() {
-  const int world = config.parallel.tensor_parallel_size * config.parallel.pipeline_parallel_size;
-  std::string secret = options.node_secret;
-  node_addresses = options.nodes;
-  if (node_addresses.empty() && world > 1) {
-    auto exe = actors::LocalNodes::find_executable(options.node_executable);
-    if (!exe) return exe.status();
-    auto started = actors::LocalNodes::start(*exe, world, std::chrono::minutes(2));
-    if (!started) return started.status();
-    local_nodes = std::move(started).value();
-    node_addresses = local_nodes->addresses();
-    secret = local_nodes->secret();
-  }
-  if (node_addresses.empty()) {
-    layout.nodes = {plugin_host};
-    layout.node_names = {""};
-    layout.node_addresses = {""};
-    layout.node_of_rank = actors::place_ranks(world, 1);
+// The checks of --data-parallel-size before anything starts, and the routing policy.
+Status Engine::Impl::check_data_parallel() {
+  if (config.parallel.data_parallel_size < 1)
+    return invalid_argument("--data-parallel-size must be at least 1, not " +
+                            std::to_string(config.parallel.data_parallel_size));
+  if (dp() == 1) {
+    if (options.data_parallel_size_local > 1)
+      return invalid_argument("--data-parallel-size-local " + std::to_string(options.data_parallel_size_local) +
+                              " exceeds --data-parallel-size 1");
     return {};
   }
-  if (node_addresses.size() > static_cast<size_t>(world))
-    TROUPE_LOG_WARNING("{} nodes given for {} rank(s): the last {} stay idle", node_addresses.size(), world,
-                       node_addresses.size() - static_cast<size_t>(world));
-  node_addresses.resize(std::min(node_addresses.size(), static_cast<size_t>(world)));
-  for (const auto& address : node_addresses) {
-    std::string host;
-    uint16_t port = 0;
-    TROUPE_RETURN_IF_ERROR(actors::parse_host_port(address, "--nodes", &host, &port));
-    // Local node processes (loopback, a fresh secret) run without TLS.
-    const net::LinkAuth auth(secret, local_nodes ? nullptr : tls);
-    if (!auth.authenticates() && !actors::is_loopback_host(host))
-      return invalid_argument("node " + address + " is not on loopback: its link needs --secret-file or TLS "
-                              "(--tls-cert, --tls-key, --tls-ca), as the node itself does");
-    auto node = actors::connect_node(*system, host, port, auth, std::chrono::seconds(30));
-    if (!node) return node.status();
-    TROUPE_LOG_INFO("connected to node {}", address);
-    layout.nodes.push_back(*node);
-    layout.node_names.push_back("node " + address);
-    layout.node_addresses.push_back(address);
-  }
-  layout.node_of_rank = actors::place_ranks(world, layout.nodes.size());
-  options.node_secret = secret;
+  if (config.model.runner == "pooling")
+    return invalid_argument("--data-parallel-size " + std::to_string(dp()) +
+                            ": replicas serve generation; a pooling model runs as one engine");
+  auto made = routing::routing_policy_registry::create(options.routing_policy, config);
+  if (!made) return made.status();
+  routing = std::move(made).value();
+  TROUPE_LOG_INFO("{} replicas, routed by {}", dp(), options.routing_policy);
   return {};
 }
 
-// Part 2: one worker per rank on its node loads the model; then the one KV
-// set-up path (engine::set_up_kv_cache): every rank's needs, the plan, the
-// allocation and warm-up, each a collective call on the ranks.
+// Where every replica's ranks run: the nodes given, local node processes this head starts
+// (several ranks, or several replicas, on this host), or this process (one rank).
+Result<std::vector<actors::ReplicaPlace>> Engine::Impl::place_ranks() {
+  const int world = config.parallel.world_size();
+  const int local = options.data_parallel_size_local >= 0 ? options.data_parallel_size_local
+                    : options.nodes.empty()                ? dp()
+                                                           : 0;
+  if (dp() == 1 && !options.nodes.empty()) {
+    if (options.nodes.size() > static_cast<size_t>(world))
+      TROUPE_LOG_WARNING("{} nodes given for {} rank(s): the last {} stay idle", options.nodes.size(), world,
+                         options.nodes.size() - static_cast<size_t>(world));
+    std::vector<std::string> used(options.nodes.begin(),
+                                  options.nodes.begin() + std::min(options.nodes.size(), static_cast<size_t>(world)));
+    return std::vector<actors::ReplicaPlace>{{used, false}};
+  }
+  std::vector<std::string> local_addresses;
+  const int local_processes = dp() > 1 || world > 1 ? local * world : 0;
+  if (local_processes > 0) {
+    auto exe = actors::LocalNodes::find_executable(options.node_executable);
+    if (!exe) return exe.status();
+    auto started = actors::LocalNodes::start(*exe, local_processes, std::chrono::minutes(2));
+    if (!started) return started.status();
+    local_nodes = std::move(started).value();
+    local_addresses = local_nodes->addresses();
+  }
+  return actors::place_replicas(dp(), local, world, local_addresses, options.nodes);
+}
+
+// Part 2, per replica: its nodes, a worker per rank with the model loaded, its KV cache
+// (engine::set_up_kv_cache), the replicas at once; then what the engine takes from them.
 Status Engine::Impl::start_ranks() {
-  TROUPE_RETURN_IF_ERROR(connect_nodes());
-  const int world = config.parallel.tensor_parallel_size * config.parallel.pipeline_parallel_size;
-  if (world > 1 && tls && !local_nodes && options.node_secret.empty() &&
-      config.parallel.communicator_secret.empty()) {
-    // Nodes reached over TLS alone share no secret: the ranks' own connections (the CPU
-    // platform's TCP collectives) prove a fresh one, sent to the nodes only over the TLS links.
-    auto fresh = crypto::random_hex(32);
-    if (!fresh.ok()) return fresh.status();
-    config.parallel.communicator_secret = *fresh;
-    TROUPE_LOG_INFO("the ranks' own connections prove a fresh world secret, sent to the nodes over TLS");
+  auto places = place_ranks();
+  if (!places) return places.status();
+  std::vector<std::future<Result<actors::ReplicaRanks>>> starting;
+  for (int r = 0; r < dp(); ++r) {
+    actors::ReplicaStart start;
+    start.index = r;
+    start.config = config;
+    start.place = (*places)[static_cast<size_t>(r)];
+    // Local node processes (loopback, a fresh secret) run without TLS.
+    start.auth = start.place.local ? net::LinkAuth(local_nodes->secret())
+                                   : net::LinkAuth(options.node_secret, tls);
+    start.own_plugin_host = plugin_host;
+    start.timeout = kStartTimeout;
+    starting.push_back(std::async(std::launch::async, [this, start = std::move(start)]() mutable {
+      return actors::start_replica(*system, std::move(start), dp());
+    }));
   }
-  if (world > 1 && config.parallel.communicator_id.empty()) {
-    // Made by rank 0's node, where rank 0's communicator will run.
-    auto id = actors::make_communicator_id(*system, layout, config.parallel, config.device, kStartTimeout);
-    if (!id) return id.status();
-    config.parallel.communicator_id = *id;
-  }
-  std::vector<WorkerInitReply> replies;
-  auto started = actors::start_workers(*system, layout, config, &replies, kStartTimeout);
-  if (!started) return started.status();
-  {
+  Status first_failure;
+  for (auto& f : starting) {
+    auto started = f.get();
+    if (!started) {
+      if (first_failure.ok()) first_failure = started.status();
+      continue;
+    }
     std::lock_guard lock(workers_mu);
-    workers = std::move(started).value();
+    replicas.push_back(std::move(started).value());
   }
-  model_info = replies.front().info;
+  if (!first_failure.ok()) return first_failure;
+  const auto& first = replicas.front().first_reply;
+  model_info = first.info;
   TROUPE_LOG_INFO("Model loading took {:.4f} GiB and {:.3f} seconds ({} on {})",
-                  static_cast<double>(model_info.weight_bytes) / (1 << 30), replies.front().load_seconds,
-                  replies.front().platform, replies.front().device_name);
+                  static_cast<double>(model_info.weight_bytes) / (1 << 30), first.load_seconds, first.platform,
+                  first.device_name);
   if (model_info.vocab_size < artifacts.tokenizer->vocab_size())
     return data_loss(config.model.model_path + ": the tokenizer has " +
                      std::to_string(artifacts.tokenizer->vocab_size()) + " tokens but the model only " +
                      std::to_string(model_info.vocab_size));
-  actors::BlockingRankExecutor ranks(*system, actors::rank_group(layout, workers, kStartTimeout));
-  auto plan = set_up_kv_cache(ranks, config, model_info.context_length);
-  if (!plan) return plan.status();
-  kv_plan = *plan;
-  kv_plan.sliding_window = model_info.sliding_window;
+  kv_plan = replicas.front().kv_plan;
   config.cache.block_size = kv_plan.spec.block_size;
   config.model.max_model_len = kv_plan.max_model_len;
+  for (const auto& r : replicas) {  // admission takes what every replica can hold
+    if (r.kv_plan.spec.block_size != kv_plan.spec.block_size)
+      return internal_error("replica " + std::to_string(r.index) + " planned blocks of " +
+                            std::to_string(r.kv_plan.spec.block_size) + " tokens, replica 0 of " +
+                            std::to_string(kv_plan.spec.block_size));
+    config.model.max_model_len = std::min(config.model.max_model_len, r.kv_plan.max_model_len);
+  }
   auto chain = LogitsProcessorChain::create(config, model_info.vocab_size, artifacts.tokenizer);
   if (!chain) return chain.status();
   processors = std::move(chain).value();
@@ -275,41 +310,57 @@ Status Engine::Impl::start_ranks() {
   return {};
 }
 
-// Part 3: stats (logging line, Prometheus, plugins), engine and scheduler
-// actors, and the supervisor of remote nodes.
+// Part 3: stats (logging line per replica, Prometheus, plugins), the router and a
+// scheduler per replica, the KV event publisher, and a supervisor per replica on nodes.
 void Engine::Impl::spawn_actors() {
   actors::EngineActorsSetup setup;
   setup.config = config;
-  setup.kv_plan = kv_plan;
   setup.tokenizer = artifacts.tokenizer;
-  setup.workers = workers;
-  setup.rank_places = layout.places();
+  router = std::make_shared<OutputRouter>(dp());
   setup.router = router;
   setup.step_timeout = options.step_timeout;
   setup.policy = policy;
+  for (const auto& r : replicas) setup.replicas.push_back({r.workers, r.rank_places(dp()), r.kv_plan});
+  setup.routing_policy = std::move(routing);
+  setup.routing_policy_name = options.routing_policy;
+  setup.kv_publisher = kv_publisher;
   setup.stat_loggers.log_interval_s = options.stat_log_interval_s;
-  if (options.stat_log_interval_s > 0)
-    setup.stat_loggers.loggers.push_back(std::make_unique<stats::LoggingStatLogger>(0));
-  prometheus = std::make_shared<stats::PrometheusStatLogger>(config.model.served_model_name, 0);
+  // One of each logger per replica (vLLM makes its loggers per engine), behind one
+  // dispatcher by engine index; Prometheus labels every replica's series itself.
+  std::vector<std::unique_ptr<stats::EngineStatLogger>> logging;
+  std::vector<std::vector<std::unique_ptr<stats::EngineStatLogger>>> plugins;  // [plugin][replica]
+  for (int r = 0; r < dp(); ++r) {
+    if (options.stat_log_interval_s > 0) logging.push_back(std::make_unique<stats::LoggingStatLogger>(r));
+    if (!options.load_stat_logger_plugins) continue;
+    auto made = plugin_host::PluginHost::instance().make_stat_loggers(config, r);
+    plugins.resize(std::max(plugins.size(), made.size()));
+    for (size_t k = 0; k < made.size(); ++k) {
+      plugins[k].resize(static_cast<size_t>(r) + 1);
+      plugins[k][static_cast<size_t>(r)] = std::make_unique<stats::PluginStatLogger>(std::move(made[k]));
+    }
+  }
+  auto& loggers = setup.stat_loggers.loggers;
+  if (!logging.empty()) loggers.push_back(std::make_unique<stats::PerEngineStatLogger>(std::move(logging)));
+  prometheus = std::make_shared<stats::PrometheusStatLogger>(config.model.served_model_name, dp());
   prometheus->set_cache_config(kv_plan.num_blocks, kv_plan.spec.block_size);
-  setup.stat_loggers.loggers.push_back(std::make_unique<SharedStatLogger>(prometheus));
-  if (options.load_stat_logger_plugins)
-    for (auto& l : plugin_host::PluginHost::instance().make_stat_loggers(config, 0))
-      setup.stat_loggers.loggers.push_back(std::make_unique<stats::PluginStatLogger>(std::move(l)));
+  loggers.push_back(std::make_unique<SharedStatLogger>(prometheus));
+  for (auto& by_engine : plugins) loggers.push_back(std::make_unique<stats::PerEngineStatLogger>(std::move(by_engine)));
   actors = actors::spawn_engine_actors(*system, std::move(setup));
-  if (node_addresses.empty()) return;
-  actors::NodeSupervisorSetup sup;
-  sup.addresses = node_addresses;
-  sup.auth = net::LinkAuth(options.node_secret, local_nodes ? nullptr : tls);
-  sup.layout = layout;
-  sup.config = config;
-  sup.plan = kv_plan;
-  sup.scheduler = actors.scheduler;
-  sup.on_rebuilt = [this](const std::vector<actors::worker_actor>& rebuilt) {
-    std::lock_guard lock(workers_mu);
-    workers = rebuilt;
-  };
-  supervisor = actors::spawn_node_supervisor(*system, std::move(sup));
+  for (auto& replica : replicas) {
+    if (replica.place.nodes.empty()) continue;
+    actors::NodeSupervisorSetup sup;
+    sup.addresses = replica.place.nodes;
+    sup.auth = replica.auth;
+    sup.layout = replica.layout;
+    sup.config = replica.config;
+    sup.plan = replica.kv_plan;
+    sup.scheduler = actors.schedulers[static_cast<size_t>(replica.index)];
+    sup.on_rebuilt = [this, r = static_cast<size_t>(replica.index)](const std::vector<actors::worker_actor>& rebuilt) {
+      std::lock_guard lock(workers_mu);
+      replicas[r].workers = rebuilt;
+    };
+    supervisors.push_back(actors::spawn_node_supervisor(*system, std::move(sup)));
+  }
 }
 
 void configure_actor_system(caf::actor_system_config& config) {
@@ -352,6 +403,18 @@ Result<std::unique_ptr<Engine>> Engine::start(EngineOptions options) {
   }
   runtime::register_builtin_models();
   TROUPE_RETURN_IF_ERROR(impl->load_artifacts());
+  TROUPE_RETURN_IF_ERROR(impl->check_data_parallel());
+  if (impl->options.kv_events.publishes()) {
+    // Before any rank starts: a port in use stops start-up at once.
+    auto publisher = make_zmq_kv_event_publisher(impl->options.kv_events, impl->dp(),
+                                                 [loras = impl->loras](int64_t id) {
+                                                   for (const auto& a : loras->list())
+                                                     if (a.id == id) return a.name;
+                                                   return std::string();
+                                                 });
+    if (!publisher) return publisher.status();
+    impl->kv_publisher = std::move(publisher).value();
+  }
   TROUPE_RETURN_IF_ERROR(impl->start_ranks());
   impl->spawn_actors();
   {
@@ -382,6 +445,11 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
   if (!healthy()) return unavailable("the engine is unhealthy: " + unhealthy_reason());
   auto admitted = im.input->process(std::move(request), im.router->in_flight(), refused_field);
   if (!admitted) return admitted.status();
+  if (const int32_t pin = admitted->request.data_parallel_rank; pin >= 0 && im.dp() > 1) {
+    const Status health = im.router->replica_health()[static_cast<size_t>(pin)];
+    if (!health.ok())
+      return unavailable("replica " + std::to_string(pin) + " (X-data-parallel-rank) does not serve: " + health.message());
+  }
   if (auto lease = std::move(admitted->lora)) {
     // Released before the caller sees the last delta: by then the scheduler has
     // forgotten the request, and the caller may unload the adapter at once.
@@ -393,13 +461,17 @@ Result<std::string> Engine::submit(GenerateRequest request, OutputCallback on_ou
   std::string id = admitted->request.request_id;
   // The callback first: the scheduler's outputs (or its refusal) go to the router.
   im.router->add(id, std::move(on_output));
-  caf::anon_send(im.actors.scheduler, actors::submit_atom_v, std::move(admitted->request));
+  // With replicas the router actor picks the scheduler; a pin to a replica that does not
+  // serve ends there, through the OutputRouter, with the reason.
+  if (im.actors.router) caf::anon_send(im.actors.router, actors::submit_atom_v, std::move(admitted->request));
+  else caf::anon_send(im.actors.scheduler, actors::submit_atom_v, std::move(admitted->request));
   return id;
 }
 
 void Engine::abort(const std::string& request_id) {
   // An id the scheduler does not know (finished, or never submitted) is a no-op there.
-  caf::anon_send(impl_->actors.scheduler, actors::abort_atom_v, request_id);
+  if (impl_->actors.router) caf::anon_send(impl_->actors.router, actors::abort_atom_v, request_id);
+  else caf::anon_send(impl_->actors.scheduler, actors::abort_atom_v, request_id);
 }
 
 Result<FinalOutput> Engine::generate(GenerateRequest request) {
@@ -429,8 +501,11 @@ void Engine::unsubscribe_stats(uint64_t id) {
 Result<int64_t> Engine::sleep(int level) {
   if (!impl_->config.model.enable_sleep_mode)
     return sleep_mode_off();
-  caf::scoped_actor self{*impl_->system};
-  return ask<int64_t>(self, impl_->actors.scheduler, "sleep", actors::sleep_atom_v, static_cast<int32_t>(level));
+  auto freed = impl_->ask_all<int64_t>("sleep", actors::sleep_atom_v, static_cast<int32_t>(level));
+  if (!freed) return freed.status();
+  int64_t total = 0;
+  for (int64_t bytes : *freed) total += bytes;
+  return total;
 }
 
 Status Engine::wake_up(const std::vector<std::string>& tags) {
@@ -438,8 +513,7 @@ Status Engine::wake_up(const std::vector<std::string>& tags) {
   for (const std::string& t : tags)
     if (t != "weights" && t != "kv_cache")
       return invalid_argument("wake_up tag '" + t + "' is unknown (weights, kv_cache)");
-  caf::scoped_actor self{*impl_->system};
-  auto r = ask<bool>(self, impl_->actors.scheduler, "wake_up", actors::wake_atom_v, tags);
+  auto r = impl_->ask_all<bool>("wake_up", actors::wake_atom_v, tags);
   return r.ok() ? Status{} : r.status();
 }
 
@@ -448,9 +522,9 @@ Result<LoraAdapterInfo> Engine::load_lora_adapter(const std::string& name, const
   if (!im.config.lora.enable_lora) return lora_off();
   auto info = im.loras->begin_load(name, path, im.config.model.served_model_name);
   if (!info) return info.status();
-  caf::scoped_actor self{*im.system};
-  auto added = ask<bool>(self, im.actors.scheduler, "load_lora_adapter " + name, actors::lora_add_atom_v, info->id,
-                         path);
+  auto added = im.ask_all<bool>("load_lora_adapter " + name, actors::lora_add_atom_v, info->id, path);
+  if (!added.ok() && im.dp() > 1)  // the replicas that took it drop it again (an unknown id is refused: ignored)
+    (void)im.ask_all<bool>("unload_lora_adapter " + name, actors::lora_rm_atom_v, info->id);
   TROUPE_RETURN_IF_ERROR(im.loras->finish_load(*info, added.status()));
   TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) loaded from {}", name, info->id, path);
   return info;
@@ -469,9 +543,7 @@ Status Engine::unload_lora_adapter(const std::string& name) {
     case LoraRegistry::UnloadOutcome::started:
       break;
   }
-  caf::scoped_actor self{*im.system};
-  auto removed =
-      ask<bool>(self, im.actors.scheduler, "unload_lora_adapter " + name, actors::lora_rm_atom_v, unload.info.id);
+  auto removed = im.ask_all<bool>("unload_lora_adapter " + name, actors::lora_rm_atom_v, unload.info.id);
   im.loras->finish_unload(name);
   if (!removed.ok()) return removed.status();
   TROUPE_LOG_INFO("LoRA adapter '{}' (id {}) unloaded", name, unload.info.id);
@@ -515,7 +587,9 @@ actors::stat_logger_actor stat_logger(const Engine& engine) { return EngineInter
 std::vector<actors::worker_actor> worker_actors(const Engine& engine) {
   const auto& im = EngineInternals::of(engine);
   std::lock_guard lock(im.workers_mu);
-  return im.workers;
+  std::vector<actors::worker_actor> out;
+  for (const auto& r : im.replicas) out.insert(out.end(), r.workers.begin(), r.workers.end());
+  return out;
 }
 caf::actor_system& Engine::system() { return *impl_->system; }
 const EngineConfig& Engine::config() const { return impl_->config; }
@@ -560,6 +634,10 @@ std::string Engine::chat_template_origin() const {
 }
 
 bool Engine::healthy() const { return impl_->router->healthy(); }
+
+int Engine::data_parallel_size() const { return impl_->dp(); }
+
+std::vector<Status> Engine::replica_health() const { return impl_->router->replica_health(); }
 
 std::string Engine::unhealthy_reason() const { return impl_->router->unhealthy_reason(); }
 

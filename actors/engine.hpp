@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/core/engine_core/engine_core.hpp"
+#include "runtime/core/kv_events/kv_events_config.hpp"
 #include "runtime/text/chat/chat_prompt.hpp"
 #include "runtime/text/chat/chat_template.hpp"
 #include "runtime/protocol/request_types.hpp"
@@ -62,6 +63,14 @@ struct EngineOptions {
   std::chrono::milliseconds step_timeout = std::chrono::minutes(10);
   /// LoRA adapters to load at start (vLLM's --lora-modules name=path); needs config.lora.enable_lora.
   std::vector<std::pair<std::string, std::string>> lora_modules;
+  /// With config.parallel.data_parallel_size N > 1: how many replicas run on this host, in
+  /// local node processes (vLLM's --data-parallel-size-local); the others share `nodes`.
+  /// -1: all of them when `nodes` is empty, else none.
+  int data_parallel_size_local = -1;
+  /// Which replica serves a request, by name (troupe/routing/routing_policy.hpp).
+  std::string routing_policy = "prefix_affinity";
+  /// vLLM's --kv-events-config: publish every replica's KV cache events for external routers.
+  KvEventsConfig kv_events;
 };
 
 /// Called for every delta, on the scheduler actor's thread (as a step completes): must
@@ -120,9 +129,14 @@ class Engine {
   /// Where the chat template came from ("GGUF tokenizer.chat_template", ...), or why there is none.
   std::string chat_template_origin() const;
   int64_t num_kv_blocks() const;
-  /// False once a worker died or a step failed; the reason says why.
+  /// False once a worker died or a step failed (with replicas: while none serves); the reason
+  /// says why (each replica's, "replica N: ...").
   bool healthy() const;
   std::string unhealthy_reason() const;
+  /// The replicas (config().parallel.data_parallel_size; 1 without data parallelism).
+  int data_parallel_size() const;
+  /// Each replica's health in index order: ok while it serves, else why not.
+  std::vector<Status> replica_health() const;
   /// Prometheus text exposition of the engine's metrics (GET /metrics).
   std::string metrics_text() const;
   /// Sleep mode (vLLM's; needs config.model.enable_sleep_mode). Level 1 frees the ranks'

@@ -19,6 +19,7 @@
 
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/kv_cache_plan.hpp"
+#include "runtime/core/routing/dp_router.hpp"
 #include "runtime/protocol/rank_command.hpp"
 #include "runtime/protocol/request_types.hpp"
 #include "runtime/protocol/worker_protocol.hpp"
@@ -49,10 +50,12 @@ CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_add_atom, "lora_add")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, lora_rm_atom, "lora_rm")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, watchdog_atom, "watchdog")
 CAF_ADD_ATOM(troupe_actors, troupe::actors, deliver_atom, "deliver")
+CAF_ADD_ATOM(troupe_actors, troupe::actors, replica_atom, "replica")
 
 namespace troupe::actors {
 
 using engine::CoreRequest;
+using engine::ReplicaUpdate;
 using engine::EngineCoreOutputs;
 using engine::KvCachePlan;
 using engine::KvSizing;
@@ -120,6 +123,15 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<lora_add_atom, int64_t, std::string>::with<bool>,
     caf::replies_to<lora_rm_atom, int64_t>::with<bool>>;
 
+/// The router of data parallel replicas (actors/router_actor.hpp): (submit_atom, request)
+/// goes to the replica engine::DpRouter chooses (or the one the request pins), (abort_atom,
+/// id) to the replica that has it; (replica_atom, update) is each replica's scheduler
+/// reporting its load, KV events, finished requests and health after each output.
+using dp_router_actor = caf::typed_actor<
+    caf::reacts_to<submit_atom, CoreRequest>,
+    caf::reacts_to<abort_atom, std::string>,
+    caf::reacts_to<replica_atom, ReplicaUpdate>>;
+
 /// Whoever wants every step's stats (local or in another process).
 using stats_subscriber_actor = caf::typed_actor<caf::reacts_to<stats_atom, StatsEvent>>;
 
@@ -176,5 +188,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_actors, caf::first_custom_type_id)
 CAF_END_TYPE_ID_BLOCK(troupe_actors)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::StatsCallback)
+// Process-local: KV events go from a replica's scheduler to the router in the same process.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::engine::ReplicaUpdate)
 
 #include "actors/serialization.hpp"

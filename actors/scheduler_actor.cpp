@@ -91,6 +91,27 @@ void on_watchdog(Self self) {
     arm_watchdog(self, std::chrono::ceil<std::chrono::milliseconds>(*next - now) + std::chrono::milliseconds(1));
 }
 
+/// Tells the router and the publisher what `out` changed: the replica's load, its KV
+/// events, the requests that ended (`also_finished`: ones the core refused) and its health.
+void report(Self self, EngineCoreOutputs& out, std::vector<std::string> also_finished = {}) {
+  const auto& setup = *self->state.setup;
+  if (setup.kv_publisher && !out.kv_events.empty()) setup.kv_publisher->publish(setup.replica, out.kv_events);
+  if (!setup.router_actor) return;
+  ReplicaUpdate u;
+  u.replica = setup.replica;
+  u.has_stats = out.has_stats;
+  if (out.has_stats) {
+    u.num_running = out.stats.scheduler.num_running_reqs;
+    u.num_waiting = out.stats.scheduler.num_waiting_reqs;
+    u.kv_cache_usage = out.stats.scheduler.kv_cache_usage;
+    for (const auto& f : out.stats.iteration.finished_requests) u.finished_ids.push_back(f.request_id);
+  }
+  for (auto& id : also_finished) u.finished_ids.push_back(std::move(id));
+  u.kv_events = std::move(out.kv_events);
+  u.health = out.health;
+  self->send(setup.router_actor, replica_atom_v, std::move(u));
+}
+
 /// A core over `workers` (a fresh one: no requests, empty KV bookkeeping).
 void install_core(Self self, std::vector<worker_actor> workers) {
   auto& st = self->state;
@@ -106,6 +127,8 @@ void install_core(Self self, std::vector<worker_actor> workers) {
     if (generation != self->state.generation) return;  // a retired core: its requests have ended already
     // Stats first, outputs second: a caller that saw its request finish finds that step
     // sent to the stat logger already.
+    out.stats.engine_index = self->state.setup->replica;
+    report(self, out);
     if (out.has_stats) self->send(self->state.setup->stat_logger, stats_atom_v, std::move(out.stats));
     // The next step (if there is work) before the callbacks: its ranks compute while they run.
     self->state.undelivered.push_back(std::move(out));
@@ -134,6 +157,9 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
         std::string id = request.request_id;
         if (Status s = self->state.core->add_request(std::move(request)); !s.ok()) {
           self->state.setup->router->fail(id, s);
+          EngineCoreOutputs none;
+          none.health = self->state.core->health();
+          report(self, none, {id});
           return;
         }
         self->send(self, step_atom_v);  // after the other submits already queued: they join this step
@@ -150,7 +176,7 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
       [=](deliver_atom) {
         auto batches = std::move(self->state.undelivered);
         self->state.undelivered.clear();
-        for (auto& batch : batches) self->state.setup->router->deliver(batch);
+        for (auto& batch : batches) self->state.setup->router->deliver(batch, self->state.setup->replica);
       },
       [=](sleep_atom, int32_t level) -> caf::result<int64_t> {
         auto promise = self->make_response_promise<int64_t>();
@@ -184,6 +210,10 @@ scheduler_actor::behavior_type scheduler_behavior(Self self, std::shared_ptr<Sch
         if (st.core->healthy() && st.core->has_unfinished_requests())
           st.core->fail_lost(unavailable("the engine restarted its ranks"));
         install_core(self, std::move(workers));
+        // The fresh core's prefix cache is empty: external routers and ours forget the old one.
+        EngineCoreOutputs fresh;
+        fresh.kv_events.push_back(sched::AllBlocksCleared{});
+        report(self, fresh);
         // Tells the router (and /health) it serves again, after what the old core's end queued.
         st.undelivered.emplace_back();
         self->send(self, deliver_atom_v);

@@ -5,6 +5,8 @@
 // OutputRouter (the callers' callbacks, called on this actor's thread), each
 // step's stats to the stat logger first.
 // After lost ranks were rebuilt, (reset_atom, workers) starts a fresh core.
+// With data parallel replicas there is one per replica: it tags its stats with
+// the replica's index and reports to the router actor after each output.
 // Interface: actors/messages.hpp, scheduler_actor.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "actors/messages.hpp"
 #include "runtime/core/engine_core/engine_core.hpp"
 #include "runtime/core/engine_core/output_router.hpp"
+#include "runtime/core/kv_events/kv_event_publisher.hpp"
 #include "runtime/text/tokenizer/tokenizer.hpp"
 
 namespace troupe::actors {
@@ -34,6 +37,13 @@ struct SchedulerSetup {
   /// A rank that has not answered a step by then fails it (a long prefill on a
   /// small CPU can take seconds, so the default is generous).
   std::chrono::milliseconds step_timeout = std::chrono::minutes(10);
+  /// The replica (data parallel rank) this scheduler runs: its stats' engine index.
+  int32_t replica = 0;
+  /// Set with several replicas: hears of this replica's load, KV events, finished requests
+  /// and health after each output (engine::ReplicaUpdate).
+  dp_router_actor router_actor;
+  /// Set with --kv-events-config: this replica's KV events go out in vLLM's wire format.
+  std::shared_ptr<engine::KvEventPublisher> kv_publisher;
 };
 
 scheduler_actor spawn_scheduler_actor(caf::actor_system& system, SchedulerSetup setup);

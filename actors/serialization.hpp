@@ -35,7 +35,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ParallelConfig& x) {
   return f(caf::meta::type_name("ParallelConfig"), x.tensor_parallel_size, x.pipeline_parallel_size,
            x.communicator_id, x.communicator_host, x.communicator_secret, x.num_threads, x.worker_cls,
-           x.enable_expert_parallel);
+           x.enable_expert_parallel, x.data_parallel_size);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CompilationConfig& x) {
@@ -195,7 +195,7 @@ typename Inspector::result_type inspect(Inspector& f, CoreRequest& x) {
   bool pooling = x.pooling.has_value();
   PoolingParams params = x.pooling.value_or(PoolingParams{});
   return f(caf::meta::type_name("CoreRequest"), x.request_id, x.prompt_token_ids, x.sampling, x.seed, x.cache_salt,
-           x.priority, x.lora_id, pooling, params, caf::meta::load_callback([&]() -> caf::error {
+           x.priority, x.lora_id, x.data_parallel_rank, pooling, params, caf::meta::load_callback([&]() -> caf::error {
              x.pooling = pooling ? std::optional<PoolingParams>(params) : std::nullopt;
              return caf::none;
            }));
@@ -217,12 +217,13 @@ typename Inspector::result_type inspect(Inspector& f, RequestOutput& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineCoreOutputs& x) {
+  // kv_events stay in the engine's process: the router and the publisher live there.
   return f(caf::meta::type_name("EngineCoreOutputs"), x.outputs, x.has_stats, x.stats, x.num_scheduled_requests,
            x.health);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StatsEvent& x) {
-  return f(caf::meta::type_name("StatsEvent"), x.scheduler, x.iteration);
+  return f(caf::meta::type_name("StatsEvent"), x.scheduler, x.iteration, x.engine_index);
 }
 
 // -- The collective call (runtime/protocol/rank_command.hpp) -------------------

@@ -12,7 +12,6 @@ namespace {
 struct StatLoggerState {
   std::vector<std::shared_ptr<stats::EngineStatLogger>> loggers;
   double interval_s = 5.0;
-  int engine_index = 0;
   std::map<caf::actor_addr, stats_subscriber_actor> subscribers;
   std::map<uint64_t, StatsCallback> callbacks;
   static inline const char* name = "troupe.stat_logger";
@@ -25,7 +24,7 @@ std::chrono::milliseconds interval_of(double seconds) {
 void call_loggers(StatLoggerState& st, const StatsEvent& ev) {
   for (auto& l : st.loggers) {
     try {
-      l->record(&ev.scheduler, &ev.iteration, st.engine_index);
+      l->record(&ev.scheduler, &ev.iteration, ev.engine_index);
     } catch (const std::exception& e) {  // a plugin's logger must not take the engine down
       TROUPE_LOG_ERROR("stat logger failed in record(): {}", e.what());
     }
@@ -38,7 +37,6 @@ stat_logger_actor::behavior_type stat_logger_behavior(Self self, std::shared_ptr
   auto& st = self->state;
   for (auto& l : setup->loggers) st.loggers.emplace_back(std::move(l));
   st.interval_s = setup->log_interval_s;
-  st.engine_index = setup->engine_index;
   for (auto& l : st.loggers) l->log_engine_initialized();
   self->set_down_handler([=](caf::down_msg& dm) { self->state.subscribers.erase(dm.source); });
   if (st.interval_s > 0)

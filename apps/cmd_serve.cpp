@@ -16,6 +16,7 @@
 #include "plugin_host/plugin_host.hpp"
 #include "apps/node_options.hpp"
 #include "apps/command.hpp"
+#include "apps/data_parallel_options.hpp"
 #include "apps/default_model.hpp"
 #include "apps/load_format_options.hpp"
 #include "apps/policy_options.hpp"
@@ -70,6 +71,7 @@ struct Options {
   int64_t structured_max_memory_mib = 256;
   double structured_mask_timeout_ms = 50;
   PlacementOptions placement;
+  DataParallelOptions data_parallel;
   VllmCompatOptions vllm;  // vLLM's flags answered by name (accepted or refused)
 };
 
@@ -113,6 +115,7 @@ Status check_options(Options& o, engine::EngineOptions* eo, std::string* model, 
   TROUPE_RETURN_IF_ERROR(apply_load_format(o.load, o.model, &c.model));
   TROUPE_RETURN_IF_ERROR(apply_policy_options(o.policy, &c));
   TROUPE_RETURN_IF_ERROR(apply_speculative_options(o.speculative_config, &c));
+  TROUPE_RETURN_IF_ERROR(apply_data_parallel_options(o.data_parallel, eo));
   TROUPE_RETURN_IF_ERROR(check_parsers(o));
   auto path = model_path(o);
   if (!path.ok()) return path.status();
@@ -420,6 +423,7 @@ const CommandRegistration kRegistration(
       sub.add_option("--stats-host", o->stats_host,
                      "Address for --stats-port (default 127.0.0.1; others need --secret-file or --tls-*)");
       add_placement_options(sub, &o->placement);
+      add_data_parallel_options(sub, &o->data_parallel);
       sub.add_flag("--log-requests,--enable-log-requests", o->log_requests, "Log one line per HTTP request");
       add_vllm_compat_options(sub, &o->vllm);
       return [o]() { return run_serve(*o); };

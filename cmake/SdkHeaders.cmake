@@ -9,7 +9,10 @@
 #                  new name), so a new op rebuilds no plugin.
 #   model_runner/  the model runner's headers: a static library a platform links into
 #                  its own plugin (hidden symbols), never shared across the boundary.
-set(TROUPE_SDK_UNFINGERPRINTED_DIRS named_ops model_runner)
+#   routing/       routing policies for data parallel replicas: append-only by rule (a
+#                  published type never changes; a changed one gets a new name), so a
+#                  new policy interface rebuilds no plugin.
+set(TROUPE_SDK_UNFINGERPRINTED_DIRS named_ops model_runner routing)
 
 # troupe_sdk_excluded(<path relative to the SDK folder> <out var>): ON when the path is
 # in one of the folders named above.

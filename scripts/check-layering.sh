@@ -70,6 +70,13 @@ forbid include sdk kernels/cpu net platforms/cpu runtime plugin_host actors apps
   "${inc}(cuda|cuda_runtime|cuda_runtime_api|cublas|cublasLt|cuda_fp16|cuda_bf16|nccl)[._a-zA-Z]*\.h" \
   "only platforms/cuda and kernels/cuda include CUDA or NCCL"
 forbid include sdk kernels net platforms runtime actors apps -- '\bdlopen\s*\(' "only plugin_host/ calls dlopen"
+if hits=$(grep -rnE --include='*.cpp' --include='*.hpp' --include='*.h' \
+           "${inc}(zmq|zmq_addon|msgpack)(\.h|\.hpp|/)" include sdk kernels net platforms runtime plugin_host \
+           actors apps conformance model_runner 2>/dev/null | grep -v '^runtime/core/kv_events/'); then
+  echo "layering: only runtime/core/kv_events includes ZMQ or msgpack (vLLM's KV events for external routers)"
+  echo "$hits" | sed 's/^/  /'
+  status=1
+fi
 forbid include sdk kernels platforms runtime plugin_host actors conformance model_runner -- "${inc}openssl/" \
   "only net/ includes OpenSSL (one TLS, one handshake; apps/cmd_certs makes certificates)"
 

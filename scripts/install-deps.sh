@@ -7,6 +7,7 @@ packages=(
   libcaf-dev libssl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libasio-dev librestinio-dev libhttp-parser-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   clang libclang-rt-14-dev unzip
 )
 missing=()

@@ -5,6 +5,8 @@
 #include <future>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/engine.hpp"
 #include "apps/serve/http_listener.hpp"
 #include "net/crypto.hpp"
@@ -92,6 +94,19 @@ void handle_detokenize(ServerContext& ctx, const restinio::request_handle_t& req
   respond(req, 200, "application/json", openai::render_detokenize(e->tokenizer().decode(r.tokens)));
 }
 
+// /health's 200 body: empty while every replica serves (vLLM's), else the replicas that do
+// not and why ({"status": "degraded", "unhealthy_replicas": [{"replica": 1, "reason": ...}]}).
+std::string replicas_health_body(const engine::Engine& e) {
+  nlohmann::json down = nlohmann::json::array();
+  const auto health = e.replica_health();
+  for (size_t r = 0; r < health.size(); ++r)
+    if (!health[r].ok()) down.push_back({{"replica", r}, {"reason", health[r].message()}});
+  if (down.empty()) return "";
+  return nlohmann::json{{"status", "degraded"}, {"serving_replicas", health.size() - down.size()},
+                        {"unhealthy_replicas", down}}
+      .dump();
+}
+
 // /health and /ping (vLLM's SageMaker probe), /version and /metrics: the routes without a
 // key, answered the same past the connection cap (http_listener.hpp). nullopt for others.
 std::optional<PlainAnswer> open_route_answer(ServerContext& ctx, std::string_view path) {
@@ -106,7 +121,7 @@ std::optional<PlainAnswer> open_route_answer(ServerContext& ctx, std::string_vie
       return PlainAnswer{503, "application/json",
                          openai::render_error(
                              openai::from_status(unavailable("the engine is unhealthy: " + e->unhealthy_reason())))};
-    return PlainAnswer{200, "application/json", ""};
+    return PlainAnswer{200, "application/json", replicas_health_body(*e)};
   }
   if (path == "/metrics") {
     if (!e)

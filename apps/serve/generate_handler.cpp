@@ -6,6 +6,7 @@
 // before its answer (whole or streamed) has every choice aborted: the connection's
 // close reaches DisconnectWatch, and a stream's failed write says so too.
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -370,6 +371,21 @@ bool add_special_tokens(const engine::Engine& e, const std::string& text) {
   return bos.empty() || text.rfind(bos, 0) != 0;
 }
 
+// vLLM's X-data-parallel-rank header: the replica that must serve the request. Absent:
+// nullopt; not a whole number: a 400 naming the header (its range is admission's).
+std::optional<openai::ApiError> data_parallel_rank(const restinio::request_handle_t& req, std::optional<int32_t>* out) {
+  const auto value = req->header().opt_value_of("X-data-parallel-rank");
+  if (!value) return std::nullopt;
+  const std::string text(value->data(), value->size());
+  int32_t rank = 0;
+  const auto parsed = std::from_chars(text.data(), text.data() + text.size(), rank);
+  if (text.empty() || parsed.ec != std::errc() || parsed.ptr != text.data() + text.size())
+    return openai::invalid_param("X-data-parallel-rank",
+                                 "the X-data-parallel-rank header must be a replica index (0, 1, ...), got '" + text + "'");
+  *out = rank;
+  return std::nullopt;
+}
+
 }  // namespace
 
 namespace {
@@ -391,6 +407,8 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
   // Structured outputs compile at admission under the engine's limits (--structured-outputs-*).
   limits.grammar = structured::grammar_limits(e->config().structured_outputs);
 
+  std::optional<int32_t> pinned_replica;
+  if (auto err = data_parallel_rank(req, &pinned_replica)) return respond_error(req, *err);
   openai::CommonFields common;
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
@@ -508,6 +526,7 @@ void generate(ServerContext& ctx, const restinio::request_handle_t& req, bool ch
       g.max_tokens_fills_context = true;
     g.priority = common.priority;
     g.cache_salt = common.cache_salt;
+    g.data_parallel_rank = pinned_replica;
     if (lora) g.lora_name = common.model;
     // The engine holds this callback until the choice finished; its strong
     // reference keeps the generation state alive exactly that long.

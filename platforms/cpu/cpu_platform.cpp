@@ -39,9 +39,11 @@ Status CpuPlatform::check_and_update_config(ConfigEditor& config) const {
   // head counts are not in the config): LlamaModel::create answers with vLLM's wording.
   if (parallel.worker_cls.empty()) TROUPE_RETURN_IF_ERROR(config.set("parallel.worker_cls", "troupe.cpu.CpuWorker"));
   if (parallel.num_threads <= 0) {
-    // One rank per process, all on this host: the ranks share its cores.
+    // One rank per process, all on this host: the ranks share its cores, and so do the
+    // replicas of data parallelism (read by name: no SDK struct carries it).
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    TROUPE_RETURN_IF_ERROR(config.set_int("parallel.num_threads", std::max(1, cores / world)));
+    const int replicas = std::max<int>(1, static_cast<int>(config.get_int("parallel.data_parallel_size", 1)));
+    TROUPE_RETURN_IF_ERROR(config.set_int("parallel.num_threads", std::max(1, cores / (world * replicas))));
   }
   if (config.get_int("cache.block_size", 16) <= 0) TROUPE_RETURN_IF_ERROR(config.set_int("cache.block_size", 16));
   // The KV cache is f16 unless asked otherwise: half the memory and bandwidth of f32 (llama.cpp's default too).

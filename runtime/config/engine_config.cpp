@@ -134,6 +134,7 @@ const std::vector<Field>& fields() {
       nested("parallel.communicator_host", &E::parallel, &ParallelConfig::communicator_host),
       nested("parallel.communicator_id", &E::parallel, &ParallelConfig::communicator_id),
       nested("parallel.communicator_secret", &E::parallel, &ParallelConfig::communicator_secret),
+      nested("parallel.data_parallel_size", &E::parallel, &ParallelConfig::data_parallel_size),
       nested("parallel.enable_expert_parallel", &E::parallel, &ParallelConfig::enable_expert_parallel),
       nested("parallel.num_threads", &E::parallel, &ParallelConfig::num_threads),
       nested("parallel.pipeline_parallel_size", &E::parallel, &ParallelConfig::pipeline_parallel_size),

@@ -105,6 +105,9 @@ struct ParallelConfig final : ConfigView {
   /// over the tensor parallel ranks of a stage (attention stays tensor parallel), instead of
   /// every expert's rows over them.
   bool enable_expert_parallel = false;
+  /// Replicas of the model, each with world_size() ranks of its own (vLLM's
+  /// --data-parallel-size); the head routes requests over them.
+  int data_parallel_size = 1;
   int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
 
   /// The "parallel.*" settings by name.

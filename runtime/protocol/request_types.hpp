@@ -38,6 +38,9 @@ struct GenerateRequest {
   /// The LoRA adapter to run with, by the name it was loaded under (Engine::load_lora_adapter,
   /// --lora-modules); empty: the base model.
   std::string lora_name;
+  /// The replica that must serve it (vLLM's X-data-parallel-rank header), 0 .. data parallel
+  /// size - 1; unset: the router chooses.
+  std::optional<int32_t> data_parallel_rank;
 };
 
 /// A loaded LoRA adapter (vLLM's LoRARequest): its name, the id the ranks know it by, its file.

@@ -126,6 +126,7 @@ void EngineCore::emit(EngineCoreOutputs out, bool with_stats) {
     pending_finished_.clear();
   }
   out.health = health_;
+  out.kv_events = scheduler_.kv_cache().take_kv_events();
   sink_(std::move(out));
 }
 
@@ -391,6 +392,7 @@ void EngineCore::complete_step(const InFlight& step, Result<StepOutput> result) 
   pending_finished_.clear();
   out.num_scheduled_requests = static_cast<int64_t>(scheduled.scheduled.size());
   out.health = health_;
+  out.kv_events = scheduler_.kv_cache().take_kv_events();
   sink_(std::move(out));
 }
 

@@ -48,6 +48,8 @@ struct CoreRequest {
   std::string cache_salt;     // isolates its prefix-cache entries; empty: none
   int32_t priority = 0;       // lower is served first, under a policy that uses priorities
   int64_t lora_id = 0;        // the LoRA adapter it runs with (0: the base model)
+  /// The replica that must serve it (vLLM's X-data-parallel-rank); -1: the router chooses.
+  int32_t data_parallel_rank = -1;
   /// Set: a pooling request (the prompt only, one pooled vector back).
   std::optional<PoolingParams> pooling;
 };
@@ -56,6 +58,7 @@ struct CoreRequest {
 struct StatsEvent {
   SchedulerStats scheduler;
   IterationStats iteration;
+  int32_t engine_index = 0;  // the replica (data parallel rank) that ran the step; 0 without replicas
 };
 
 /// What a step, an abort or a failure produced: deltas for callers and, when
@@ -66,6 +69,9 @@ struct EngineCoreOutputs {
   StatsEvent stats;
   int64_t num_scheduled_requests = 0;  // requests that ran in this step
   Status health;                       // not ok once the core gave up (a step failed)
+  /// The prefix cache's changes since the previous outputs, in order (only with
+  /// KvCacheConfig::kv_events); they stay in the engine's process.
+  std::vector<sched::KvEvent> kv_events;
 };
 
 enum class StepStatus {

@@ -47,7 +47,11 @@ void BlockPool::evict(BlockId id) {
   KvBlock& b = blocks_[id];
   if (!b.hash) return;
   auto it = cached_.find(*b.hash);
-  if (it != cached_.end() && it->second == id) cached_.erase(it);
+  if (it != cached_.end() && it->second == id) {
+    cached_.erase(it);
+    // vLLM's block pool: one BlockRemoved per evicted block.
+    if (events_on_) events_.push_back(BlockRemoved{{*b.hash}});
+  }
   b.hash.reset();
 }
 
@@ -93,25 +97,50 @@ void BlockPool::free_blocks(std::span<const BlockId> ordered_blocks) {
 
 void BlockPool::cache_full_blocks(std::span<const BlockId> blocks,
                                   std::span<const BlockHash> block_hashes,
-                                  size_t num_cached_blocks, size_t num_full_blocks) {
+                                  size_t num_cached_blocks, size_t num_full_blocks,
+                                  const StoredBlocksSource& source) {
   if (!enable_caching_) return;
   TROUPE_CHECK(num_full_blocks <= blocks.size() && num_full_blocks <= block_hashes.size(),
                "caching more blocks than the request holds or has hashed");
+  BlockStored* run = nullptr;  // the event of the run of newly cached blocks that ends at block i - 1
   for (size_t i = num_cached_blocks; i < num_full_blocks; ++i) {
     KvBlock& b = blocks_[blocks[i]];
-    if (b.hash) {
-      TROUPE_CHECK(*b.hash == block_hashes[i], "a cached block changed content");
+    const bool fresh = !b.hash && !cached_.contains(block_hashes[i]);  // else already cached here or elsewhere
+    if (b.hash) TROUPE_CHECK(*b.hash == block_hashes[i], "a cached block changed content");
+    if (!fresh) {
+      run = nullptr;
       continue;
     }
-    if (cached_.contains(block_hashes[i])) continue;  // content already cached elsewhere
     b.hash = block_hashes[i];
     cached_.emplace(block_hashes[i], b.id);
+    if (!events_on_) continue;
+    if (!run) {
+      BlockStored stored;
+      if (i > 0) stored.parent_block_hash = block_hashes[i - 1];
+      stored.block_size = source.block_size;
+      stored.lora_id = source.lora_id;
+      stored.sliding_window = source.sliding_window;
+      events_.push_back(std::move(stored));
+      run = &std::get<BlockStored>(events_.back());
+    }
+    run->block_hashes.push_back(block_hashes[i]);
+    const auto bs = static_cast<size_t>(source.block_size);
+    if (bs > 0 && (i + 1) * bs <= source.tokens.size())
+      run->token_ids.insert(run->token_ids.end(), source.tokens.begin() + static_cast<std::ptrdiff_t>(i * bs),
+                            source.tokens.begin() + static_cast<std::ptrdiff_t>((i + 1) * bs));
   }
+}
+
+std::vector<KvEvent> BlockPool::take_events() {
+  std::vector<KvEvent> out = std::move(events_);
+  events_.clear();
+  return out;
 }
 
 bool BlockPool::reset_prefix_cache() {
   if (num_free_ != num_blocks()) return false;
   cached_.clear();
+  if (events_on_) events_.push_back(AllBlocksCleared{});
   for (KvBlock& b : blocks_) b.hash.reset();
   return true;
 }

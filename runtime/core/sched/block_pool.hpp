@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/core/sched/block_hash.hpp"
+#include "runtime/core/sched/kv_events.hpp"
 #include "troupe/status.hpp"
 
 namespace troupe::sched {
@@ -27,6 +28,15 @@ struct KvBlock {
   BlockId id = 0;
   int32_t ref_cnt = 0;
   std::optional<BlockHash> hash;  // set while the block is in the prefix cache
+};
+
+/// What a BlockStored event says about blocks being cached besides their hashes: the
+/// request's tokens (all of them, from position 0), the block size and its LoRA id.
+struct StoredBlocksSource {
+  std::span<const int32_t> tokens;
+  int32_t block_size = 0;
+  int64_t lora_id = 0;
+  int32_t sliding_window = 0;
 };
 
 class BlockPool {
@@ -59,13 +69,21 @@ class BlockPool {
   /// Registers blocks[num_cached_blocks, num_full_blocks) under
   /// block_hashes[i]. A block already hashed (a cache hit) is kept; a block
   /// whose content is already cached in another block stays uncached (one
-  /// block per hash keeps eviction simple).
+  /// block per hash keeps eviction simple). With events on, each run of
+  /// consecutive blocks that entered the cache is one BlockStored (tokens from `source`).
   void cache_full_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> block_hashes,
-                         size_t num_cached_blocks, size_t num_full_blocks);
+                         size_t num_cached_blocks, size_t num_full_blocks, const StoredBlocksSource& source = {});
 
   /// Forgets all cached content. Refused (false) while any block is in use,
   /// as vLLM does, since running requests still rely on their hashes.
   bool reset_prefix_cache();
+
+  /// KV events (kv_events.hpp): off by default; on, every change of the set of cached
+  /// hashes is recorded until take_events().
+  void set_events_enabled(bool on) { events_on_ = on; }
+  bool events_enabled() const { return events_on_; }
+  /// The events since the last call, oldest first.
+  std::vector<KvEvent> take_events();
 
   const KvBlock& block(BlockId id) const;
   /// Number of hashes in the prefix cache.
@@ -90,6 +108,8 @@ class BlockPool {
   int32_t num_free_ = 0;
   bool enable_caching_;
   std::unordered_map<BlockHash, BlockId, BlockHashHasher> cached_;
+  bool events_on_ = false;
+  std::vector<KvEvent> events_;
 };
 
 }  // namespace troupe::sched

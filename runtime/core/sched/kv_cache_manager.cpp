@@ -16,6 +16,7 @@ KvCacheManager::KvCacheManager(KvCacheConfig config)
       caching_(config.enable_prefix_caching),
       pool_(config.num_blocks, /*enable_caching=*/true) {
   TROUPE_CHECK(config.block_size > 0, "block size must be positive");
+  pool_.set_events_enabled(config.kv_events);
 }
 
 void KvCacheManager::set_prefix_caching(bool enabled) {
@@ -99,7 +100,8 @@ std::optional<std::vector<BlockId>> KvCacheManager::allocate_slots(
     // (they were when they filled, unless caching was off then).
     if (auto r = num_released_.find(request.id()); r != num_released_.end()) done = std::max(done, r->second);
     if (num_full > done) {
-      pool_.cache_full_blocks(table, request.block_hashes(), done, num_full);
+      pool_.cache_full_blocks(table, request.block_hashes(), done, num_full,
+                              {request.all_token_ids(), config_.block_size, request.lora_id(), config_.sliding_window});
       done = num_full;
     }
   }

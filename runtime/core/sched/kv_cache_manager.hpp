@@ -36,6 +36,8 @@ struct KvCacheConfig {
   bool enable_prefix_caching = true;
   /// > 0: every layer's window (ModelInfo::sliding_window); blocks out of it are released.
   int32_t sliding_window = 0;
+  /// Record KV events (kv_events.hpp) for take_kv_events(): a router or a publisher reads them.
+  bool kv_events = false;
 };
 
 /// The cached prefix found for a request: blocks to reuse and the tokens they hold.
@@ -93,6 +95,8 @@ class KvCacheManager {
   /// The counters so far, then zero (per-step reporting).
   PrefixCacheStats take_prefix_cache_stats();
   bool reset_prefix_cache() { return pool_.reset_prefix_cache(); }
+  /// The KV events since the last call (none unless KvCacheConfig::kv_events).
+  std::vector<KvEvent> take_kv_events() { return pool_.take_events(); }
 
   const BlockPool& pool() const { return pool_; }
   size_t num_requests_with_blocks() const { return tables_.size(); }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "runtime/core/stats/engine_stats.hpp"
 #include "runtime/core/stats/step_stats_view.hpp"
@@ -38,6 +39,30 @@ class PluginStatLogger final : public EngineStatLogger {
 
  private:
   std::unique_ptr<StatLogger> plugin_;
+};
+
+/// One logger per engine (data parallel replica), as vLLM makes its per-engine loggers:
+/// record() goes to the logger of its engine index (an index without one is dropped),
+/// log() and log_engine_initialized() to all of them.
+class PerEngineStatLogger final : public EngineStatLogger {
+ public:
+  explicit PerEngineStatLogger(std::vector<std::unique_ptr<EngineStatLogger>> by_engine)
+      : by_engine_(std::move(by_engine)) {}
+  void record(const SchedulerStats* s, const IterationStats* it, int engine_index) override {
+    if (engine_index >= 0 && static_cast<size_t>(engine_index) < by_engine_.size() && by_engine_[engine_index])
+      by_engine_[engine_index]->record(s, it, engine_index);
+  }
+  void log() override {
+    for (auto& l : by_engine_)
+      if (l) l->log();
+  }
+  void log_engine_initialized() override {
+    for (auto& l : by_engine_)
+      if (l) l->log_engine_initialized();
+  }
+
+ private:
+  std::vector<std::unique_ptr<EngineStatLogger>> by_engine_;
 };
 
 }  // namespace troupe::stats

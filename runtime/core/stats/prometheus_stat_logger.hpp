@@ -1,6 +1,7 @@
-// The built-in Prometheus stat logger: vLLM's metric names and types under
-// the prefix "troupe:" (vLLM uses "vllm:"; dashboards port by renaming the
-// prefix), each labelled with model_name and engine.
+// The built-in Prometheus stat logger: vLLM's metric names and types twice, under
+// troupe's prefix "troupe:" and under vLLM's own "vllm:" (so routers and vLLM's Grafana
+// dashboard read a troupe server as they read vLLM), each series labelled with
+// model_name and engine (the replica, as vLLM labels its data parallel engines).
 #pragma once
 
 #include <prometheus/counter.h>
@@ -21,47 +22,29 @@ namespace troupe::stats {
 
 class PrometheusStatLogger final : public EngineStatLogger {
  public:
-  explicit PrometheusStatLogger(std::string model_name, int engine_index = 0);
+  /// Series for engines 0 .. num_engines - 1 (the replicas), all made at once.
+  explicit PrometheusStatLogger(std::string model_name, int num_engines = 1);
+  ~PrometheusStatLogger() override;
+  /// `engine_index` picks the engine's series; one outside 0 .. num_engines - 1 is dropped.
   void record(const SchedulerStats* scheduler_stats, const IterationStats* iteration_stats,
               int engine_index) override;
   void log() override {}  // scraped, not pushed
   /// The Prometheus text exposition of every metric (for GET /metrics).
   std::string render() const;
-  /// Set the configured KV cache size (troupe:cache_config_info-like gauge).
+  /// Set the configured KV cache size of every engine (troupe:cache_config_num_blocks).
   void set_cache_config(int64_t num_blocks, int block_size);
+  /// The metric prefixes, in the order rendered.
+  static const std::vector<std::string>& prefixes();
 
  private:
+  struct Series;  // one engine's metrics under one prefix
+  void record_scheduler(Series& m, const SchedulerStats& s);
+  void record_iteration(Series& m, const IterationStats& it);
+
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex mu_;
-  prometheus::Gauge* running_;
-  prometheus::Gauge* waiting_;
-  prometheus::Gauge* kv_usage_;
-  prometheus::Gauge* num_blocks_;
-  prometheus::Gauge* sleep_state_;
-  prometheus::Gauge* structured_bytes_;
-  prometheus::Counter* prefix_queries_;
-  prometheus::Counter* prefix_hits_;
-  prometheus::Counter* preemptions_;
-  prometheus::Counter* spec_drafts_;           // speculative decoding (vLLM's spec_decode_* names)
-  prometheus::Counter* spec_draft_tokens_;
-  prometheus::Counter* spec_accepted_tokens_;
-  prometheus::Family<prometheus::Counter>* spec_accepted_per_pos_family_;
-  std::vector<prometheus::Counter*> spec_accepted_per_pos_;  // by draft position, made when first seen
-  prometheus::Counter* prompt_tokens_;
-  prometheus::Counter* generation_tokens_;
-  prometheus::Family<prometheus::Counter>* request_success_family_;
-  std::map<std::string, prometheus::Counter*> request_success_;
-  prometheus::Histogram* ttft_;
-  prometheus::Histogram* itl_;
-  prometheus::Histogram* tpot_;
-  prometheus::Histogram* e2e_;
-  prometheus::Histogram* queue_time_;
-  prometheus::Histogram* prefill_time_;
-  prometheus::Histogram* decode_time_;
-  prometheus::Histogram* prompt_tokens_hist_;
-  prometheus::Histogram* generation_tokens_hist_;
-  prometheus::Histogram* iteration_tokens_;
-  prometheus::Labels labels_;
+  int num_engines_;
+  std::vector<std::unique_ptr<Series>> series_;  // [prefix * num_engines + engine]
 };
 
 }  // namespace troupe::stats

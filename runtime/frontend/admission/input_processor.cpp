@@ -64,10 +64,16 @@ Result<AdmittedRequest> InputProcessor::process(GenerateRequest request, int64_t
                   invalid_argument("priority: scheduler policy '" + config.scheduler.scheduler_cls +
                                    "' does not use priorities; start the engine with a policy that does "
                                    "(--scheduler-cls)"));
+  const int64_t replicas = std::max(1, config.parallel.data_parallel_size);
+  if (request.data_parallel_rank && (*request.data_parallel_rank < 0 || *request.data_parallel_rank >= replicas))
+    return refuse(field, "X-data-parallel-rank",
+                  invalid_argument("X-data-parallel-rank " + std::to_string(*request.data_parallel_rank) +
+                                   " is out of range: the server runs " + std::to_string(replicas) +
+                                   " replica(s), 0.." + std::to_string(replicas - 1)));
   const int64_t queued_cap = config.scheduler.max_num_queued_requests;
-  if (queued_cap > 0 && in_flight >= config.scheduler.max_num_seqs + queued_cap)
+  if (queued_cap > 0 && in_flight >= replicas * (config.scheduler.max_num_seqs + queued_cap))
     return resource_exhausted("the engine's waiting queue is full (" + std::to_string(queued_cap) +
-                              " queued requests); retry later");
+                              " queued requests per replica, --max-num-queued-requests); retry later");
 
   AdmittedRequest admitted;
   CoreRequest& core = admitted.request;
@@ -92,6 +98,7 @@ Result<AdmittedRequest> InputProcessor::process(GenerateRequest request, int64_t
   core.sampling = std::move(request.sampling);
   core.cache_salt = std::move(request.cache_salt);
   core.pooling = std::move(request.pooling);
+  core.data_parallel_rank = request.data_parallel_rank.value_or(-1);
   return admitted;
 }
 
