@@ -26,6 +26,19 @@ struct HeadConfig {
   int heads, kv_heads, head_dim;
 };
 
+// A scenario's cache: kLayers layers of kBlockSize-token blocks for heads `h`, in `kv`.
+KvCacheSpec scenario_cache(const HeadConfig& h, DType kv) {
+  KvCacheSpec spec;
+  spec.block_size = kBlockSize;
+  spec.num_layers = kLayers;
+  spec.num_kv_heads = h.kv_heads;
+  spec.head_dim = h.head_dim;
+  spec.dtype = kv;
+  return spec;
+}
+
+double kv_tolerance(DType kv) { return kv == DType::f16 ? tolerance_for(DType::f16) : kF32Tolerance; }
+
 struct Step {
   std::string what;
   std::vector<std::pair<int, int32_t>> seqs;  // (sequence, new tokens)
@@ -215,14 +228,8 @@ void check_attention(Session& target, Session& reference, const Options& options
     for (size_t hi = 0; hi < heads.size(); ++hi) {
       const HeadConfig& h = heads[hi];
       Scenario sc(target, reference, options, rng, report);
-      KvCacheSpec spec;
-      spec.block_size = kBlockSize;
-      spec.num_layers = kLayers;
-      spec.num_kv_heads = h.kv_heads;
-      spec.head_dim = h.head_dim;
-      spec.dtype = kv;
-      const double tol = kv == DType::f16 ? tolerance_for(DType::f16) : kF32Tolerance;
-      if (!sc.allocate(spec, "kv " + std::string(to_string(kv)))) break;
+      const double tol = kv_tolerance(kv);
+      if (!sc.allocate(scenario_cache(h, kv), "kv " + std::string(to_string(kv)))) break;
       for (const Step& s : steps) sc.run(s, h, tol);
       if (hi != 0) continue;
       // The longest context: a prefill in chunks of 256, then a decode beside a short sequence.
@@ -238,14 +245,8 @@ void check_attention(Session& target, Session& reference, const Options& options
     for (float softcap : {0.0f, 5.0f}) {
       const HeadConfig h = softcap > 0 ? HeadConfig{4, 1, 64} : HeadConfig{4, 2, 32};
       Scenario sc(target, reference, options, rng, report);
-      KvCacheSpec spec;
-      spec.block_size = kBlockSize;
-      spec.num_layers = kLayers;
-      spec.num_kv_heads = h.kv_heads;
-      spec.head_dim = h.head_dim;
-      spec.dtype = kv;
-      const double tol = kv == DType::f16 ? tolerance_for(DType::f16) : kF32Tolerance;
-      if (!sc.allocate(spec, "kv " + std::string(to_string(kv)))) break;
+      const double tol = kv_tolerance(kv);
+      if (!sc.allocate(scenario_cache(h, kv), "kv " + std::string(to_string(kv)))) break;
       sc.set_layer_attention(0, 83, softcap);
       sc.set_layer_attention(1, 0, softcap);
       sc.run({"window: prefill", {{0, 1}, {1, 60}, {2, 100}}}, h, tol);          // shorter than, inside and past the window
@@ -259,21 +260,11 @@ void check_attention(Session& target, Session& reference, const Options& options
   for (DType kv : {DType::f16, DType::f32}) {
     const HeadConfig h{8, 2, 64};
     Scenario sc(target, reference, options, rng, report);
-    KvCacheSpec spec;
-    spec.block_size = kBlockSize;
-    spec.num_layers = kLayers;
-    spec.num_kv_heads = h.kv_heads;
-    spec.head_dim = h.head_dim;
-    spec.dtype = kv;
-    const double tol = kv == DType::f16 ? tolerance_for(DType::f16) : kF32Tolerance;
-    if (!sc.allocate(spec, "kv " + std::string(to_string(kv)))) break;
+    const double tol = kv_tolerance(kv);
+    if (!sc.allocate(scenario_cache(h, kv), "kv " + std::string(to_string(kv)))) break;
     if (!sc.target_implements("sinks")) {
-      CaseResult c;
-      c.group = "attention";
-      c.op = "paged_attention sinks";
-      c.outcome = Outcome::not_offered;
-      c.detail = "models with attention sinks (gpt-oss) are refused at load";
-      report->cases.push_back(std::move(c));
+      report_not_offered(report, "attention", "paged_attention sinks",
+                         "models with attention sinks (gpt-oss) are refused at load");
       break;
     }
     std::vector<float> big = random_floats(rng, h.heads, -2.0f, 2.0f);

@@ -28,6 +28,17 @@ bool selected(const Options& options, const std::string& group, const std::strin
 using RunFn = std::function<Result<std::vector<float>>(Session&)>;
 void compare_case(Session& target, Session& reference, Report* report, CaseResult meta, const RunFn& run);
 
+/// Records that the target does not offer `op`; `without` says what a model needing it does then.
+inline void report_not_offered(Report* report, const std::string& group, const std::string& op,
+                               const std::string& without) {
+  CaseResult c;
+  c.group = group;
+  c.op = op;
+  c.outcome = Outcome::not_offered;
+  c.detail = without;
+  report->cases.push_back(std::move(c));
+}
+
 /// Whether both sessions offer named op Op and the options select it. A reference without
 /// it is a note; a target without it is a not_offered case whose detail (`without`) says
 /// what a model needing it does then.
@@ -40,12 +51,7 @@ bool both_offer(Session& target, Session& reference, const Options& options, Rep
     return false;
   }
   if (named_ops::supports<Op>(target.ops())) return true;
-  CaseResult c;
-  c.group = "ops";
-  c.op = std::string(Op::name);
-  c.outcome = Outcome::not_offered;
-  c.detail = without;
-  report->cases.push_back(std::move(c));
+  report_not_offered(report, "ops", std::string(Op::name), without);
   return false;
 }
 

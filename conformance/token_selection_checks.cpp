@@ -49,12 +49,7 @@ void check_token_selection(Session& target, Session& reference, const Options& o
     (void)select(target, {0.0f, 1.0f}, 1, 2, {row(0, 1, 0, 0, 0)}, &offered);
     target.clear();
     if (!offered) {
-      CaseResult c;
-      c.group = "ops";
-      c.op = "select_tokens";
-      c.outcome = Outcome::not_offered;
-      c.detail = "tokens are sampled on the host from copied-out logits";
-      report->cases.push_back(std::move(c));
+      report_not_offered(report, "ops", "select_tokens", "tokens are sampled on the host from copied-out logits");
       return;
     }
   }
