@@ -30,6 +30,26 @@ inline int connect_loopback(int port) {
   return fd;
 }
 
+/// A connection from `source` (a loopback address of its own, 127.x.y.z) to
+/// 127.0.0.1:`port`, or -1: a stranger from another address, for per-source limits.
+inline int connect_from(const char* source, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &a.sin_addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 /// Sends what fits (a closed connection ends it); the bytes sent.
 inline size_t send_some(int fd, const std::string& bytes) {
   size_t done = 0;

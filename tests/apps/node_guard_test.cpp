@@ -46,6 +46,7 @@
 namespace troupe::tests {
 namespace {
 
+using testing::connect_from;
 using testing::closed_within;
 using testing::connect_loopback;
 using testing::read_exact;
@@ -83,25 +84,6 @@ bool log_shows(const Process& p, const std::string& text, std::chrono::seconds t
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
-}
-
-/// A connection from `source` (a loopback address of its own) to 127.0.0.1:port, or -1.
-int connect_from(const char* source, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  ::inet_pton(AF_INET, source, &a.sin_addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 /// `count` connections from 127.0.0.2 that never speak, each renewed when the node drops it,

@@ -326,9 +326,8 @@ class Model:
         return logits - m - np.log(np.exp(logits - m).sum(axis=1, keepdims=True))
 
 
-def main():
-    path, prompt, n_predict, n_probs = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    m = Model(path)
+def greedy_steps(m, prompt, n_predict, n_probs):
+    """`n_predict` greedy tokens after `prompt`, each with its logprob and the top `n_probs`."""
     ids, steps = list(prompt), []
     for _ in range(n_predict):
         lp = m.logprobs(ids, len(ids) - 1)[-1]
@@ -336,6 +335,12 @@ def main():
         steps.append({"id": int(top[0]), "logprob": float(lp[top[0]]),
                       "top": [[int(t), float(lp[t])] for t in top]})
         ids.append(int(top[0]))
+    return steps
+
+
+def main():
+    path, prompt, n_predict, n_probs = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    steps = greedy_steps(Model(path), prompt, n_predict, n_probs)
     json.dump({"prompt_ids": prompt, "output_ids": [s["id"] for s in steps], "steps": steps}, sys.stdout)
 
 

@@ -34,7 +34,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_forward import Gguf, rms_norm, rope  # noqa: E402
+from ref_forward import Gguf, greedy_steps, rms_norm, rope  # noqa: E402
 
 DROP = os.environ.get("REF_DROP", "")
 
@@ -203,13 +203,7 @@ def main():
     m = MoeModel(path)
     routes, margins = [], []
     m.logprobs(list(prompt), 0, routes, margins)  # with first = 0 every layer routes every prompt row
-    ids, steps = list(prompt), []
-    for _ in range(n_predict):
-        lp = m.logprobs(ids, len(ids) - 1)[-1]
-        top = np.argsort(-lp, kind="stable")[:n_probs]
-        steps.append({"id": int(top[0]), "logprob": float(lp[top[0]]),
-                      "top": [[int(t), float(lp[t])] for t in top]})
-        ids.append(int(top[0]))
+    steps = greedy_steps(m, prompt, n_predict, n_probs)
     json.dump({"prompt_ids": prompt, "output_ids": [s["id"] for s in steps], "steps": steps, "routes": routes,
                "route_margins": margins},
               sys.stdout)

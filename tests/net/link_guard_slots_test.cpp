@@ -19,29 +19,13 @@
 #include <vector>
 
 #include "net/link_guard.hpp"
+#include "tests/raw_socket.hpp"
 
 namespace troupe::net {
 namespace {
 
 using namespace std::chrono_literals;
-
-int connect_from(const char* source, uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  ::inet_pton(AF_INET, source, &a.sin_addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  a.sin_port = htons(port);
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using troupe::testing::connect_from;
 
 /// Whether the guard closed `fd` within `t` (a refused connection is closed at once).
 bool closed_within(int fd, std::chrono::milliseconds t) {
